@@ -1,0 +1,53 @@
+# Two commands for a new user: `make demo` and `make test`. Each bootstraps .venv from the lock file.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export RAY_USAGE_STATS_ENABLED := 0
+export AIRFLOW_HOME ?= $(CURDIR)/.airflow
+export AIRFLOW__CORE__LOAD_EXAMPLES := False
+export AIRFLOW__CORE__DAGS_FOLDER ?= $(CURDIR)/dags
+export AIRFLOW__CORE__UNIT_TEST_MODE := False
+
+.PHONY: venv demo test test-unit lint format bench clean lock
+
+venv: $(STAMP)
+
+# Rebuild when the lock file or the package metadata changes (a stale venv is reinstalled).
+$(STAMP): requirements.lock setup.cfg pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv
+	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	@touch $(STAMP)
+
+lock:
+	$(BIN)/uv pip compile setup.cfg --extra kubernetes --extra workloads --extra dev \
+		--python-version 3.11 -o requirements.lock
+
+demo: $(STAMP)
+	$(BIN)/python -m airflow_ray_provider.demo
+
+# pytest exits 5 when it collected nothing: that is a failure, not a pass.
+test: $(STAMP)
+	@$(BIN)/python -m pytest tests -q -p no:cacheprovider; rc=$$?; \
+	  if [ $$rc -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi; exit $$rc
+
+test-unit: $(STAMP)
+	$(BIN)/python -m pytest tests -q -m unit -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy airflow_ray_provider/kuberay airflow_ray_provider/hooks
+
+format: $(STAMP)
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) .airflow demo_output benchmarks/out

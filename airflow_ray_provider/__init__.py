@@ -1,0 +1,61 @@
+"""Apache Airflow provider for Ray on Kubernetes (KubeRay) and on an ephemeral local Ray head."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_PKG = "airflow_ray_provider"
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's providers manager (the ``apache_airflow_provider`` entry point)."""
+    return {
+        "package-name": "airflow-ray-provider",
+        "name": "Ray",
+        "description": "Ray on Kubernetes (KubeRay): ephemeral Ray clusters, Ray Job API operators, "
+        "sensors and deferrable triggers, model-evaluation and per-zone training workloads.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Ray",
+                "external-doc-url": "https://docs.ray.io/",
+                "tags": ["software"],
+            },
+            {
+                "integration-name": "KubeRay",
+                "external-doc-url": "https://docs.ray.io/en/latest/cluster/kubernetes/",
+                "tags": ["software"],
+            },
+        ],
+        "hooks": [
+            {"integration-name": "Ray", "python-modules": [f"{_PKG}.hooks.ray_job"]},
+            {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.hooks.kuberay"]},
+        ],
+        "operators": [
+            {
+                "integration-name": "Ray",
+                "python-modules": [f"{_PKG}.operators.ray_job", f"{_PKG}.operators.metrics"],
+            },
+            {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.operators.ray_cluster"]},
+        ],
+        "sensors": [{"integration-name": "Ray", "python-modules": [f"{_PKG}.sensors.ray_job"]}],
+        "triggers": [
+            {"integration-name": "Ray", "python-modules": [f"{_PKG}.triggers.ray_job"]},
+            {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.triggers.ray_cluster"]},
+        ],
+        "connection-types": [
+            {
+                "connection-type": "ray",
+                "hook-class-name": f"{_PKG}.hooks.ray_job.RayJobHook",
+                "hook-name": "Ray (Job API)",
+            },
+            {
+                "connection-type": "kuberay",
+                "hook-class-name": f"{_PKG}.hooks.kuberay.KubeRayHook",
+                "hook-name": "KubeRay (Kubernetes)",
+            },
+        ],
+        "extra-links": [f"{_PKG}.operators.ray_job.RayJobLink"],
+    }

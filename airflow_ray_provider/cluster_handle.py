@@ -1,0 +1,89 @@
+"""The cluster handle: the one contract between the create-cluster task and everything downstream.
+
+It travels through XCom as a plain dict. It *refers* to the Ray auth token (a 0600 file for the local
+backend, a Kubernetes Secret for KubeRay) and never contains it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+BACKENDS = ("local", "kuberay")
+
+
+class InvalidClusterHandleError(ValueError):
+    """Raised when a value passed as a cluster handle is not one."""
+
+
+@dataclass(frozen=True)
+class RayClusterHandle:
+    """Where a provisioned Ray cluster is and how to authenticate to it.
+
+    :param backend: ``"local"`` (ephemeral local head) or ``"kuberay"`` (a RayCluster CR).
+    :param name: cluster name (the RayCluster's ``metadata.name``, or the local head's id).
+    :param namespace: Kubernetes namespace; ``None`` for the local backend.
+    :param dashboard_url: base URL of the Ray dashboard / Job API, e.g. ``http://127.0.0.1:8265``.
+    :param auth_token_file: path of a 0600 file holding the Ray auth token (local backend).
+    :param auth_token_secret: name of the Kubernetes Secret holding the token (KubeRay backend).
+    :param auth_token_secret_key: key inside that Secret.
+    :param conn_id: the cluster connection used to create it (lets hooks read the token Secret).
+    :param extra: backend-specific details that are safe to show (pid, temp dir, service name, ...).
+    """
+
+    backend: str
+    name: str
+    dashboard_url: str
+    namespace: str | None = None
+    auth_token_file: str | None = None
+    auth_token_secret: str | None = None
+    auth_token_secret_key: str | None = None
+    conn_id: str | None = None
+    extra: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise InvalidClusterHandleError(
+                f"cluster handle backend must be one of {BACKENDS}, got {self.backend!r}"
+            )
+        if not self.name:
+            raise InvalidClusterHandleError("cluster handle has an empty name")
+        if not self.dashboard_url.startswith(("http://", "https://")):
+            raise InvalidClusterHandleError(
+                f"cluster handle dashboard_url must start with http:// or https://, "
+                f"got {self.dashboard_url!r}"
+            )
+
+    @property
+    def has_auth(self) -> bool:
+        """Whether the cluster expects a Ray auth token."""
+        return bool(self.auth_token_file or self.auth_token_secret)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict for XCom."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> RayClusterHandle:
+        """Build a handle from an XCom value (a dict) or return a handle unchanged.
+
+        :raises InvalidClusterHandleError: when ``value`` is not a handle-shaped dict.
+        """
+        if isinstance(value, RayClusterHandle):
+            return value
+        if not isinstance(value, dict):
+            raise InvalidClusterHandleError(
+                "expected a cluster handle (the XCom of CreateRayClusterOperator, a dict with "
+                f"backend, name and dashboard_url), got {type(value).__name__}"
+            )
+        known = set(cls.__dataclass_fields__)
+        missing = {"backend", "name", "dashboard_url"} - value.keys()
+        if missing:
+            raise InvalidClusterHandleError(
+                f"cluster handle is missing {sorted(missing)}; pass the XCom of "
+                "CreateRayClusterOperator (e.g. create_cluster.output)"
+            )
+        unknown = set(value) - known
+        if unknown:
+            raise InvalidClusterHandleError(f"cluster handle has unknown keys {sorted(unknown)}")
+        return cls(**value)

@@ -1,0 +1,93 @@
+"""Provider exceptions. Each carries the fields a user needs to act on it, and says what to do next."""
+
+from __future__ import annotations
+
+from airflow.exceptions import AirflowException
+
+
+class RayProviderError(AirflowException):
+    """Base class of every error this provider raises in Airflow."""
+
+
+class RayInvalidInputError(RayProviderError, ValueError):
+    """Bad operator input, found before any cluster or job was created."""
+
+
+class RayDashboardUnreachableError(RayProviderError):
+    """The Ray dashboard (Job API) did not answer after retries.
+
+    :param url: the dashboard URL that was tried.
+    :param conn_id: the connection (or cluster handle) the URL came from.
+    """
+
+    def __init__(self, message: str, *, url: str, conn_id: str | None = None) -> None:
+        super().__init__(message)
+        self.url = url
+        self.conn_id = conn_id
+
+
+class RayJobError(RayProviderError):
+    """A Ray job ended badly.
+
+    :param submission_id: the job's submission id.
+    :param status: its final Ray ``JobStatus`` value.
+    :param log_tail: the last lines of its driver log.
+    """
+
+    def __init__(self, message: str, *, submission_id: str, status: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.submission_id = submission_id
+        self.status = status
+        self.log_tail = log_tail
+
+
+class RayJobFailedError(RayJobError):
+    """The job's entrypoint failed (``FAILED``); carries the driver's exit code when Ray reports it."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        submission_id: str,
+        status: str = "FAILED",
+        log_tail: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
+        self.exit_code = exit_code
+
+
+class RayJobStoppedError(RayJobError):
+    """The job was stopped (``STOPPED``) by a user, ``on_kill`` or another system."""
+
+
+class RayJobTimeoutError(RayJobError):
+    """The job ran past ``job_timeout``; it was stopped."""
+
+
+class RayClusterError(RayProviderError):
+    """A Ray cluster could not be created, reached or deleted.
+
+    :param name: the cluster's name.
+    :param namespace: its Kubernetes namespace (``None`` for the local backend).
+    """
+
+    def __init__(self, message: str, *, name: str, namespace: str | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.namespace = namespace
+
+
+class RayClusterNotReadyError(RayClusterError):
+    """The cluster did not become ready in time; carries its last conditions."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        name: str,
+        namespace: str | None = None,
+        conditions: list[dict] | None = None,
+    ) -> None:
+        super().__init__(message, name=name, namespace=namespace)
+        self.conditions = conditions or []

@@ -1,0 +1,1 @@
+"""kuberay layer."""

@@ -1,0 +1,294 @@
+"""An ephemeral local Ray head: ``ray start --head --block`` in its own process group and temp dir.
+
+No Airflow imports. The head is started detached (a new session) so it outlives the task process that
+started it; :func:`stop_head` ends it from any process, given the :class:`LocalHeadInfo`, by signalling
+only the process group it created, and checks first that the group still belongs to this head.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+TOKEN_FILE_NAME = "auth_token"
+HEAD_LOG_NAME = "ray-start.log"
+
+
+class LocalHeadError(RuntimeError):
+    """The local Ray head could not be started or stopped."""
+
+
+@dataclass(frozen=True)
+class LocalHeadConfig:
+    """How to start a local head.
+
+    :param num_cpus: logical CPUs the head offers (``None``: all cores).
+    :param num_gpus: logical GPUs the head offers (``None``: auto-detect).
+    :param object_store_memory: bytes for the object store (``None``: Ray's default).
+    :param resources: extra custom resources.
+    :param auth: enable Ray token authentication (a fresh token per head).
+    :param temp_root: folder for the head's temp dir; keep it short (Unix socket paths <= ~107 chars).
+    :param env: extra environment variables for the head and every worker it starts.
+    :param ready_timeout: seconds to wait for the dashboard's ``/api/version``.
+    """
+
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    object_store_memory: int | None = None
+    resources: dict[str, float] = field(default_factory=dict)
+    auth: bool = True
+    temp_root: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    ready_timeout: float = 90.0
+
+
+@dataclass(frozen=True)
+class LocalHeadInfo:
+    """What it takes to reach and to stop a running local head (JSON-serialisable, no secrets)."""
+
+    name: str
+    pid: int
+    pgid: int
+    temp_dir: str
+    dashboard_url: str
+    gcs_address: str
+    token_file: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the info as a plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LocalHeadInfo:
+        """Rebuild the info from :meth:`to_dict` output."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+def free_port() -> int:
+    """Ask the kernel for a free TCP port on 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def read_token(token_file: str) -> str:
+    """Read a token file written by :func:`start_head`."""
+    return Path(token_file).read_text().strip()
+
+
+def _ray_executable() -> str:
+    candidate = Path(sys.executable).with_name("ray")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("ray")
+    if not found:
+        raise LocalHeadError("the `ray` command was not found; install ray[default]")
+    return found
+
+
+def _head_command(config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_port: int) -> list[str]:
+    cmd = [
+        _ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
+        "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
+        "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
+        f"--temp-dir={temp_dir}",
+        f"--ray-client-server-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}",
+    ]  # fmt: skip
+    if config.num_cpus is not None:
+        cmd.append(f"--num-cpus={config.num_cpus}")
+    if config.num_gpus is not None:
+        cmd.append(f"--num-gpus={config.num_gpus}")
+    if config.object_store_memory is not None:
+        cmd.append(f"--object-store-memory={config.object_store_memory}")
+    if config.resources:
+        cmd.append(f"--resources={json.dumps(config.resources)}")
+    return cmd
+
+
+def _dashboard_answers(url: str, token: str | None, timeout: float = 2.0) -> bool:
+    request = urllib.request.Request(f"{url}/api/version")
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None) -> LocalHeadInfo:
+    """Start a local Ray head and wait until its Job API answers.
+
+    :param config: start options; defaults to :class:`LocalHeadConfig`.
+    :param name: a label for the head (used in its temp dir name).
+    :returns: the running head's info.
+    :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
+    """
+    config = config or LocalHeadConfig()
+    temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
+    temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
+    name = name or Path(temp_dir).name
+    gcs_port, dash_port = free_port(), free_port()
+    env = {**os.environ, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir}
+    token: str | None = None
+    token_file: str | None = None
+    if config.auth:
+        token = secrets.token_hex(32)
+        token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(token)
+        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    else:
+        env.pop("RAY_AUTH_TOKEN", None)
+        env["RAY_AUTH_MODE"] = "disabled"
+    log = open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb")  # noqa: SIM115 (handed to the child)
+    try:
+        proc = subprocess.Popen(
+            _head_command(config, temp_dir, gcs_port, dash_port),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=env, start_new_session=True,
+        )  # fmt: skip
+    except OSError as exc:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise LocalHeadError(f"could not start `ray start --head`: {exc}") from exc
+    finally:
+        log.close()
+    info = LocalHeadInfo(
+        name=name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
+        dashboard_url=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}",
+        token_file=token_file,
+    )  # fmt: skip
+    deadline = time.monotonic() + config.ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = _log_tail(temp_dir)
+            stop_head(info)
+            raise LocalHeadError(f"`ray start --head` exited with {proc.returncode}:\n{tail}")
+        if _dashboard_answers(info.dashboard_url, token):
+            return info
+        time.sleep(0.25)
+    tail = _log_tail(temp_dir)
+    stop_head(info)
+    raise LocalHeadError(
+        f"local Ray head did not answer {info.dashboard_url}/api/version within "
+        f"{config.ready_timeout:.0f}s; last log lines:\n{tail}"
+    )
+
+
+def _log_tail(temp_dir: str, lines: int = 30) -> str:
+    try:
+        return "\n".join(Path(temp_dir, HEAD_LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return not _only_zombies(pgid)
+
+
+def _only_zombies(pgid: int) -> bool:
+    """True when every process left in the group is a zombie (exited, waiting to be reaped)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return False
+    return True
+
+
+def _owns_group(info: LocalHeadInfo) -> bool:
+    """Whether the process group still belongs to this head (guards against PID reuse)."""
+    try:
+        cmdline = Path(f"/proc/{info.pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        # The leader is gone; members may remain. Trust the group only if one of them runs in our dir.
+        return any(info.temp_dir in _cmdline(pid) for pid in _group_members(info.pgid))
+    return info.temp_dir in cmdline
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
+                    members.append(int(entry.name))
+    return members
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def stop_head(info: LocalHeadInfo, *, grace: float = 10.0) -> bool:
+    """Stop a local head and remove its temp dir. Safe to call twice.
+
+    The whole process group gets SIGTERM (measured here: gone in ~1.5 s; SIGTERM to the
+    ``ray start --block`` leader alone took over 10 s); whatever is left after ``grace`` seconds
+    gets SIGKILL.
+
+    :returns: ``True`` if a running head was stopped, ``False`` if it was already gone.
+    """
+    was_running = _group_alive(info.pgid) and _owns_group(info)
+    if was_running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(info.pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and _group_alive(info.pgid):
+            _reap(info.pid)
+            time.sleep(0.2)
+        if _group_alive(info.pgid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(info.pgid, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and _group_alive(info.pgid):
+                _reap(info.pid)
+                time.sleep(0.1)
+    _reap(info.pid)
+    shutil.rmtree(info.temp_dir, ignore_errors=True)
+    return was_running
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of our own child, if it is one (no-op from other processes)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def is_running(info: LocalHeadInfo) -> bool:
+    """Whether the head's process group is alive and still ours."""
+    return _group_alive(info.pgid) and _owns_group(info)

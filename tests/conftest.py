@@ -1,0 +1,75 @@
+"""Shared test harness: an isolated Airflow home on SQLite, a real local Ray head, and per-area fixtures.
+
+The environment is set at import time, before anything imports Airflow, so every test (and every
+subprocess it starts) sees the temporary ``AIRFLOW_HOME`` and never the user's.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+_AIRFLOW_HOME = tempfile.mkdtemp(prefix="arp-airflow-")
+os.environ.update(
+    {
+        "AIRFLOW_HOME": _AIRFLOW_HOME,
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME}/airflow.db",
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": os.path.join(_AIRFLOW_HOME, "dags"),
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+)
+os.environ.pop("RAY_ADDRESS", None)
+os.environ.pop("RAY_AUTH_TOKEN", None)
+
+# Each area keeps its fixtures in its own module (helpers and tests of one layer live together).
+pytest_plugins = [
+    "tests.fixtures.ray_job",
+    "tests.fixtures.kuberay",
+    "tests.fixtures.workloads",
+    "tests.fixtures.templates",
+]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Remove the temporary Airflow home."""
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> str:
+    """A migrated SQLite metadata DB in the temporary Airflow home; returns the home path."""
+    from airflow.utils.db import initdb
+
+    os.makedirs(os.environ["AIRFLOW__CORE__DAGS_FOLDER"], exist_ok=True)
+    initdb()
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def ray_head() -> Iterator[object]:
+    """A real local Ray head (Job API on 127.0.0.1, token auth on), stopped at session end.
+
+    Yields a :class:`airflow_ray_provider.local.head.LocalHeadInfo`.
+    """
+    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+
+    info = start_head(LocalHeadConfig(num_cpus=4, auth=True), name="pytest-head")
+    try:
+        yield info
+    finally:
+        stop_head(info)
+
+
+@pytest.fixture(scope="session")
+def ray_head_token(ray_head: object) -> str:
+    """The auth token of the session's Ray head."""
+    from airflow_ray_provider.local.head import read_token
+
+    return read_token(ray_head.token_file)  # type: ignore[attr-defined]
