@@ -26,6 +26,23 @@ class RayDashboardUnreachableError(RayProviderError):
         self.conn_id = conn_id
 
 
+class RayJobApiError(RayProviderError):
+    """The Ray Job API answered with an error that retrying will not fix (e.g. 400, 401, 404).
+
+    :param status_code: the HTTP status code.
+    :param url: the URL that was called (never carries credentials).
+    """
+
+    def __init__(self, message: str, *, status_code: int, url: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.url = url
+
+
+class RayJobAlreadyExistsError(RayJobApiError):
+    """A job with this submission id already exists (Ray answers 500 "already exists"); re-attach to it."""
+
+
 class RayJobError(RayProviderError):
     """A Ray job ended badly.
 

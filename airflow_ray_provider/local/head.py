@@ -44,6 +44,7 @@ class LocalHeadConfig:
     :param temp_root: folder for the head's temp dir; keep it short (Unix socket paths <= ~107 chars).
     :param env: extra environment variables for the head and every worker it starts.
     :param ready_timeout: seconds to wait for the dashboard's ``/api/version``.
+    :param token: use this auth token instead of generating one (e.g. one taken from a Kubernetes Secret).
     """
 
     num_cpus: int | None = None
@@ -54,6 +55,7 @@ class LocalHeadConfig:
     temp_root: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     ready_timeout: float = 90.0
+    token: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,7 @@ def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None
     token: str | None = None
     token_file: str | None = None
     if config.auth:
-        token = secrets.token_hex(32)
+        token = config.token or secrets.token_hex(32)
         token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:

@@ -1,0 +1,232 @@
+"""The ``kuberay`` connection type: how Airflow reaches the Kubernetes API that KubeRay watches.
+
+A ``kuberay`` connection's Extra (JSON) holds one way to authenticate, never loaded globally:
+
+* ``in_cluster``: ``true`` to use the pod's service account (Airflow running in Kubernetes);
+* ``kube_config_path``: path of a kubeconfig file;
+* ``kube_config``: an inline kubeconfig (YAML/JSON text or an object);
+
+plus ``context`` (kubeconfig context), ``namespace`` (default ``default``), ``default_image`` (Ray image
+when a spec names none), ``dashboard_url_template`` (how to reach the head's dashboard, see
+:func:`airflow_ray_provider.kuberay.status.dashboard_url`) and ``ray_auth`` (``auth_options`` for
+KubeRay >= 1.5.1, ``secret`` for older KubeRay, or ``disabled``).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+    from kubernetes.client import ApiClient
+
+    from airflow_ray_provider.kuberay.client import KubeRayClient
+
+EXTRA_FIELDS = (
+    "in_cluster", "kube_config_path", "kube_config", "context", "namespace", "default_image",
+    "dashboard_url_template", "ray_auth",
+)  # fmt: skip
+
+#: Declarative connection form fields (``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
+CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "in_cluster": {
+        "label": "In-cluster configuration",
+        "schema": {"type": ["boolean", "null"], "default": False},
+    },
+    "kube_config_path": {"label": "Kubeconfig path", "schema": {"type": ["string", "null"]}},
+    "kube_config": {
+        "label": "Kubeconfig (JSON or YAML)",
+        "schema": {"type": ["string", "null"], "format": "password"},
+        "description": "An inline kubeconfig; it may hold credentials, so it is stored as a secret.",
+    },
+    "context": {"label": "Kubeconfig context", "schema": {"type": ["string", "null"]}},
+    "namespace": {"label": "Namespace", "schema": {"type": ["string", "null"], "default": "default"}},
+    "default_image": {"label": "Default Ray image", "schema": {"type": ["string", "null"]}},
+    "dashboard_url_template": {
+        "label": "Dashboard URL template",
+        "schema": {"type": ["string", "null"]},
+        "description": "e.g. http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
+        "or https://{name}.ray.example.com for an ingress.",
+    },
+    "ray_auth": {
+        "label": "Ray token auth",
+        "schema": {"type": ["string", "null"], "enum": ["auth_options", "secret", "disabled", None]},
+        "description": "auth_options (KubeRay >= 1.5.1), secret (older KubeRay) or disabled.",
+    },
+}
+UI_FIELD_BEHAVIOUR: dict[str, Any] = {
+    "hidden-fields": ["host", "schema", "login", "password", "port"],
+    "relabeling": {},
+    "placeholders": {"kube_config_path": "~/.kube/config", "namespace": "ray-jobs"},
+}
+
+
+def _as_bool(value: Any) -> bool:
+    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
+
+
+class KubeRayHook(BaseHook):
+    """Reach RayClusters through a ``kuberay`` connection.
+
+    :param kuberay_conn_id: the connection id.
+    :param namespace: overrides the connection's namespace.
+    :param api_client: an already configured ``kubernetes.client.ApiClient`` (skips the connection's auth).
+    :param connection: an already fetched connection (triggers fetch it asynchronously).
+    """
+
+    conn_name_attr = "kuberay_conn_id"
+    default_conn_name = "kuberay_default"
+    conn_type = "kuberay"
+    hook_name = "KubeRay (Kubernetes)"
+
+    def __init__(
+        self,
+        kuberay_conn_id: str = default_conn_name,
+        *,
+        namespace: str | None = None,
+        api_client: ApiClient | None = None,
+        connection: Connection | None = None,
+    ) -> None:
+        super().__init__()
+        self.kuberay_conn_id = kuberay_conn_id
+        self._namespace = namespace
+        self._api_client = api_client
+        self._connection = connection
+
+    @cached_property
+    def extras(self) -> dict[str, Any]:
+        """The connection's Extra with ``extra__kuberay__`` prefixes removed."""
+        conn = self._connection or self.get_connection(self.kuberay_conn_id)
+        raw = conn.extra_dejson or {}
+        return {key.removeprefix("extra__kuberay__"): value for key, value in raw.items()}
+
+    @property
+    def namespace(self) -> str:
+        """The namespace calls default to."""
+        return self._namespace or self.extras.get("namespace") or "default"
+
+    @property
+    def default_image(self) -> str | None:
+        """The Ray image used when a spec names none."""
+        return self.extras.get("default_image") or None
+
+    @property
+    def dashboard_url_template(self) -> str | None:
+        """The connection's dashboard URL template, if any."""
+        return self.extras.get("dashboard_url_template") or None
+
+    @property
+    def ray_auth(self) -> str:
+        """How clusters get token auth: ``auth_options`` (default), ``secret`` or ``disabled``."""
+        return self.extras.get("ray_auth") or "auth_options"
+
+    @cached_property
+    def api_client(self) -> ApiClient:
+        """A Kubernetes ``ApiClient`` for this connection; no global configuration is touched."""
+        if self._api_client is not None:
+            return self._api_client
+        from kubernetes import client, config
+
+        extras, context = self.extras, self.extras.get("context") or None
+        if _as_bool(extras.get("in_cluster")):
+            configuration = client.Configuration()
+            config.incluster_config.InClusterConfigLoader(
+                token_filename=config.incluster_config.SERVICE_TOKEN_FILENAME,
+                cert_filename=config.incluster_config.SERVICE_CERT_FILENAME,
+            ).load_and_set(configuration)
+            return client.ApiClient(configuration)
+        if extras.get("kube_config"):
+            return config.new_client_from_config_dict(
+                self._inline_kube_config(extras["kube_config"]), context=context, persist_config=False
+            )
+        if extras.get("kube_config_path"):
+            return config.new_client_from_config(
+                config_file=extras["kube_config_path"], context=context, persist_config=False
+            )
+        raise RayInvalidInputError(
+            f"connection {self.kuberay_conn_id!r} sets none of in_cluster, kube_config_path or kube_config; "
+            "set one of them in its Extra"
+        )
+
+    def _inline_kube_config(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        import yaml
+
+        try:
+            loaded = json.loads(value) if str(value).lstrip().startswith("{") else yaml.safe_load(value)
+        except (ValueError, yaml.YAMLError) as exc:
+            raise RayInvalidInputError(
+                f"connection {self.kuberay_conn_id!r}: kube_config is neither JSON nor YAML"
+            ) from exc
+        if not isinstance(loaded, dict):
+            raise RayInvalidInputError(f"connection {self.kuberay_conn_id!r}: kube_config must be a mapping")
+        return loaded
+
+    @cached_property
+    def client(self) -> KubeRayClient:
+        """The typed RayCluster client for this connection's namespace."""
+        from airflow_ray_provider.kuberay.client import KubeRayClient
+
+        return KubeRayClient(self.api_client, namespace=self.namespace)
+
+    def get_conn(self) -> KubeRayClient:
+        """Return the typed RayCluster client."""
+        return self.client
+
+    def read_auth_token(
+        self, *, secret_name: str, namespace: str | None = None, key: str = "auth_token"
+    ) -> str:
+        """Read a cluster's Ray auth token from its Secret (the token is masked in logs)."""
+        token = self.client.read_secret_value(secret_name, key=key, namespace=namespace or self.namespace)
+        self._mask(token)
+        return token
+
+    @staticmethod
+    def _mask(secret: str) -> None:
+        try:
+            from airflow.sdk.log import mask_secret
+        except ImportError:  # pragma: no cover - older task SDKs
+            return
+        mask_secret(secret)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """List RayClusters in the namespace: proves the credentials, the CRD and the Role's ``list``."""
+        try:
+            found = self.client.list_clusters()
+        except Exception as exc:
+            return False, f"cannot list RayClusters in namespace {self.namespace!r}: {exc}"
+        return True, f"connected; {len(found)} RayCluster(s) in namespace {self.namespace!r}"
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Hide the fields a ``kuberay`` connection does not use."""
+        return {
+            "hidden_fields": UI_FIELD_BEHAVIOUR["hidden-fields"],
+            "relabeling": {},
+            "placeholders": UI_FIELD_BEHAVIOUR["placeholders"],
+        }
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Form widgets for the legacy (FAB) connection form; empty when wtforms is not installed."""
+        try:
+            from flask_appbuilder.fieldwidgets import BS3PasswordFieldWidget, BS3TextFieldWidget
+            from wtforms import BooleanField, PasswordField, StringField
+        except ImportError:
+            return {}
+        text = {
+            name: StringField(spec["label"], widget=BS3TextFieldWidget())
+            for name, spec in CONN_FIELDS.items()
+        }
+        text["in_cluster"] = BooleanField(CONN_FIELDS["in_cluster"]["label"])
+        text["kube_config"] = PasswordField(
+            CONN_FIELDS["kube_config"]["label"], widget=BS3PasswordFieldWidget()
+        )
+        return text

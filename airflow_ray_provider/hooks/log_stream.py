@@ -1,0 +1,42 @@
+"""Streaming a Ray job's driver log into the task log without repeating lines.
+
+The Job API returns the whole log on every ``GET /api/jobs/{id}/logs``. The caller keeps an *offset*:
+the number of characters of that text already emitted. Each poll emits only complete lines past the
+offset (a line still being written waits for its newline), and the final poll of a finished job
+emits the rest. The offset is a plain int, so it travels through the trigger's kwargs and its event,
+and ``execute_complete`` continues exactly where the trigger stopped.
+"""
+
+from __future__ import annotations
+
+DEFAULT_TAIL_LINES = 50
+
+
+def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
+    """Return the lines of ``text`` not yet emitted and the new offset.
+
+    :param text: the full log as the Job API returned it.
+    :param offset: characters already emitted.
+    :param final: the job has finished: emit a trailing line that has no newline too.
+    :returns: ``(lines, new_offset)``; lines carry no line endings.
+    """
+    if offset < 0 or offset > len(text):
+        # The log was rotated or truncated under us (or the offset is bogus): start over at its end
+        # for safety rather than dumping it all again.
+        offset = len(text) if offset > len(text) else 0
+    pending = text[offset:]
+    if not pending:
+        return [], offset
+    if final:
+        return pending.splitlines(), len(text)
+    cut = pending.rfind("\n")
+    if cut < 0:
+        return [], offset
+    return pending[: cut + 1].splitlines(), offset + cut + 1
+
+
+def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log."""
+    if lines <= 0:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

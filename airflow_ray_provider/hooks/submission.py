@@ -1,0 +1,191 @@
+"""What gets submitted: the deterministic submission id, the quoted entrypoint, metadata, validation.
+
+Everything here runs before anything is sent to Ray, so bad input fails the task with a message
+that says what to fix and leaves nothing running.
+
+**Submission ids.** ``airflow-<dag>-<task>[-m<map_index>]-<run>-<hash>`` where each part is
+sanitised to ``[A-Za-z0-9_.-]`` and shortened, and ``<hash>`` is 10 hex digits of SHA-256 over the
+raw (dag_id, run_id, task_id, map_index), so two task instances never share an id even when their
+sanitised names collide. The try number is *not* part of it: every try of a task instance computes
+the same id, which is how a retry finds the job of an earlier try. Later attempts after a failed or
+stopped job get ``-a2``, ``-a3``, ... appended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_ATTEMPT = re.compile(r"^(?P<base>.+)-a(?P<n>[0-9]+)$")
+_PART_LIMIT = 40
+METADATA_PREFIX = "airflow_"
+
+
+def _clean(value: str, limit: int = _PART_LIMIT) -> str:
+    cleaned = _UNSAFE.sub("_", value).strip("_.-")
+    return cleaned[:limit] or "x"
+
+
+def base_submission_id(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """The submission id of a task instance's first job (deterministic; no try number)."""
+    digest = hashlib.sha256(f"{dag_id}\0{run_id}\0{task_id}\0{map_index}".encode()).hexdigest()[:10]
+    mapped = f"-m{map_index}" if map_index is not None and map_index >= 0 else ""
+    return f"airflow-{_clean(dag_id)}-{_clean(task_id)}{mapped}-{_clean(run_id)}-{digest}"
+
+
+def attempt_submission_id(base: str, attempt: int) -> str:
+    """The id of the ``attempt``-th job of a task instance (1 is the base id itself)."""
+    if attempt < 1:
+        raise ValueError(f"attempt must be >= 1, got {attempt}")
+    return base if attempt == 1 else f"{base}-a{attempt}"
+
+
+def attempt_of(base: str, submission_id: str) -> int | None:
+    """The attempt number of ``submission_id`` under ``base``, or ``None`` if it is not one of its ids."""
+    if submission_id == base:
+        return 1
+    match = _ATTEMPT.match(submission_id)
+    if match and match.group("base") == base and int(match.group("n")) >= 2:
+        return int(match.group("n"))
+    return None
+
+
+def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
+    """Return the shell command Ray runs: a string as is, a list of arguments safely quoted.
+
+    :raises RayInvalidInputError: when it is empty or of another type.
+    """
+    if isinstance(entrypoint, str):
+        if not entrypoint.strip():
+            raise RayInvalidInputError("entrypoint is empty; pass a command such as 'python job.py'")
+        return entrypoint.strip()
+    if isinstance(entrypoint, (list, tuple)):
+        if not entrypoint or not str(entrypoint[0]).strip():
+            raise RayInvalidInputError("entrypoint list is empty; pass e.g. ['python', 'job.py', '--x', '1']")
+        return shlex.join(str(arg) for arg in entrypoint)
+    raise RayInvalidInputError(
+        f"entrypoint must be a string or a list of arguments, got {type(entrypoint).__name__}"
+    )
+
+
+def build_metadata(
+    *mappings: dict[str, Any] | None, task_instance: dict[str, Any] | None = None
+) -> dict[str, str]:
+    """Merge metadata dicts (later wins), then add the ``airflow_*`` task-instance keys (always win).
+
+    :raises RayInvalidInputError: when a mapping is not a dict.
+    """
+    merged: dict[str, str] = {}
+    for mapping in mappings:
+        if mapping is None:
+            continue
+        if not isinstance(mapping, dict):
+            raise RayInvalidInputError(f"metadata must be a dict of strings, got {type(mapping).__name__}")
+        merged.update({str(k): str(v) for k, v in mapping.items()})
+    for key, value in (task_instance or {}).items():
+        merged[f"{METADATA_PREFIX}{key}"] = str(value)
+    return merged
+
+
+def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or value < 0 or not math.isfinite(value):
+        kind = "a non-negative integer" if integer else "a non-negative number"
+        raise RayInvalidInputError(f"{name} must be {kind}, got {value!r}")
+
+
+def _check_working_dir(runtime_env: dict[str, Any]) -> None:
+    working_dir = runtime_env.get("working_dir")
+    if working_dir is None:
+        return
+    if not isinstance(working_dir, str) or not working_dir:
+        raise RayInvalidInputError("runtime_env['working_dir'] must be a folder path or a remote URI")
+    if "://" not in working_dir and not os.path.exists(working_dir):
+        raise RayInvalidInputError(
+            f"runtime_env['working_dir'] {working_dir!r} does not exist on this worker; "
+            "pass a local folder (it is uploaded) or a remote URI (s3://..., gs://..., https://...zip)"
+        )
+
+
+def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
+    """Check a runtime_env before submitting; returns a copy.
+
+    Checks shapes here (clear messages, no Ray import), then lets Ray's own ``RuntimeEnv`` parse it
+    (lazily imported) to catch unknown plugins and bad field types.
+
+    :raises RayInvalidInputError: naming the field to fix.
+    """
+    if runtime_env is None:
+        return {}
+    if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
+        raise RayInvalidInputError(
+            f"runtime_env must be a dict with string keys, got {type(runtime_env).__name__}"
+        )
+    env_vars = runtime_env.get("env_vars")
+    if env_vars is not None and (
+        not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values())
+    ):
+        raise RayInvalidInputError("runtime_env['env_vars'] must be a dict of string to string")
+    _check_working_dir(runtime_env)
+    try:
+        from ray.runtime_env import RuntimeEnv
+
+        RuntimeEnv(**runtime_env)
+    except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
+        raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
+    return dict(runtime_env)
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job submission (without its id).
+
+    :param entrypoint: the shell command.
+    :param runtime_env: the runtime environment.
+    :param metadata: job metadata (strings).
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_memory: bytes of memory reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
+    """
+
+    entrypoint: str
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    entrypoint_num_cpus: float | None = None
+    entrypoint_num_gpus: float | None = None
+    entrypoint_memory: int | None = None
+    entrypoint_resources: dict[str, float] | None = None
+
+    def __post_init__(self) -> None:
+        _check_number("entrypoint_num_cpus", self.entrypoint_num_cpus)
+        _check_number("entrypoint_num_gpus", self.entrypoint_num_gpus)
+        _check_number("entrypoint_memory", self.entrypoint_memory, integer=True)
+        if self.entrypoint_resources is not None:
+            if not isinstance(self.entrypoint_resources, dict):
+                raise RayInvalidInputError("entrypoint_resources must be a dict of resource name to amount")
+            for name, amount in self.entrypoint_resources.items():
+                _check_number(f"entrypoint_resources[{name!r}]", amount)
+
+    def submit_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for ``JobSubmissionClient.submit_job`` (``None`` values dropped)."""
+        kwargs = {
+            "entrypoint": self.entrypoint,
+            "runtime_env": self.runtime_env or None,
+            "metadata": self.metadata or None,
+            "entrypoint_num_cpus": self.entrypoint_num_cpus,
+            "entrypoint_num_gpus": self.entrypoint_num_gpus,
+            "entrypoint_memory": self.entrypoint_memory,
+            "entrypoint_resources": self.entrypoint_resources,
+        }
+        return {k: v for k, v in kwargs.items() if v is not None}

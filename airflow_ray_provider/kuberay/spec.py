@@ -1,0 +1,239 @@
+"""Typed RayCluster spec and the builder that turns it into a ``ray.io/v1`` RayCluster body.
+
+Everything here is checked before any API call: a bad name, a negative replica count or an unknown field
+raises :class:`KubeRaySpecError` naming the field and what to change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from airflow_ray_provider.kuberay import validation as v
+from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.labels import short_hash
+
+API_VERSION = "ray.io/v1"
+KIND = "RayCluster"
+AUTH_TOKEN_KEY = "auth_token"  # KubeRay's RAY_AUTH_TOKEN_SECRET_KEY
+AUTH_MODES = ("auth_options", "secret", "disabled")
+GENERATED_NAME_MAX = 40  # KubeRay derives longer names (services, pods) from it; keep headroom under 63
+HEAD_PORTS = [
+    {"containerPort": 6379, "name": "gcs-server"},
+    {"containerPort": 8265, "name": "dashboard"},
+    {"containerPort": 10001, "name": "client"},
+]
+
+
+def default_ray_version() -> str:
+    """The Ray version installed here (so the cluster matches the client), without importing ray."""
+    try:
+        return metadata.version("ray")
+    except metadata.PackageNotFoundError:
+        return "2.52.0"
+
+
+@dataclass(frozen=True)
+class HeadGroup:
+    """The head pod.
+
+    :param cpu: CPU request and limit (Kubernetes quantity).
+    :param memory: memory request and limit (Kubernetes quantity).
+    :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
+    :param node_selector: node selector of the head pod.
+    :param tolerations: tolerations of the head pod (Kubernetes toleration dicts).
+    """
+
+    cpu: str = "2"
+    memory: str = "8Gi"
+    ray_start_params: dict[str, str] = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class WorkerGroup:
+    """One worker group; several groups make a heterogeneous cluster (e.g. CPU and spot GPU).
+
+    :param name: group name (DNS-1123 label).
+    :param replicas: initial replicas.
+    :param min_replicas: lower bound for the autoscaler (default: ``replicas``).
+    :param max_replicas: upper bound for the autoscaler (default: ``max(replicas, min_replicas)``).
+    :param cpu: CPU request and limit per pod.
+    :param memory: memory request and limit per pod.
+    :param gpu: ``nvidia.com/gpu`` per pod (0: none).
+    :param node_selector: e.g. ``{"cloud.google.com/gke-spot": "true"}``.
+    :param tolerations: e.g. the taint of a spot or GPU pool.
+    :param ray_start_params: extra ``ray start`` parameters.
+    :param image: image override for this group (default: the cluster's image).
+    """
+
+    name: str
+    replicas: int = 1
+    min_replicas: int | None = None
+    max_replicas: int | None = None
+    cpu: str = "2"
+    memory: str = "8Gi"
+    gpu: int = 0
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    ray_start_params: dict[str, str] = field(default_factory=dict)
+    image: str | None = None
+
+    @property
+    def effective_min(self) -> int:
+        """The minimum replicas sent to KubeRay."""
+        return self.replicas if self.min_replicas is None else self.min_replicas
+
+    @property
+    def effective_max(self) -> int:
+        """The maximum replicas sent to KubeRay."""
+        return max(self.replicas, self.effective_min) if self.max_replicas is None else self.max_replicas
+
+
+@dataclass(frozen=True)
+class RayClusterSpec:
+    """What to provision; the same spec drives KubeRay and (summarised) the local backend.
+
+    :param image: Ray image (default: the connection's default image, else ``rayproject/ray:<ray_version>``).
+    :param ray_version: Ray version of the image (default: the Ray installed here).
+    :param head: the head pod.
+    :param worker_groups: zero or more worker groups.
+    :param enable_autoscaling: enable KubeRay's in-tree autoscaler.
+    :param autoscaler_idle_timeout_seconds: idle seconds before the autoscaler removes a worker.
+    :param env: environment variables for every Ray container.
+    :param service_account: service account of every Ray pod.
+    :param labels: extra labels on the RayCluster (ownership labels are added).
+    :param annotations: extra annotations on the RayCluster.
+    :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
+        creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
+        connection's ``ray_auth`` (default ``auth_options``).
+    """
+
+    image: str | None = None
+    ray_version: str | None = None
+    head: HeadGroup = field(default_factory=HeadGroup)
+    worker_groups: list[WorkerGroup] = field(default_factory=list)
+    enable_autoscaling: bool = False
+    autoscaler_idle_timeout_seconds: int | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    service_account: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    auth: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | RayClusterSpec) -> RayClusterSpec:
+        """Build a spec from a plain dict (e.g. rendered from a template); unknown keys are rejected."""
+        if isinstance(data, RayClusterSpec):
+            return data
+        if not isinstance(data, dict):
+            raise KubeRaySpecError(f"spec must be a dict or RayClusterSpec, got {type(data).__name__}")
+        values = _known_keys(cls, data, "spec")
+        if "head" in values:
+            values["head"] = _to_dataclass(HeadGroup, values["head"], "spec.head")
+        if "worker_groups" in values:
+            groups = values["worker_groups"]
+            if not isinstance(groups, list):
+                raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
+            values["worker_groups"] = [
+                _to_dataclass(WorkerGroup, g, f"spec.worker_groups[{i}]") for i, g in enumerate(groups)
+            ]
+        return cls(**values)
+
+    @property
+    def total_cpus(self) -> float:
+        """Head plus initial workers' CPUs (what the local backend offers when asked for this spec)."""
+        head = _cpu_value(self.head.ray_start_params.get("num-cpus", self.head.cpu))
+        return head + sum(_cpu_value(g.cpu) * g.replicas for g in self.worker_groups)
+
+    @property
+    def total_gpus(self) -> int:
+        """GPUs of the initial workers."""
+        return sum(g.gpu * g.replicas for g in self.worker_groups)
+
+
+def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
+    return dict(data)
+
+
+def _to_dataclass(cls: type, data: Any, where: str) -> Any:
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, dict):
+        raise KubeRaySpecError(f"{where} must be a dict, got {type(data).__name__}")
+    return cls(**_known_keys(cls, data, where))
+
+
+def _cpu_value(quantity: str | int | float) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """A DNS-1035 name, stable for one task of one run (retries find the same cluster), unique across runs.
+
+    :param prefix: leading part, starts with a letter (e.g. ``ray``).
+    """
+    digest = short_hash(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}", 10)
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
+    slug = slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip("-")
+    name = f"{slug}-{digest}"
+    v.check_cluster_name(name)
+    return name
+
+
+def validate_spec(spec: RayClusterSpec) -> None:
+    """Check a spec; raises :class:`KubeRaySpecError` naming the bad field and what to do."""
+    if spec.image is not None and not spec.image.strip():
+        raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
+    if spec.auth is not None and spec.auth not in AUTH_MODES:
+        raise KubeRaySpecError(f"spec.auth must be one of {AUTH_MODES}, got {spec.auth!r}")
+    v.check_quantity(spec.head.cpu, "spec.head.cpu")
+    v.check_quantity(spec.head.memory, "spec.head.memory")
+    v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
+    v.check_pod_placement(spec.head.node_selector, spec.head.tolerations, "spec.head")
+    v.check_env(spec.env, "spec.env")
+    v.check_labels(spec.labels, "spec.labels")
+    v.check_string_map(spec.annotations, "spec.annotations")
+    if spec.service_account is not None:
+        v.check_dns_label(spec.service_account, "spec.service_account", max_len=253)
+    if spec.autoscaler_idle_timeout_seconds is not None and spec.autoscaler_idle_timeout_seconds < 0:
+        raise KubeRaySpecError("spec.autoscaler_idle_timeout_seconds must be >= 0")
+    seen: set[str] = set()
+    for index, group in enumerate(spec.worker_groups):
+        _validate_group(group, f"spec.worker_groups[{index}]")
+        if group.name in seen:
+            raise KubeRaySpecError(f"worker group name {group.name!r} is used twice; names must be unique")
+        seen.add(group.name)
+
+
+def _validate_group(group: WorkerGroup, where: str) -> None:
+    v.check_dns_label(group.name, f"{where}.name")
+    for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
+        value = getattr(group, attr)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise KubeRaySpecError(f"{where}.{attr} must be a non-negative integer, got {value!r}")
+    if not group.effective_min <= group.effective_max:
+        raise KubeRaySpecError(
+            f"{where}: min_replicas ({group.effective_min}) must not exceed "
+            f"max_replicas ({group.effective_max})"
+        )
+    if not group.effective_min <= group.replicas <= group.effective_max:
+        raise KubeRaySpecError(
+            f"{where}.replicas ({group.replicas}) must lie between min_replicas ({group.effective_min}) "
+            f"and max_replicas ({group.effective_max})"
+        )
+    v.check_quantity(group.cpu, f"{where}.cpu")
+    v.check_quantity(group.memory, f"{where}.memory")
+    v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
+    v.check_pod_placement(group.node_selector, group.tolerations, where)
+    if group.image is not None and not group.image.strip():
+        raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")

@@ -1,0 +1,319 @@
+"""Read the artifacts a Ray job left behind and push a compact, validated summary to XCom.
+
+:class:`CollectRayMetricsOperator` reads an evaluation's ``metrics.json`` and
+:class:`CollectZoneTrainingOperator` a zone-training run's ``summary.json`` + ``manifest.parquet``,
+through ``pyarrow.fs`` (local paths, ``file://``, ``s3://``, ``gs://``). Both check the ``_SUCCESS``
+marker and the ``schema_version`` first; a missing, partial or corrupt artifact fails the task with a
+message that names the file and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_ray_provider.exceptions import RayProviderError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+SUPPORTED_SCHEMA_VERSIONS = (1,)
+METRICS_FILE = "metrics.json"
+SUMMARY_FILE = "summary.json"
+SUCCESS_MARKER = "_SUCCESS"
+_EVALUATION_KEYS = ("baseline", "models", "metric_directions", "metrics", "deltas", "data")
+_ZONE_KEYS = ("application", "zones_total", "succeeded", "failed", "manifest")
+
+
+class MetricsArtifactError(RayProviderError):
+    """An artifact is missing, partial, corrupt or of an unsupported schema.
+
+    :param uri: the file or folder that was read.
+    :param problem: a short tag: ``missing``, ``partial``, ``corrupt``, ``schema``.
+    """
+
+    def __init__(self, message: str, *, uri: str, problem: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.problem = problem
+
+
+def read_artifact_json(artifact_uri: str, file_name: str, *, require_success: bool = True) -> dict[str, Any]:
+    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete.
+
+    :raises MetricsArtifactError: naming the file and whether it is missing, partial or corrupt.
+    """
+    from airflow_ray_provider.workloads import artifacts
+    from airflow_ray_provider.workloads.errors import ArtifactError
+
+    uri = artifacts.join(artifact_uri, file_name)
+    try:
+        present = artifacts.exists(uri)
+        complete = artifacts.is_complete(artifact_uri)
+    except ArtifactError as exc:
+        raise MetricsArtifactError(
+            f"cannot open artifact {artifact_uri!r}: {exc}", uri=uri, problem="missing"
+        ) from exc
+    if not present:
+        hint = "the job wrote its _SUCCESS marker but no" if complete else "nothing was written there: no"
+        raise MetricsArtifactError(
+            f"artifact {artifact_uri!r} is missing: {hint} {file_name}. Check that the job's output_uri "
+            f"is {artifact_uri!r} and that the job succeeded (its log names the folder it wrote).",
+            uri=uri,
+            problem="missing",
+        )
+    if require_success and not complete:
+        raise MetricsArtifactError(
+            f"artifact {artifact_uri!r} is partial: {file_name} exists but the {SUCCESS_MARKER} marker does "
+            "not, so the job did not finish writing it (crashed or still running). Re-run the job.",
+            uri=uri,
+            problem="partial",
+        )
+    try:
+        document = artifacts.read_json(uri)
+    except ArtifactError as exc:
+        raise MetricsArtifactError(
+            f"corrupt artifact file {uri!r}: {exc}", uri=uri, problem="corrupt"
+        ) from exc
+    if not isinstance(document, dict):
+        raise MetricsArtifactError(
+            f"corrupt artifact file {uri!r}: expected a JSON object, got {type(document).__name__}",
+            uri=uri,
+            problem="corrupt",
+        )
+    return document
+
+
+def validate_header(document: dict[str, Any], *, uri: str, kind: str, required: Sequence[str]) -> None:
+    """Check ``schema_version``, ``kind`` and the required top-level keys.
+
+    :raises MetricsArtifactError: with ``problem="schema"`` or ``"corrupt"``.
+    """
+    version = document.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        raise MetricsArtifactError(
+            f"{uri!r} has schema_version {version!r}; this provider reads {list(SUPPORTED_SCHEMA_VERSIONS)}. "
+            "Upgrade airflow-ray-provider on the Airflow side or pin the workload to a matching version.",
+            uri=uri,
+            problem="schema",
+        )
+    if document.get("kind", kind) != kind:
+        raise MetricsArtifactError(
+            f"{uri!r} is a {document.get('kind')!r} artifact, expected {kind!r}: wrong artifact_uri?",
+            uri=uri,
+            problem="schema",
+        )
+    missing = [key for key in required if key not in document]
+    if missing:
+        raise MetricsArtifactError(
+            f"{uri!r} lacks required keys {missing} (schema_version {version}): the file is incomplete or "
+            "was written by something else.",
+            uri=uri,
+            problem="corrupt",
+        )
+
+
+def summarize_evaluation(
+    document: dict[str, Any],
+    *,
+    artifact_uri: str,
+    slice_metrics: Sequence[str] | None = None,
+    max_slice_rows: int = 5000,
+) -> dict[str, Any]:
+    """Shrink a validated ``metrics.json`` to what the decision and the report need (XCom-sized).
+
+    :param slice_metrics: keep only these metric columns in the slice rows (``None``: all).
+    :param max_slice_rows: keep at most this many slice rows (``truncated`` says when some were cut).
+    """
+    uri = f"{artifact_uri.rstrip('/')}/{METRICS_FILE}"
+    metrics, baseline = document["metrics"], document["baseline"]
+    if not isinstance(metrics, dict) or baseline not in metrics:
+        raise MetricsArtifactError(
+            f"{uri!r}: metrics has no entry for the baseline model {baseline!r} (models: "
+            f"{sorted(metrics) if isinstance(metrics, dict) else metrics!r})",
+            uri=uri,
+            problem="corrupt",
+        )
+    slices = document.get("slices") or {}
+    rows = list(slices.get("rows") or ())
+    keep = None if slice_metrics is None else {"slice", "model", "rows", *slice_metrics}
+    compact = [row if keep is None else {k: v for k, v in row.items() if k in keep} for row in rows]
+    data = document.get("data") or {}
+    return {
+        "kind": "evaluation",
+        "schema_version": document["schema_version"],
+        "artifact_uri": artifact_uri,
+        "metrics_uri": uri,
+        "baseline": baseline,
+        "models": {
+            name: {k: (spec or {}).get(k) for k in ("uri", "loader", "sha256")}
+            for name, spec in (document.get("models") or {}).items()
+        },
+        "rows": data.get("rows"),
+        "data": {k: data.get(k) for k in ("uri", "rows", "groups", "label_column", "group_column")},
+        "metric_directions": document["metric_directions"],
+        "metrics": metrics,
+        "deltas": document["deltas"],
+        "bootstrap": document.get("bootstrap") or {},
+        "run": {k: (document.get("run") or {}).get(k) for k in ("started_at", "finished_at", "duration_s")},
+        "slices": {
+            "columns": list(slices.get("columns") or ()),
+            "rows": compact[:max_slice_rows],
+            "total_rows": len(compact),
+            "truncated": len(compact) > max_slice_rows,
+        },
+    }
+
+
+class CollectRayMetricsOperator(BaseOperator):
+    """Read an evaluation's ``metrics.json``, validate it and push a compact summary to XCom.
+
+    The XCom value has the keys ``artifact_uri``, ``metrics_uri``, ``baseline``, ``models``, ``rows``,
+    ``data``, ``metric_directions``, ``metrics`` (per model), ``deltas`` (per challenger, with
+    ``delta``/``ci_low``/``ci_high``), ``bootstrap``, ``run`` and ``slices`` (``rows``, ``total_rows``,
+    ``truncated``). It is what :func:`~airflow_ray_provider.templates.decision.evaluate_policy` reads.
+
+    :param artifact_uri: folder the evaluation wrote (templated): local path, ``file://``, ``s3://``, ``gs://``.
+    :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker (a partial write).
+    :param slice_metrics: keep only these metrics in the per-slice rows (``None``: every metric).
+    :param max_slice_rows: cap on slice rows in the XCom (the full table stays in ``slices.parquet``).
+    """
+
+    template_fields: Sequence[str] = ("artifact_uri",)
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        artifact_uri: str,
+        require_success_marker: bool = True,
+        slice_metrics: Sequence[str] | None = None,
+        max_slice_rows: int = 5000,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.artifact_uri = artifact_uri
+        self.require_success_marker = require_success_marker
+        self.slice_metrics = list(slice_metrics) if slice_metrics is not None else None
+        self.max_slice_rows = max_slice_rows
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        uri = f"{self.artifact_uri.rstrip('/')}/{METRICS_FILE}"
+        document = read_artifact_json(
+            self.artifact_uri, METRICS_FILE, require_success=self.require_success_marker
+        )
+        validate_header(document, uri=uri, kind="evaluation", required=_EVALUATION_KEYS)
+        summary = summarize_evaluation(
+            document,
+            artifact_uri=self.artifact_uri,
+            slice_metrics=self.slice_metrics,
+            max_slice_rows=self.max_slice_rows,
+        )
+        self.log.info(
+            "Collected %s: %s rows, models %s, %s slice rows%s",
+            uri,
+            summary["rows"],
+            sorted(summary["metrics"]),
+            summary["slices"]["total_rows"],
+            " (truncated in XCom)" if summary["slices"]["truncated"] else "",
+        )
+        return summary
+
+
+def count_manifest(manifest_uri: str) -> dict[str, int]:
+    """Count zones per status in a ``manifest.parquet``.
+
+    :raises MetricsArtifactError: when the manifest is missing or unreadable.
+    """
+    from airflow_ray_provider.workloads import artifacts
+    from airflow_ray_provider.workloads.errors import ArtifactError
+
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(pa.BufferReader(artifacts.read_bytes(manifest_uri)), columns=["status"])
+    except ArtifactError as exc:
+        raise MetricsArtifactError(
+            f"zone manifest {manifest_uri!r}: {exc}", uri=manifest_uri, problem="missing"
+        ) from exc
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        raise MetricsArtifactError(
+            f"zone manifest {manifest_uri!r} is corrupt or lacks a 'status' column: {exc}",
+            uri=manifest_uri,
+            problem="corrupt",
+        ) from exc
+    counts = pc.value_counts(table.column("status")).to_pylist()
+    return {item["values"]: int(item["counts"]) for item in counts}
+
+
+class CollectZoneTrainingOperator(BaseOperator):
+    """Read a zone-training run's ``summary.json`` and ``manifest.parquet``; push a compact summary.
+
+    The XCom value has ``application``, ``artifact_uri``, ``manifest``, ``models``, ``zones_total``,
+    ``succeeded``, ``failed``, ``failed_fraction``, ``failed_zones`` (first 100) and ``duration_s``.
+
+    :param artifact_uri: folder the zone-training job wrote (templated).
+    :param application: expected application name; a summary of another application fails the task.
+    :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker.
+    """
+
+    template_fields: Sequence[str] = ("artifact_uri", "application")
+    ui_color = "#e8f1fb"
+
+    def __init__(
+        self,
+        *,
+        artifact_uri: str,
+        application: str | None = None,
+        require_success_marker: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.artifact_uri = artifact_uri
+        self.application = application
+        self.require_success_marker = require_success_marker
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        uri = f"{self.artifact_uri.rstrip('/')}/{SUMMARY_FILE}"
+        document = read_artifact_json(
+            self.artifact_uri, SUMMARY_FILE, require_success=self.require_success_marker
+        )
+        validate_header(document, uri=uri, kind="zone_training", required=_ZONE_KEYS)
+        if self.application and document["application"] != self.application:
+            raise MetricsArtifactError(
+                f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}",
+                uri=uri,
+                problem="schema",
+            )
+        counts = count_manifest(document["manifest"])
+        if (
+            counts.get("failed", 0) != document["failed"]
+            or counts.get("succeeded", 0) != document["succeeded"]
+        ):
+            raise MetricsArtifactError(
+                f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but "
+                f"its manifest {document['manifest']!r} counts {counts}: "
+                "the artifact is inconsistent (partial rewrite?)",
+                uri=uri,
+                problem="corrupt",
+            )
+        keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
+        summary = {k: document.get(k) for k in keys}
+        summary.update(
+            artifact_uri=self.artifact_uri,
+            failed_zones=list(document.get("failed_zones") or ())[:100],
+            duration_s=document.get("duration_s"),
+        )
+        self.log.info(
+            "Zone training %s: %s/%s zones succeeded, %s failed (%s)",
+            summary["application"],
+            summary["succeeded"],
+            summary["zones_total"],
+            summary["failed"],
+            uri,
+        )
+        return summary

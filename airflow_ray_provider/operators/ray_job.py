@@ -1,0 +1,304 @@
+"""``SubmitRayJobOperator``: submit a Ray job through the Job API and wait for it well.
+
+Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
+restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only
+after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.hooks.reattach`).
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+
+from airflow_ray_provider.cluster_handle import InvalidClusterHandleError, RayClusterHandle
+from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.hooks.job_outcome import (
+    EVENT_ERROR,
+    EVENT_TIMEOUT,
+    emit_lines,
+    job_result,
+    raise_for_state,
+    timeout_error,
+    validate_event,
+)
+from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES, new_log_lines
+from airflow_ray_provider.hooks.ray_api import dashboard_job_url
+from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.hooks.reattach import Action, submit_or_attach
+from airflow_ray_provider.hooks.submission import (
+    JobSpec,
+    base_submission_id,
+    build_entrypoint,
+    build_metadata,
+    validate_runtime_env,
+)
+from airflow_ray_provider.job_status import JobState
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.sdk.types import TaskInstanceKey
+
+JOB_URL_XCOM_KEY = "ray_job_url"
+
+
+class RayJobLink(BaseOperatorLink):
+    """Extra link: the job's page in the Ray dashboard."""
+
+    name = "Ray job"
+
+    @property
+    def xcom_key(self) -> str:
+        """XCom key the operator stores the job URL under."""
+        return JOB_URL_XCOM_KEY
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        """Return the job URL the task pushed, or an empty string before submission."""
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
+
+
+def _seconds(value: float | timedelta | None, name: str) -> float | None:
+    if value is None:
+        return None
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    if seconds <= 0:
+        raise RayInvalidInputError(f"{name} must be positive, got {value!r}")
+    return seconds
+
+
+def resolve_target(cluster: Any, ray_conn_id: str | None) -> tuple[str | None, dict[str, Any] | None]:
+    """Validate the target cluster: a handle (XCom of the create-cluster task) or a connection id.
+
+    :returns: ``(ray_conn_id, cluster_dict)``; the connection defaults to ``ray_default``.
+    :raises RayInvalidInputError: for both or a malformed handle.
+    """
+    if cluster is not None and ray_conn_id:
+        raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
+    if cluster is None:
+        return ray_conn_id or RayJobHook.default_conn_name, None
+    try:
+        return None, RayClusterHandle.from_dict(cluster).to_dict()
+    except InvalidClusterHandleError as exc:
+        raise RayInvalidInputError(str(exc)) from exc
+
+
+class SubmitRayJobOperator(BaseOperator):
+    """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
+
+    XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.
+
+    :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
+    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``).
+    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
+    :param runtime_env: Ray runtime environment (``working_dir`` uploaded from a local folder, ``pip``,
+        ``env_vars``, ...).
+    :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
+        ``airflow_map_index`` and ``airflow_try_number`` are always added.
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_memory: bytes reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
+    :param wait_for_completion: wait for the job; ``False`` returns once it is submitted.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param poll_interval: seconds between status polls.
+    :param job_timeout: seconds (or timedelta) from the job's start; on expiry it is stopped and the
+        task fails.
+    :param stream_logs: write the job's log into the task log while it runs.
+    :param log_tail_lines: log lines carried by the error of a failed job.
+    :param stop_on_kill: stop the job when the task is killed (``on_kill``, or the deferred trigger's).
+    :param retry_attempts: attempts per Job API call on transient failures.
+    """
+
+    template_fields = (
+        "entrypoint",
+        "runtime_env",
+        "metadata",
+        "cluster",
+        "ray_conn_id",
+        "entrypoint_resources",
+    )
+    template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
+    operator_extra_links = (RayJobLink(),)
+    ui_color = "#d6e9ff"
+
+    def __init__(
+        self,
+        *,
+        entrypoint: str | list[str],
+        cluster: Any = None,
+        ray_conn_id: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_memory: int | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
+        wait_for_completion: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 5.0,
+        job_timeout: float | timedelta | None = None,
+        stream_logs: bool = True,
+        log_tail_lines: int = DEFAULT_TAIL_LINES,
+        stop_on_kill: bool = True,
+        retry_attempts: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if cluster is not None and ray_conn_id:
+            raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
+        self.entrypoint = entrypoint
+        self.cluster = cluster
+        self.ray_conn_id = ray_conn_id
+        self.runtime_env = runtime_env
+        self.metadata = metadata
+        self.entrypoint_num_cpus = entrypoint_num_cpus
+        self.entrypoint_num_gpus = entrypoint_num_gpus
+        self.entrypoint_memory = entrypoint_memory
+        self.entrypoint_resources = entrypoint_resources
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.poll_interval = _seconds(poll_interval, "poll_interval") or 5.0
+        self.job_timeout = _seconds(job_timeout, "job_timeout")
+        self.stream_logs = stream_logs
+        self.log_tail_lines = log_tail_lines
+        self.stop_on_kill = stop_on_kill
+        self.retry_attempts = retry_attempts
+        self._submission_id: str | None = None
+
+    # ----------------------------------------------------------------- set-up (no I/O)
+    @cached_property
+    def _target(self) -> tuple[str | None, dict[str, Any] | None]:
+        return resolve_target(self.cluster, self.ray_conn_id)
+
+    @cached_property
+    def hook(self) -> RayJobHook:
+        """The Job API hook for the target cluster (built after templates are rendered)."""
+        conn_id, cluster = self._target
+        return RayJobHook(conn_id, cluster=cluster, retry_attempts=self.retry_attempts)
+
+    def build_spec(self, context: Context) -> JobSpec:
+        """Validate the rendered arguments into a :class:`JobSpec`; raises before any I/O."""
+        ti = context["ti"]
+        airflow_keys = {
+            "dag_id": ti.dag_id,
+            "run_id": ti.run_id,
+            "task_id": ti.task_id,
+            "map_index": ti.map_index,
+            "try_number": ti.try_number,
+        }
+        self._target  # noqa: B018 (validates cluster / ray_conn_id now)
+        return JobSpec(
+            entrypoint=build_entrypoint(self.entrypoint),
+            runtime_env=validate_runtime_env(self.runtime_env),
+            metadata=build_metadata(self.metadata, task_instance=airflow_keys),
+            entrypoint_num_cpus=self.entrypoint_num_cpus,
+            entrypoint_num_gpus=self.entrypoint_num_gpus,
+            entrypoint_memory=self.entrypoint_memory,
+            entrypoint_resources=self.entrypoint_resources,
+        )
+
+    # ----------------------------------------------------------------- execution
+    def execute(self, context: Context) -> dict[str, str]:
+        """Submit (or re-attach to) the task instance's job, then wait as configured."""
+        spec = self.build_spec(context)
+        ti = context["ti"]
+        hook = self.hook
+        base = base_submission_id(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
+        sid = self._submission_id = plan.submission_id
+        self._log_plan(plan.action, sid, [job.submission_id for job in plan.previous])
+        job_url = dashboard_job_url(hook.config.dashboard_url, sid)
+        ti.xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        self.log.info("Ray dashboard: %s", job_url)
+        state = plan.state if plan.action is Action.DONE else self._get(sid)
+        if not self.wait_for_completion:
+            return job_result(state, hook.config.dashboard_url)
+        start = state.start_time / 1000.0 if state.start_time else time.time()
+        if self.deferrable and not state.is_terminal:
+            self._defer(sid, start)
+        state, _ = self._wait(sid, state, start)
+        return self._finish(state)
+
+    def _log_plan(self, action: Action, sid: str, previous: list[str]) -> None:
+        verbs = {
+            Action.SUBMIT: "Submitted Ray job %s",
+            Action.ATTACH: "Re-attached to running Ray job %s (not submitting a duplicate)",
+            Action.DONE: "Ray job %s already SUCCEEDED in an earlier try; not resubmitting",
+        }
+        self.log.info(verbs[action], sid)
+        if previous:
+            self.log.info("Earlier attempts of this task instance: %s", ", ".join(previous))
+
+    def _get(self, sid: str) -> JobState:
+        state = self.hook.get_job(sid)
+        if state is None:
+            raise RayProviderError(f"Ray job {sid!r} disappeared from {self.hook.config.dashboard_url}")
+        return state
+
+    def _stream(self, sid: str, offset: int, *, final: bool) -> int:
+        lines, offset = new_log_lines(self.hook.get_job_logs(sid), offset, final=final)
+        emit_lines(self.log, lines)
+        return offset
+
+    def _wait(self, sid: str, state: JobState, start: float, offset: int = 0) -> tuple[JobState, int]:
+        """Poll in this worker until the job is terminal; stop it and fail on ``job_timeout``."""
+        while True:
+            if self.stream_logs:
+                offset = self._stream(sid, offset, final=state.is_terminal)
+            if state.is_terminal:
+                return state, offset
+            if self.job_timeout is not None and time.time() >= start + self.job_timeout:
+                stopped = self.hook.stop_job(sid)
+                raise timeout_error(sid, self.job_timeout, self.hook.get_job_logs(sid), stopped=stopped)
+            time.sleep(self.poll_interval)
+            state = self._get(sid)
+
+    def _defer(self, sid: str, start: float) -> None:
+        from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+
+        conn_id, cluster = self._target
+        trigger = RayJobTrigger(
+            submission_id=sid,
+            ray_conn_id=conn_id,
+            cluster=cluster,
+            poll_interval=self.poll_interval,
+            timeout=self.job_timeout,
+            start_time=start,
+            log_offset=0,
+            stream_logs=self.stream_logs,
+            stop_on_timeout=True,
+            stop_on_cancel=self.stop_on_kill,
+            retry_attempts=self.retry_attempts,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def _finish(self, state: JobState) -> dict[str, str]:
+        logs = "" if state.is_success else self.hook.get_job_logs(state.submission_id)
+        raise_for_state(state, logs, tail_lines=self.log_tail_lines)
+        self.log.info("Ray job %s SUCCEEDED", state.submission_id)
+        return job_result(state, self.hook.config.dashboard_url)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, str]:
+        """Resume after the trigger fired: flush the log tail, then succeed or raise."""
+        event = validate_event(event)
+        sid = self._submission_id = event["submission_id"]
+        if event["status"] == EVENT_ERROR:
+            raise RayProviderError(f"waiting for Ray job {sid!r} failed in the triggerer: {event['message']}")
+        if event["status"] == EVENT_TIMEOUT:
+            stopped = event["message"] == "stopped"
+            raise timeout_error(sid, self.job_timeout or 0, self.hook.get_job_logs(sid), stopped=stopped)
+        state = JobState.from_dict(event["job"])
+        if self.stream_logs:
+            self._stream(sid, int(event.get("log_offset") or 0), final=True)
+        return self._finish(state)
+
+    def on_kill(self) -> None:
+        """Stop the job when the task is killed (if ``stop_on_kill``)."""
+        if self._submission_id and self.stop_on_kill:
+            stopped = self.hook.stop_job(self._submission_id)
+            self.log.info("Stopped Ray job %s on kill (was running: %s)", self._submission_id, stopped)

@@ -1,0 +1,136 @@
+"""``RayJobSensor``: wait for a Ray job that something else submitted (poke, reschedule or deferrable)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+
+from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.hooks.job_outcome import (
+    EVENT_ERROR,
+    EVENT_TIMEOUT,
+    job_result,
+    raise_for_state,
+    validate_event,
+)
+from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES
+from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.job_status import JobState
+from airflow_ray_provider.operators.ray_job import resolve_target
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class RayJobSensor(BaseSensorOperator):
+    """Wait until a Ray job finishes; succeed on SUCCEEDED, fail on FAILED / STOPPED.
+
+    For jobs submitted with ``SubmitRayJobOperator(wait_for_completion=False)`` or by other systems.
+    XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.
+
+    :param submission_id: the job's submission id (templated; e.g. from the submit task's XCom).
+    :param cluster: a cluster handle (or use ``ray_conn_id``).
+    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param missing_ok: keep waiting while no job has this id yet (default: fail at once).
+    :param log_tail_lines: log lines carried by the error of a failed job.
+    :param retry_attempts: attempts per Job API call on transient failures.
+    """
+
+    template_fields = ("submission_id", "cluster", "ray_conn_id")
+
+    def __init__(
+        self,
+        *,
+        submission_id: str,
+        cluster: Any = None,
+        ray_conn_id: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        missing_ok: bool = False,
+        log_tail_lines: int = DEFAULT_TAIL_LINES,
+        retry_attempts: int = 5,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if cluster is not None and ray_conn_id:
+            raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
+        self.submission_id = submission_id
+        self.cluster = cluster
+        self.ray_conn_id = ray_conn_id
+        self.deferrable = deferrable
+        self.missing_ok = missing_ok
+        self.log_tail_lines = log_tail_lines
+        self.retry_attempts = retry_attempts
+
+    @cached_property
+    def _target(self) -> tuple[str | None, dict[str, Any] | None]:
+        return resolve_target(self.cluster, self.ray_conn_id)
+
+    @cached_property
+    def hook(self) -> RayJobHook:
+        """The Job API hook for the target cluster."""
+        conn_id, cluster = self._target
+        return RayJobHook(conn_id, cluster=cluster, retry_attempts=self.retry_attempts)
+
+    def _check(self, state: JobState | None) -> PokeReturnValue:
+        if state is None:
+            if self.missing_ok:
+                self.log.info("No Ray job %s yet", self.submission_id)
+                return PokeReturnValue(is_done=False)
+            raise RayProviderError(
+                f"no Ray job {self.submission_id!r} on {self.hook.config.dashboard_url}; "
+                "check the id (or set missing_ok=True to wait for it to appear)"
+            )
+        self.log.info("Ray job %s is %s", state.submission_id, state.status.value)
+        if not state.is_terminal:
+            return PokeReturnValue(is_done=False)
+        logs = "" if state.is_success else self.hook.get_job_logs(state.submission_id)
+        raise_for_state(state, logs, tail_lines=self.log_tail_lines)
+        return PokeReturnValue(is_done=True, xcom_value=job_result(state, self.hook.config.dashboard_url))
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        """One status check."""
+        if not self.submission_id or not str(self.submission_id).strip():
+            raise RayInvalidInputError("submission_id is empty")
+        return self._check(self.hook.get_job(self.submission_id))
+
+    def execute(self, context: Context) -> Any:
+        """Poke / reschedule as usual, or check once and defer."""
+        if not self.deferrable:
+            return super().execute(context)
+        first = self.poke(context)
+        if first.is_done:
+            return first.xcom_value
+        from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+
+        conn_id, cluster = self._target
+        trigger = RayJobTrigger(
+            submission_id=self.submission_id,
+            ray_conn_id=conn_id,
+            cluster=cluster,
+            poll_interval=self.poke_interval,
+            timeout=self.timeout,
+            stream_logs=False,
+            stop_on_timeout=False,
+            stop_on_cancel=False,
+            retry_attempts=self.retry_attempts,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger fired."""
+        from airflow.exceptions import AirflowSensorTimeout
+
+        event = validate_event(event)
+        if event["status"] == EVENT_ERROR:
+            raise RayProviderError(
+                f"waiting for Ray job {event['submission_id']!r} failed in the triggerer: {event['message']}"
+            )
+        if event["status"] == EVENT_TIMEOUT:
+            raise AirflowSensorTimeout(
+                f"Ray job {event['submission_id']!r} did not finish in {self.timeout}s"
+            )
+        return self._check(JobState.from_dict(event["job"])).xcom_value

@@ -1,0 +1,56 @@
+"""Embedded defaults of the shipped DAGs, overridable through environment variables.
+
+=============================== ===================================================================
+``AIRFLOW_RAY_DATA_ROOT``        where sample data, models and artifacts live (default: ``demo_output/``
+                                 beside the ``dags/`` folder); must be visible to Airflow *and* Ray
+``AIRFLOW_RAY_CONN_ID``          run on this existing Ray cluster (a ``ray`` connection), no setup/teardown
+``AIRFLOW_RAY_CLUSTER_CONN_ID``  create ephemeral KubeRay clusters through this ``kuberay`` connection
+``AIRFLOW_RAY_LOCAL_CPUS``       logical CPUs of an ephemeral local head (default 4)
+``AIRFLOW_RAY_SAMPLE_DATA``      ``true`` (default): a ``prepare`` job generates missing sample data
+``AIRFLOW_RAY_EVAL_ROWS``        rows of a generated daily log partition (default 100000)
+=============================== ===================================================================
+
+With none of them set, the DAGs run on an ephemeral local Ray head per run (the embedded default).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from airflow_ray_provider.templates.common import ClusterSettings
+
+DATA_ROOT_ENV = "AIRFLOW_RAY_DATA_ROOT"
+
+
+def _env(name: str) -> str | None:
+    value = os.environ.get(name, "").strip()
+    return value or None
+
+
+def data_root(dags_folder: str | Path | None = None) -> str:
+    """The data root: ``$AIRFLOW_RAY_DATA_ROOT``, else ``<dags folder>/../demo_output``."""
+    explicit = _env(DATA_ROOT_ENV)
+    if explicit:
+        return explicit
+    base = Path(dags_folder) if dags_folder else Path.cwd() / "dags"
+    return str(base.resolve().parent / "demo_output")
+
+
+def cluster_settings() -> ClusterSettings:
+    """Where the shipped DAGs run (see the module docstring)."""
+    ray_conn = _env("AIRFLOW_RAY_CONN_ID")
+    if ray_conn:
+        return ClusterSettings(ray_conn_id=ray_conn)
+    cpus = int(_env("AIRFLOW_RAY_LOCAL_CPUS") or 4)
+    return ClusterSettings(conn_id=_env("AIRFLOW_RAY_CLUSTER_CONN_ID"), local_options={"num_cpus": cpus})
+
+
+def sample_data_enabled() -> bool:
+    """Whether the shipped DAGs generate missing sample data in a ``prepare`` job."""
+    return (_env("AIRFLOW_RAY_SAMPLE_DATA") or "true").lower() in ("1", "true", "yes")
+
+
+def eval_rows() -> int:
+    """Rows of a generated daily partition."""
+    return int(_env("AIRFLOW_RAY_EVAL_ROWS") or 100_000)

@@ -1,0 +1,178 @@
+"""Per-zone training as a DAG factory: one Ray job per model application, mapped.
+
+For each application (dynamic task mapping over a task group)::
+
+    plan -> create_cluster (setup) -> train (Ray job) -> collect_manifest -> retry_plan
+        -> retry_failed (Ray job, only failed zones; skipped when none failed) -> collect_retry
+        -> result -> delete_cluster (teardown, also on failure)
+
+By default every application gets its **own ephemeral cluster** (its own image, Python dependencies and
+resource sizing, as at Instacart); ``shared_cluster=True`` runs every application's job on one cluster
+created once for the run. Call :func:`build_zone_training_dag` from a DAG file (``dags/zone_training.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.templates.common import ClusterSettings
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG
+
+ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+
+
+@dataclass(frozen=True)
+class ZoneApplication:
+    """One model application: its data, trainer and (optionally) its own cluster shape.
+
+    :param name: application name (``[A-Za-z0-9_.-]``, unique in the DAG); also its artifact sub-folder.
+    :param data_uri: training data (Parquet, optionally ``zone=...`` partitioned); templated.
+    :param zone_column: column naming the zone.
+    :param label_column: training target.
+    :param feature_columns: model inputs (``None``: every other column).
+    :param trainer: built-in trainer name (``ridge``, ...) or ``module:function``.
+    :param trainer_kwargs: keyword arguments of the trainer.
+    :param num_cpus: CPUs per zone.
+    :param max_failed_fraction: failed-zone share the first job tolerates before failing (the failed
+        zones are then retried once with ``--only-failed``).
+    :param cluster_spec: this application's cluster spec (image, sizing); ``None``: the DAG's default.
+    :param runtime_env: this application's Ray runtime environment (e.g. its own ``pip`` list).
+    :param options: extra zone-training config keys (``batching``, ``zone_timeout_s``, ...).
+    :param prepare_entrypoint: optional Ray job run on the application's cluster before training
+        (e.g. data preparation); Jinja-templated.
+    """
+
+    name: str
+    data_uri: str
+    zone_column: str = "zone"
+    label_column: str = "label"
+    feature_columns: list[str] | None = None
+    trainer: str = "ridge"
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    num_cpus: float = 1.0
+    max_failed_fraction: float = 0.5
+    cluster_spec: dict[str, Any] | None = None
+    runtime_env: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    prepare_entrypoint: list[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not _NAME.match(self.name or ""):
+            raise RayInvalidInputError(
+                f"application name {self.name!r} must match {_NAME.pattern} (it names a folder and a job)"
+            )
+        if not 0.0 <= self.max_failed_fraction <= 1.0:
+            raise RayInvalidInputError(
+                f"application {self.name!r}: max_failed_fraction must be in [0, 1], "
+                f"got {self.max_failed_fraction}"
+            )
+
+    @classmethod
+    def coerce(cls, value: ZoneApplication | dict[str, Any]) -> ZoneApplication:
+        """Accept an application or its dict form."""
+        if isinstance(value, ZoneApplication):
+            return value
+        if not isinstance(value, dict):
+            raise RayInvalidInputError(f"an application must be a ZoneApplication or a dict, got {value!r}")
+        unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise RayInvalidInputError(
+                f"application has unknown keys {unknown}; known: {sorted(cls.__dataclass_fields__)}"
+            )
+        return cls(**value)
+
+    def training_config(self, output_uri: str, run_info: dict[str, Any]) -> dict[str, Any]:
+        """The ``workloads.zone_training`` config of this application."""
+        config: dict[str, Any] = {
+            "application": self.name,
+            "data_uri": self.data_uri,
+            "zone_column": self.zone_column,
+            "label_column": self.label_column,
+            "trainer": self.trainer,
+            "trainer_kwargs": dict(self.trainer_kwargs),
+            "num_cpus": self.num_cpus,
+            "max_failed_fraction": self.max_failed_fraction,
+            "output_uri": output_uri,
+            "run_info": run_info,
+        }
+        if self.feature_columns is not None:
+            config["feature_columns"] = list(self.feature_columns)
+        config.update(self.options)
+        return config
+
+
+def build_zone_training_dag(
+    *,
+    dag_id: str,
+    applications: Sequence[ZoneApplication | dict[str, Any]],
+    output_uri: str,
+    cluster_conn_id: str | None = None,
+    cluster_spec: dict[str, Any] | None = None,
+    ray_conn_id: str | None = None,
+    shared_cluster: bool = False,
+    retry_failed_zones: bool = True,
+    max_failed_fraction_after_retry: float = 0.0,
+    schedule: Any = None,
+    runtime_env: dict[str, Any] | None = None,
+    job_timeout: float | None = None,
+    deferrable: bool = True,
+    cluster: ClusterSettings | None = None,
+    dag_kwargs: dict[str, Any] | None = None,
+) -> DAG:
+    """Build the per-zone training DAG (one mapped Ray job per application).
+
+    :param dag_id: the DAG id.
+    :param applications: the model applications (:class:`ZoneApplication` or dicts); mapped at run time.
+    :param output_uri: artifact root; each application writes ``<output_uri>/<name>/`` (templated, e.g.
+        ``s3://ml/zones/{{ ds }}``).
+    :param cluster_conn_id: ``kuberay`` connection for ephemeral RayClusters (``None``: local Ray heads).
+    :param cluster_spec: default cluster spec (an application's own ``cluster_spec`` wins).
+    :param ray_conn_id: run every job on this existing Ray cluster (no setup/teardown).
+    :param shared_cluster: one cluster for all applications instead of one per application.
+    :param retry_failed_zones: retrain the failed zones once with ``--only-failed``.
+    :param max_failed_fraction_after_retry: failed-zone share still tolerated after the retry; above it
+        the application's ``result`` task fails (the manifest says which zones).
+    :param schedule: the DAG schedule.
+    :param runtime_env: default Ray runtime environment (an application's own wins).
+    :param job_timeout: seconds before a Ray job is stopped.
+    :param deferrable: wait for Ray jobs in the triggerer.
+    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments).
+    :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments.
+    :raises RayInvalidInputError: on empty or duplicate applications, bad names, bad fractions.
+    """
+    from airflow.sdk import DAG
+
+    apps = [ZoneApplication.coerce(a) for a in applications]
+    names = [a.name for a in apps]
+    if not apps or len(set(names)) != len(names):
+        raise RayInvalidInputError(f"applications must be a non-empty list of unique names, got {names}")
+    if not 0.0 <= max_failed_fraction_after_retry <= 1.0:
+        raise RayInvalidInputError("max_failed_fraction_after_retry must be in [0, 1]")
+    settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
+    if shared_cluster and any(a.cluster_spec for a in apps):
+        raise RayInvalidInputError(
+            "shared_cluster=True runs every application on one cluster: move per-application cluster_spec "
+            "into the DAG's cluster_spec, or keep one cluster per application"
+        )
+    kwargs = {"catchup": False, "tags": ["ray", "zone-training"], **(dag_kwargs or {})}
+    if "start_date" not in kwargs:
+        import pendulum
+
+        kwargs["start_date"] = pendulum.datetime(2026, 1, 1, tz="UTC")
+    from airflow_ray_provider.templates.zone_training_tasks import ZoneWiring
+
+    wiring = ZoneWiring(
+        settings=settings, output_uri=output_uri, shared_cluster=shared_cluster,
+        retry_failed_zones=retry_failed_zones, max_failed_after_retry=max_failed_fraction_after_retry,
+        runtime_env=runtime_env, job_timeout=job_timeout, deferrable=deferrable,
+    )  # fmt: skip
+    with DAG(dag_id=dag_id, schedule=schedule, **kwargs) as dag:
+        wiring.wire([asdict(a) for a in apps])
+    return dag

@@ -1,0 +1,258 @@
+"""What one training task does: build its zones' frame once, train each zone, write each model.
+
+Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-process). A zone that raises
+or times out is recorded as failed and the batch goes on. Models are written here, atomically,
+through ``pyarrow.fs``; only small result rows go back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads import artifacts
+from airflow_ray_provider.workloads.trainers import TrainerFn, clean_metrics, load_trainer
+from airflow_ray_provider.workloads.zone_manifest import model_uri
+from airflow_ray_provider.workloads.zone_watchdog import ZoneTimeout, watchdog
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+log = logging.getLogger(__name__)
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+_MAX_LOGGED_TRACEBACKS = 5
+_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ZoneWork:
+    """One zone of a batch: its key, expected rows, where its rows are, and its manifest attempt.
+
+    :param pieces: staged data: ``(argument index, first row, rows)`` per chunk; partitioned data:
+        the zone's Parquet file paths.
+    """
+
+    key: str
+    rows: int
+    pieces: tuple[Any, ...]
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """Everything a task needs besides its zones (put in the object store once per run)."""
+
+    fs: pafs.FileSystem
+    zone_column: str
+    label_column: str
+    feature_columns: list[str]
+    file_columns: list[str]
+    models_uri: str
+    trainer: str
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    threads: int = 1
+    zone_timeout_s: float | None = None
+    zone_retries: int = 0
+    partitioned: bool = False
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment that caps OpenMP/MKL/OpenBLAS threads."""
+    return dict.fromkeys(THREAD_ENV_VARS, str(threads))
+
+
+_applied_threads: int | None = None
+_trainers: dict[str, TrainerFn] = {}
+_tracebacks_logged = 0
+
+
+def apply_thread_budget(threads: int) -> None:
+    """Cap the math libraries of this process to ``threads``.
+
+    The environment variables reach libraries loaded later (they read them at load time);
+    ``threadpoolctl`` resizes the pools of those already loaded (NumPy's BLAS, scikit-learn's OpenMP,
+    loaded here first). Done in the task rather than through a per-task ``runtime_env``, which would
+    make Ray start a separate worker pool (about 5 s more per job, measured here).
+    """
+    global _applied_threads
+    os.environ.update(thread_env(threads))
+    if _applied_threads == threads:
+        return
+    import contextlib
+
+    from threadpoolctl import threadpool_limits
+
+    with contextlib.suppress(ImportError):  # load OpenMP now so that the limit reaches it
+        import sklearn.utils._openmp_helpers  # noqa: F401
+    threadpool_limits(limits=threads)
+    _applied_threads = threads
+
+
+def run_batch(ctx: WorkerContext, zones: Sequence[ZoneWork], tables: Sequence[pa.Table]) -> dict[str, Any]:
+    """Train every zone of a batch; return ``{"results": [row, ...], "task_s": float, "rows": int}``."""
+    started = time.perf_counter()
+    apply_thread_budget(ctx.threads)
+    try:
+        trainer = _trainer(ctx.trainer)
+        frame, bounds = build_frame(ctx, zones, tables)
+    except Exception as exc:
+        error = f"could not prepare the batch: {type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+        rows = [_failed(z, error, z.rows, 0.0, 0.0) for z in zones]
+        return {"results": rows, "task_s": time.perf_counter() - started, "rows": 0}
+    results = []
+    for zone, (lo, hi) in zip(zones, bounds, strict=True):
+        part = frame.iloc[lo:hi].reset_index(drop=True)
+        results.append(train_zone(ctx, trainer, zone, part))
+    return {"results": results, "task_s": time.perf_counter() - started, "rows": len(frame)}
+
+
+def _trainer(spec: str) -> TrainerFn:
+    if spec not in _trainers:
+        _trainers[spec] = load_trainer(spec)
+    return _trainers[spec]
+
+
+def build_frame(
+    ctx: WorkerContext, zones: Sequence[ZoneWork], tables: Sequence[pa.Table]
+) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
+    """One DataFrame with the batch's zones one after another, and each zone's row range in it."""
+    import pyarrow as pa
+
+    parts: list[pa.Table] = []
+    bounds: list[tuple[int, int]] = []
+    pos = 0
+    for zone in zones:
+        zone_parts = _zone_tables(ctx, zone, tables)
+        rows = sum(t.num_rows for t in zone_parts)
+        parts.extend(zone_parts)
+        bounds.append((pos, pos + rows))
+        pos += rows
+    table = pa.concat_tables(parts, promote_options="permissive") if parts else None
+    if table is None:
+        raise ValueError("the batch has no rows")
+    return table.to_pandas(), bounds
+
+
+def _zone_tables(ctx: WorkerContext, zone: ZoneWork, tables: Sequence[pa.Table]) -> list[pa.Table]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not ctx.partitioned:
+        return [tables[arg].slice(start, rows) for arg, start, rows in zone.pieces]
+    columns = [ctx.zone_column, ctx.label_column, *ctx.feature_columns]
+    out = []
+    for path in zone.pieces:
+        with ctx.fs.open_input_file(path) as src:
+            table = pq.ParquetFile(src).read(columns=ctx.file_columns)
+        if ctx.zone_column not in table.column_names:
+            table = table.append_column(ctx.zone_column, pa.array([zone.key] * table.num_rows))
+        out.append(table.select(columns))
+    return out
+
+
+def train_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.DataFrame) -> dict[str, Any]:
+    """Train one zone (with ``zone_retries`` extra tries on exceptions) and write its model."""
+    started = time.perf_counter()
+    tries = 1 + ctx.zone_retries
+    error = "not run"
+    cpu = 0.0
+    for attempt in range(1, tries + 1):
+        cpu_start = time.process_time()
+        try:
+            model, metrics = _call_with_timeout(ctx, trainer, frame)
+        except ZoneTimeout:
+            error = f"timed out after {ctx.zone_timeout_s:g}s (zone_timeout_s)"
+            cpu += time.process_time() - cpu_start
+            break
+        except Exception as exc:
+            cpu += time.process_time() - cpu_start
+            error = _describe(exc, zone.key, attempt, tries)
+            continue
+        cpu += time.process_time() - cpu_start
+        duration = time.perf_counter() - started
+        return _write_model(ctx, zone, model, metrics, len(frame), duration, cpu)
+    return _failed(zone, error, len(frame), time.perf_counter() - started, cpu)
+
+
+def _call_with_timeout(ctx: WorkerContext, trainer: TrainerFn, frame: pd.DataFrame) -> tuple[Any, dict]:
+    kwargs = dict(label_column=ctx.label_column, feature_columns=list(ctx.feature_columns))
+    if ctx.zone_timeout_s is None:
+        return _checked(trainer(frame, **kwargs, **ctx.trainer_kwargs))
+    dog = watchdog()
+    dog.arm(ctx.zone_timeout_s)
+    try:
+        result = trainer(frame, **kwargs, **ctx.trainer_kwargs)
+    finally:
+        fired = dog.disarm()
+    if fired:
+        raise ZoneTimeout()
+    return _checked(result)
+
+
+def _checked(result: Any) -> tuple[Any, dict[str, Any]]:
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise TypeError(f"a trainer must return (model, metrics), got {type(result).__name__}")
+    return result[0], clean_metrics(result[1])
+
+
+def _write_model(
+    ctx: WorkerContext, zone: ZoneWork, model: Any, metrics: dict, rows: int, duration: float, cpu: float
+) -> dict[str, Any]:
+    uri = model_uri(ctx.models_uri, zone.key)
+    try:
+        artifacts.write_bytes_atomic(uri, pickle.dumps(model, protocol=5))
+        metrics_json = json.dumps(metrics, allow_nan=False)
+    except Exception as exc:
+        return _failed(
+            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
+        )
+    return {
+        "zone": zone.key,
+        "status": "succeeded",
+        "error": None,
+        "rows": rows,
+        "duration_s": duration,
+        "cpu_s": cpu,
+        "metrics": metrics_json,
+        "artifact": uri,
+        "attempt": zone.attempt,
+    }
+
+
+def _failed(zone: ZoneWork, error: str, rows: int, duration: float, cpu: float) -> dict[str, Any]:
+    return {
+        "zone": zone.key,
+        "status": "failed",
+        "error": error[:_ERROR_CHARS],
+        "rows": rows,
+        "duration_s": duration,
+        "cpu_s": cpu,
+        "metrics": "{}",
+        "artifact": None,
+        "attempt": zone.attempt,
+    }
+
+
+def _describe(exc: Exception, zone: str, attempt: int, tries: int) -> str:
+    global _tracebacks_logged
+    if _tracebacks_logged < _MAX_LOGGED_TRACEBACKS:
+        _tracebacks_logged += 1
+        log.warning("zone %s failed (try %d of %d)", zone, attempt, tries, exc_info=exc)
+    suffix = f" (after {tries} tries)" if tries > 1 else ""
+    return f"{type(exc).__name__}: {exc}{suffix}"

@@ -1,0 +1,109 @@
+"""The local backend end to end under ``dag.test()``: create -> (failing) work -> teardown, no process left."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.fixtures.kuberay import task_states, write_dag_file, xcom_value
+
+DAG_SOURCE = """
+from datetime import datetime
+from types import SimpleNamespace
+
+from airflow.sdk import DAG, get_current_context, task
+
+from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator, DeleteRayClusterOperator
+
+OUT = {out!r}
+
+with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+    create = CreateRayClusterOperator(task_id="create", local_options={{"num_cpus": 1}})
+
+    @task
+    def work(handle):
+        import json, urllib.request
+        from pathlib import Path
+
+        token = Path(handle["auth_token_file"]).read_text().strip()
+        request = urllib.request.Request(
+            handle["dashboard_url"] + "/api/version", headers={{"Authorization": "Bearer " + token}}
+        )
+        with urllib.request.urlopen(request, timeout=10) as response:
+            version = json.load(response)["ray_version"]
+        # A retry of "create" in this run must find the same head, not start a second one.
+        ctx = get_current_context()
+        ti = SimpleNamespace(dag_id=ctx["ti"].dag_id, run_id=ctx["run_id"], task_id="create", map_index=-1)
+        again = CreateRayClusterOperator(task_id="create", local_options={{"num_cpus": 1}}).execute(
+            {{"ti": ti, "run_id": ctx["run_id"]}}
+        )
+        Path(OUT).write_text(json.dumps({{"version": version, "again": again, "token": token}}))
+        raise RuntimeError("upstream failure on purpose")
+
+    delete = DeleteRayClusterOperator(task_id="delete", cluster=create.output)
+    create >> work(create.output) >> delete.as_teardown(setups=create)
+"""
+
+
+def _processes_using(temp_dir: str) -> list[int]:
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline"]):
+        if temp_dir in " ".join(proc.info["cmdline"] or []):
+            found.append(proc.info["pid"])
+    return found
+
+
+@pytest.mark.integration
+def test_local_cluster_teardown_runs_after_upstream_failure(airflow_db, local_registry, tmp_path):
+    out = tmp_path / "work.json"
+    dag = write_dag_file(
+        "cluster_local_teardown", DAG_SOURCE.format(out=str(out), dag_id="cluster_local_teardown")
+    )
+
+    dag_run = dag.test()
+
+    states = task_states(dag_run)
+    assert states == {"create": "success", "work": "failed", "delete": "success"}
+    assert str(dag_run.state) == "failed"
+    handle = xcom_value(dag_run, "create")
+    seen = json.loads(out.read_text())
+    assert seen["version"].startswith("2.")  # the head answered with its token while the run was going
+    assert seen["again"]["extra"]["pid"] == handle["extra"]["pid"]  # the retry reused the head
+    assert handle["backend"] == "local" and seen["token"] not in json.dumps(handle)  # refers, never contains
+    assert oct(os.stat(local_registry).st_mode & 0o777) == "0o700"
+    # Teardown left nothing: no process of that head, no temp dir, no registry record.
+    assert _processes_using(handle["extra"]["temp_dir"]) == []
+    assert not Path(handle["extra"]["temp_dir"]).exists()
+    assert list(local_registry.glob("*.json")) == []
+    assert xcom_value(dag_run, "delete") == {"name": handle["name"], "backend": "local", "deleted": True}
+
+
+@pytest.mark.integration
+def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
+    """Records of heads whose processes are gone (as after a killed worker): expired ones are cleaned up."""
+    from airflow_ray_provider.kuberay.labels import CREATED_BY, LABEL_CREATED_BY
+    from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
+
+    now = datetime.now(timezone.utc)
+    for name, expiry in (("old", now - timedelta(minutes=1)), ("fresh", now + timedelta(hours=1))):
+        temp_dir = tmp_path / f"rayh-{name}"
+        temp_dir.mkdir()
+        info = {"name": name, "pid": 2**22 - 7, "pgid": 2**22 - 7, "temp_dir": str(temp_dir),
+                "dashboard_url": "http://127.0.0.1:1", "gcs_address": "127.0.0.1:2", "token_file": None}  # fmt: skip
+        record = {"info": info, "labels": {LABEL_CREATED_BY: CREATED_BY}, "expires_at": expiry.isoformat()}
+        (local_registry / f"{name}.json").write_text(json.dumps(record))
+
+    listed = RayClusterJanitorOperator(task_id="janitor", list_only=True).execute({})
+    assert listed == ["old"] and (local_registry / "old.json").exists()
+
+    deleted = RayClusterJanitorOperator(task_id="janitor").execute({})
+
+    assert deleted == ["old"]
+    assert sorted(p.name for p in local_registry.glob("*.json")) == ["fresh.json"]
+    assert not (tmp_path / "rayh-old").exists() and (tmp_path / "rayh-fresh").exists()

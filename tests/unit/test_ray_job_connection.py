@@ -1,0 +1,98 @@
+"""The ``ray`` connection type: parsing, UI form metadata, secrets kept out of reprs, lazy hook."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.hooks.ray_connection import (
+    CONN_FIELDS,
+    UI_FIELD_BEHAVIOUR,
+    config_from_connection,
+)
+from tests.fixtures.ray_job import drop_connection, set_connection
+
+pytestmark = pytest.mark.unit
+TOKEN = "tok-0123456789abcdef0123456789"
+
+
+def conn(**fields):
+    from airflow.sdk import Connection
+
+    if isinstance(fields.get("extra"), dict):
+        fields["extra"] = json.dumps(fields["extra"])
+    return Connection(conn_id="c1", conn_type="ray", **fields)
+
+
+def test_full_url_host_token_and_extras():
+    extra = {
+        "headers": json.dumps({"X-Org": "ml"}),
+        "cookies": {"session": "ck-secret-value"},
+        "verify": "false",
+        "metadata": {"team": "ml"},
+        "request_timeout": "7",
+    }
+    config = config_from_connection(conn(host="https://ray.example:8443/", password=TOKEN, extra=extra))
+    assert config.dashboard_url == "https://ray.example:8443"
+    assert config.request_headers() == {"X-Org": "ml", "Authorization": f"Bearer {TOKEN}"}
+    assert config.cookies == {"session": "ck-secret-value"}
+    assert config.verify is False and config.metadata == {"team": "ml"} and config.request_timeout == 7
+    assert set(config.secrets()) == {TOKEN, "ck-secret-value"}
+    assert TOKEN not in repr(config) and "ck-secret-value" not in repr(config)
+
+
+def test_host_port_schema_and_ca_bundle():
+    config = config_from_connection(
+        conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"})
+    )
+    assert config.dashboard_url == "https://head:8265" and config.verify == "/ca.pem" and config.token is None
+
+
+@pytest.mark.parametrize(
+    ("fields", "match"),
+    [({"host": ""}, "no Host"), ({"host": "h", "extra": {"headers": "{not json"}}, "not valid JSON")],
+)
+def test_bad_connection_is_rejected(fields, match):
+    with pytest.raises(RayInvalidInputError, match=match):
+        config_from_connection(conn(**fields))
+
+
+def test_ui_metadata_is_consistent():
+    from airflow_ray_provider.hooks.ray_job import RayJobHook
+
+    behaviour = RayJobHook.get_ui_field_behaviour()
+    assert behaviour["relabeling"]["host"] == "Dashboard URL"
+    assert "login" in behaviour["hidden_fields"]
+    assert set(UI_FIELD_BEHAVIOUR["placeholders"]) <= {"host", "password", *CONN_FIELDS}
+    assert CONN_FIELDS["cookies"]["schema"]["format"] == "password"  # masked in the UI
+    for spec in CONN_FIELDS.values():
+        assert spec["label"] and "type" in spec["schema"]
+
+
+def test_hook_init_does_no_io_and_unknown_connection_is_a_clear_error():
+    from airflow_ray_provider.hooks.ray_job import RayJobHook
+
+    hook = RayJobHook("no_such_conn_xyz")  # nothing resolved yet
+    with pytest.raises(RayInvalidInputError, match=r"no_such_conn_xyz.*not defined"):
+        hook.config  # noqa: B018
+
+
+def test_hook_reads_env_connection_and_masks_its_secrets():
+    from airflow.sdk._shared.secrets_masker import redact
+
+    from airflow_ray_provider.hooks.ray_job import RayJobHook
+
+    set_connection(
+        "ray_unit_mask",
+        host="http://127.0.0.1:1",
+        password=TOKEN,
+        extra={"cookies": {"s": "cookie-0123456789"}},
+    )
+    try:
+        config = RayJobHook("ray_unit_mask").config
+    finally:
+        drop_connection("ray_unit_mask")
+    assert config.token == TOKEN
+    assert TOKEN not in redact(f"x {TOKEN} y") and "cookie-0123456789" not in redact("c=cookie-0123456789")
