@@ -156,9 +156,14 @@ def _table(results: list[dict[str, Any]]) -> str:
     ]
     for r in results:
         b, ray = r.get("baseline") or {}, r["ray"]
-        speed = ray["steady_rows_per_s"] / b["rows_per_s"] if b.get("rows_per_s") and ray["steady_rows_per_s"] else None
+        speed = (
+            ray["steady_rows_per_s"] / b["rows_per_s"]
+            if b.get("rows_per_s") and ray["steady_rows_per_s"]
+            else None
+        )
         lines.append(
-            f"| {r['rows']:,} | {b.get('rows_per_s', float('nan')):,.0f} | {b.get('peak_rss_gb', float('nan')):.2f} "
+            f"| {r['rows']:,} | {b.get('rows_per_s', float('nan')):,.0f} "
+            f"| {b.get('peak_rss_gb', float('nan')):.2f} "
             f"| {ray['steady_rows_per_s'] or float('nan'):,.0f} | {speed or float('nan'):.2f}x "
             f"| {(ray['ray_init_s'] or 0) + (ray['startup_s'] or 0):.1f} | {ray['wall_s']:.1f} "
             f"| {ray['peak_rss_gb']:.2f} ({ray['peak_pss_gb']:.2f}) |"
@@ -184,8 +189,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         results.append(entry)
         print(json.dumps(entry), flush=True)
     if len(results) >= 2:
-        print(f"memory ratio {results[-1]['rows']:,} vs {results[0]['rows']:,} rows: "
-              f"{results[-1]['ray']['peak_rss_gb'] / results[0]['ray']['peak_rss_gb']:.2f}x (RSS)")
+        print(
+            f"memory ratio {results[-1]['rows']:,} vs {results[0]['rows']:,} rows: "
+            f"{results[-1]['ray']['peak_rss_gb'] / results[0]['ray']['peak_rss_gb']:.2f}x (RSS)"
+        )
     with open(os.path.join(OUT, "bench_evaluate.json"), "w") as fh:
         json.dump(results, fh, indent=2)
     print(_table(results))

@@ -53,7 +53,9 @@ def main(argv: list[str]) -> int:
             per_zone[zone] = metrics_for(y[idx], p[idx], np.flatnonzero(np.r_[True, zg[1:] != zg[:-1]]))
         results[f"model{i}"] = {"overall": metrics_for(y, p, starts), "zones": len(per_zone)}
     elapsed = time.perf_counter() - t0
-    print(json.dumps({"rows": len(df), "seconds": elapsed, "rows_per_s": len(df) / elapsed, "results": results}))
+    print(
+        json.dumps({"rows": len(df), "seconds": elapsed, "rows_per_s": len(df) / elapsed, "results": results})
+    )
     return 0
 
 

@@ -178,9 +178,9 @@ def read_handle_token(handle: RayClusterHandle) -> str | None:
 
         hook = KubeRayHook(kuberay_conn_id=handle.conn_id) if handle.conn_id else KubeRayHook()
         return hook.read_auth_token(
-            handle.auth_token_secret,
-            handle.namespace or "default",
-            handle.auth_token_secret_key or DEFAULT_SECRET_KEY,
+            secret_name=handle.auth_token_secret,
+            namespace=handle.namespace,
+            key=handle.auth_token_secret_key or DEFAULT_SECRET_KEY,
         )
     return None
 
@@ -192,3 +192,14 @@ def config_from_handle(handle: RayClusterHandle, token: str | None) -> RayApiCon
         source=f"cluster handle {handle.name!r} ({handle.backend})",
         token=token,
     )
+
+
+#: The ``connection-types`` entry for ``get_provider_info()`` (declarative UI: Airflow >= 3.2 reads
+#: ``conn-fields`` / ``ui-field-behaviour`` from here without importing the hook).
+RAY_CONNECTION_TYPE: dict[str, Any] = {
+    "connection-type": "ray",
+    "hook-class-name": "airflow_ray_provider.hooks.ray_job.RayJobHook",
+    "hook-name": "Ray (Job API)",
+    "conn-fields": CONN_FIELDS,
+    "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
+}

@@ -266,16 +266,15 @@ class RayJobHook(BaseHook):
             return self.config
         return await asyncio.to_thread(lambda: self.config)
 
-    def _ssl(self, verify: bool | str) -> ssl.SSLContext | bool | None:
-        if verify is False:
-            return False
+    def _ssl(self, verify: bool | str) -> ssl.SSLContext | bool:
+        """aiohttp's ``ssl=``: ``True`` (default verification), ``False`` (none) or a CA context."""
         if isinstance(verify, str):
             import os
 
             if os.path.isdir(verify):
                 return ssl.create_default_context(capath=verify)
             return ssl.create_default_context(cafile=verify)
-        return None
+        return bool(verify)
 
     async def _aio(self) -> aiohttp.ClientSession:
         import aiohttp

@@ -59,7 +59,7 @@ def is_transient_ray_api_error(exc: BaseException) -> bool:
         if "already exists" in text:
             return False
         match = _SDK_STATUS.search(text)
-        return bool(match) and _status_is_transient(int(match.group(1)))
+        return match is not None and _status_is_transient(int(match.group(1)))
     return False
 
 

@@ -35,14 +35,14 @@ EVENT_STATUSES = ("ready", "timeout", "failed", "error")
 def _kuberay_backend(conn_id: str, namespace: str | None = None) -> KubeRayBackend:
     from airflow_ray_provider.hooks.kuberay import KubeRayHook
 
-    hook = KubeRayHook(conn_id, namespace=namespace)
-    conn_type = hook.get_connection(conn_id).conn_type
+    connection = KubeRayHook.get_connection(conn_id)
+    conn_type = connection.conn_type
     if conn_type != "kuberay":
         raise RayInvalidInputError(
             f"cluster_conn_id {conn_id!r} has type {conn_type!r}; use a connection of type 'kuberay' for "
             "KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
         )
-    return KubeRayBackend(hook)
+    return KubeRayBackend(KubeRayHook(conn_id, namespace=namespace, connection=connection))
 
 
 def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
@@ -148,7 +148,9 @@ class CreateRayClusterOperator(BaseOperator):
         backend.ensure_created(plan)
         template = self.dashboard_url_template or backend.hook.dashboard_url_template
         if self.deferrable:
-            check = backend.check_once(plan, template)
+            check = backend.check_once(plan, template)  # a retry may find its cluster ready already
+            if check.verdict == "failed":
+                backend.fail(plan, check.message, check.conditions)
             if check.verdict != "ready":
                 self._defer(plan, backend, template)
             url = check.dashboard_url

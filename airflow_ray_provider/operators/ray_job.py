@@ -208,14 +208,15 @@ class SubmitRayJobOperator(BaseOperator):
         spec = self.build_spec(context)
         ti = context["ti"]
         hook = self.hook
-        base = base_submission_id(ti.dag_id, ti.run_id, ti.task_id, ti.map_index)
+        map_index = ti.map_index if ti.map_index is not None else -1
+        base = base_submission_id(ti.dag_id, ti.run_id, ti.task_id, map_index)
         plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
         sid = self._submission_id = plan.submission_id
         self._log_plan(plan.action, sid, [job.submission_id for job in plan.previous])
         job_url = dashboard_job_url(hook.config.dashboard_url, sid)
         ti.xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
         self.log.info("Ray dashboard: %s", job_url)
-        state = plan.state if plan.action is Action.DONE else self._get(sid)
+        state = plan.state if plan.action is Action.DONE and plan.state else self._get(sid)
         if not self.wait_for_completion:
             return job_result(state, hook.config.dashboard_url)
         start = state.start_time / 1000.0 if state.start_time else time.time()
@@ -254,7 +255,7 @@ class SubmitRayJobOperator(BaseOperator):
                 return state, offset
             if self.job_timeout is not None and time.time() >= start + self.job_timeout:
                 stopped = self.hook.stop_job(sid)
-                raise timeout_error(sid, self.job_timeout, self.hook.get_job_logs(sid), stopped=stopped)
+                raise timeout_error(sid, self.job_timeout, self._logs_best_effort(sid), stopped=stopped)
             time.sleep(self.poll_interval)
             state = self._get(sid)
 
@@ -277,8 +278,16 @@ class SubmitRayJobOperator(BaseOperator):
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
+    def _logs_best_effort(self, sid: str) -> str:
+        """The job's log for a final flush or an error message; best effort, never hiding the outcome."""
+        try:
+            return self.hook.get_job_logs(sid)
+        except Exception as exc:
+            self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
+            return ""
+
     def _finish(self, state: JobState) -> dict[str, str]:
-        logs = "" if state.is_success else self.hook.get_job_logs(state.submission_id)
+        logs = "" if state.is_success else self._logs_best_effort(state.submission_id)
         raise_for_state(state, logs, tail_lines=self.log_tail_lines)
         self.log.info("Ray job %s SUCCEEDED", state.submission_id)
         return job_result(state, self.hook.config.dashboard_url)
@@ -291,10 +300,11 @@ class SubmitRayJobOperator(BaseOperator):
             raise RayProviderError(f"waiting for Ray job {sid!r} failed in the triggerer: {event['message']}")
         if event["status"] == EVENT_TIMEOUT:
             stopped = event["message"] == "stopped"
-            raise timeout_error(sid, self.job_timeout or 0, self.hook.get_job_logs(sid), stopped=stopped)
+            raise timeout_error(sid, self.job_timeout or 0, self._logs_best_effort(sid), stopped=stopped)
         state = JobState.from_dict(event["job"])
-        if self.stream_logs:
-            self._stream(sid, int(event.get("log_offset") or 0), final=True)
+        if self.stream_logs:  # lines the trigger had not written yet (normally none)
+            text = self._logs_best_effort(sid)
+            emit_lines(self.log, new_log_lines(text, int(event.get("log_offset") or 0), final=True)[0])
         return self._finish(state)
 
     def on_kill(self) -> None:

@@ -75,6 +75,13 @@ class RayJobSensor(BaseSensorOperator):
         conn_id, cluster = self._target
         return RayJobHook(conn_id, cluster=cluster, retry_attempts=self.retry_attempts)
 
+    def _logs_for_error(self, sid: str) -> str:
+        try:
+            return self.hook.get_job_logs(sid)
+        except Exception as exc:  # best effort: never hide the job's own failure
+            self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
+            return ""
+
     def _check(self, state: JobState | None) -> PokeReturnValue:
         if state is None:
             if self.missing_ok:
@@ -87,7 +94,7 @@ class RayJobSensor(BaseSensorOperator):
         self.log.info("Ray job %s is %s", state.submission_id, state.status.value)
         if not state.is_terminal:
             return PokeReturnValue(is_done=False)
-        logs = "" if state.is_success else self.hook.get_job_logs(state.submission_id)
+        logs = "" if state.is_success else self._logs_for_error(state.submission_id)
         raise_for_state(state, logs, tail_lines=self.log_tail_lines)
         return PokeReturnValue(is_done=True, xcom_value=job_result(state, self.hook.config.dashboard_url))
 

@@ -81,10 +81,11 @@ def group_partial(
     :raises DataError: when a slice column varies inside a group.
     """
     sizes = np.diff(np.append(starts, len(y)))
-    for col, (values, row_codes) in codes.items():
+    for col, (_, row_codes) in codes.items():
         if col != ALL and len(starts) and (row_codes != np.repeat(row_codes[starts], sizes)).any():
             raise DataError(
-                f"slice column {col!r} changes inside a group of {cfg.columns.group!r}: slice columns must be "
+                f"slice column {col!r} changes inside a group of {cfg.columns.group!r}: slice columns must "
+                "be "
                 "attributes of the whole request (e.g. zone, device); remove it from columns.slices"
             )
     ndcg = {m: ranking.ndcg_per_group(starts, y, s, cfg.ndcg_k) for m, s in scores.items()}
@@ -142,7 +143,7 @@ class BlockEvaluator:
         return {"partial": np.array([pickle.dumps(partial, protocol=5)], dtype=object)}
 
     def evaluate(self, table: pa.Table) -> dict[str, Any]:
-        """The partial aggregate of one block (see :class:`~airflow_ray_provider.workloads.aggregate.Accumulator`)."""
+        """The partial aggregate of one block (merged by :class:`.aggregate.Accumulator`)."""
         from airflow_ray_provider.workloads.scoring import score
 
         cfg = self.cfg

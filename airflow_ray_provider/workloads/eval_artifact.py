@@ -1,4 +1,4 @@
-"""The evaluation artifact: ``metrics.json``, ``slices.parquet``, optional ``predictions/``, then ``_SUCCESS``.
+"""The evaluation artifact: ``metrics.json``, ``slices.parquet``, ``predictions/``, then ``_SUCCESS``.
 
 The layout is the cross-area contract (schema_version 1) read by ``operators.metrics`` and the templates.
 Files are written atomically and the ``_SUCCESS`` marker last; a stale marker is removed first, so a

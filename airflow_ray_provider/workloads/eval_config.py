@@ -253,7 +253,8 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
         uri, factory = spec.get("uri"), spec.get("factory")
         if bool(uri) == bool(factory):
             raise ConfigError(
-                f"models.{name} needs exactly one of 'uri' (a .joblib/.pkl file) or 'factory' ('module:function')"
+                f"models.{name} needs exactly one of 'uri' (a .joblib/.pkl file) "
+                "or 'factory' ('module:function')"
             )
         if factory and (not isinstance(factory, str) or factory.count(":") != 1):
             raise ConfigError(

@@ -87,13 +87,20 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
             score(loaded, x, len(x))
         except Exception as exc:
             raise DataError(
-                f"model {spec.name!r} cannot score the data ({type(exc).__name__}: {exc}): check columns.features "
+                f"model {spec.name!r} cannot score the data ({type(exc).__name__}: {exc}): "
+                f"check columns.features "
                 f"(now {list(features)}) against the features the model was trained on"
             ) from exc
         has_proba[spec.name] = loaded.has_proba
         models[spec.name] = {"uri": spec.uri or spec.factory, "loader": spec.loader, "sha256": loaded.sha256}
     units = plan_units(dataset, cfg.scoring.block_rows)
-    log.info("preflight ok: %d rows, %d blocks, %d features, models %s", rows, len(units), len(features), list(models))
+    log.info(
+        "preflight ok: %d rows, %d blocks, %d features, models %s",
+        rows,
+        len(units),
+        len(features),
+        list(models),
+    )
     return Preflight(rows, features, read_columns, has_proba, models, units)
 
 

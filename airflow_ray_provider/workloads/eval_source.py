@@ -38,7 +38,9 @@ def plan_units(dataset: pads.Dataset, block_rows: int) -> list[dict[str, Any]]:
             current.append(rg)
             rows += meta.row_group(rg).num_rows
             if rows >= block_rows:
-                units.append({"path": fragment.path, "row_groups": current, "rows": rows, "partition": partition})
+                units.append(
+                    {"path": fragment.path, "row_groups": current, "rows": rows, "partition": partition}
+                )
                 current, rows = [], 0
         if current and rows:
             units.append({"path": fragment.path, "row_groups": current, "rows": rows, "partition": partition})

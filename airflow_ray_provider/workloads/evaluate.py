@@ -20,6 +20,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import sys
 import threading
 import time
@@ -112,8 +113,17 @@ def ray_session(address: str | None) -> Iterator[None]:
         ray.shutdown()
 
 
+_REMOTE_ERROR = re.compile(r"airflow_ray_provider\.workloads\.errors\.(\w+): (.+)")
+
+
 def _unwrap(exc: BaseException) -> WorkloadError | None:
-    """The workload error behind a Ray task/actor error, if any."""
+    """The workload error behind a Ray task/actor error, if any.
+
+    Ray wraps errors raised in the actors (``UserCodeException`` in a ``RayTaskError``) and does not always
+    keep the original object, so the remote traceback text is searched as a fallback.
+    """
+    from airflow_ray_provider.workloads import errors
+
     seen: set[int] = set()
     cur: BaseException | None = exc
     while cur is not None and id(cur) not in seen:
@@ -122,6 +132,12 @@ def _unwrap(exc: BaseException) -> WorkloadError | None:
             return cur
         cause = getattr(cur, "cause", None)
         cur = cause if isinstance(cause, BaseException) else (cur.__cause__ or cur.__context__)
+    matches = _REMOTE_ERROR.findall(str(exc))
+    if matches:
+        name, message = matches[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, WorkloadError):
+            return cls(message.strip())
     return None
 
 
@@ -171,7 +187,7 @@ def _stream(cfg: Any, pre: Any, predictions_uri: str | None) -> tuple[Any, dict[
         try:
             for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
                 for blob in batch.column("partial").to_pylist():
-                    partial = pickle.loads(blob)  # noqa: S301 - produced by our own actors
+                    partial = pickle.loads(blob)
                     acc.add(partial)
                     progress.add(int(partial["rows"]))
         except Exception as exc:

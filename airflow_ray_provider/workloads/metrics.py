@@ -48,7 +48,11 @@ def fixed_limbs(values: np.ndarray, range_bits: int) -> tuple[np.ndarray, np.nda
 def grouped_int_sum(codes: np.ndarray, weights: np.ndarray | None, n_codes: int) -> np.ndarray:
     """Exact per-code sums of integer-valued weights (chunked so float64 bincount stays exact)."""
     if n_codes == 1:  # overall totals: a plain sum of integer-valued floats is exact below 2**53
-        total = len(codes) if weights is None else sum(float(weights[i : i + (1 << 22)].sum()) for i in range(0, len(codes), 1 << 22))
+        total = (
+            len(codes)
+            if weights is None
+            else sum(float(weights[i : i + (1 << 22)].sum()) for i in range(0, len(codes), 1 << 22))
+        )
         return np.array([total], dtype=np.int64)
     if weights is None:
         return np.bincount(codes, minlength=n_codes).astype(np.int64)

@@ -67,8 +67,9 @@ def make_eval_dataset(
     *,
     partitioned: bool = False,
     rows_per_file: int = CHUNK_ROWS,
+    row_group_size: int = 128 * 1024,
 ) -> str:
-    """Write the log as Parquet under ``path`` (one file per ``rows_per_file`` rows, or hive-partitioned by zone).
+    """Write the log as Parquet under ``path`` (a file per ``rows_per_file`` rows, or partitioned by zone).
 
     :returns: ``path``.
     """
@@ -90,9 +91,12 @@ def make_eval_dataset(
                 partitioning=pads.partitioning(pa.schema([(ZONE, pa.string())]), flavor="hive"),
                 basename_template=f"part-{index:05d}-{{i}}.parquet",
                 existing_data_behavior="overwrite_or_ignore",
+                max_rows_per_group=row_group_size,
             )
         else:
-            pq.write_table(table, os.path.join(path, f"part-{index:05d}.parquet"), row_group_size=128 * 1024)
+            pq.write_table(
+                table, os.path.join(path, f"part-{index:05d}.parquet"), row_group_size=row_group_size
+            )
     return path
 
 

@@ -70,14 +70,15 @@ def _load_file(spec: ModelSpec) -> tuple[Any, str]:
         ) from exc
     try:
         if spec.uri.endswith((".pkl", ".pickle")):
-            model = pickle.loads(raw)  # noqa: S301 - trusted model registry, same as joblib
+            model = pickle.loads(raw)
         else:
             import joblib
 
             model = joblib.load(io.BytesIO(raw))
     except Exception as exc:
         raise ConfigError(
-            f"model {spec.name!r}: {spec.uri!r} is not a loadable joblib/pickle file ({type(exc).__name__}: {exc}); "
+            f"model {spec.name!r}: {spec.uri!r} is not a loadable joblib/pickle file "
+            f"({type(exc).__name__}: {exc}); "
             "save it with joblib.dump(model, path) using the same library versions as the cluster"
         ) from exc
     return model, hashlib.sha256(raw).hexdigest()
@@ -143,7 +144,8 @@ def _positive_column(loaded: LoadedModel, proba: np.ndarray) -> int:
     classes = getattr(loaded.model, "classes_", None)
     if proba.shape[1] != 2:
         raise DataError(
-            f"model {loaded.name!r} predict_proba returned {proba.shape[1]} columns: a binary classifier is needed"
+            f"model {loaded.name!r} predict_proba returned {proba.shape[1]} columns: "
+            "a binary classifier is needed"
         )
     if classes is not None and len(classes) == 2 and 1 in list(classes):
         return list(classes).index(1)

@@ -7,8 +7,9 @@ How:
 
 * zones are handed out largest first (long zones start early, short ones fill the tail);
 * until the first task reports, tasks carry ``probe_zones`` zones, to measure the cost quickly;
-* then the cost per row is learned from every finished task's in-task time (fits *and* per-zone
-  overhead such as model writes), and a task takes zones until their estimated cost reaches the goal;
+* then the cost per row is learned from finished tasks' in-task time (fits *and* per-zone overhead
+  such as model writes; the median of the last 64 tasks, so that a worker's one-off warm-up does not
+  skew it), and a task takes zones until their estimated cost reaches the goal;
 * the goal shrinks towards the end (guided self-scheduling: remaining work / (2 x slots), never
   below ``min_task_seconds``), so the last tasks are short and every slot finishes at about the same time;
 * zones of a task that died or overran are requeued one per task (isolated), ahead of the rest.
@@ -16,6 +17,7 @@ How:
 
 from __future__ import annotations
 
+import statistics
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -45,9 +47,7 @@ class AdaptiveBatcher:
         self._slots = max(1, slots)
         self._cfg = config
         self._rows_pending = sum(z.rows for z in self._queue)
-        self._measured_rows = 0
-        self._measured_seconds = 0.0
-        self._measured_zones = 0
+        self._rates: deque[float] = deque(maxlen=64)
 
     @property
     def pending(self) -> int:
@@ -57,9 +57,9 @@ class AdaptiveBatcher:
     @property
     def seconds_per_row(self) -> float | None:
         """Learned cost of one row, or ``None`` before any task reported."""
-        if self._measured_rows == 0:
+        if not self._rates:
             return None
-        return self._measured_seconds / self._measured_rows
+        return statistics.median(self._rates)
 
     def next_batch(self) -> list[ZoneItem]:
         """The next task's zones (empty when nothing is pending)."""
@@ -90,11 +90,8 @@ class AdaptiveBatcher:
 
     def record(self, *, rows: int, seconds: float, zones: int) -> None:
         """Learn from a finished task: its rows, its in-task seconds, its zone count."""
-        if zones <= 0:
-            return
-        self._measured_rows += max(rows, zones)
-        self._measured_seconds += max(seconds, 0.0)
-        self._measured_zones += zones
+        if zones > 0:
+            self._rates.append(max(seconds, 0.0) / max(rows, zones))
 
     def isolate(self, keys_rows: Iterable[ZoneItem]) -> None:
         """Requeue zones to run one per task, before anything else."""

@@ -32,9 +32,8 @@ _WAIT_S = 0.5
 
 
 def _batch_task(ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any) -> dict:
-    if board is not None:
-        board.started.remote(key)
-    return run_batch(ctx, zones, tables)
+    on_start = (lambda: board.started.remote(key)) if board is not None else None
+    return run_batch(ctx, zones, tables, on_start=on_start)
 
 
 @dataclass

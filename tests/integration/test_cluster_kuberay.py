@@ -55,7 +55,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
     @task
     def submit(handle):
         # Plain Job API over HTTP with the Bearer token read from the cluster's Secret via the hook.
-        import json, time, urllib.request
+        import json, time, urllib.error, urllib.request
         from pathlib import Path
 
         from airflow_ray_provider.hooks.kuberay import KubeRayHook
@@ -69,9 +69,15 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
         def call(method, path, body=None):
             data = json.dumps(body).encode() if body is not None else None
             request = urllib.request.Request(handle["dashboard_url"] + path, data, headers, method=method)
-            with urllib.request.urlopen(request, timeout=30) as response:
-                raw = response.read()
-                return json.loads(raw) if raw.strip().startswith(b"{{") else raw.decode()
+            for attempt in range(8):  # the job agent may still be starting: 5xx is transient
+                try:
+                    with urllib.request.urlopen(request, timeout=30) as response:
+                        raw = response.read()
+                        return json.loads(raw) if raw.strip().startswith(b"{{") else raw.decode()
+                except urllib.error.HTTPError as exc:
+                    if exc.code < 500 or attempt == 7:
+                        raise
+                    time.sleep(1 + attempt)
 
         import sys  # the test head's PATH has no venv; a real KubeRay image would just say "python"
         program = "import ray; ray.init(); print('answer', ray.get(ray.remote(lambda: 6 * 7).remote()))"
@@ -295,7 +301,7 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
                 }
             },
             r"unknown field\(s\) \['x'\]",
-        ),  # fmt: skip
+        ),
         ({"spec": {"head": {"memory": "lots"}}}, "not a Kubernetes quantity"),
     ],
 )
@@ -317,8 +323,8 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
 ):
     """KubeRay's own sample through the manifest path, into a namespace no controller watches."""
     from airflow_ray_provider.kuberay import labels as lb
-    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator, _kuberay_backend
     from airflow_ray_provider.operators._cluster_backends import ClusterRequest, TaskIdentity
+    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator, _kuberay_backend
 
     backend = _kuberay_backend(kuberay_conn, "manifests")
     identity = TaskIdentity("cluster_tests", RUN_ID, "create")

@@ -1,10 +1,9 @@
-"""The local backend end to end under ``dag.test()``: create -> (failing) work -> teardown, no process left."""
+"""The local backend under ``dag.test()``: create -> (failing) work -> teardown, and no process left."""
 
 from __future__ import annotations
 
 import json
 import os
-import textwrap
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -90,12 +89,21 @@ def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
     from airflow_ray_provider.kuberay.labels import CREATED_BY, LABEL_CREATED_BY
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
+    local_registry.mkdir(mode=0o700)
     now = datetime.now(timezone.utc)
     for name, expiry in (("old", now - timedelta(minutes=1)), ("fresh", now + timedelta(hours=1))):
         temp_dir = tmp_path / f"rayh-{name}"
         temp_dir.mkdir()
-        info = {"name": name, "pid": 2**22 - 7, "pgid": 2**22 - 7, "temp_dir": str(temp_dir),
-                "dashboard_url": "http://127.0.0.1:1", "gcs_address": "127.0.0.1:2", "token_file": None}  # fmt: skip
+        dead = 2**22 - 7  # no such process: the head died with its worker
+        info = {
+            "name": name,
+            "pid": dead,
+            "pgid": dead,
+            "temp_dir": str(temp_dir),
+            "token_file": None,
+            "dashboard_url": "http://127.0.0.1:1",
+            "gcs_address": "127.0.0.1:2",
+        }
         record = {"info": info, "labels": {LABEL_CREATED_BY: CREATED_BY}, "expires_at": expiry.isoformat()}
         (local_registry / f"{name}.json").write_text(json.dumps(record))
 

@@ -84,3 +84,31 @@ def test_async_path_reads_streams_and_stops_a_job(ray_job_hook, job_prefix):
         time.sleep(0.3)
     assert state.status is JobStatus.STOPPED
     assert sid in {job.submission_id for job in ray_job_hook.list_jobs()}
+
+
+def test_kuberay_handle_resolves_token_from_its_secret(
+    ray_head, ray_head_token, kuberay_conn, kuberay_client
+):
+    """A KubeRay handle refers to a Secret (Kubernetes is the kmock emulator; Ray is the real head)."""
+    from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+    from tests.fixtures.kuberay import TEST_NAMESPACE
+
+    secret = f"rj-token-{time.time_ns()}"
+    kuberay_client.create_secret(secret, data={"auth_token": ray_head_token}, labels={})
+    try:
+        handle = {
+            "backend": "kuberay", "name": "rc", "namespace": TEST_NAMESPACE, "conn_id": kuberay_conn,
+            "dashboard_url": ray_head.dashboard_url, "auth_token_secret": secret,
+            "auth_token_secret_key": "auth_token",
+        }  # fmt: skip
+        assert RayJobHook(cluster=handle).get_version()["ray_version"].startswith("2.")
+        trigger = RayJobTrigger(submission_id="no-such-job-anywhere", cluster=handle, retry_attempts=1)
+
+        async def first():
+            async for event in trigger.run():
+                return event.payload
+
+        event = asyncio.run(first())  # the token was read off the event loop; auth passed (404, not 401)
+    finally:
+        kuberay_client.delete_secret(secret)
+    assert event["status"] == "error" and event["message"] == "job not found"

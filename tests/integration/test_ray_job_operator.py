@@ -171,8 +171,16 @@ def test_success_streams_each_line_once_with_metadata_and_no_secret(
     ray_job_hook, ray_head_token, job_prefix, capfd
 ):
     ti = StandInTI(dag_id=job_prefix, try_number=2, map_index=4)
-    code = "import time\nfor i in range(5):\n    print('stream', i, flush=True)\n    time.sleep(0.4)"
-    op = _op(entrypoint=["python", "-u", "-c", code], metadata={"owner": "tests"})
+    # The job prints the token it was handed: the task log must show it masked.
+    code = (
+        "import os, time\nprint('leak=' + os.environ['LEAK'], flush=True)\n"
+        "for i in range(5):\n    print('stream', i, flush=True)\n    time.sleep(0.4)"
+    )
+    op = _op(
+        entrypoint=["python", "-u", "-c", code],
+        metadata={"owner": "tests"},
+        runtime_env={"env_vars": {"LEAK": ray_head_token}},
+    )
     result = op.execute(context_for(ti))
     captured = capfd.readouterr()
     text = captured.out + captured.err
@@ -182,17 +190,14 @@ def test_success_streams_each_line_once_with_metadata_and_no_secret(
         for line in text.splitlines()
         if LOG_PREFIX in line
     ]
-    ours = [line for line in streamed if line.startswith("stream ")]
-    assert ours == [f"stream {i}" for i in range(5)]  # each once, in order
+    assert [line for line in streamed if line.startswith("stream ")] == [f"stream {i}" for i in range(5)]
+    assert "leak=***" in streamed  # each once, in order; the secret masked
+    assert ray_head_token not in text
+    assert ray_head_token not in repr(result) and ray_head_token not in repr(ti.xcoms)
     state = ray_job_hook.get_job(result["submission_id"])
     assert state.metadata["airflow_dag_id"] == job_prefix and state.metadata["airflow_map_index"] == "4"
     assert state.metadata["airflow_try_number"] == "2" and state.metadata["owner"] == "tests"
     assert state.metadata["suite"] == "pytest"  # the connection's default metadata
-    assert (
-        ray_head_token not in text
-        and ray_head_token not in repr(result)
-        and ray_head_token not in repr(ti.xcoms)
-    )
 
 
 @pytest.mark.parametrize(
@@ -211,3 +216,26 @@ def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix,
     with pytest.raises(RayInvalidInputError, match=match):
         op.execute(context_for(ti))
     assert job_ids_for(ray_job_hook, job_prefix) == []
+
+
+def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
+    from airflow_ray_provider.exceptions import RayProviderError
+    from airflow_ray_provider.hooks.job_outcome import make_event
+    from airflow_ray_provider.job_status import JobState
+
+    op = _op(entrypoint="unused", job_timeout=30)
+    ctx = context_for(StandInTI(dag_id="unused"))
+    sid = "no-such-job-anywhere"  # its log cannot be read: the event's outcome must still win
+    failed = JobState(submission_id=sid, status=JobStatus.FAILED, driver_exit_code=9)
+    with pytest.raises(RayJobFailedError) as excinfo:
+        op.execute_complete(ctx, make_event("done", sid, state=failed))
+    assert excinfo.value.exit_code == 9
+    with pytest.raises(RayJobTimeoutError, match="job_timeout=30s; it was stopped"):
+        op.execute_complete(ctx, make_event("timeout", sid, message="stopped"))
+    with pytest.raises(RayProviderError, match="failed in the triggerer: boom"):
+        op.execute_complete(ctx, make_event("error", sid, message="boom"))
+    with pytest.raises(RayProviderError, match="unexpected trigger event"):
+        op.execute_complete(ctx, {"status": "??"})
+    succeeded = JobState(submission_id=sid, status=JobStatus.SUCCEEDED)
+    result = op.execute_complete(ctx, make_event("done", sid, state=succeeded, log_offset=0))
+    assert result["status"] == "SUCCEEDED" and result["submission_id"] == sid

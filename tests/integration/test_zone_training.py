@@ -71,12 +71,12 @@ def test_crashing_zone_is_isolated_and_slow_zone_times_out(zone_ray, zone_config
     slow = zone_config(
         trainer="tests.fixtures.workloads:zone_slow_trainer",
         trainer_kwargs={"slow_zones": ["z00011"]},
-        zone_timeout_s=0.5,
+        zone_timeout_s=2.0,
         max_failed_fraction=1.0,
     )
     summary = run_zone_training(parse_config(slow))
     assert summary["failed_zones"] == ["z00011"]
-    assert "timed out after 0.5s" in manifest(slow["output_uri"])["z00011"]["error"]
+    assert "timed out after 2s" in manifest(slow["output_uri"])["z00011"]["error"]
 
 
 def test_thread_budget_reaches_the_zone(zone_ray, zone_config) -> None:
@@ -92,15 +92,16 @@ def test_thread_budget_reaches_the_zone(zone_ray, zone_config) -> None:
 def test_zone_stuck_in_c_code_is_killed_by_the_backstop(zone_ray, zone_config, monkeypatch) -> None:
     from airflow_ray_provider.workloads import zone_scheduler
 
-    monkeypatch.setattr(zone_scheduler, "BACKSTOP_GRACE_S", 4.0)
+    monkeypatch.setattr(zone_scheduler, "BACKSTOP_GRACE_S", 2.0)
     raw = zone_config(
         trainer="tests.fixtures.workloads:zone_slow_trainer",
         trainer_kwargs={"sleep_zones": ["z00004"]},
-        zone_timeout_s=0.2,
+        zone_timeout_s=2.0,  # generous: a loaded 2-core machine must not time out the normal zones
         max_failed_fraction=1.0,
         batching={"max_zones_per_task": 1, "probe_zones": 1},
     )
     summary = run_zone_training(parse_config(raw))
-    assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23
-    assert "ran past the zone_timeout_s (0.2s) backstop" in manifest(raw["output_uri"])["z00004"]["error"]
+    errors = {z: r["error"] for z, r in manifest(raw["output_uri"]).items() if r["error"]}
+    assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23, errors
+    assert "ran past the zone_timeout_s (2s) backstop" in manifest(raw["output_uri"])["z00004"]["error"]
     assert summary["duration_s"] < 40  # the 60 s sleep was cut short

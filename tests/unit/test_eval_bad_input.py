@@ -1,4 +1,4 @@
-"""Bad input to the evaluation fails in preflight (no Ray started) with a clear message; no artifact is left."""
+"""Bad input fails in preflight (before Ray starts) with a clear message, and leaves no artifact."""
 
 from __future__ import annotations
 
@@ -37,9 +37,17 @@ def test_missing_columns(eval_config: Callable[..., dict[str, Any]]) -> None:
 def test_empty_dataset(eval_config: Callable[..., dict[str, Any]], tmp_path: Any) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    table = pa.table({"request_id": pa.array([], pa.int64()), "zone": pa.array([], pa.string()), "clicked": pa.array([], pa.int8())})
+    table = pa.table(
+        {
+            "request_id": pa.array([], pa.int64()),
+            "zone": pa.array([], pa.string()),
+            "clicked": pa.array([], pa.int8()),
+        }
+    )
     pq.write_table(table, empty / "part-0.parquet")
-    cfg = eval_config(data_uri=str(empty), columns={"label": "clicked", "group": "request_id", "features": ["zone"]})
+    cfg = eval_config(
+        data_uri=str(empty), columns={"label": "clicked", "group": "request_id", "features": ["zone"]}
+    )
     _assert_fails(cfg, DataError, "has no rows")
 
 
@@ -47,28 +55,46 @@ def test_missing_data_path(eval_config: Callable[..., dict[str, Any]], tmp_path:
     _assert_fails(eval_config(data_uri=str(tmp_path / "nope")), DataError, "cannot open the evaluation data")
 
 
-def test_unknown_model_uri(eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any) -> None:
-    models = {"champion": {"uri": eval_sample["champion_uri"]}, "challenger": {"uri": str(tmp_path / "gone.joblib")}}
-    _assert_fails(eval_config(models=models), ConfigError, "model 'challenger'", "gone.joblib", "models.challenger.uri")
+def test_unknown_model_uri(
+    eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any
+) -> None:
+    models = {
+        "champion": {"uri": eval_sample["champion_uri"]},
+        "challenger": {"uri": str(tmp_path / "gone.joblib")},
+    }
+    _assert_fails(
+        eval_config(models=models), ConfigError, "model 'challenger'", "gone.joblib", "models.challenger.uri"
+    )
 
 
-def test_corrupt_model_file(eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any) -> None:
+def test_corrupt_model_file(
+    eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any
+) -> None:
     bad = tmp_path / "bad.joblib"
     bad.write_bytes(b"not a model")
     models = {"champion": {"uri": eval_sample["champion_uri"]}, "challenger": {"uri": str(bad)}}
     _assert_fails(eval_config(models=models), ConfigError, "not a loadable joblib/pickle file")
 
 
-def test_unimportable_factory(eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str]) -> None:
-    models = {"champion": {"uri": eval_sample["champion_uri"]}, "challenger": {"factory": "no_such_pkg.mod:build"}}
+def test_unimportable_factory(
+    eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str]
+) -> None:
+    models = {
+        "champion": {"uri": eval_sample["champion_uri"]},
+        "challenger": {"factory": "no_such_pkg.mod:build"},
+    }
     _assert_fails(eval_config(models=models), ConfigError, "cannot import factory")
 
 
-def test_model_without_predict_proba(eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any) -> None:
+def test_model_without_predict_proba(
+    eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any
+) -> None:
     path = tmp_path / "ranker.joblib"
     joblib.dump(ScoreOnly([1.0] * 6), path)
     models = {"champion": {"uri": eval_sample["champion_uri"]}, "challenger": {"uri": str(path)}}
-    _assert_fails(eval_config(models=models), ConfigError, "has no predict_proba", "log_loss", "['roc_auc', 'ndcg']")
+    _assert_fails(
+        eval_config(models=models), ConfigError, "has no predict_proba", "log_loss", "['roc_auc', 'ndcg']"
+    )
 
 
 def test_feature_mismatch(eval_config: Callable[..., dict[str, Any]]) -> None:
@@ -81,7 +107,10 @@ def test_labels_outside_zero_one(eval_config: Callable[..., dict[str, Any]], tmp
     data = tmp_path / "graded"
     data.mkdir()
     cols = {f"f{i}": rng.normal(size=50) for i in range(6)}
-    pq.write_table(pa.table({"request_id": np.repeat(np.arange(5), 10), "clicked": rng.integers(0, 3, 50), **cols}), data / "p.parquet")
+    pq.write_table(
+        pa.table({"request_id": np.repeat(np.arange(5), 10), "clicked": rng.integers(0, 3, 50), **cols}),
+        data / "p.parquet",
+    )
     cfg = eval_config(data_uri=str(data), columns={"label": "clicked", "group": "request_id"})
     _assert_fails(cfg, DataError, "must hold 0/1", "binarise")
 

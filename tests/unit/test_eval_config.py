@@ -17,7 +17,10 @@ def _raw(**overrides: Any) -> dict[str, Any]:
     raw: dict[str, Any] = {
         "data_uri": "s3://logs/2026-11-29/",
         "columns": {"label": "clicked", "group": "request_id", "slices": ["zone"], "features": ["f0", "f1"]},
-        "models": {"champion": {"uri": "/m/champ.joblib"}, "challenger": {"factory": "pkg.mod:build", "kwargs": {"a": 1}}},
+        "models": {
+            "champion": {"uri": "/m/champ.joblib"},
+            "challenger": {"factory": "pkg.mod:build", "kwargs": {"a": 1}},
+        },
         "output_uri": "/tmp/out",
     }
     raw.update(overrides)
@@ -71,7 +74,7 @@ def test_malformed_configs_name_the_problem(overrides: dict[str, Any], needle: s
 
 
 def test_ndcg_needs_a_group_column() -> None:
-    with pytest.raises(ConfigError, match="set columns.group"):
+    with pytest.raises(ConfigError, match=r"set columns\.group"):
         EvalConfig.from_dict(_raw(columns={"label": "clicked"}))
     cfg = EvalConfig.from_dict(_raw(columns={"label": "clicked"}, metrics=["roc_auc", "log_loss"]))
     assert cfg.columns.group is None

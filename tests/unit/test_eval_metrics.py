@@ -6,6 +6,7 @@ only Ray's transport is left out (the integration tests run the same code throug
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,10 @@ KS = (1, 3, 10)
 def _config(metrics_: list[str] | None = None, **models: dict[str, Any]) -> EvalConfig:
     rng = np.random.default_rng(5)
     models = models or {
-        "champion": {"factory": "tests.fixtures.workloads:make_rounded_model", "kwargs": {"weights": [0.3] * 5}},
+        "champion": {
+            "factory": "tests.fixtures.workloads:make_rounded_model",
+            "kwargs": {"weights": [0.3] * 5},
+        },
         "challenger": {
             "factory": "tests.fixtures.workloads:make_rounded_model",
             "kwargs": {"weights": list(rng.normal(0, 1, 5)), "decimals": 1},
@@ -37,7 +41,12 @@ def _config(metrics_: list[str] | None = None, **models: dict[str, Any]) -> Eval
         {
             "data_uri": "unused",
             "output_uri": "unused",
-            "columns": {"label": "clicked", "group": "request_id", "slices": ["zone"], "features": list(FEATURES)},
+            "columns": {
+                "label": "clicked",
+                "group": "request_id",
+                "slices": ["zone"],
+                "features": list(FEATURES),
+            },
             "models": models,
             "metrics": metrics_ or ["accuracy", "roc_auc", "log_loss", "calibration", "ndcg"],
             "ndcg_k": list(KS),
@@ -128,7 +137,7 @@ def test_block_boundaries_and_order_do_not_change_anything(table: pa.Table, seed
     rng = np.random.default_rng(seed)
     cuts = np.sort(rng.choice(np.arange(1, table.num_rows), size=12, replace=False))
     bounds = np.r_[0, cuts, table.num_rows]
-    blocks = [table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    blocks = [table.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
     rng.shuffle(blocks)
     split, acc_split = _run(cfg, blocks)
     assert split.overall == whole.overall
@@ -142,8 +151,14 @@ def test_block_boundaries_and_order_do_not_change_anything(table: pa.Table, seed
 
 def test_probability_metrics_skipped_for_score_only_model(table: pa.Table) -> None:
     models = {
-        "champion": {"factory": "tests.fixtures.workloads:make_score_only_model", "kwargs": {"weights": [1.0] * 5}},
-        "challenger": {"factory": "tests.fixtures.workloads:make_score_only_model", "kwargs": {"weights": [0.5] * 5}},
+        "champion": {
+            "factory": "tests.fixtures.workloads:make_score_only_model",
+            "kwargs": {"weights": [1.0] * 5},
+        },
+        "challenger": {
+            "factory": "tests.fixtures.workloads:make_score_only_model",
+            "kwargs": {"weights": [0.5] * 5},
+        },
     }
     cfg = _config(["roc_auc", "ndcg"], **models)
     evaluator = BlockEvaluator(cfg, FEATURES, {"champion": False, "challenger": False}, None)

@@ -60,9 +60,17 @@ def test_bad_connection_is_rejected(fields, match):
 
 
 def test_ui_metadata_is_consistent():
+    import json
+    from pathlib import Path
+
+    import airflow
+    import jsonschema
+
     from airflow_ray_provider.hooks.ray_job import RayJobHook
 
     behaviour = RayJobHook.get_ui_field_behaviour()
+    schema = Path(airflow.__file__).parent / "customized_form_field_behaviours.schema.json"
+    jsonschema.validate(behaviour, json.loads(schema.read_text()))
     assert behaviour["relabeling"]["host"] == "Dashboard URL"
     assert "login" in behaviour["hidden_fields"]
     assert set(UI_FIELD_BEHAVIOUR["placeholders"]) <= {"host", "password", *CONN_FIELDS}
@@ -96,3 +104,20 @@ def test_hook_reads_env_connection_and_masks_its_secrets():
         drop_connection("ray_unit_mask")
     assert config.token == TOKEN
     assert TOKEN not in redact(f"x {TOKEN} y") and "cookie-0123456789" not in redact("c=cookie-0123456789")
+
+
+def test_connection_type_entry_validates_against_airflow_provider_schema():
+    import json
+    from pathlib import Path
+
+    import airflow
+    import jsonschema
+
+    from airflow_ray_provider import get_provider_info
+    from airflow_ray_provider.hooks.ray_connection import RAY_CONNECTION_TYPE
+
+    info = get_provider_info()
+    others = [c for c in info["connection-types"] if c["connection-type"] != "ray"]
+    info["connection-types"] = [RAY_CONNECTION_TYPE, *others]
+    schema = json.loads((Path(airflow.__file__).parent / "provider_info.schema.json").read_text())
+    jsonschema.validate(info, schema)

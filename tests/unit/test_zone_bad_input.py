@@ -120,3 +120,18 @@ def test_plan_reads_partitioned_zones_directly_and_stages_files(tmp_path) -> Non
     assert not plan_s.partitioned_by_zone and len(plan_s.chunks) == 1
     assert plan_p.zone_rows == plan_s.zone_rows and len(plan_s.zone_rows) == 6
     assert plan_s.feature_columns == ["f0", "f1"] and plan_p.file_columns == ["y", "f0", "f1"]
+
+
+def test_only_failed_with_nothing_failed_rewrites_the_artifact_without_ray(tmp_path, data) -> None:
+    import ray
+
+    manifest = str(tmp_path / "prev.parquet")
+    row = {"zone": "z00000", "status": "succeeded", "rows": 20, "duration_s": 0.1, "metrics": "{}"}
+    gone = {"zone": "z-gone", "status": "failed", "rows": 3, "duration_s": 0.1, "metrics": "{}", "attempt": 1}
+    pq.write_table(build_table("app", [{**row, "attempt": 1, "artifact": "m.joblib"}, gone]), manifest)
+    summary = run_zone_training(parse_config(config(tmp_path, data)), only_failed=manifest)
+    assert not ray.is_initialized()
+    assert (summary["zones_total"], summary["succeeded"], summary["failed_zones"]) == (2, 1, ["z-gone"])
+    rows = {r["zone"]: r for r in pq.read_table(summary["manifest"]).to_pylist()}
+    assert rows["z-gone"]["attempt"] == 2 and "is no longer in" in rows["z-gone"]["error"]
+    assert rows["z00000"]["artifact"] == "m.joblib"
