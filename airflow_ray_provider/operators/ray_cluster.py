@@ -7,6 +7,7 @@ runs on either by changing only the connection.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -109,7 +110,8 @@ class CreateRayClusterOperator(BaseOperator):
         if ready_timeout <= 0 or poll_interval <= 0:
             raise RayInvalidInputError("ready_timeout and poll_interval must be positive")
         self.cluster_conn_id = cluster_conn_id
-        self.spec = spec
+        # Kept as plain data: templates render it and the DAG serializer stores it.
+        self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
         self.manifest = manifest
         self.cluster_name = cluster_name
         self.name_prefix = name_prefix

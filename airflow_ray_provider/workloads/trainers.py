@@ -5,7 +5,8 @@ A trainer is any callable::
     def train(frame: pandas.DataFrame, *, label_column: str, feature_columns: list[str], **kwargs)
         -> tuple[model, dict[str, float]]
 
-``frame`` holds one zone's rows (the zone, label and feature columns); ``kwargs`` are the config's
+``frame`` holds one zone's rows: the zone column (a pandas ``Categorical`` holding the zone as a
+string), the label and the feature columns, indexed from 0; ``kwargs`` are the config's
 ``trainer_kwargs``. It returns the fitted model (pickled to ``models/<zone>.joblib``) and a flat dict
 of metrics (JSON-serialisable numbers; NaN/inf are stored as null).
 

@@ -1,7 +1,8 @@
 """Staging a dataset that is not partitioned by zone: read it once, in Ray tasks, into the object store.
 
 Each staging task reads one chunk (a few row groups of one file), sorts it by zone and returns two
-objects: the sorted table (it stays in the object store) and a small index ``zone -> (start, length)``.
+objects: the sorted label and feature columns (they stay in the object store; the zone column is
+dropped, the index replaces it) and a small index ``zone -> (start, length)``.
 The driver fetches only the indexes; training tasks get the chunk tables as task arguments (zero-copy
 on the node) and slice their zones out. The data is read once and stored once, never per zone.
 """
@@ -42,14 +43,14 @@ def stage_chunk(
     for name, value in spec.partition_values.items():
         if name in columns and name not in table.column_names:
             table = table.append_column(name, pa.array([value] * table.num_rows))
-    table = table.select(columns).sort_by(zone_column).combine_chunks()
+    table = table.select(columns).sort_by(zone_column)
     runs = pc.run_end_encode(table.column(zone_column).combine_chunks())
     index: dict[str, tuple[int, int]] = {}
     start = 0
     for value, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
         index[str(value)] = (start, end - start)
         start = end
-    return table, index
+    return table.drop_columns([zone_column]).combine_chunks(), index
 
 
 def stage_dataset(plan: DatasetPlan) -> StagedData:

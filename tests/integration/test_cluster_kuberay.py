@@ -126,7 +126,7 @@ def test_create_ready_submit_delete_through_kubernetes_client(
 
 
 @pytest.mark.integration
-def test_retry_reuses_cluster_and_client_stays_within_role(
+def test_zretry_reuses_cluster_and_client_stays_within_role(
     kube_emulator, kuberay_controller, kuberay_conn, ray_head, ray_head_token
 ):
     from airflow_ray_provider.hooks.kuberay import KubeRayHook
@@ -266,6 +266,8 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
         meta = {"name": name, "labels": labels, "annotations": {lb.ANNOTATION_EXPIRES_AT: expiry}}
         client.create_cluster({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
 
+    patched = client.patch_cluster("fresh-owned", {"metadata": {"labels": {"team": "ml"}}})
+    assert patched["metadata"]["labels"]["team"] == "ml" and lb.matches(patched, owned)
     kwargs = {"cluster_conn_id": kuberay_conn, "namespace": namespace}
     assert RayClusterJanitorOperator(task_id="j", list_only=True, **kwargs).execute({}) == ["expired-owned"]
     assert client.find_cluster("expired-owned") is not None

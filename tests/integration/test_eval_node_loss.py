@@ -119,11 +119,8 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     )
     try:
         cluster.add_node(num_cpus=2)
-        ray.init(address=cluster.address, log_to_driver=False)
-        baseline = run_evaluation(
-            _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "a"), 0.0)
-        )
         cluster.add_node(num_cpus=2)
+        ray.init(address=cluster.address, log_to_driver=False)
         result: dict[str, Any] = {}
 
         def run() -> None:

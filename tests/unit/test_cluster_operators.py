@@ -25,6 +25,17 @@ def test_create_rejects_bad_input_when_the_dag_is_parsed():
 
 
 @pytest.mark.unit
+def test_a_typed_spec_is_kept_as_plain_data_and_round_trips():
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+
+    groups = [WorkerGroup("gpu", replicas=0, max_replicas=2, gpu=1)]
+    spec = RayClusterSpec(worker_groups=groups, auth="secret")
+    op = CreateRayClusterOperator(task_id="c", spec=spec)
+    assert isinstance(op.spec, dict) and json.loads(json.dumps(op.spec)) == op.spec
+    assert RayClusterSpec.from_dict(op.spec) == spec
+
+
+@pytest.mark.unit
 def test_local_backend_summarises_the_spec_into_cpus_and_gpus():
     from airflow_ray_provider.local.cluster import LocalClusterOptions
     from airflow_ray_provider.operators._cluster_backends import ClusterRequest, local_options_for

@@ -32,14 +32,13 @@ def _restore_thread_budget(monkeypatch: pytest.MonkeyPatch):
 
 
 def make_table(zones: dict[str, int]) -> pa.Table:
-    """Rows sorted by zone (as staging leaves them); y = 2*f0 + f1."""
-    zone, f0, f1 = [], [], []
-    for key, n in zones.items():
-        zone += [key] * n
+    """Rows sorted by zone, zone column dropped (as staging leaves them); y = 2*f0 + f1."""
+    f0, f1 = [], []
+    for n in zones.values():
         f0 += [float(i) for i in range(n)]
         f1 += [float(i % 3) for i in range(n)]
     y = [2 * a + b for a, b in zip(f0, f1, strict=True)]
-    return pa.table({"zone": zone, "y": y, "f0": f0, "f1": f1})
+    return pa.table({"y": y, "f0": f0, "f1": f1})
 
 
 def work_items(zones: dict[str, int]) -> list[ZoneWork]:
