@@ -17,6 +17,10 @@ reading and staging it; its ``utilisation_fan_out`` uses the fan-out phase alone
 batching, training, writes), which compares with the baselines. Per-fit CPU time is
 ``time.process_time()`` around the trainer call, in the process that runs it (one thread per fit).
 Utilisation = sum of per-fit CPU / (wall x cores); the ideal wall is sum of per-fit CPU / cores.
+``cpu_efficiency`` = sum of per-fit CPU / CPU used meanwhile by this process and all its descendants
+(Ray's GCS, raylet and workers, or loky's workers): the share of the CPU we burn that goes into fits,
+which other users of a shared machine do not distort (utilisation is what a quiet machine would show
+at best).
 Ray is started once (local, ``num_cpus=cores``) and warmed up (workers started, scikit-learn
 imported) before anything is timed.
 """
@@ -147,6 +151,21 @@ def _group(data_uri: str) -> dict[str, Any]:
     return {str(z): g.reset_index(drop=True) for z, g in frame.groupby("zone", sort=True)}
 
 
+def _tree_cpu() -> float:
+    """CPU seconds used so far by this process and its descendants (Ray's raylet, workers, loky)."""
+    import psutil
+
+    total = 0.0
+    me = psutil.Process()
+    for proc in [me, *me.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def _peak_rss_during(fn: Callable[[], Any]) -> tuple[Any, int]:
     """Run ``fn`` while sampling this process's RSS; return its result and the peak RSS growth."""
     import psutil
@@ -190,6 +209,7 @@ def run(zones: int, rows: int, models: Sequence[str], work: str, memory_zones: i
             for variant in ("sequential", "joblib", "ray_per_zone", "zone_training"):
                 out = f"{work}/{name}-{variant}"
                 extra: dict[str, Any] = {}
+                tree_cpu = _tree_cpu()
                 if variant == "sequential":
                     wall, cpu = bench_sequential(frames, trainer, kwargs, out)
                 elif variant == "joblib":
@@ -200,6 +220,7 @@ def run(zones: int, rows: int, models: Sequence[str], work: str, memory_zones: i
                     wall, cpu, timings = bench_workload(data_uri, trainer, kwargs, out)
                     extra["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
                     extra["utilisation_fan_out"] = round(cpu / (timings["fan_out"] * cores), 3)
+                extra["cpu_efficiency"] = round(cpu / max(_tree_cpu() - tree_cpu, 1e-9), 3)
                 _record(results, name, variant, wall, cpu, cores, zones=zones, rows_per_zone=rows, **extra)
         if memory_zones:
             results.append(_memory_check(work, memory_zones))

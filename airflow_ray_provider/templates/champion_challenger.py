@@ -128,6 +128,7 @@ def build_champion_challenger_dag(
     prepare_entrypoint: list[str] | str | None = None,
     job_timeout: float | None = None,
     deferrable: bool = True,
+    poll_interval: float = 2.0,
     cluster: ClusterSettings | None = None,
     dag_kwargs: dict[str, Any] | None = None,
 ) -> DAG:
@@ -158,6 +159,7 @@ def build_champion_challenger_dag(
     :param prepare_entrypoint: optional Ray job run on the cluster before the evaluation (e.g. data prep).
     :param job_timeout: seconds before a Ray job is stopped and the task fails.
     :param deferrable: wait for the Ray job in the triggerer instead of a worker slot.
+    :param poll_interval: seconds between Ray job status polls.
     :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments above).
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments (``start_date``, ``default_args``, ...).
     :raises RayInvalidInputError: on a policy that names metrics the evaluation does not compute.
@@ -177,6 +179,7 @@ def build_champion_challenger_dag(
             dag_id=dag_id, settings=settings, config=config, policy=checked, on_promote=on_promote,
             model_asset=model_asset or default_model_asset(dag_id), runtime_env=runtime_env,
             prepare_entrypoint=prepare_entrypoint, job_timeout=job_timeout, deferrable=deferrable,
+            poll_interval=poll_interval,
         )  # fmt: skip
     return dag
 
@@ -188,9 +191,10 @@ def _default_start() -> Any:
 
 
 def _job_kwargs(
-    runtime_env: dict[str, Any] | None, job_timeout: float | None, deferrable: bool
+    runtime_env: dict[str, Any] | None, job_timeout: float | None, deferrable: bool, poll_interval: float
 ) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"deferrable": deferrable, "wait_for_completion": True}
+    kwargs["poll_interval"] = poll_interval
     if runtime_env:
         kwargs["runtime_env"] = runtime_env
     if job_timeout:
@@ -210,6 +214,7 @@ def _wire(
     prepare_entrypoint: list[str] | str | None,
     job_timeout: float | None,
     deferrable: bool,
+    poll_interval: float,
 ) -> None:
     from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
@@ -217,7 +222,7 @@ def _wire(
 
     create = create_cluster_task(settings) if settings.ephemeral else None
     target = submit_kwargs(settings, create)
-    job = _job_kwargs(runtime_env, job_timeout, deferrable)
+    job = _job_kwargs(runtime_env, job_timeout, deferrable, poll_interval)
     evaluate = SubmitRayJobOperator(
         task_id="evaluate",
         entrypoint=workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config),

@@ -123,6 +123,7 @@ def build_zone_training_dag(
     runtime_env: dict[str, Any] | None = None,
     job_timeout: float | None = None,
     deferrable: bool = True,
+    poll_interval: float = 2.0,
     cluster: ClusterSettings | None = None,
     dag_kwargs: dict[str, Any] | None = None,
 ) -> DAG:
@@ -143,6 +144,7 @@ def build_zone_training_dag(
     :param runtime_env: default Ray runtime environment (an application's own wins).
     :param job_timeout: seconds before a Ray job is stopped.
     :param deferrable: wait for Ray jobs in the triggerer.
+    :param poll_interval: seconds between Ray job status polls.
     :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments).
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments.
     :raises RayInvalidInputError: on empty or duplicate applications, bad names, bad fractions.
@@ -172,6 +174,7 @@ def build_zone_training_dag(
         settings=settings, output_uri=output_uri, shared_cluster=shared_cluster,
         retry_failed_zones=retry_failed_zones, max_failed_after_retry=max_failed_fraction_after_retry,
         runtime_env=runtime_env, job_timeout=job_timeout, deferrable=deferrable,
+        poll_interval=poll_interval,
     )  # fmt: skip
     with DAG(dag_id=dag_id, schedule=schedule, **kwargs) as dag:
         wiring.wire([asdict(a) for a in apps])

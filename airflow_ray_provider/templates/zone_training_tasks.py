@@ -131,6 +131,7 @@ class ZoneWiring:
     runtime_env: dict[str, Any] | None
     job_timeout: float | None
     deferrable: bool
+    poll_interval: float = 2.0
 
     def wire(self, apps: list[dict[str, Any]]) -> None:
         """Create the mapped per-application group (and the shared cluster, when asked)."""
@@ -143,7 +144,9 @@ class ZoneWiring:
             shared >> mapped >> delete_cluster_task(shared, self.settings)
 
     def _job_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"deferrable": self.deferrable, "wait_for_completion": True}
+        kwargs: dict[str, Any] = {
+            "deferrable": self.deferrable, "wait_for_completion": True, "poll_interval": self.poll_interval,
+        }  # fmt: skip
         if self.job_timeout:
             kwargs["job_timeout"] = self.job_timeout
         return kwargs

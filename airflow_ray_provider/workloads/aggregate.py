@@ -55,6 +55,7 @@ class Accumulator:
         self.complete: list[np.ndarray] = []
         self.fragments: list[dict[str, Any]] = []
         self.rows = 0
+        self.span = (float("inf"), float("-inf"))
 
     def _global_ids(self, col: str, values: list[Any]) -> np.ndarray:
         ids, known = self.ids[col], self.values[col]
@@ -69,6 +70,8 @@ class Accumulator:
     def add(self, partial: dict[str, Any]) -> None:
         """Merge one block's partial."""
         self.rows += int(partial["rows"])
+        if "span" in partial:
+            self.span = (min(self.span[0], partial["span"][0]), max(self.span[1], partial["span"][1]))
         for col, part in partial["slices"].items():
             gids = self._global_ids(col, part["values"])
             size = len(self.values[col])

@@ -69,6 +69,8 @@ class ScoringConfig:
     :param batch_size: rows per ``predict_proba`` call inside an actor.
     :param read_num_cpus: CPUs reserved per Parquet read task.
     :param block_rows: target rows per block (whole Parquet row groups of one file).
+    :param object_store_mb: cap on the object-store memory the pipeline's blocks in flight may use
+        (0: Ray Data's default, a fraction of the node's object store).
     """
 
     concurrency: int | tuple[int, int] = 2
@@ -77,6 +79,7 @@ class ScoringConfig:
     batch_size: int = 65536
     read_num_cpus: float = 0.5
     block_rows: int = 262144
+    object_store_mb: int = 1024
 
 
 @dataclass(frozen=True)
@@ -326,4 +329,5 @@ def _scoring(raw: Any) -> ScoringConfig:
         batch_size=_int(raw, "batch_size", 65536, 1, "scoring"),
         read_num_cpus=_float(raw, "read_num_cpus", 0.5, 0.0, 1024.0),
         block_rows=_int(raw, "block_rows", 262144, 1, "scoring"),
+        object_store_mb=_int(raw, "object_store_mb", 1024, 0, "scoring"),
     )

@@ -63,16 +63,18 @@ class Progress:
         self.last_at = now
         self.rows += rows
 
-    def timings(self) -> dict[str, float | None]:
-        """Start-up (until the first block is done) and steady-state throughput (after it)."""
-        if self.first_at is None or self.last_at is None:
+    def timings(self, span: tuple[float, float]) -> dict[str, float | None]:
+        """Start-up (until the first block starts scoring) and the pool's throughput after that.
+
+        :param span: wall-clock start of the first block's scoring and end of the last one's.
+        """
+        if self.first_at is None or not span[1] > span[0]:
             return {"startup_s": None, "stream_s": None, "steady_rows_per_s": None}
-        steady = self.last_at - self.first_at
-        rate = (self.rows - self.first_rows) / steady if steady > 0 else None
+        wall_offset = time.time() - time.monotonic()
         return {
-            "startup_s": round(self.first_at - self.started, 3),
-            "stream_s": round(self.last_at - self.started, 3),
-            "steady_rows_per_s": round(rate, 1) if rate else None,
+            "startup_s": round(span[0] - wall_offset - self.started, 3),
+            "stream_s": round((self.last_at or self.first_at) - self.started, 3),
+            "steady_rows_per_s": round(self.rows / (span[1] - span[0]), 1),
         }
 
     def report(self) -> None:
@@ -158,9 +160,11 @@ def build_dataset(cfg: Any, pre: Any, predictions_uri: str | None) -> Any:
         max_retries=-1,  # a read lost with its node is simply redone
     )
     gpu = cfg.scoring.num_gpus > 0
+    conc = cfg.scoring.concurrency
+    low, high = conc if isinstance(conc, tuple) else (conc, conc)
     # map_batches refuses batch_size=None with GPUs; the actor micro-batches itself (scoring.batch_size).
     mapper = ds.map_batches_internal if gpu else ds.map_batches
-    return mapper(
+    out = mapper(
         BlockEvaluator,
         fn_constructor_kwargs={
             "cfg": cfg,
@@ -170,12 +174,16 @@ def build_dataset(cfg: Any, pre: Any, predictions_uri: str | None) -> Any:
         },
         batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
         batch_format="pyarrow",
-        concurrency=cfg.scoring.concurrency,
+        compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
         num_cpus=cfg.scoring.num_cpus,
         num_gpus=cfg.scoring.num_gpus if gpu else None,
-        max_restarts=-1,
-        max_task_retries=-1,
+        # Ray Data restarts dead actors and retries their tasks without limit by default
+        # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
     )
+    if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
+        limit = cfg.scoring.object_store_mb * 1024 * 1024
+        out.context.execution_options.resource_limits = ray.data.ExecutionResources(object_store_memory=limit)
+    return out
 
 
 def _stream(cfg: Any, pre: Any, predictions_uri: str | None) -> tuple[Any, dict[str, float | None]]:
@@ -195,7 +203,7 @@ def _stream(cfg: Any, pre: Any, predictions_uri: str | None) -> tuple[Any, dict[
             if inner is not None:
                 raise inner from exc
             raise
-    return acc, progress.timings()
+    return acc, progress.timings(acc.span)
 
 
 def run_evaluation(config: dict[str, Any] | Any, *, ray_address: str | None = None) -> dict[str, Any]:

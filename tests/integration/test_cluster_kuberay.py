@@ -126,7 +126,7 @@ def test_create_ready_submit_delete_through_kubernetes_client(
 
 
 @pytest.mark.integration
-def test_zretry_reuses_cluster_and_client_stays_within_role(
+def test_retry_reuses_cluster_and_client_stays_within_role(
     kube_emulator, kuberay_controller, kuberay_conn, ray_head, ray_head_token
 ):
     from airflow_ray_provider.hooks.kuberay import KubeRayHook

@@ -30,15 +30,25 @@ def _wait_status(hook, sid, wanted, timeout=90.0):
         time.sleep(0.3)
 
 
-@pytest.fixture
-def long_jobs(ray_job_hook, job_prefix):
-    """Three long jobs submitted at once (their start-up overlaps), all RUNNING when yielded."""
-    sids = [f"{job_prefix}-{name}" for name in ("timeout", "kill", "keep")]
-    for sid in sids:
-        ray_job_hook.submit_job(LONG, sid)
-    for sid in sids:
-        _wait_status(ray_job_hook, sid, JobStatus.RUNNING)
-    return dict(zip(("timeout", "kill", "keep"), sids, strict=True))
+@pytest.fixture(scope="module")
+def long_jobs(ray_conn_id):
+    """Three long jobs submitted at once (start-ups overlap), RUNNING when yielded, stopped after."""
+    import uuid
+
+    from airflow_ray_provider.hooks.ray_job import RayJobHook
+
+    hook = RayJobHook(ray_conn_id, retry_attempts=3)
+    names = ("timeout", "kill", "keep")
+    sids = {name: f"rjtrig-{uuid.uuid4().hex[:8]}-{name}" for name in names}
+    for sid in sids.values():
+        hook.submit_job(LONG, sid)
+    try:
+        for sid in sids.values():
+            _wait_status(hook, sid, JobStatus.RUNNING)
+        yield sids
+    finally:
+        for sid in sids.values():
+            hook.stop_job(sid)
 
 
 def test_timeout_from_serialised_start_time_stops_the_job(
