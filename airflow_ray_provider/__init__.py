@@ -11,6 +11,8 @@ _PKG = "airflow_ray_provider"
 
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow's providers manager (the ``apache_airflow_provider`` entry point)."""
+    from airflow_ray_provider.connection_forms import KUBERAY_CONNECTION_TYPE, RAY_CONNECTION_TYPE
+
     return {
         "package-name": "airflow-ray-provider",
         "name": "Ray",
@@ -45,17 +47,6 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": "Ray", "python-modules": [f"{_PKG}.triggers.ray_job"]},
             {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.triggers.ray_cluster"]},
         ],
-        "connection-types": [
-            {
-                "connection-type": "ray",
-                "hook-class-name": f"{_PKG}.hooks.ray_job.RayJobHook",
-                "hook-name": "Ray (Job API)",
-            },
-            {
-                "connection-type": "kuberay",
-                "hook-class-name": f"{_PKG}.hooks.kuberay.KubeRayHook",
-                "hook-name": "KubeRay (Kubernetes)",
-            },
-        ],
+        "connection-types": [RAY_CONNECTION_TYPE, KUBERAY_CONNECTION_TYPE],
         "extra-links": [f"{_PKG}.operators.ray_job.RayJobLink"],
     }

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_ray_provider.connection_forms import KUBERAY_CONN_FIELDS as CONN_FIELDS
+from airflow_ray_provider.connection_forms import KUBERAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError
 
 if TYPE_CHECKING:
@@ -32,39 +34,6 @@ EXTRA_FIELDS = (
     "in_cluster", "kube_config_path", "kube_config", "context", "namespace", "default_image",
     "dashboard_url_template", "ray_auth",
 )  # fmt: skip
-
-#: Declarative connection form fields (``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
-CONN_FIELDS: dict[str, dict[str, Any]] = {
-    "in_cluster": {
-        "label": "In-cluster configuration",
-        "schema": {"type": ["boolean", "null"], "default": False},
-    },
-    "kube_config_path": {"label": "Kubeconfig path", "schema": {"type": ["string", "null"]}},
-    "kube_config": {
-        "label": "Kubeconfig (JSON or YAML)",
-        "schema": {"type": ["string", "null"], "format": "password"},
-        "description": "An inline kubeconfig; it may hold credentials, so it is stored as a secret.",
-    },
-    "context": {"label": "Kubeconfig context", "schema": {"type": ["string", "null"]}},
-    "namespace": {"label": "Namespace", "schema": {"type": ["string", "null"], "default": "default"}},
-    "default_image": {"label": "Default Ray image", "schema": {"type": ["string", "null"]}},
-    "dashboard_url_template": {
-        "label": "Dashboard URL template",
-        "schema": {"type": ["string", "null"]},
-        "description": "e.g. http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
-        "or https://{name}.ray.example.com for an ingress.",
-    },
-    "ray_auth": {
-        "label": "Ray token auth",
-        "schema": {"type": ["string", "null"], "enum": ["auth_options", "secret", "disabled", None]},
-        "description": "auth_options (KubeRay >= 1.5.1), secret (older KubeRay) or disabled.",
-    },
-}
-UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden-fields": ["host", "schema", "login", "password", "port"],
-    "relabeling": {},
-    "placeholders": {"kube_config_path": "~/.kube/config", "namespace": "ray-jobs"},
-}
 
 
 def _as_bool(value: Any) -> bool:

@@ -21,6 +21,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
+from airflow_ray_provider.connection_forms import RAY_CONN_FIELDS as CONN_FIELDS
+from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.ray_api import SENSITIVE_HEADERS, build_headers
 
@@ -29,51 +32,7 @@ if TYPE_CHECKING:
 
     from airflow_ray_provider.cluster_handle import RayClusterHandle
 
-DEFAULT_REQUEST_TIMEOUT = 30.0
 DEFAULT_SECRET_KEY = "auth_token"
-
-#: Declarative connection form fields (the ``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
-CONN_FIELDS: dict[str, dict[str, Any]] = {
-    "headers": {
-        "label": "Extra HTTP headers (JSON object)",
-        "schema": {"type": ["string", "null"]},
-        "description": 'e.g. {"X-Org": "ml"}; sent with every Job API call.',
-    },
-    "cookies": {
-        "label": "Cookies (JSON object)",
-        "schema": {"type": ["string", "null"], "format": "password"},
-        "description": "e.g. an SSO session cookie in front of the dashboard.",
-    },
-    "verify": {
-        "label": "Verify TLS certificate",
-        "schema": {"type": ["boolean", "null"], "default": True},
-    },
-    "ca_bundle": {
-        "label": "CA bundle path",
-        "schema": {"type": ["string", "null"]},
-        "description": "PEM file or folder of CA certificates used to verify the dashboard.",
-    },
-    "metadata": {
-        "label": "Default job metadata (JSON object)",
-        "schema": {"type": ["string", "null"]},
-    },
-    "request_timeout": {
-        "label": "Request timeout (seconds)",
-        "schema": {"type": ["number", "null"], "default": DEFAULT_REQUEST_TIMEOUT},
-    },
-}
-
-#: Declarative field behaviour (the ``ui-field-behaviour`` of ``get_provider_info``).
-UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden-fields": ["login", "schema", "port"],
-    "relabeling": {"host": "Dashboard URL", "password": "Ray auth token"},
-    "placeholders": {
-        "host": "http://127.0.0.1:8265",
-        "password": "token of a cluster with RAY_AUTH_MODE=token (leave empty if auth is off)",
-        "headers": '{"X-Org": "ml"}',
-        "metadata": '{"team": "ml-platform"}',
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -194,12 +153,4 @@ def config_from_handle(handle: RayClusterHandle, token: str | None) -> RayApiCon
     )
 
 
-#: The ``connection-types`` entry for ``get_provider_info()`` (declarative UI: Airflow >= 3.2 reads
-#: ``conn-fields`` / ``ui-field-behaviour`` from here without importing the hook).
-RAY_CONNECTION_TYPE: dict[str, Any] = {
-    "connection-type": "ray",
-    "hook-class-name": "airflow_ray_provider.hooks.ray_job.RayJobHook",
-    "hook-name": "Ray (Job API)",
-    "conn-fields": CONN_FIELDS,
-    "ui-field-behaviour": UI_FIELD_BEHAVIOUR,
-}
+__all__ = ["CONN_FIELDS", "DEFAULT_REQUEST_TIMEOUT", "UI_FIELD_BEHAVIOUR", "RayApiConfig"]

@@ -114,7 +114,7 @@ def test_connection_type_entry_validates_against_airflow_provider_schema():
     import jsonschema
 
     from airflow_ray_provider import get_provider_info
-    from airflow_ray_provider.hooks.ray_connection import RAY_CONNECTION_TYPE
+    from airflow_ray_provider.connection_forms import RAY_CONNECTION_TYPE
 
     info = get_provider_info()
     others = [c for c in info["connection-types"] if c["connection-type"] != "ray"]
