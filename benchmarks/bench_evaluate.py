@@ -109,6 +109,14 @@ def run_baseline(rows: int) -> dict[str, Any]:
     return {**result, "peak_rss_gb": rss / 1e9, "peak_pss_gb": pss / 1e9, "process_wall_s": wall}
 
 
+def run_same_code(rows: int) -> dict[str, Any]:
+    """The workload's per-block code serially in one process: the parallel-efficiency reference."""
+    data, champion, challenger = dataset(rows)
+    argv = [sys.executable, "-m", "benchmarks.eval_baseline", "--same-code", data, champion, challenger]
+    out, rss, _, _ = _run_child(argv)
+    return {**json.loads(out.strip().splitlines()[-1]), "peak_rss_gb": rss / 1e9}
+
+
 def run_ray(rows: int, cpus: int) -> dict[str, Any]:
     """The Ray evaluation CLI in a fresh local Ray; returns timings and the process-tree memory peak."""
     data, champion, challenger = dataset(rows)
@@ -150,21 +158,17 @@ def _uptime() -> str:
 
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| rows | single rows/s | single peak RSS GB | Ray steady rows/s | speed-up | Ray start-up s "
-        "| Ray wall s | Ray tree peak RSS GB (PSS) |",
+        "| rows | pandas/sklearn 1 proc rows/s (peak RSS GB) | same code 1 proc rows/s | Ray pipeline rows/s "
+        "| Ray scoring-span rows/s | Ray init + start-up s | Ray wall s | Ray tree peak RSS GB (PSS) |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    nan = float("nan")
     for r in results:
-        b, ray = r.get("baseline") or {}, r["ray"]
-        speed = (
-            ray["steady_rows_per_s"] / b["rows_per_s"]
-            if b.get("rows_per_s") and ray["steady_rows_per_s"]
-            else None
-        )
+        b, same, ray = r.get("baseline") or {}, r.get("same_code_1_process") or {}, r["ray"]
         lines.append(
-            f"| {r['rows']:,} | {b.get('rows_per_s', float('nan')):,.0f} "
-            f"| {b.get('peak_rss_gb', float('nan')):.2f} "
-            f"| {ray['steady_rows_per_s'] or float('nan'):,.0f} | {speed or float('nan'):.2f}x "
+            f"| {r['rows']:,} | {b.get('rows_per_s', nan):,.0f} ({b.get('peak_rss_gb', nan):.2f}) "
+            f"| {same.get('rows_per_s', nan):,.0f} | {ray['pipeline_rows_per_s'] or nan:,.0f} "
+            f"| {ray['scoring_rows_per_s'] or nan:,.0f} "
             f"| {(ray['ray_init_s'] or 0) + (ray['startup_s'] or 0):.1f} | {ray['wall_s']:.1f} "
             f"| {ray['peak_rss_gb']:.2f} ({ray['peak_pss_gb']:.2f}) |"
         )
@@ -184,6 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         dataset(rows)
         entry: dict[str, Any] = {"rows": rows, "uptime_before": _uptime()}
         entry["baseline"] = None if args.skip_baseline else run_baseline(rows)
+        entry["same_code_1_process"] = None if args.skip_baseline else run_same_code(rows)
         entry["ray"] = run_ray(rows, args.cpus)
         entry["uptime_after"] = _uptime()
         results.append(entry)

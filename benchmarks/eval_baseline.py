@@ -32,8 +32,42 @@ def metrics_for(y: np.ndarray, p: np.ndarray, starts: np.ndarray) -> dict[str, f
     return out
 
 
+def same_code(data: str, champion: str, challenger: str) -> dict[str, float]:
+    """The workload's own per-block code and merge, run serially in this one process (no Ray)."""
+    from airflow_ray_provider.workloads import bootstrap, metrics
+    from airflow_ray_provider.workloads.aggregate import Accumulator
+    from airflow_ray_provider.workloads.block_eval import BlockEvaluator
+    from airflow_ray_provider.workloads.eval_config import EvalConfig
+    from airflow_ray_provider.workloads.eval_preflight import run_preflight
+    from airflow_ray_provider.workloads.eval_source import read_unit
+
+    cfg = EvalConfig.from_dict(
+        {
+            "data_uri": data,
+            "columns": {"label": "clicked", "group": "request_id", "slices": ["zone"]},
+            "models": {"champion": {"uri": champion}, "challenger": {"uri": challenger}},
+            "output_uri": "unused",
+        }
+    )
+    pre = run_preflight(cfg)
+    evaluator = BlockEvaluator(cfg, pre.features, pre.has_proba, None)
+    t0 = time.perf_counter()
+    acc = Accumulator(cfg, pre.has_proba)
+    for unit in pre.units:
+        acc.add(evaluator.evaluate(read_unit(unit, cfg.data_uri, pre.read_columns)))
+    t1 = time.perf_counter()
+    result = acc.finalize()
+    names = list(metrics.metric_directions(cfg.metrics, cfg.ndcg_k))
+    bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, names)
+    t2 = time.perf_counter()
+    return {"rows": acc.rows, "blocks_s": t1 - t0, "rows_per_s": acc.rows / (t1 - t0), "finalize_s": t2 - t1}
+
+
 def main(argv: list[str]) -> int:
     """Read, score, and compute the metrics overall and per zone."""
+    if argv[0] == "--same-code":
+        print(json.dumps(same_code(*argv[1:])))
+        return 0
     data, *model_paths = argv
     models = [joblib.load(path) for path in model_paths]
     t0 = time.perf_counter()

@@ -64,17 +64,26 @@ class Progress:
         self.rows += rows
 
     def timings(self, span: tuple[float, float]) -> dict[str, float | None]:
-        """Start-up (until the first block starts scoring) and the pool's throughput after that.
+        """Pipeline timings: start-up, whole stream, and two throughputs.
 
-        :param span: wall-clock start of the first block's scoring and end of the last one's.
+        ``pipeline_rows_per_s`` counts from the start of the pipeline (actor start-up included);
+        ``scoring_rows_per_s`` only over the actors' scoring span (first block started to last block
+        done, wall clock from the actors). Reads that ran while the actors started are outside it.
         """
-        if self.first_at is None or not span[1] > span[0]:
-            return {"startup_s": None, "stream_s": None, "steady_rows_per_s": None}
+        if self.first_at is None or self.last_at is None or not span[1] > span[0]:
+            return {
+                "startup_s": None,
+                "stream_s": None,
+                "pipeline_rows_per_s": None,
+                "scoring_rows_per_s": None,
+            }
         wall_offset = time.time() - time.monotonic()
+        stream = self.last_at - self.started
         return {
             "startup_s": round(span[0] - wall_offset - self.started, 3),
-            "stream_s": round((self.last_at or self.first_at) - self.started, 3),
-            "steady_rows_per_s": round(self.rows / (span[1] - span[0]), 1),
+            "stream_s": round(stream, 3),
+            "pipeline_rows_per_s": round(self.rows / stream, 1),
+            "scoring_rows_per_s": round(self.rows / (span[1] - span[0]), 1),
         }
 
     def report(self) -> None:

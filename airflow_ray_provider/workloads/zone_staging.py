@@ -1,6 +1,6 @@
 """Staging a dataset that is not partitioned by zone: read it once, in Ray tasks, into the object store.
 
-Each staging task reads one chunk (a few row groups of one file), sorts it by zone and returns two
+Each staging task reads one chunk (a few row groups of one file), groups it by zone and returns two
 objects: the sorted label and feature columns (they stay in the object store; the zone column is
 dropped, the index replaces it) and a small index ``zone -> (start, length)``.
 The driver fetches only the indexes; training tasks get the chunk tables as task arguments (zero-copy
@@ -33,7 +33,8 @@ class StagedData:
 def stage_chunk(
     fs: pafs.FileSystem, spec: ChunkSpec, file_columns: list[str], columns: list[str], zone_column: str
 ) -> tuple[pa.Table, dict[str, tuple[int, int]]]:
-    """Read one chunk, sort it by zone, and index each zone's run of rows (runs inside a Ray task)."""
+    """Read one chunk, group its rows by zone, and index each zone's run of rows (runs in a Ray task)."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -43,14 +44,19 @@ def stage_chunk(
     for name, value in spec.partition_values.items():
         if name in columns and name not in table.column_names:
             table = table.append_column(name, pa.array([value] * table.num_rows))
-    table = table.select(columns).sort_by(zone_column)
-    runs = pc.run_end_encode(table.column(zone_column).combine_chunks())
-    index: dict[str, tuple[int, int]] = {}
-    start = 0
-    for value, end in zip(runs.values.to_pylist(), runs.run_ends.to_pylist(), strict=True):
-        index[str(value)] = (start, end - start)
-        start = end
-    return table.drop_columns([zone_column]).combine_chunks(), index
+    # Group rows by zone: a stable argsort of the zone's dictionary codes (about twice as fast as
+    # sorting the strings themselves), then one take.
+    encoded = pc.dictionary_encode(table.column(zone_column)).combine_chunks()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=len(encoded.dictionary))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    index = {
+        str(value): (int(start), int(count))
+        for value, start, count in zip(encoded.dictionary.to_pylist(), starts, counts, strict=True)
+        if count
+    }
+    return table.select([c for c in columns if c != zone_column]).take(order).combine_chunks(), index
 
 
 def stage_dataset(plan: DatasetPlan) -> StagedData:

@@ -1,8 +1,9 @@
 """What one training task does: build its zones' frame once, train each zone, write each model.
 
 Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-process). A zone that raises
-or times out is recorded as failed and the batch goes on. Models are written here, atomically,
-through ``pyarrow.fs``; only small result rows go back to the driver.
+or times out is recorded as failed and the batch goes on. Models are written here, atomically
+(:mod:`zone_writes`: plain ``os`` calls on local paths, ``pyarrow.fs`` for remote URIs); only small
+result rows go back to the driver.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.workloads import artifacts
 from airflow_ray_provider.workloads.trainers import TrainerFn, clean_metrics, load_trainer
-from airflow_ray_provider.workloads.zone_manifest import model_uri
+from airflow_ray_provider.workloads.zone_manifest import model_file_name
 from airflow_ray_provider.workloads.zone_watchdog import ZoneTimeout, watchdog
+from airflow_ray_provider.workloads.zone_writes import ModelWriter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -130,10 +131,11 @@ def run_batch(
     if on_start is not None:
         on_start()
     zones_started = time.perf_counter()
+    writer = ModelWriter(ctx.models_uri)
     results = []
     for zone, (lo, hi) in zip(zones, bounds, strict=True):
         part = frame.iloc[lo:hi].reset_index(drop=True)
-        results.append(train_zone(ctx, trainer, zone, part))
+        results.append(train_zone(ctx, trainer, zone, part, writer=writer))
     done = time.perf_counter()
     return {"results": results, "task_s": done - started, "zones_s": done - zones_started, "rows": len(frame)}
 
@@ -185,8 +187,18 @@ def _zone_tables(ctx: WorkerContext, zone: ZoneWork, tables: Sequence[pa.Table])
     return [t.select(columns) for t in out]
 
 
-def train_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.DataFrame) -> dict[str, Any]:
-    """Train one zone (with ``zone_retries`` extra tries on exceptions) and write its model."""
+def train_zone(
+    ctx: WorkerContext,
+    trainer: TrainerFn,
+    zone: ZoneWork,
+    frame: pd.DataFrame,
+    *,
+    writer: ModelWriter | None = None,
+) -> dict[str, Any]:
+    """Train one zone (with ``zone_retries`` extra tries on exceptions) and write its model.
+
+    :param writer: the task's model writer (one per task; a new one when omitted).
+    """
     started = time.perf_counter()
     tries = 1 + ctx.zone_retries
     error = "not run"
@@ -205,7 +217,8 @@ def train_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd
             continue
         cpu += time.process_time() - cpu_start
         duration = time.perf_counter() - started
-        return _write_model(ctx, zone, model, metrics, len(frame), duration, cpu)
+        writer = writer if writer is not None else ModelWriter(ctx.models_uri)
+        return _write_model(writer, zone, model, metrics, len(frame), duration, cpu)
     return _failed(zone, error, len(frame), time.perf_counter() - started, cpu)
 
 
@@ -231,12 +244,11 @@ def _checked(result: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def _write_model(
-    ctx: WorkerContext, zone: ZoneWork, model: Any, metrics: dict, rows: int, duration: float, cpu: float
+    writer: ModelWriter, zone: ZoneWork, model: Any, metrics: dict, rows: int, duration: float, cpu: float
 ) -> dict[str, Any]:
-    uri = model_uri(ctx.models_uri, zone.key)
     try:
-        artifacts.write_bytes_atomic(uri, pickle.dumps(model, protocol=5))
         metrics_json = json.dumps(metrics, allow_nan=False)
+        uri = writer.write(model_file_name(zone.key), pickle.dumps(model, protocol=5))
     except Exception as exc:
         return _failed(
             zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu

@@ -24,11 +24,18 @@ def test_ray_head_requires_and_accepts_token(ray_head, ray_head_token):
 
 @pytest.mark.integration
 def test_airflow_db_is_migrated(airflow_db):
-    from airflow.models import DagRun
-    from airflow.utils.session import create_session
+    import os
 
-    with create_session() as session:
-        assert session.query(DagRun).count() == 0
+    from airflow import settings
+    from sqlalchemy import inspect, text
+
+    assert airflow_db == os.environ["AIRFLOW_HOME"]
+    assert settings.engine.url.database.startswith(airflow_db)  # the temporary home, never the user's
+    tables = set(inspect(settings.engine).get_table_names())
+    assert {"dag_run", "task_instance", "xcom", "connection", "alembic_version"} <= tables
+    with settings.engine.connect() as connection:
+        revision = connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    assert revision
 
 
 @pytest.mark.unit

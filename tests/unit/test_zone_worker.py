@@ -125,3 +125,15 @@ def test_thread_budget_is_applied_inside_the_zone(tmp_path) -> None:
     metrics = json.loads(res["metrics"])
     assert metrics["OMP_NUM_THREADS"] == metrics["OPENBLAS_NUM_THREADS"] == metrics["MKL_NUM_THREADS"] == 1
     assert metrics["max_pool_threads"] == 1
+
+
+def test_unwritable_models_dir_fails_each_zone_and_leaves_no_temporary_files(tmp_path) -> None:
+    zones = {"a": 20, "b": 20}
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "b.joblib").mkdir()  # a directory where b's model file should go
+    out = run_batch(context(tmp_path), work_items(zones), [make_table(zones)])
+    rows = {r["zone"]: r for r in out["results"]}
+    assert rows["a"]["status"] == "succeeded" and os.path.isfile(rows["a"]["artifact"])
+    assert rows["b"]["status"] == "failed" and rows["b"]["artifact"] is None
+    assert rows["b"]["error"].startswith("could not save the model or metrics: ArtifactError")
+    assert sorted(os.listdir(tmp_path / "models")) == ["a.joblib", "b.joblib"]  # no .tmp leftovers
