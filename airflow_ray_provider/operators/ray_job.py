@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
-from airflow_ray_provider.cluster_handle import InvalidClusterHandleError, RayClusterHandle
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.job_outcome import (
     EVENT_ERROR,
@@ -27,7 +25,6 @@ from airflow_ray_provider.hooks.job_outcome import (
 )
 from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES, new_log_lines
 from airflow_ray_provider.hooks.ray_api import dashboard_job_url
-from airflow_ray_provider.hooks.ray_job import RayJobHook
 from airflow_ray_provider.hooks.reattach import Action, submit_or_attach
 from airflow_ray_provider.hooks.submission import (
     JobSpec,
@@ -37,6 +34,10 @@ from airflow_ray_provider.hooks.submission import (
     validate_runtime_env,
 )
 from airflow_ray_provider.job_status import JobState
+from airflow_ray_provider.operators._job_target import (
+    RayJobTargetMixin,
+    check_target_arguments,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -71,23 +72,7 @@ def _seconds(value: float | timedelta | None, name: str) -> float | None:
     return seconds
 
 
-def resolve_target(cluster: Any, ray_conn_id: str | None) -> tuple[str | None, dict[str, Any] | None]:
-    """Validate the target cluster: a handle (XCom of the create-cluster task) or a connection id.
-
-    :returns: ``(ray_conn_id, cluster_dict)``; the connection defaults to ``ray_default``.
-    :raises RayInvalidInputError: for both or a malformed handle.
-    """
-    if cluster is not None and ray_conn_id:
-        raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
-    if cluster is None:
-        return ray_conn_id or RayJobHook.default_conn_name, None
-    try:
-        return None, RayClusterHandle.from_dict(cluster).to_dict()
-    except InvalidClusterHandleError as exc:
-        raise RayInvalidInputError(str(exc)) from exc
-
-
-class SubmitRayJobOperator(BaseOperator):
+class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
     """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
 
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.
@@ -149,8 +134,7 @@ class SubmitRayJobOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if cluster is not None and ray_conn_id:
-            raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
+        check_target_arguments(cluster, ray_conn_id)
         self.entrypoint = entrypoint
         self.cluster = cluster
         self.ray_conn_id = ray_conn_id
@@ -171,16 +155,6 @@ class SubmitRayJobOperator(BaseOperator):
         self._submission_id: str | None = None
 
     # ----------------------------------------------------------------- set-up (no I/O)
-    @cached_property
-    def _target(self) -> tuple[str | None, dict[str, Any] | None]:
-        return resolve_target(self.cluster, self.ray_conn_id)
-
-    @cached_property
-    def hook(self) -> RayJobHook:
-        """The Job API hook for the target cluster (built after templates are rendered)."""
-        conn_id, cluster = self._target
-        return RayJobHook(conn_id, cluster=cluster, retry_attempts=self.retry_attempts)
-
     def build_spec(self, context: Context) -> JobSpec:
         """Validate the rendered arguments into a :class:`JobSpec`; raises before any I/O."""
         ti = context["ti"]

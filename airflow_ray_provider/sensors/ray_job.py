@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
@@ -17,15 +16,14 @@ from airflow_ray_provider.hooks.job_outcome import (
     validate_event,
 )
 from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES
-from airflow_ray_provider.hooks.ray_job import RayJobHook
 from airflow_ray_provider.job_status import JobState
-from airflow_ray_provider.operators.ray_job import resolve_target
+from airflow_ray_provider.operators._job_target import RayJobTargetMixin, check_target_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class RayJobSensor(BaseSensorOperator):
+class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
     """Wait until a Ray job finishes; succeed on SUCCEEDED, fail on FAILED / STOPPED.
 
     For jobs submitted with ``SubmitRayJobOperator(wait_for_completion=False)`` or by other systems.
@@ -55,8 +53,7 @@ class RayJobSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if cluster is not None and ray_conn_id:
-            raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
+        check_target_arguments(cluster, ray_conn_id)
         self.submission_id = submission_id
         self.cluster = cluster
         self.ray_conn_id = ray_conn_id
@@ -64,16 +61,6 @@ class RayJobSensor(BaseSensorOperator):
         self.missing_ok = missing_ok
         self.log_tail_lines = log_tail_lines
         self.retry_attempts = retry_attempts
-
-    @cached_property
-    def _target(self) -> tuple[str | None, dict[str, Any] | None]:
-        return resolve_target(self.cluster, self.ray_conn_id)
-
-    @cached_property
-    def hook(self) -> RayJobHook:
-        """The Job API hook for the target cluster."""
-        conn_id, cluster = self._target
-        return RayJobHook(conn_id, cluster=cluster, retry_attempts=self.retry_attempts)
 
     def _logs_for_error(self, sid: str) -> str:
         try:
