@@ -10,7 +10,14 @@ the other 20 %) and a pickled, atomically written model file. Variants:
 * ``joblib``: ``Parallel(n_jobs=cores)`` (loky, default auto-batching) over the zones' DataFrames;
 * ``ray_per_zone``: plain Ray, one task per zone, every zone's DataFrame shipped from the driver;
 * ``zone_training``: this project's workload (``run_zone_training``), end to end: reading the Parquet
-  file, staging it, adaptive batching, writes, manifest and summary.
+  file, staging it, adaptive batching, writes, manifest and summary;
+* ``task_in_process``: the workload's task code (``run_batch``) over every zone in this process, one
+  core, no Ray: the ceiling of the workload's utilisation with its per-zone work around the fits.
+
+Models go to ``--output-dir`` (default ``/dev/shm``): on this VM's ext4 (no journal), creating a file
+costs ~20 µs normally but up to ~1 ms for about five minutes after many deletions anywhere on the
+disk (a test run, a previous benchmark's cleanup), which would measure the disk's history rather
+than the variants. ``file_create_us`` records the cost per file in the output and work directories.
 
 The baselines get the data already grouped in memory (not timed); the workload's wall time includes
 reading and staging it; its ``utilisation_fan_out`` uses the fan-out phase alone (``timings_s.fan_out``:
@@ -22,7 +29,9 @@ Utilisation = sum of per-fit CPU / (wall x cores); the ideal wall is sum of per-
 which other users of a shared machine do not distort (utilisation is what a quiet machine would show
 at best).
 Ray is started once (local, ``num_cpus=cores``) and warmed up (workers started, scikit-learn
-imported) before anything is timed.
+imported) before anything is timed. For the workload, ``slots_busy_in_tasks`` is the share of the
+fan-out its CPU slots spent inside tasks (the rest is Ray's turnaround between tasks) and
+``fit_share_of_task_time`` the share of that spent in the trainer.
 """
 
 from __future__ import annotations
@@ -41,6 +50,7 @@ from typing import Any
 
 OUT_DIR = os.path.join(os.path.dirname(__file__), "out")
 MODELS = {"ridge": ("ridge", {}), "hgb": ("hist_gradient_boosting", {"max_iter": 50})}
+IN_PROCESS_BATCH = 100
 
 
 def _fit_and_save(trainer_name: str, kwargs: dict, frame: Any, model_path: str) -> float:
@@ -102,13 +112,10 @@ def bench_ray_per_zone(frames: dict[str, Any], trainer: str, kwargs: dict, out: 
     return time.perf_counter() - start, float(sum(cpus))
 
 
-def bench_workload(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple[float, float, dict]:
-    import pyarrow.parquet as pq
-
+def _config(data_uri: str, trainer: str, kwargs: dict, out: str) -> Any:
     from airflow_ray_provider.workloads.zone_config import parse_config
-    from airflow_ray_provider.workloads.zone_training import run_zone_training
 
-    cfg = parse_config(
+    return parse_config(
         {
             "application": "bench",
             "data_uri": data_uri,
@@ -120,12 +127,77 @@ def bench_workload(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple
             "progress_interval_s": 5,
         }
     )
+
+
+def bench_workload(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple[float, float, dict]:
+    import pyarrow.parquet as pq
+
+    from airflow_ray_provider.workloads.zone_training import run_zone_training
+
     start = time.perf_counter()
-    summary = run_zone_training(cfg)
+    summary = run_zone_training(_config(data_uri, trainer, kwargs, out))
     wall = time.perf_counter() - start
     table = pq.read_table(f"{out}/manifest.parquet", columns=["cpu_s", "status"])
     assert summary["failed"] == 0, summary["failed_zones"]
-    return wall, float(sum(table.column("cpu_s").to_pylist())), summary["run"]["timings_s"]
+    return wall, float(sum(table.column("cpu_s").to_pylist())), summary["run"]
+
+
+def bench_task_in_process(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple[float, float, float]:
+    """The workload's task code on every zone, in this process: no Ray, no scheduling, one core.
+
+    Returns (wall, fit CPU, this process's CPU while timed). Its utilisation of its one core is the
+    ceiling of the workload's: the per-zone work around the fits (the zone's frame, pickling, the
+    atomic model write) and nothing else. Timed from the staged chunks (staging itself is not timed,
+    as for the baselines), in batches of :data:`IN_PROCESS_BATCH` zones, about the workload's task
+    size for Ridge.
+    """
+    from airflow_ray_provider.workloads.zone_dataset import inspect_dataset
+    from airflow_ray_provider.workloads.zone_staging import stage_chunk
+    from airflow_ray_provider.workloads.zone_worker import WorkerContext, ZoneWork, run_batch
+
+    plan = inspect_dataset(_config(data_uri, trainer, kwargs, out), numeric_features=True)
+    staged = [
+        stage_chunk(plan.fs, spec, plan.file_columns, plan.columns, plan.zone_column) for spec in plan.chunks
+    ]
+    pieces: dict[str, list[tuple[int, int, int]]] = {}
+    for arg, (_, index) in enumerate(staged):
+        for key, (start, rows) in index.items():
+            pieces.setdefault(key, []).append((arg, start, rows))
+    works = [ZoneWork(key, sum(p[2] for p in ps), tuple(ps)) for key, ps in sorted(pieces.items())]
+    ctx = WorkerContext(
+        fs=plan.fs,
+        zone_column=plan.zone_column,
+        label_column=plan.label_column,
+        feature_columns=plan.feature_columns,
+        file_columns=plan.file_columns,
+        models_uri=f"{out}/models",
+        trainer=trainer,
+        trainer_kwargs=kwargs,
+    )
+    tables = [table for table, _ in staged]
+    start, cpu_start = time.perf_counter(), time.process_time()
+    rows = [
+        row
+        for first in range(0, len(works), IN_PROCESS_BATCH)
+        for row in run_batch(ctx, works[first : first + IN_PROCESS_BATCH], tables)["results"]
+    ]
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
+    assert len(rows) == len(works) and all(r["status"] == "succeeded" for r in rows)
+    return wall, float(sum(r["cpu_s"] for r in rows)), cpu
+
+
+def file_create_us(directory: str, files: int = 500) -> float:
+    """CPU microseconds to create one small file in ``directory`` (the files are left for the final cleanup).
+
+    On this VM's ext4 (mounted without a journal) this swings from ~20 µs to ~1 ms for about five
+    minutes after many files were deleted anywhere on the disk: ext4 skips recently deleted inodes
+    one by one (``recently_deleted()`` in ``find_inode_bit``, seen with ``perf``).
+    """
+    probe = tempfile.mkdtemp(prefix="create-probe-", dir=directory)
+    start = time.process_time()
+    for i in range(files):
+        os.close(os.open(os.path.join(probe, str(i)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    return round((time.process_time() - start) / files * 1e6, 1)
 
 
 def _record(
@@ -189,7 +261,12 @@ def _peak_rss_during(fn: Callable[[], Any]) -> tuple[Any, int]:
         watcher.join()
 
 
-def run(zones: int, rows: int, models: Sequence[str], work: str, memory_zones: int) -> list[dict]:
+VARIANTS = ("sequential", "joblib", "ray_per_zone", "zone_training", "task_in_process")
+
+
+def run(
+    zones: int, rows: int, models: Sequence[str], work: str, output: str, memory_zones: int
+) -> list[dict]:
     import ray
 
     from airflow_ray_provider.workloads.sample_zones import make_zone_dataset
@@ -203,38 +280,51 @@ def run(zones: int, rows: int, models: Sequence[str], work: str, memory_zones: i
     try:
         for name in models:
             trainer, kwargs = MODELS[name]
-            bench_workload(warm_uri, trainer, kwargs, f"{work}/warm-{name}")  # warm workers, imports
-            bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{work}/warm-{name}-ray")
-            bench_joblib(_group(warm_uri), trainer, kwargs, f"{work}/warm-{name}-joblib", cores)
-            for variant in ("sequential", "joblib", "ray_per_zone", "zone_training"):
-                out = f"{work}/{name}-{variant}"
-                extra: dict[str, Any] = {}
+            bench_workload(warm_uri, trainer, kwargs, f"{output}/warm-{name}")  # warm workers, imports
+            bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
+            bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
+            for variant in VARIANTS:
+                out = f"{output}/{name}-{variant}"
+                extra: dict[str, Any] = {"file_create_us": file_create_us(output)}
                 tree_cpu = _tree_cpu()
+                used_cores = cores
                 if variant == "sequential":
                     wall, cpu = bench_sequential(frames, trainer, kwargs, out)
                 elif variant == "joblib":
                     wall, cpu = bench_joblib(frames, trainer, kwargs, out, cores)
                 elif variant == "ray_per_zone":
                     wall, cpu = bench_ray_per_zone(frames, trainer, kwargs, out)
+                elif variant == "task_in_process":
+                    wall, cpu, task_cpu = bench_task_in_process(data_uri, trainer, kwargs, out)
+                    used_cores = 1
+                    extra["cpu_efficiency"] = round(cpu / task_cpu, 3)  # without the untimed staging
                 else:
-                    wall, cpu, timings = bench_workload(data_uri, trainer, kwargs, out)
+                    wall, cpu, run_info = bench_workload(data_uri, trainer, kwargs, out)
+                    timings, tasks = run_info["timings_s"], run_info["tasks"]
                     extra["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
                     extra["utilisation_fan_out"] = round(cpu / (timings["fan_out"] * cores), 3)
-                extra["cpu_efficiency"] = round(cpu / max(_tree_cpu() - tree_cpu, 1e-9), 3)
-                _record(results, name, variant, wall, cpu, cores, zones=zones, rows_per_zone=rows, **extra)
+                    extra["tasks"] = tasks["count"]
+                    extra["slots_busy_in_tasks"] = round(
+                        tasks["busy_s"] / (tasks["slots"] * timings["fan_out"]), 3
+                    )
+                    extra["fit_share_of_task_time"] = round(cpu / tasks["busy_s"], 3)
+                extra.setdefault("cpu_efficiency", round(cpu / max(_tree_cpu() - tree_cpu, 1e-9), 3))
+                _record(
+                    results, name, variant, wall, cpu, used_cores, zones=zones, rows_per_zone=rows, **extra
+                )
         if memory_zones:
-            results.append(_memory_check(work, memory_zones))
+            results.append(_memory_check(work, output, memory_zones))
     finally:
         ray.shutdown()
     return results
 
 
-def _memory_check(work: str, zones: int) -> dict:
+def _memory_check(work: str, output: str, zones: int) -> dict:
     """Driver RSS growth while training ``zones`` small Ridge zones (flat = bounded in-flight tasks)."""
     from airflow_ray_provider.workloads.sample_zones import make_zone_dataset
 
     uri = make_zone_dataset(f"{work}/many.parquet", zones, 100, features=10, seed=2)
-    (wall, cpu, _), growth = _peak_rss_during(lambda: bench_workload(uri, "ridge", {}, f"{work}/many-out"))
+    (wall, cpu, _), growth = _peak_rss_during(lambda: bench_workload(uri, "ridge", {}, f"{output}/many-out"))
     row = {"check": "driver_memory", "zones": zones, "rows_per_zone": 100, "wall_s": round(wall, 2)}
     row.update(driver_peak_rss_growth_mb=round(growth / 2**20, 1), fit_cpu_s=round(cpu, 2))
     print(json.dumps(row), flush=True)
@@ -248,19 +338,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--models", default="ridge,hgb")
     parser.add_argument("--memory-zones", type=int, default=10_000, help="0 skips the memory check")
+    parser.add_argument(
+        "--output-dir",
+        default=_default_output_dir(),
+        help="where every variant writes its models (default: /dev/shm when there is one, see README)",
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     work = tempfile.mkdtemp(prefix="zbench-")
     os.environ["RAY_TMPDIR"] = work  # a fresh, short temp dir: never joins another Ray on the machine
+    output = tempfile.mkdtemp(prefix="zbench-out-", dir=args.output_dir or work)
     load_before = _uptime()
+    create_us = {"output_dir": file_create_us(output), "work_dir": file_create_us(work)}
+    print(json.dumps({"file_create_us": create_us}), flush=True)
     try:
-        results = run(args.zones, args.rows, args.models.split(","), work, args.memory_zones)
+        results = run(args.zones, args.rows, args.models.split(","), work, output, args.memory_zones)
     finally:
+        shutil.rmtree(output, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     report = {
         "load_before": load_before,
         "load_after": _uptime(),
         "cores": os.cpu_count(),
+        "output_dir": args.output_dir or tempfile.gettempdir(),
+        "file_create_us_at_start": create_us,
         "results": results,
     }
     os.makedirs(OUT_DIR, exist_ok=True)
@@ -268,6 +369,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         json.dump(report, handle, indent=2)
     print(f"uptime before: {load_before}\nuptime after:  {report['load_after']}")
     return 0
+
+
+def _default_output_dir() -> str:
+    """``/dev/shm`` (tmpfs) when writable, else "" (the work dir): see :func:`file_create_us` for why."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else ""
 
 
 def _uptime() -> str:

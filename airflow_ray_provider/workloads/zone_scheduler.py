@@ -55,16 +55,17 @@ class ZoneSources:
         if self._staged is None:
             files = self._plan.zone_files or {}
             return [self._work(z, tuple(files.get(z.key, ()))) for z in batch], []
-        arg_of: dict[int, int] = {}
-        works = []
-        for zone in batch:
-            pieces = []
-            for chunk, start, rows in self._staged.pieces.get(zone.key, []):
-                arg = arg_of.setdefault(chunk, len(arg_of))
-                pieces.append((arg, start, rows))
-            works.append(self._work(zone, tuple(pieces)))
-        refs = [self._staged.chunk_refs[chunk] for chunk in arg_of]
-        return works, refs
+        zone_pieces = [self._staged.pieces.get(zone.key, []) for zone in batch]
+        # Chunk arguments in chunk order: Ray reuses a worker for the next queued task only when the
+        # tasks' dependencies match, so the same chunks must come in the same order (measured here:
+        # 3-10 ms idle per task otherwise, with 1 ms fits).
+        chunks = sorted({chunk for pieces in zone_pieces for chunk, _, _ in pieces})
+        arg_of = {chunk: arg for arg, chunk in enumerate(chunks)}
+        works = [
+            self._work(zone, tuple((arg_of[chunk], start, rows) for chunk, start, rows in pieces))
+            for zone, pieces in zip(batch, zone_pieces, strict=True)
+        ]
+        return works, [self._staged.chunk_refs[chunk] for chunk in chunks]
 
     def attempt(self, key: str) -> int:
         """The manifest attempt number of ``key`` in this run."""
@@ -103,6 +104,7 @@ class ZoneScheduler:
         self._in_flight: dict[Any, _Flight] = {}
         self._next_key = 0
         self.results: list[dict[str, Any]] = []
+        self.busy_s = 0.0  # sum of the collected tasks' own seconds (slot-seconds spent in tasks)
         self.progress = Progress(batcher.pending, cfg.progress_interval_s)
         self._backstop: Backstop | None = None
         if cfg.zone_timeout_s is not None:
@@ -125,7 +127,7 @@ class ZoneScheduler:
         return self.results
 
     def _fill(self) -> None:
-        while self._batcher.pending and len(self._in_flight) < self._max_in_flight:
+        while self._batcher.pending and len(self._in_flight) < self._in_flight_limit():
             batch = self._batcher.next_batch()
             works, chunk_refs = self._sources.works(batch)
             key, self._next_key = self._next_key, self._next_key + 1
@@ -134,6 +136,13 @@ class ZoneScheduler:
             self._in_flight[ref] = _Flight(key, batch)
             if self._backstop:
                 self._backstop.track(key, len(batch))
+
+    def _in_flight_limit(self) -> int:
+        """One probe task per slot until the first task reports its cost, then ``max_in_flight``.
+
+        More probes would only queue behind the first ones; each costs a task round trip (a few ms).
+        """
+        return self._max_in_flight if self._batcher.seconds_per_row is not None else self._slots
 
     def _collect(self, ref: Any) -> None:
         flight = self._in_flight.pop(ref)
@@ -145,6 +154,7 @@ class ZoneScheduler:
             self._task_lost(flight, _first_line(exc))
             return
         self._batcher.record(rows=out["rows"], seconds=out["task_s"], zones=len(flight.zones))
+        self.busy_s += out["task_s"]
         self._add(out["results"])
 
     def _enforce_deadlines(self) -> None:

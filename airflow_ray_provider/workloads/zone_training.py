@@ -74,7 +74,8 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     )
     artifacts.clear_completion(cfg.output_uri)
     timings = {"validate": time.monotonic() - t0}
-    new_rows = _train(cfg, plan, todo, attempts, timings) if todo else []
+    tasks: dict[str, Any] = {}
+    new_rows = _train(cfg, plan, todo, attempts, timings, tasks) if todo else []
     rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
@@ -85,6 +86,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         "data_uri": cfg.data_uri,
         "only_failed": only_failed,
         "timings_s": timings,
+        "tasks": tasks,
     }
     summary = build_summary(
         application=cfg.application,
@@ -134,8 +136,14 @@ def _train(
     todo: list[str],
     attempts: dict[str, int],
     timings: dict[str, float],
+    tasks: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """Connect, stage the data when needed, fan the zones out; record the phases' seconds in ``timings``."""
+    """Connect, stage the data when needed, fan the zones out.
+
+    Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
+    ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
+    fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them.
+    """
     from airflow_ray_provider.workloads.zone_batching import AdaptiveBatcher, ZoneItem
     from airflow_ray_provider.workloads.zone_scheduler import ZoneScheduler, ZoneSources
     from airflow_ray_provider.workloads.zone_staging import stage_dataset
@@ -163,7 +171,9 @@ def _train(
         slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
         batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
         sources = ZoneSources(plan, staged, attempts)
-        rows = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots).run()
+        scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
+        rows = scheduler.run()
+        tasks.update(count=scheduler.progress.tasks, slots=slots, busy_s=round(scheduler.busy_s, 3))
         timings.update(
             connect=connected - started, stage=staged_at - connected, fan_out=time.monotonic() - staged_at
         )

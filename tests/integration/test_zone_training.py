@@ -36,6 +36,9 @@ def test_every_zone_gets_a_model_manifest_row_and_summary(zone_ray, zone_data, z
     assert summary == artifacts.read_json(f"{out}/summary.json")
     assert (summary["zones_total"], summary["succeeded"], summary["failed"]) == (24, 24, 0)
     assert summary["run"]["run_info"] == {"dag_id": "d", "run_id": "r"} and not summary["threshold_exceeded"]
+    tasks, fan_out = summary["run"]["tasks"], summary["run"]["timings_s"]["fan_out"]
+    assert 1 <= tasks["count"] <= 24 and tasks["slots"] >= 1
+    assert 0 < tasks["busy_s"] <= tasks["slots"] * fan_out
 
 
 def test_failing_zones_then_only_failed_retrains_just_those(zone_ray, zone_config) -> None:

@@ -137,3 +137,31 @@ def test_unwritable_models_dir_fails_each_zone_and_leaves_no_temporary_files(tmp
     assert rows["b"]["status"] == "failed" and rows["b"]["artifact"] is None
     assert rows["b"]["error"].startswith("could not save the model or metrics: ArtifactError")
     assert sorted(os.listdir(tmp_path / "models")) == ["a.joblib", "b.joblib"]  # no .tmp leftovers
+
+
+def test_zones_across_several_fit_then_write_groups_keep_their_order_and_models(tmp_path) -> None:
+    zones = {f"z{i:03d}": 10 + i % 7 for i in range(2 * zone_worker.GROUP_ZONES + 5)}
+    ctx = context(
+        tmp_path,
+        trainer="tests.fixtures.workloads:zone_flaky_trainer",
+        trainer_kwargs={"fail_zones": ["z040"]},
+    )
+    out = run_batch(ctx, work_items(zones), [make_table(zones)])
+    assert [r["zone"] for r in out["results"]] == list(zones)
+    assert [r["rows"] for r in out["results"]] == list(zones.values())
+    failed = [r["zone"] for r in out["results"] if r["status"] != "succeeded"]
+    assert failed == ["z040"]
+    written = sorted(os.listdir(tmp_path / "models"))
+    assert written == sorted(f"{z}.joblib" for z in zones if z != "z040")
+    start, end = out["wall"]
+    assert end - start == pytest.approx(out["task_s"], abs=0.05)
+
+
+def test_a_zone_part_is_indexed_from_zero_and_writes_to_it_leave_the_batch_alone() -> None:
+    import pandas as pd
+
+    batch = pd.DataFrame({"y": [float(i) for i in range(10)], "f0": list(range(10))})
+    part = zone_worker.zone_part(batch, 3, 7)
+    assert list(part.index) == [0, 1, 2, 3] and part["y"].tolist() == [3.0, 4.0, 5.0, 6.0]
+    part.loc[0, "y"] = -1.0
+    assert batch.loc[3, "y"] == 3.0 and list(batch.index) == list(range(10))
