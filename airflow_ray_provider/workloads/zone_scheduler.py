@@ -56,9 +56,10 @@ class ZoneSources:
             files = self._plan.zone_files or {}
             return [self._work(z, tuple(files.get(z.key, ()))) for z in batch], []
         zone_pieces = [self._staged.pieces.get(zone.key, []) for zone in batch]
-        # Chunk arguments in chunk order: Ray reuses a worker for the next queued task only when the
-        # tasks' dependencies match, so the same chunks must come in the same order (measured here:
-        # 3-10 ms idle per task otherwise, with 1 ms fits).
+        # Chunk arguments in chunk order: Ray's owner hands a finished worker the next queued task only
+        # within one scheduling key, which includes the task's object dependencies, so batches needing
+        # the same chunks must list them in the same order (30 ms tasks here: 3.0 ms between tasks with
+        # a fixed order, 4.0 ms with a changing one).
         chunks = sorted({chunk for pieces in zone_pieces for chunk, _, _ in pieces})
         arg_of = {chunk: arg for arg, chunk in enumerate(chunks)}
         works = [
