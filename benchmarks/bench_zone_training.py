@@ -152,28 +152,18 @@ def bench_task_in_process(data_uri: str, trainer: str, kwargs: dict, out: str) -
     size for Ridge.
     """
     from airflow_ray_provider.workloads.zone_dataset import inspect_dataset
-    from airflow_ray_provider.workloads.zone_staging import stage_chunk
-    from airflow_ray_provider.workloads.zone_worker import WorkerContext, ZoneWork, run_batch
+    from airflow_ray_provider.workloads.zone_staging import stage_chunk, zone_pieces
+    from airflow_ray_provider.workloads.zone_training import worker_context
+    from airflow_ray_provider.workloads.zone_worker import ZoneWork, run_batch
 
-    plan = inspect_dataset(_config(data_uri, trainer, kwargs, out), numeric_features=True)
+    cfg = _config(data_uri, trainer, kwargs, out)
+    plan = inspect_dataset(cfg, numeric_features=True)
     staged = [
         stage_chunk(plan.fs, spec, plan.file_columns, plan.columns, plan.zone_column) for spec in plan.chunks
     ]
-    pieces: dict[str, list[tuple[int, int, int]]] = {}
-    for arg, (_, index) in enumerate(staged):
-        for key, (start, rows) in index.items():
-            pieces.setdefault(key, []).append((arg, start, rows))
-    works = [ZoneWork(key, sum(p[2] for p in ps), tuple(ps)) for key, ps in sorted(pieces.items())]
-    ctx = WorkerContext(
-        fs=plan.fs,
-        zone_column=plan.zone_column,
-        label_column=plan.label_column,
-        feature_columns=plan.feature_columns,
-        file_columns=plan.file_columns,
-        models_uri=f"{out}/models",
-        trainer=trainer,
-        trainer_kwargs=kwargs,
-    )
+    pieces = zone_pieces([index for _, index in staged])
+    works = [ZoneWork(key, plan.zone_rows[key], tuple(ps)) for key, ps in sorted(pieces.items())]
+    ctx = worker_context(cfg, plan)
     tables = [table for table, _ in staged]
     start, cpu_start = time.perf_counter(), time.process_time()
     rows = [

@@ -68,8 +68,13 @@ def stage_dataset(plan: DatasetPlan) -> StagedData:
         task.remote(plan.fs, spec, plan.file_columns, plan.columns, plan.zone_column) for spec in plan.chunks
     ]
     indexes = ray.get([index_ref for _, index_ref in pairs])
+    return StagedData(chunk_refs=[table_ref for table_ref, _ in pairs], pieces=zone_pieces(indexes))
+
+
+def zone_pieces(indexes: list[dict[str, tuple[int, int]]]) -> dict[str, list[Piece]]:
+    """Per zone, its runs of rows in every chunk, from the chunks' indexes (in chunk order)."""
     pieces: dict[str, list[Piece]] = {}
     for chunk_no, index in enumerate(indexes):
         for key, (start, length) in index.items():
             pieces.setdefault(key, []).append((chunk_no, start, length))
-    return StagedData(chunk_refs=[table_ref for table_ref, _ in pairs], pieces=pieces)
+    return pieces

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads import artifacts
 from airflow_ray_provider.workloads.config import build_parser, config_from_argv
@@ -42,6 +42,9 @@ from airflow_ray_provider.workloads.zone_manifest import (
     read_manifest,
     write_artifact,
 )
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.zone_worker import WorkerContext
 
 log = logging.getLogger("airflow_ray_provider.workloads.zone_training")
 
@@ -147,22 +150,8 @@ def _train(
     from airflow_ray_provider.workloads.zone_batching import AdaptiveBatcher, ZoneItem
     from airflow_ray_provider.workloads.zone_scheduler import ZoneScheduler, ZoneSources
     from airflow_ray_provider.workloads.zone_staging import stage_dataset
-    from airflow_ray_provider.workloads.zone_worker import WorkerContext
 
-    ctx = WorkerContext(
-        fs=plan.fs,
-        zone_column=plan.zone_column,
-        label_column=plan.label_column,
-        feature_columns=plan.feature_columns,
-        file_columns=plan.file_columns,
-        models_uri=artifacts.join(cfg.output_uri, MODELS_DIR),
-        trainer=cfg.trainer,
-        trainer_kwargs=cfg.trainer_kwargs,
-        threads=cfg.threads,
-        zone_timeout_s=cfg.zone_timeout_s,
-        zone_retries=cfg.zone_retries,
-        partitioned=plan.partitioned_by_zone,
-    )
+    ctx = worker_context(cfg, plan)
     started = time.monotonic()
     with ray_session(cfg.ray_address) as ray:
         connected = time.monotonic()
@@ -178,6 +167,26 @@ def _train(
             connect=connected - started, stage=staged_at - connected, fan_out=time.monotonic() - staged_at
         )
         return rows
+
+
+def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
+    """What every training task needs besides its zones: the dataset's columns and the config's settings."""
+    from airflow_ray_provider.workloads.zone_worker import WorkerContext
+
+    return WorkerContext(
+        fs=plan.fs,
+        zone_column=plan.zone_column,
+        label_column=plan.label_column,
+        feature_columns=plan.feature_columns,
+        file_columns=plan.file_columns,
+        models_uri=artifacts.join(cfg.output_uri, MODELS_DIR),
+        trainer=cfg.trainer,
+        trainer_kwargs=cfg.trainer_kwargs,
+        threads=cfg.threads,
+        zone_timeout_s=cfg.zone_timeout_s,
+        zone_retries=cfg.zone_retries,
+        partitioned=plan.partitioned_by_zone,
+    )
 
 
 @contextlib.contextmanager

@@ -47,3 +47,14 @@ def test_work_items_carry_rows_and_the_manifest_attempt() -> None:
     works, refs = sources(pieces, attempts={"b": 3}).works([ZoneItem("a", 3), ZoneItem("b", 2)])
     assert refs == ["ref0"]
     assert [(w.key, w.rows, w.attempt) for w in works] == [("a", 3, 1), ("b", 2, 3)]
+
+
+def test_zone_pieces_list_each_zones_runs_in_chunk_order() -> None:
+    from airflow_ray_provider.workloads.zone_staging import zone_pieces
+
+    indexes = [{"a": (0, 3), "b": (3, 2)}, {"b": (0, 4)}, {"a": (0, 1), "c": (1, 5)}]
+    assert zone_pieces(indexes) == {
+        "a": [(0, 0, 3), (2, 0, 1)],
+        "b": [(0, 3, 2), (1, 0, 4)],
+        "c": [(2, 1, 5)],
+    }
