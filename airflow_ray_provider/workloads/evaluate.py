@@ -298,4 +298,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from airflow_ray_provider.workloads.config import run_main
+
+    sys.exit(run_main(main))

@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads import artifacts
-from airflow_ray_provider.workloads.config import build_parser, config_from_argv
+from airflow_ray_provider.workloads.config import build_parser, config_from_argv, run_main
 from airflow_ray_provider.workloads.errors import ArtifactError, WorkloadError
 from airflow_ray_provider.workloads.trainers import BUILTIN_TRAINERS, load_trainer
 from airflow_ray_provider.workloads.zone_config import ZoneTrainingConfig, parse_config
@@ -251,4 +251,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -81,3 +81,30 @@ def test_malformed_config_names_the_problem(change: dict, message: str) -> None:
 def test_non_mapping_config_is_rejected() -> None:
     with pytest.raises(ConfigError, match="must be a mapping"):
         parse_config(["not", "a", "mapping"])  # type: ignore[arg-type]
+
+
+def test_run_main_returns_the_status_and_frees_cycles_before_exit() -> None:
+    import gc
+    import weakref
+
+    from airflow_ray_provider.workloads.config import run_main
+
+    class Holder:
+        pass
+
+    refs = []
+
+    def main() -> int:
+        holder = Holder()
+        holder.self = holder  # a cycle, like an exception traceback holding the frame that read data
+        refs.append(weakref.ref(holder))
+        return 2
+
+    was_enabled = gc.isenabled()
+    gc.disable()  # only run_main's own collection can free it
+    try:
+        assert run_main(main) == 2
+        assert refs[0]() is None
+    finally:
+        if was_enabled:
+            gc.enable()
