@@ -54,8 +54,8 @@ with DAG("bench_mapped_zones", schedule=None, start_date=START, catchup=False):
 
         import pyarrow.parquet as pq
 
-        from airflow_ray_provider.workloads.artifacts import write_bytes_atomic
-        from airflow_ray_provider.workloads.trainers import load_trainer
+        from airflow_ray_provider.workloads.common.artifacts import write_bytes_atomic
+        from airflow_ray_provider.workloads.zone_training.trainers import load_trainer
 
         frame = pq.read_table({data!r} + "/zone=" + zone).to_pandas()
         frame["zone"] = zone
@@ -188,7 +188,7 @@ def _free_port() -> int:
 
 def prepare(work: Path, zones: int, rows: int, baseline_zones: int) -> dict[str, str]:
     """Write both datasets and both DAG files."""
-    from airflow_ray_provider.workloads.sample_zones import make_zone_dataset
+    from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
     big = make_zone_dataset(str(work / "zones.parquet"), zones, rows, 10, 0)
     small = str(work / "zones_partitioned")

@@ -35,7 +35,7 @@ ZONES, FEATURES, GROUP_SIZE = 200, 16, 20
 
 def dataset(rows: int) -> tuple[str, str, str]:
     """Cached data and models for ``rows`` rows."""
-    from airflow_ray_provider.workloads.sample_data import make_eval_dataset, make_models
+    from airflow_ray_provider.workloads.samples.click_log import make_eval_dataset, make_models
 
     data = os.path.join(OUT, f"data-{rows}")
     models = os.path.join(OUT, "models")

@@ -173,7 +173,7 @@ def bench_triggerer(
 ) -> dict[str, Any]:
     """Run ``n_triggers`` triggers over ``n_jobs`` long jobs for ``window`` seconds after a warm-up."""
     from airflow_ray_provider.hooks.ray_job import RayJobHook
-    from airflow_ray_provider.hooks.submission import JobSpec
+    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
     hook = RayJobHook(cluster=cluster)
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     """Start a local head, run both benchmarks, print and save the figures; 0 when the goals are met."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from airflow_ray_provider.cluster_handle import RayClusterHandle
+    from airflow_ray_provider.clusters.handle import RayClusterHandle
     from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
 
     started = time.monotonic()

@@ -55,8 +55,8 @@ IN_PROCESS_BATCH = 100
 
 def _fit_and_save(trainer_name: str, kwargs: dict, frame: Any, model_path: str) -> float:
     """The per-zone work of the baselines; returns the CPU seconds of the fit."""
-    from airflow_ray_provider.workloads.artifacts import write_bytes_atomic
-    from airflow_ray_provider.workloads.trainers import load_trainer
+    from airflow_ray_provider.workloads.common.artifacts import write_bytes_atomic
+    from airflow_ray_provider.workloads.zone_training.trainers import load_trainer
 
     _one_thread()
     trainer = load_trainer(trainer_name)
@@ -113,7 +113,7 @@ def bench_ray_per_zone(frames: dict[str, Any], trainer: str, kwargs: dict, out: 
 
 
 def _config(data_uri: str, trainer: str, kwargs: dict, out: str) -> Any:
-    from airflow_ray_provider.workloads.zone_config import parse_config
+    from airflow_ray_provider.workloads.zone_training.config import parse_config
 
     return parse_config(
         {
@@ -132,7 +132,7 @@ def _config(data_uri: str, trainer: str, kwargs: dict, out: str) -> Any:
 def bench_workload(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple[float, float, dict]:
     import pyarrow.parquet as pq
 
-    from airflow_ray_provider.workloads.zone_training import run_zone_training
+    from airflow_ray_provider.workloads.zone_training.run import run_zone_training
 
     start = time.perf_counter()
     summary = run_zone_training(_config(data_uri, trainer, kwargs, out))
@@ -151,10 +151,10 @@ def bench_task_in_process(data_uri: str, trainer: str, kwargs: dict, out: str) -
     as for the baselines), in batches of :data:`IN_PROCESS_BATCH` zones, about the workload's task
     size for Ridge.
     """
-    from airflow_ray_provider.workloads.zone_dataset import inspect_dataset
-    from airflow_ray_provider.workloads.zone_staging import stage_chunk, zone_pieces
-    from airflow_ray_provider.workloads.zone_training import worker_context
-    from airflow_ray_provider.workloads.zone_worker import ZoneWork, run_batch
+    from airflow_ray_provider.workloads.zone_training.dataset import inspect_dataset
+    from airflow_ray_provider.workloads.zone_training.run import worker_context
+    from airflow_ray_provider.workloads.zone_training.staging import stage_chunk, zone_pieces
+    from airflow_ray_provider.workloads.zone_training.worker import ZoneWork, run_batch
 
     cfg = _config(data_uri, trainer, kwargs, out)
     plan = inspect_dataset(cfg, numeric_features=True)
@@ -259,7 +259,7 @@ def run(
 ) -> list[dict]:
     import ray
 
-    from airflow_ray_provider.workloads.sample_zones import make_zone_dataset
+    from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
     cores = os.cpu_count() or 1
     data_uri = make_zone_dataset(f"{work}/data.parquet", zones, rows, features=10, seed=0)
@@ -311,7 +311,7 @@ def run(
 
 def _memory_check(work: str, output: str, zones: int) -> dict:
     """Driver RSS growth while training ``zones`` small Ridge zones (flat = bounded in-flight tasks)."""
-    from airflow_ray_provider.workloads.sample_zones import make_zone_dataset
+    from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
     uri = make_zone_dataset(f"{work}/many.parquet", zones, 100, features=10, seed=2)
     (wall, cpu, _), growth = _peak_rss_during(lambda: bench_workload(uri, "ridge", {}, f"{output}/many-out"))

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow.parquet as pq
 from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
-from airflow_ray_provider.workloads.ranking import ndcg_per_group
+from airflow_ray_provider.workloads.evaluation.ranking import ndcg_per_group
 
 KS = (5, 10)
 
@@ -34,12 +34,12 @@ def metrics_for(y: np.ndarray, p: np.ndarray, starts: np.ndarray) -> dict[str, f
 
 def same_code(data: str, champion: str, challenger: str) -> dict[str, float]:
     """The workload's own per-block code and merge, run serially in this one process (no Ray)."""
-    from airflow_ray_provider.workloads import bootstrap, metrics
-    from airflow_ray_provider.workloads.aggregate import Accumulator
-    from airflow_ray_provider.workloads.block_eval import BlockEvaluator
-    from airflow_ray_provider.workloads.eval_config import EvalConfig
-    from airflow_ray_provider.workloads.eval_preflight import run_preflight
-    from airflow_ray_provider.workloads.eval_source import read_unit
+    from airflow_ray_provider.workloads.evaluation import bootstrap, metrics
+    from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
+    from airflow_ray_provider.workloads.evaluation.source import read_unit
 
     cfg = EvalConfig.from_dict(
         {

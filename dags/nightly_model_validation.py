@@ -18,7 +18,12 @@ from pathlib import Path
 
 from airflow_ray_provider.templates import defaults
 from airflow_ray_provider.templates.champion_challenger import build_champion_challenger_dag
-from airflow_ray_provider.templates.decision import DecisionPolicy, Guardrail, PrimaryMetric, SliceRule
+from airflow_ray_provider.templates.champion_challenger.decision import (
+    DecisionPolicy,
+    Guardrail,
+    PrimaryMetric,
+    SliceRule,
+)
 
 ROOT = defaults.data_root(Path(__file__).parent)
 CLUSTER = defaults.cluster_settings()
@@ -54,7 +59,7 @@ def record_promotion(decision: dict, context: dict) -> str:
 PREPARE = None
 if defaults.sample_data_enabled():
     PREPARE = [
-        CLUSTER.interpreter, "-m", "airflow_ray_provider.templates.demo_data", "eval",
+        CLUSTER.interpreter, "-m", "airflow_ray_provider.workloads.samples.prepare", "eval",
         "--root", ROOT, "--ds", "{{ ds }}", "--rows", str(defaults.eval_rows()),
     ]  # fmt: skip
 

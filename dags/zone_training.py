@@ -23,7 +23,7 @@ def _sample(name: str, seed: int) -> list[str] | None:
     if not defaults.sample_data_enabled():
         return None
     return [
-        CLUSTER.interpreter, "-m", "airflow_ray_provider.templates.demo_data", "zones",
+        CLUSTER.interpreter, "-m", "airflow_ray_provider.workloads.samples.prepare", "zones",
         "--out", f"{ROOT}/zones/{name}.parquet",
         "--zones", "40", "--rows-per-zone", "400", "--seed", str(seed),
     ]  # fmt: skip

@@ -32,7 +32,8 @@ os.environ.pop("RAY_AUTH_TOKEN", None)
 pytest_plugins = [
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",
-    "tests.fixtures.workloads",
+    "tests.fixtures.evaluation",
+    "tests.fixtures.zone_training",
     "tests.fixtures.templates",
 ]
 

@@ -30,7 +30,7 @@ from airflow_ray_provider.hooks.ray_api import SENSITIVE_HEADERS, build_headers
 if TYPE_CHECKING:
     from airflow.sdk import Connection
 
-    from airflow_ray_provider.cluster_handle import RayClusterHandle
+    from airflow_ray_provider.clusters.handle import RayClusterHandle
 
 DEFAULT_SECRET_KEY = "auth_token"
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import tenacity
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.cluster_handle import RayClusterHandle
+from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.exceptions import (
     RayDashboardUnreachableError,
     RayInvalidInputError,
@@ -40,14 +40,14 @@ from airflow_ray_provider.hooks.ray_connection import (
     read_handle_token,
 )
 from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
-from airflow_ray_provider.job_status import JobState
+from airflow_ray_provider.jobs.status import JobState
 
 if TYPE_CHECKING:
     import aiohttp
     import requests
     from ray.job_submission import JobSubmissionClient
 
-    from airflow_ray_provider.hooks.submission import JobSpec
+    from airflow_ray_provider.jobs.submission import JobSpec
 
 
 def parse_job(body: str, url: str) -> JobState:

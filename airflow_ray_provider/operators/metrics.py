@@ -45,8 +45,8 @@ def read_artifact_json(artifact_uri: str, file_name: str, *, require_success: bo
 
     :raises MetricsArtifactError: naming the file and whether it is missing, partial or corrupt.
     """
-    from airflow_ray_provider.workloads import artifacts
-    from airflow_ray_provider.workloads.errors import ArtifactError
+    from airflow_ray_provider.workloads.common import artifacts
+    from airflow_ray_provider.workloads.common.errors import ArtifactError
 
     uri = artifacts.join(artifact_uri, file_name)
     try:
@@ -173,7 +173,7 @@ class CollectRayMetricsOperator(BaseOperator):
     The XCom value has the keys ``artifact_uri``, ``metrics_uri``, ``baseline``, ``models``, ``rows``,
     ``data``, ``metric_directions``, ``metrics`` (per model), ``deltas`` (per challenger, with
     ``delta``/``ci_low``/``ci_high``), ``bootstrap``, ``run`` and ``slices`` (``rows``, ``total_rows``,
-    ``truncated``). It is what :func:`~airflow_ray_provider.templates.decision.evaluate_policy` reads.
+    ``truncated``). It is what :func:`~.decision.evaluate_policy` reads.
 
     :param artifact_uri: folder the evaluation wrote (templated): local path, ``file://``, ``s3://``, ``gs://``.
     :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker (a partial write).
@@ -227,8 +227,8 @@ def count_manifest(manifest_uri: str) -> dict[str, int]:
 
     :raises MetricsArtifactError: when the manifest is missing or unreadable.
     """
-    from airflow_ray_provider.workloads import artifacts
-    from airflow_ray_provider.workloads.errors import ArtifactError
+    from airflow_ray_provider.workloads.common import artifacts
+    from airflow_ray_provider.workloads.common.errors import ArtifactError
 
     try:
         import pyarrow as pa

@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, conf
 
-from airflow_ray_provider.cluster_handle import InvalidClusterHandleError, RayClusterHandle
-from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, validate_spec
-from airflow_ray_provider.operators._cluster_backends import (
+from airflow_ray_provider.clusters.backends import (
     ClusterRequest,
     KubeRayBackend,
     TaskIdentity,
     create_local,
     delete_local,
 )
+from airflow_ray_provider.clusters.handle import InvalidClusterHandleError, RayClusterHandle
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.spec import RayClusterSpec, validate_spec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -2,7 +2,7 @@
 
 Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
 restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only
-after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.hooks.reattach`).
+after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.jobs.reattach`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.job_outcome import (
+from airflow_ray_provider.hooks.ray_api import dashboard_job_url
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines
+from airflow_ray_provider.jobs.outcome import (
     EVENT_ERROR,
     EVENT_TIMEOUT,
     emit_lines,
@@ -23,18 +25,16 @@ from airflow_ray_provider.hooks.job_outcome import (
     timeout_error,
     validate_event,
 )
-from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES, new_log_lines
-from airflow_ray_provider.hooks.ray_api import dashboard_job_url
-from airflow_ray_provider.hooks.reattach import Action, submit_or_attach
-from airflow_ray_provider.hooks.submission import (
+from airflow_ray_provider.jobs.reattach import Action, submit_or_attach
+from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.submission import (
     JobSpec,
     base_submission_id,
     build_entrypoint,
     build_metadata,
     validate_runtime_env,
 )
-from airflow_ray_provider.job_status import JobState
-from airflow_ray_provider.operators._job_target import (
+from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
 )

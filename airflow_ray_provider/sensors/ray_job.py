@@ -8,16 +8,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.job_outcome import (
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES
+from airflow_ray_provider.jobs.outcome import (
     EVENT_ERROR,
     EVENT_TIMEOUT,
     job_result,
     raise_for_state,
     validate_event,
 )
-from airflow_ray_provider.hooks.log_stream import DEFAULT_TAIL_LINES
-from airflow_ray_provider.job_status import JobState
-from airflow_ray_provider.operators._job_target import RayJobTargetMixin, check_target_arguments
+from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.operators.job_target import RayJobTargetMixin, check_target_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -1,0 +1,132 @@
+"""How a finished Ray job ends the task: the XCom result, or a clear provider exception.
+
+Shared by the operator's sync path, its ``execute_complete`` and the sensor, so a FAILED job reads
+the same however it was waited on. Also the trigger event shape, built and checked in one place.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from airflow_ray_provider.exceptions import (
+    RayJobFailedError,
+    RayJobStoppedError,
+    RayJobTimeoutError,
+    RayProviderError,
+)
+from airflow_ray_provider.hooks.ray_api import dashboard_job_url
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
+from airflow_ray_provider.jobs.status import JobState, JobStatus
+
+#: Prefix of every streamed job-log line in the task log.
+LOG_PREFIX = "[ray job] "
+
+EVENT_DONE = "done"
+EVENT_TIMEOUT = "timeout"
+EVENT_ERROR = "error"
+_EVENT_STATUSES = (EVENT_DONE, EVENT_TIMEOUT, EVENT_ERROR)
+
+
+def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
+    """Write streamed job-log lines into the task log, one record per line.
+
+    Each line goes through Airflow's secrets masker here, not only in the log pipeline: a job that
+    prints the token (or a cookie) is masked even where no masking log processor is configured
+    (``dag.test()``, a bare triggerer test).
+    """
+    if not lines:
+        return
+    from airflow.sdk._shared.secrets_masker import redact
+
+    for line in lines:
+        log.info("%s%s", LOG_PREFIX, redact(line))
+
+
+def job_result(state: JobState, dashboard_url: str) -> dict[str, str]:
+    """The operator's XCom: ``submission_id``, ``status``, ``dashboard_url``, ``job_url``."""
+    return {
+        "submission_id": state.submission_id,
+        "status": state.status.value,
+        "dashboard_url": dashboard_url,
+        "job_url": dashboard_job_url(dashboard_url, state.submission_id),
+    }
+
+
+def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
+    """Return quietly for a succeeded job; raise the matching provider error for FAILED / STOPPED.
+
+    :param state: the job's final state.
+    :param log_text: its driver log (the last ``tail_lines`` lines go into the error).
+    :raises RayJobFailedError: FAILED (with the driver exit code when Ray reports one).
+    :raises RayJobStoppedError: STOPPED.
+    :raises RayProviderError: when called on a job that has not finished.
+    """
+    if state.is_success:
+        return
+    log_tail = tail(log_text, tail_lines)
+    shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
+    sid = state.submission_id
+    if state.status is JobStatus.FAILED:
+        code = (
+            f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
+        )
+        raise RayJobFailedError(
+            f"Ray job {sid!r} FAILED{code}: {state.message or 'no message'}{shown}",
+            submission_id=sid,
+            log_tail=log_tail,
+            exit_code=state.driver_exit_code,
+        )
+    if state.status is JobStatus.STOPPED:
+        raise RayJobStoppedError(
+            f"Ray job {sid!r} was STOPPED (by a user, on_kill or a timeout): {state.message or ''}{shown}",
+            submission_id=sid,
+            status=state.status.value,
+            log_tail=log_tail,
+        )
+    raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
+
+
+def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped: bool) -> RayJobTimeoutError:
+    """The error for a job that ran past ``job_timeout``."""
+    log_tail = tail(log_text)
+    action = "it was stopped" if stopped else "it was left running"
+    return RayJobTimeoutError(
+        f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
+        + (f"\nLast lines of its log:\n{log_tail}" if log_tail else ""),
+        submission_id=submission_id,
+        status="TIMEOUT",
+        log_tail=log_tail,
+    )
+
+
+def make_event(
+    status: str,
+    submission_id: str,
+    *,
+    state: JobState | None = None,
+    log_offset: int = 0,
+    message: str = "",
+) -> dict[str, Any]:
+    """The payload of a :class:`~airflow_ray_provider.triggers.ray_job.RayJobTrigger` event."""
+    return {
+        "status": status,
+        "submission_id": submission_id,
+        "job": state.to_dict() if state is not None else None,
+        "log_offset": log_offset,
+        "message": message,
+    }
+
+
+def validate_event(event: Any) -> dict[str, Any]:
+    """Check an event before acting on it (``execute_complete``).
+
+    :raises RayProviderError: for anything that is not a well-formed trigger event.
+    """
+    if not isinstance(event, dict) or event.get("status") not in _EVENT_STATUSES:
+        raise RayProviderError(f"unexpected trigger event: {event!r}")
+    if not event.get("submission_id"):
+        raise RayProviderError(f"trigger event without submission_id: {event!r}")
+    if event["status"] == EVENT_DONE and not isinstance(event.get("job"), dict):
+        raise RayProviderError(f"trigger event 'done' without the job's state: {event!r}")
+    return event

@@ -1,0 +1,101 @@
+"""Re-attach, never duplicate: decide what a (re)started task instance does with its Ray jobs.
+
+**The rule.** A task instance owns the submission ids ``<base>``, ``<base>-a2``, ``<base>-a3``, ...
+(:mod:`.submission`). When it starts, for any try, it looks at the latest of them on the cluster:
+
+======================  ==========================================================
+latest job              action
+======================  ==========================================================
+none                    submit ``<base>``
+PENDING / RUNNING       wait on it (re-attach); submit nothing
+SUCCEEDED               succeed with it; submit nothing
+FAILED / STOPPED        submit the next attempt, ``<base>-a<n+1>``
+======================  ==========================================================
+
+Ray refuses a second job with an existing submission id, so two workers racing on one task instance
+(a zombie and its replacement) cannot both submit: the loser gets "already exists", plans again and
+re-attaches. A new attempt is only ever submitted once every earlier one is terminal, so a task
+instance never has two live jobs.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from airflow_ray_provider.exceptions import RayJobAlreadyExistsError
+from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.submission import attempt_of, attempt_submission_id
+
+
+class Action(str, enum.Enum):
+    """What to do with a task instance's job."""
+
+    SUBMIT = "submit"
+    ATTACH = "attach"
+    DONE = "done"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The decision for one task instance.
+
+    :param action: submit a new job, attach to a live one, or finish with a succeeded one.
+    :param submission_id: the id to submit under, or of the job to attach to / finish with.
+    :param state: the existing job's state (``None`` for ``SUBMIT``).
+    :param previous: earlier attempts, oldest first.
+    """
+
+    action: Action
+    submission_id: str
+    state: JobState | None = None
+    previous: list[JobState] = field(default_factory=list)
+
+
+def decide(base: str, jobs: list[JobState]) -> Plan:
+    """Apply the rule to the jobs of the cluster (any jobs: those not under ``base`` are ignored)."""
+    attempts = sorted(
+        ((n, job) for job in jobs if (n := attempt_of(base, job.submission_id)) is not None),
+        key=lambda item: item[0],
+    )
+    if not attempts:
+        return Plan(Action.SUBMIT, base)
+    number, latest = attempts[-1]
+    earlier = [job for _, job in attempts[:-1]]
+    if not latest.is_terminal:
+        return Plan(Action.ATTACH, latest.submission_id, latest, earlier)
+    if latest.is_success:
+        return Plan(Action.DONE, latest.submission_id, latest, earlier)
+    return Plan(Action.SUBMIT, attempt_submission_id(base, number + 1), None, [*earlier, latest])
+
+
+def submit_or_attach(
+    base: str,
+    list_jobs: Callable[[], list[JobState]],
+    submit: Callable[[str], str],
+    *,
+    races: int = 3,
+) -> Plan:
+    """Plan, and submit when the plan says so; on an "already exists" race, plan again.
+
+    :param base: the task instance's base submission id.
+    :param list_jobs: returns the cluster's jobs.
+    :param submit: submits under the given id and returns it.
+    :param races: how many lost races to tolerate before giving up.
+    :returns: the plan that was carried out (``SUBMIT`` means a job was just submitted).
+    """
+    for _ in range(races):
+        plan = decide(base, list_jobs())
+        if plan.action is not Action.SUBMIT:
+            return plan
+        try:
+            submit(plan.submission_id)
+        except RayJobAlreadyExistsError:
+            continue
+        return plan
+    raise RayJobAlreadyExistsError(
+        f"lost {races} submission races for {base!r}; another process keeps submitting its jobs",
+        status_code=500,
+        url="",
+    )

@@ -1,0 +1,23 @@
+"""Nightly champion-vs-challenger validation: DAG factory, TaskFlow steps, decision policy, report."""
+
+from airflow_ray_provider.templates.champion_challenger.decision import (
+    Decision,
+    DecisionPolicy,
+    Guardrail,
+    PolicyError,
+    PrimaryMetric,
+    SliceRule,
+    evaluate_policy,
+)
+from airflow_ray_provider.templates.champion_challenger.factory import build_champion_challenger_dag
+
+__all__ = [
+    "Decision",
+    "DecisionPolicy",
+    "Guardrail",
+    "PolicyError",
+    "PrimaryMetric",
+    "SliceRule",
+    "build_champion_challenger_dag",
+    "evaluate_policy",
+]

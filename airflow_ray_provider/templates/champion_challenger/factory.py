@@ -1,0 +1,250 @@
+"""Nightly champion-vs-challenger validation as a DAG factory.
+
+The DAG it builds::
+
+    create_cluster (setup) -> [prepare] -> evaluate (Ray job, deferrable) -> collect_metrics -> decide
+        -> report -> branch -> promote | keep_champion -> delete_cluster (teardown, runs on failure too)
+
+Call :func:`build_champion_challenger_dag` from a DAG file; see ``dags/nightly_model_validation.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.templates.champion_challenger.decision import PROMOTE, DecisionPolicy, PolicyError
+from airflow_ray_provider.templates.common import (
+    RUN_INFO,
+    ClusterSettings,
+    create_cluster_task,
+    delete_cluster_task,
+    submit_kwargs,
+    workload_entrypoint,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import DAG, Asset
+
+log = logging.getLogger(__name__)
+
+EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
+_METRIC_KEYS = {
+    "accuracy": ("accuracy",),
+    "roc_auc": ("roc_auc",),
+    "log_loss": ("log_loss",),
+    "calibration": ("calibration_ratio", "calibration_error", "mean_predicted_ctr", "observed_ctr"),
+}
+DEFAULT_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
+
+#: ``on_promote(decision, context)``: ``decision`` is the decide task's dict (``outcome``, ``reasons``,
+#: ``checks``, ``champion_uri``, ``challenger_uri``, ``report``); return value is logged.
+PromoteCallable = Callable[[dict[str, Any], Any], Any]
+
+
+def produced_metrics(metrics: Sequence[str], ndcg_k: Sequence[int]) -> set[str]:
+    """The metric keys ``metrics.json`` will hold for these metric families and k values."""
+    keys = {key for family in metrics for key in _METRIC_KEYS.get(family, ())}
+    if "ndcg" in metrics:
+        keys |= {f"ndcg@{k}" for k in ndcg_k}
+    return keys
+
+
+def _check_policy(
+    policy: DecisionPolicy | dict[str, Any], metrics: Sequence[str], ndcg_k: Sequence[int]
+) -> DecisionPolicy:
+    try:
+        policy = policy if isinstance(policy, DecisionPolicy) else DecisionPolicy.from_dict(policy)
+    except PolicyError as exc:
+        raise RayInvalidInputError(str(exc)) from exc
+    available = produced_metrics(metrics, ndcg_k)
+    missing = [m for m in policy.metrics if m not in available]
+    if missing:
+        raise RayInvalidInputError(
+            f"the decision policy uses {missing}, which the evaluation does not compute with metrics="
+            f"{list(metrics)} and ndcg_k={list(ndcg_k)}; available: {sorted(available)}"
+        )
+    return policy
+
+
+def evaluation_config(
+    *,
+    champion_uri: str | dict[str, Any],
+    challenger_uri: str | dict[str, Any],
+    data_uri: str,
+    columns: dict[str, Any],
+    artifact_uri: str,
+    metrics: Sequence[str],
+    ndcg_k: Sequence[int],
+    options: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The ``workloads.evaluate`` config (see :mod:`airflow_ray_provider.workloads.evaluation.config`)."""
+
+    def spec(model: str | dict[str, Any]) -> dict[str, Any]:
+        return dict(model) if isinstance(model, dict) else {"uri": model}
+
+    config = {
+        "data_uri": data_uri,
+        "columns": dict(columns),
+        "models": {"champion": spec(champion_uri), "challenger": spec(challenger_uri)},
+        "baseline": "champion",
+        "output_uri": artifact_uri,
+        "metrics": list(metrics),
+        "ndcg_k": list(ndcg_k),
+        "run_info": dict(RUN_INFO),
+    }
+    config.update(options or {})
+    return config
+
+
+def default_model_asset(dag_id: str) -> Asset:
+    """The asset a promotion updates when none is given: ``model://<dag_id>/champion``."""
+    from airflow.sdk import Asset
+
+    return Asset(name=f"{dag_id}.champion", uri=f"model://{dag_id}/champion", group="model")
+
+
+def build_champion_challenger_dag(
+    *,
+    dag_id: str,
+    champion_uri: str | dict[str, Any],
+    challenger_uri: str | dict[str, Any],
+    data_uri: str,
+    columns: dict[str, Any],
+    artifact_uri: str,
+    policy: DecisionPolicy | dict[str, Any],
+    metrics: Sequence[str] = DEFAULT_METRICS,
+    ndcg_k: Sequence[int] = (5, 10),
+    cluster_conn_id: str | None = None,
+    cluster_spec: dict[str, Any] | None = None,
+    ray_conn_id: str | None = None,
+    schedule: Any = "@daily",
+    on_promote: PromoteCallable | None = None,
+    model_asset: Asset | None = None,
+    evaluation_options: dict[str, Any] | None = None,
+    runtime_env: dict[str, Any] | None = None,
+    prepare_entrypoint: list[str] | str | None = None,
+    job_timeout: float | None = None,
+    deferrable: bool = True,
+    poll_interval: float = 2.0,
+    cluster: ClusterSettings | None = None,
+    dag_kwargs: dict[str, Any] | None = None,
+) -> DAG:
+    """Build the nightly champion-vs-challenger DAG.
+
+    :param dag_id: the DAG id.
+    :param champion_uri: the production model (a ``.joblib``/``.pkl`` URI, or a model spec dict with
+        ``factory``/``kwargs``).
+    :param challenger_uri: the candidate model, same forms.
+    :param data_uri: evaluation data (Parquet); templated, e.g. ``s3://logs/clicks/dt={{ ds }}`` so each
+        run reads its own partition.
+    :param columns: column map: ``label``, ``group`` (query id, for NDCG and the group bootstrap),
+        ``slices`` (e.g. ``["zone"]``), ``features``.
+    :param artifact_uri: where the evaluation writes ``metrics.json`` and where the report goes; templated,
+        e.g. ``s3://ml/validation/{{ ds }}``.
+    :param policy: the :class:`DecisionPolicy` (or its dict form).
+    :param metrics: metric families: ``accuracy``, ``roc_auc``, ``log_loss``, ``calibration``, ``ndcg``.
+    :param ndcg_k: cut-offs of NDCG.
+    :param cluster_conn_id: ``kuberay`` connection for an ephemeral RayCluster (``None``: local Ray head).
+    :param cluster_spec: the RayCluster spec (image, head, worker groups).
+    :param ray_conn_id: run on this existing Ray cluster instead (no setup/teardown).
+    :param schedule: the DAG schedule (``@daily``).
+    :param on_promote: called as ``on_promote(decision, context)`` in the promote task.
+    :param model_asset: the Asset the promote task updates (default ``model://<dag_id>/champion``); its
+        event's ``extra`` names the new model (``model_uri``).
+    :param evaluation_options: extra evaluation config keys (``bootstrap``, ``scoring``, ``threshold``, ...).
+    :param runtime_env: Ray runtime environment of the jobs (e.g. ``{"pip": ["airflow-ray-provider"]}``).
+    :param prepare_entrypoint: optional Ray job run on the cluster before the evaluation (e.g. data prep).
+    :param job_timeout: seconds before a Ray job is stopped and the task fails.
+    :param deferrable: wait for the Ray job in the triggerer instead of a worker slot.
+    :param poll_interval: seconds between Ray job status polls.
+    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments above).
+    :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments (``start_date``, ``default_args``, ...).
+    :raises RayInvalidInputError: on a policy that names metrics the evaluation does not compute.
+    """
+    from airflow.sdk import DAG
+
+    checked = _check_policy(policy, metrics, ndcg_k)
+    settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
+    config = evaluation_config(
+        champion_uri=champion_uri, challenger_uri=challenger_uri, data_uri=data_uri, columns=columns,
+        artifact_uri=artifact_uri, metrics=metrics, ndcg_k=ndcg_k, options=evaluation_options,
+    )  # fmt: skip
+    kwargs = {"catchup": False, "tags": ["ray", "model-validation"], **(dag_kwargs or {})}
+    kwargs.setdefault("start_date", _default_start())
+    with DAG(dag_id=dag_id, schedule=schedule, **kwargs) as dag:
+        _wire(
+            dag_id=dag_id, settings=settings, config=config, policy=checked, on_promote=on_promote,
+            model_asset=model_asset or default_model_asset(dag_id), runtime_env=runtime_env,
+            prepare_entrypoint=prepare_entrypoint, job_timeout=job_timeout, deferrable=deferrable,
+            poll_interval=poll_interval,
+        )  # fmt: skip
+    return dag
+
+
+def _default_start() -> Any:
+    import pendulum
+
+    return pendulum.datetime(2026, 1, 1, tz="UTC")
+
+
+def _job_kwargs(
+    runtime_env: dict[str, Any] | None, job_timeout: float | None, deferrable: bool, poll_interval: float
+) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"deferrable": deferrable, "wait_for_completion": True}
+    kwargs["poll_interval"] = poll_interval
+    if runtime_env:
+        kwargs["runtime_env"] = runtime_env
+    if job_timeout:
+        kwargs["job_timeout"] = job_timeout
+    return kwargs
+
+
+def _wire(
+    *,
+    dag_id: str,
+    settings: ClusterSettings,
+    config: dict[str, Any],
+    policy: DecisionPolicy,
+    on_promote: PromoteCallable | None,
+    model_asset: Asset,
+    runtime_env: dict[str, Any] | None,
+    prepare_entrypoint: list[str] | str | None,
+    job_timeout: float | None,
+    deferrable: bool,
+    poll_interval: float,
+) -> None:
+    from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from airflow_ray_provider.templates.champion_challenger import tasks as steps
+
+    create = create_cluster_task(settings) if settings.ephemeral else None
+    target = submit_kwargs(settings, create)
+    job = _job_kwargs(runtime_env, job_timeout, deferrable, poll_interval)
+    evaluate = SubmitRayJobOperator(
+        task_id="evaluate",
+        entrypoint=workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config),
+        metadata={"dag_id": dag_id, "step": "evaluate"},
+        **target,
+        **job,
+    )
+    first = evaluate
+    if prepare_entrypoint:
+        first = SubmitRayJobOperator(task_id="prepare", entrypoint=prepare_entrypoint, **target, **job)
+        first >> evaluate
+    collect = CollectRayMetricsOperator(
+        task_id="collect_metrics", artifact_uri=config["output_uri"], slice_metrics=policy.metrics
+    )
+    decision = steps.decide(collect.output, policy.to_dict())
+    report = steps.report(collect.output, decision, policy.to_dict(), dag_id)
+    branch = steps.choose(decision)
+    promote = steps.make_promote(model_asset, on_promote)(decision, report)
+    keep = steps.keep_champion(decision, report)
+    evaluate >> collect
+    report >> branch >> [promote, keep]
+    if create is not None:
+        create >> first
+        [promote, keep] >> delete_cluster_task(create, settings)
+    log.debug("built %s (promote outcome id %s)", dag_id, PROMOTE)

@@ -1,0 +1,6 @@
+"""Per-zone training: DAG factory, task wiring and the model-application type."""
+
+from airflow_ray_provider.templates.zone_training.application import ZoneApplication
+from airflow_ray_provider.templates.zone_training.factory import build_zone_training_dag
+
+__all__ = ["ZoneApplication", "build_zone_training_dag"]

@@ -1,0 +1,184 @@
+"""Driver-side merge of the per-block partials into exact metrics, per model and per slice.
+
+Everything merged here is an integer (counts, fixed-point sums, histograms) or a multiset of exact float64
+scores, so the result is the same whatever the block boundaries, the arrival order, or recomputed blocks.
+Memory: constant except for the AUC scores (8 bytes per row and model, per AUC slice column) and 8 bytes
+per group id (for the group-contiguity check); predictions themselves never reach the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from airflow_ray_provider.workloads.common.errors import DataError
+from airflow_ray_provider.workloads.evaluation import bootstrap, metrics, ranking
+from airflow_ray_provider.workloads.evaluation.block import ALL, add_stats, group_partial
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalResult:
+    """Final metrics: overall per model, per slice rows, bootstrap deltas."""
+
+    rows: int
+    groups: int | None
+    overall: dict[str, dict[str, Any]]
+    slice_rows: list[dict[str, Any]]
+    deltas: dict[str, dict[str, dict[str, float | None]]] = field(default_factory=dict)
+
+
+class Accumulator:
+    """Merges partials as they stream in; :meth:`finalize` turns them into an :class:`EvalResult`."""
+
+    def __init__(self, cfg: EvalConfig, has_proba: dict[str, bool]) -> None:
+        self.cfg, self.has_proba = cfg, has_proba
+        self.models = cfg.model_names
+        self.cols = (ALL, *cfg.columns.slices)
+        self.ids: dict[str, dict[Any, int]] = {c: {} for c in self.cols}
+        self.values: dict[str, list[Any]] = {c: [] for c in self.cols}
+        self.stats: dict[str, dict[str, dict[str, np.ndarray]]] = {
+            c: {m: {} for m in self.models} for c in self.cols
+        }
+        self.scores: dict[str, dict[str, dict[tuple[int, int], list[np.ndarray]]]] = {
+            c: {m: {} for m in self.models} for c in self.cols
+        }
+        self.buckets: dict[str, dict[str, np.ndarray]] = {m: {} for m in self.models}
+        self.hist: dict[str, np.ndarray] = {}
+        self.complete: list[np.ndarray] = []
+        self.fragments: list[dict[str, Any]] = []
+        self.rows = 0
+        self.span = (float("inf"), float("-inf"))
+
+    def _global_ids(self, col: str, values: list[Any]) -> np.ndarray:
+        ids, known = self.ids[col], self.values[col]
+        out = np.empty(len(values), dtype=np.int64)
+        for i, v in enumerate(values):
+            if v not in ids:
+                ids[v] = len(known)
+                known.append(v)
+            out[i] = ids[v]
+        return out
+
+    def add(self, partial: dict[str, Any]) -> None:
+        """Merge one block's partial."""
+        self.rows += int(partial["rows"])
+        if "span" in partial:
+            self.span = (min(self.span[0], partial["span"][0]), max(self.span[1], partial["span"][1]))
+        for col, part in partial["slices"].items():
+            gids = self._global_ids(col, part["values"])
+            size = len(self.values[col])
+            for m, stats in part["stats"].items():
+                _scatter_add(self.stats[col][m], stats, gids, size)
+            for m, (counts, sorted_scores) in part["scores"].items():
+                bounds = np.concatenate(([0], np.cumsum(counts)))
+                for key in np.flatnonzero(counts):
+                    slot = (int(gids[key // 2]), int(key % 2))
+                    self.scores[col][m].setdefault(slot, []).append(
+                        sorted_scores[bounds[key] : bounds[key + 1]]
+                    )
+        for m, stats in partial["buckets"].items():
+            add_stats(self.buckets[m], stats)
+        for m, (keys, counts) in partial["hist"].items():
+            if m not in self.hist:
+                self.hist[m] = np.zeros(self.cfg.bootstrap.buckets * bootstrap.N_BINS * 2, dtype=np.int64)
+            self.hist[m][keys] += counts
+        if partial["complete_gkeys"] is not None:
+            self.complete.append(partial["complete_gkeys"])
+        if partial["fragments"] is not None and len(partial["fragments"]["gkey"]):
+            self.fragments.append(partial["fragments"])
+
+    def finalize(self) -> EvalResult:
+        """Complete the fragment groups, check group contiguity, and compute every metric."""
+        if self.rows == 0:
+            raise DataError(f"no rows were read from {self.cfg.data_uri!r}: the dataset is empty")
+        groups = self._finish_groups() if self.cfg.columns.group else None
+        overall = {m: self._metrics_for(ALL, 0, m) for m in self.models}
+        slice_rows = []
+        for col in self.cfg.columns.slices:
+            order = sorted(range(len(self.values[col])), key=lambda i: str(self.values[col][i]))
+            for gid in order:
+                label = f"{col}={self.values[col][gid]}"
+                slice_rows.extend(
+                    {"slice": label, "model": m, **self._metrics_for(col, gid, m)} for m in self.models
+                )
+        return EvalResult(rows=self.rows, groups=groups, overall=overall, slice_rows=slice_rows)
+
+    def _metrics_for(self, col: str, gid: int, model: str) -> dict[str, Any]:
+        stats = {k: int(v[gid]) for k, v in self.stats[col][model].items()}
+        out: dict[str, Any] = {"rows": stats["rows"]}
+        values = metrics.point_metrics(stats, self.cfg.metrics, self.cfg.ndcg_k)
+        if "roc_auc" in self.cfg.metrics:
+            pos, neg = self._auc_scores(col, gid, model)
+            values["roc_auc"] = metrics.auc_from_scores(pos, neg)
+        for name in metrics.metric_directions(self.cfg.metrics, self.cfg.ndcg_k):
+            out[name] = values.get(name)
+        return out
+
+    def _auc_scores(self, col: str, gid: int, model: str) -> tuple[np.ndarray, np.ndarray]:
+        if col == ALL and self.cfg.columns.slices:
+            src = self.scores[self.cfg.columns.slices[0]][model]
+            pick = [(slot, parts) for slot, parts in src.items()]
+        else:
+            pick = [(slot, parts) for slot, parts in self.scores[col][model].items() if slot[0] == gid]
+        pos = [a for (_, label), parts in pick if label == 1 for a in parts]
+        neg = [a for (_, label), parts in pick if label == 0 for a in parts]
+        return (np.concatenate(pos) if pos else np.zeros(0)), (np.concatenate(neg) if neg else np.zeros(0))
+
+    def _finish_groups(self) -> int:
+        frag_keys = self._merge_fragments()
+        complete = np.concatenate(self.complete) if self.complete else np.zeros(0, dtype=np.uint64)
+        uniq = np.unique(complete)
+        if len(uniq) != len(complete) or np.intersect1d(uniq, frag_keys).size:
+            raise DataError(
+                f"rows of a group ({self.cfg.columns.group!r}) are not stored together: NDCG and the group "
+                f"bootstrap need each group's rows consecutive in the files. Sort the log by "
+                f"{self.cfg.columns.group!r} (e.g. ds.sort(...).write_parquet(...)) and rerun"
+            )
+        return int(len(complete) + len(frag_keys))
+
+    def _merge_fragments(self) -> np.ndarray:
+        if not self.fragments:
+            return np.zeros(0, dtype=np.uint64)
+        frags = self.fragments
+        gkey = np.concatenate([f["gkey"] for f in frags])
+        order = np.argsort(gkey, kind="stable")
+        gkey = gkey[order]
+        y = np.concatenate([f["y"] for f in frags])[order]
+        scores = {m: np.concatenate([f["scores"][m] for f in frags])[order] for m in self.models}
+        buckets = np.concatenate([f["buckets"] for f in frags])[order]
+        codes: dict[str, tuple[list[Any], np.ndarray]] = {ALL: (["all"], np.zeros(len(gkey), dtype=np.int64))}
+        for col in self.cfg.columns.slices:
+            flat = [v for f in frags for v in f["slices"][col]]
+            codes[col] = (self.values[col], self._global_ids(col, flat)[order])
+        starts = ranking.run_starts(gkey)
+        per_slice, per_bucket = group_partial(starts, y, scores, codes, buckets, self.cfg)
+        for col, by_model in per_slice.items():
+            for m, stats in by_model.items():
+                _scatter_add(
+                    self.stats[col][m], stats, np.arange(len(self.values[col])), len(self.values[col])
+                )
+        for m, stats in per_bucket.items():
+            add_stats(self.buckets[m], stats)
+        return gkey[starts]
+
+
+def _scatter_add(
+    into: dict[str, np.ndarray], stats: dict[str, np.ndarray], gids: np.ndarray, size: int
+) -> None:
+    """Add local per-code statistics into global arrays indexed by ``gids`` (growing them to ``size``)."""
+    for key, local in stats.items():
+        current = into.get(key)
+        if current is None or len(current) < size:
+            grown = np.zeros(max(size, 2 * len(current) if current is not None else size), dtype=np.int64)
+            if current is not None:
+                grown[: len(current)] = current
+            into[key] = current = grown
+        current[gids] += local

@@ -1,0 +1,275 @@
+"""Per-block work of the evaluation: score every model once and reduce the block to exact partials.
+
+Runs in the scoring actors (Ray Data ``map_batches`` with ``batch_size=None``: one call per block, so a
+block's rows arrive in file order). Groups are assumed to be stored contiguously (as a request log is
+written); a group touching the first or last row of a block may continue in another block, so its rows
+travel to the driver as a *fragment* and are completed there. The driver checks that no group was seen
+complete twice (see :mod:`~airflow_ray_provider.workloads.evaluation.aggregate`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from airflow_ray_provider.workloads.common.errors import DataError
+from airflow_ray_provider.workloads.evaluation import bootstrap, metrics, ranking
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+
+log = logging.getLogger(__name__)
+ALL = "__all__"
+
+
+def labels_of(table: pa.Table, column: str) -> np.ndarray:
+    """The label column as int8 0/1.
+
+    :raises DataError: on nulls or values other than 0/1.
+    """
+    col = table.column(column)
+    if col.null_count:
+        raise DataError(f"label column {column!r} has {col.null_count} null values: drop or fill them")
+    y = np.asarray(col.to_numpy(zero_copy_only=False))
+    if y.dtype.kind not in "biuf" or not np.isin(y, (0, 1)).all():
+        bad = np.unique(y[~np.isin(y, (0, 1))])[:5] if y.dtype.kind in "biuf" else y[:5]
+        raise DataError(
+            f"label column {column!r} must hold 0/1 for binary metrics; found values such as {list(bad)}: "
+            "binarise the label (e.g. clicked = clicks > 0) or point columns.label at the right column"
+        )
+    return y.astype(np.int8)
+
+
+def features_of(table: pa.Table, names: tuple[str, ...]) -> np.ndarray:
+    """Feature matrix in float64, C order."""
+    cols = [np.asarray(table.column(n).to_numpy(zero_copy_only=False), dtype=np.float64) for n in names]
+    return np.ascontiguousarray(np.column_stack(cols)) if cols else np.zeros((table.num_rows, 0))
+
+
+def slice_codes(table: pa.Table, columns: tuple[str, ...]) -> dict[str, tuple[list[Any], np.ndarray]]:
+    """Per slice column: its distinct values in this block and the int code of each row (plus the overall)."""
+    out: dict[str, tuple[list[Any], np.ndarray]] = {ALL: (["all"], np.zeros(table.num_rows, dtype=np.int64))}
+    for name in columns:
+        encoded = table.column(name).combine_chunks().dictionary_encode()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        if encoded.null_count:
+            codes = np.where(np.isnan(codes.astype(np.float64)), len(encoded.dictionary), codes)
+            values = [*encoded.dictionary.to_pylist(), None]
+        else:
+            values = encoded.dictionary.to_pylist()
+        out[name] = (values, codes.astype(np.int64))
+    return out
+
+
+def group_partial(
+    starts: np.ndarray,
+    y: np.ndarray,
+    scores: dict[str, np.ndarray],
+    codes: dict[str, tuple[list[Any], np.ndarray]],
+    buckets: np.ndarray,
+    cfg: EvalConfig,
+) -> tuple[dict[str, dict[str, dict[str, np.ndarray]]], dict[str, dict[str, np.ndarray]]]:
+    """Group counts and NDCG sums per slice value and per bootstrap bucket, for whole groups.
+
+    :param starts: start row of each group (rows of a group are consecutive).
+    :raises DataError: when a slice column varies inside a group.
+    """
+    sizes = np.diff(np.append(starts, len(y)))
+    for col, (_, row_codes) in codes.items():
+        if col != ALL and len(starts) and (row_codes != np.repeat(row_codes[starts], sizes)).any():
+            raise DataError(
+                f"slice column {col!r} changes inside a group of {cfg.columns.group!r}: slice columns must "
+                "be "
+                "attributes of the whole request (e.g. zone, device); remove it from columns.slices"
+            )
+    ndcg = {m: ranking.ndcg_per_group(starts, y, s, cfg.ndcg_k) for m, s in scores.items()}
+    per_slice: dict[str, dict[str, dict[str, np.ndarray]]] = {}
+    for col, (values, row_codes) in codes.items():
+        per_slice[col] = {m: _group_sums(row_codes[starts], len(values), ndcg[m]) for m in scores}
+    per_bucket = {m: _group_sums(buckets[starts], cfg.bootstrap.buckets, ndcg[m]) for m in scores}
+    return per_slice, per_bucket
+
+
+def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) -> dict[str, np.ndarray]:
+    out = {"groups": metrics.grouped_int_sum(codes, None, n_codes)}
+    for k, values in ndcg.items():
+        hi, lo = metrics.fixed_limbs(values, metrics.RANGE_BITS["ndcg"])
+        out[f"ndcg@{k}_hi"] = metrics.grouped_int_sum(codes, hi, n_codes)
+        out[f"ndcg@{k}_lo"] = metrics.grouped_int_sum(codes, lo, n_codes)
+    return out
+
+
+def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
+    """Add statistics arrays of the same codes, key by key."""
+    for key, value in more.items():
+        into[key] = into[key] + value if key in into else value
+
+
+class BlockEvaluator:
+    """Ray Data callable class: loads every model once, then turns each block into one pickled partial.
+
+    :param cfg: the validated config; :param features: resolved feature columns;
+    :param has_proba: per model, whether it yields probabilities; :param predictions_uri: where to write
+        per-block prediction files (None: do not write).
+    """
+
+    def __init__(
+        self,
+        cfg: EvalConfig,
+        features: tuple[str, ...],
+        has_proba: dict[str, bool],
+        predictions_uri: str | None,
+    ) -> None:
+        from airflow_ray_provider.workloads.evaluation.scoring import load_model
+
+        device = "cuda" if cfg.scoring.num_gpus > 0 else "cpu"
+        self.cfg, self.features, self.has_proba, self.predictions_uri = (
+            cfg,
+            features,
+            has_proba,
+            predictions_uri,
+        )
+        by_name = {m.name: m for m in cfg.models}
+        self.models = {name: load_model(by_name[name], device=device) for name in cfg.model_names}
+
+    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+        import time
+
+        started = time.time()
+        partial = self.evaluate(table)
+        partial["span"] = (started, time.time())  # wall clock of the work, for throughput figures
+        return {"partial": np.array([pickle.dumps(partial, protocol=5)], dtype=object)}
+
+    def evaluate(self, table: pa.Table) -> dict[str, Any]:
+        """The partial aggregate of one block (merged by :class:`.aggregate.Accumulator`)."""
+        from airflow_ray_provider.workloads.evaluation.scoring import score
+
+        cfg = self.cfg
+        y = labels_of(table, cfg.columns.label)
+        x = features_of(table, self.features)
+        scores = {}
+        for name, loaded in self.models.items():
+            try:
+                scores[name] = score(loaded, x, cfg.scoring.batch_size)
+            except DataError:
+                raise
+            except Exception as exc:
+                raise DataError(
+                    f"model {name!r} failed to score a block: {type(exc).__name__}: {exc}"
+                ) from exc
+        codes = slice_codes(table, cfg.columns.slices)
+        gkey = (
+            ranking.group_hash(table.column(cfg.columns.group).to_numpy(zero_copy_only=False))
+            if cfg.columns.group
+            else None
+        )
+        unit = gkey if gkey is not None else bootstrap.row_unit_hash(y, list(scores.values()))
+        buckets = bootstrap.buckets_for(unit, cfg.bootstrap.seed, cfg.bootstrap.buckets)
+        partial = self._row_partial(y, scores, codes, buckets)
+        if gkey is not None:
+            self._add_groups(partial, gkey, y, scores, codes, buckets)
+        if self.predictions_uri:
+            self._write_predictions(table, scores, gkey if gkey is not None else unit)
+        return partial
+
+    def _row_partial(
+        self,
+        y: np.ndarray,
+        scores: dict[str, np.ndarray],
+        codes: dict[str, tuple[list[Any], np.ndarray]],
+        buckets: np.ndarray,
+    ) -> dict[str, Any]:
+        cfg, n_buckets = self.cfg, self.cfg.bootstrap.buckets
+        auc_cols = {cfg.columns.slices[0] if cfg.columns.slices else ALL, *cfg.columns.slices}
+        slices: dict[str, Any] = {}
+        for col, (values, row_codes) in codes.items():
+            stats = {
+                m: metrics.row_stats(row_codes, len(values), y, s, cfg.threshold, self.has_proba[m])
+                for m, s in scores.items()
+            }
+            slices[col] = {"values": values, "stats": stats, "scores": {}}
+            if "roc_auc" in cfg.metrics and col in auc_cols:
+                key = row_codes * 2 + y
+                order = np.argsort(key, kind="stable")
+                counts = np.bincount(key, minlength=2 * len(values)).astype(np.int64)
+                slices[col]["scores"] = {m: (counts, s[order]) for m, s in scores.items()}
+        bucket_stats = {
+            m: metrics.row_stats(buckets, n_buckets, y, s, cfg.threshold, self.has_proba[m])
+            for m, s in scores.items()
+        }
+        hist = {}
+        if "roc_auc" in cfg.metrics and cfg.bootstrap.samples:
+            for m, s in scores.items():
+                key = (buckets * bootstrap.N_BINS + bootstrap.score_bins(s, self.has_proba[m])) * 2 + y
+                hist[m] = np.unique(key, return_counts=True)
+        return {
+            "rows": len(y),
+            "slices": slices,
+            "buckets": bucket_stats,
+            "hist": hist,
+            "complete_gkeys": None,
+            "fragments": None,
+        }
+
+    def _add_groups(
+        self,
+        partial: dict[str, Any],
+        gkey: np.ndarray,
+        y: np.ndarray,
+        scores: dict[str, np.ndarray],
+        codes: dict[str, tuple[list[Any], np.ndarray]],
+        buckets: np.ndarray,
+    ) -> None:
+        starts = ranking.run_starts(gkey)
+        edge = np.zeros(len(y), dtype=bool)
+        first_end = starts[1] if len(starts) > 1 else len(y)
+        edge[:first_end] = True
+        edge[starts[-1] :] = True
+        inner = ~edge
+        partial["fragments"] = {
+            "gkey": gkey[edge],
+            "y": y[edge],
+            "scores": {m: s[edge] for m, s in scores.items()},
+            "slices": {
+                col: [values[c] for c in row_codes[edge]]
+                for col, (values, row_codes) in codes.items()
+                if col != ALL
+            },
+            "buckets": buckets[edge],
+        }
+        inner_starts = starts[1:-1] - first_end if len(starts) > 2 else np.zeros(0, dtype=np.int64)
+        inner_codes = {col: (values, row_codes[inner]) for col, (values, row_codes) in codes.items()}
+        per_slice, per_bucket = group_partial(
+            inner_starts,
+            y[inner],
+            {m: s[inner] for m, s in scores.items()},
+            inner_codes,
+            buckets[inner],
+            self.cfg,
+        )
+        for col, by_model in per_slice.items():
+            for m, stats in by_model.items():
+                add_stats(partial["slices"][col]["stats"][m], stats)
+        for m, stats in per_bucket.items():
+            add_stats(partial["buckets"][m], stats)
+        partial["complete_gkeys"] = gkey[starts[1:-1]] if len(starts) > 2 else np.zeros(0, dtype=np.uint64)
+
+    def _write_predictions(self, table: pa.Table, scores: dict[str, np.ndarray], key: np.ndarray) -> None:
+        import pyarrow as pa
+
+        from airflow_ray_provider.workloads.common.artifacts import join, write_parquet_atomic
+
+        cols = self.cfg.columns
+        keep = [c for c in (cols.group, cols.label, *cols.slices) if c]
+        out = table.select(keep)
+        for name, s in scores.items():
+            out = out.append_column(f"score_{name}", pa.array(s))
+        digest = hashlib.sha1(np.ascontiguousarray(key).tobytes())
+        digest.update(np.ascontiguousarray(next(iter(scores.values()))).tobytes())
+        write_parquet_atomic(join(self.predictions_uri or "", f"part-{digest.hexdigest()[:20]}.parquet"), out)

@@ -1,0 +1,298 @@
+"""Champion-vs-challenger evaluation on Ray: one streaming pass, exact metrics, paired bootstrap CIs.
+
+Run inside a Ray job (or standalone, which starts a local Ray)::
+
+    python -m airflow_ray_provider.workloads.evaluate --config eval.yaml
+    python -m airflow_ray_provider.workloads.evaluate --config-json '{"data_uri": ..., ...}'
+
+Pipeline: Parquet (Ray Data ``read_parquet``, streaming) -> an actor pool where each actor loads every
+model once and reduces each block to exact integer partials -> the driver merges the partials
+(:mod:`~.aggregate`) -> ``metrics.json`` + ``slices.parquet`` (+ predictions)
+written atomically. Node loss: reads are retried and actors restarted without limit, and the merge is
+exact and order-independent, so a run that lost a node yields the same metrics as one that did not.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import logging
+import os
+import pickle
+import re
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from airflow_ray_provider.workloads.common import artifacts
+from airflow_ray_provider.workloads.common.errors import WorkloadError
+
+log = logging.getLogger("airflow_ray_provider.workloads.evaluate")
+
+
+class Progress:
+    """Logs rows processed and throughput every ``interval`` seconds from a background thread."""
+
+    def __init__(self, total: int, interval: float) -> None:
+        self.total, self.interval, self.rows = total, interval, 0
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="eval-progress", daemon=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.report()
+
+    first_at: float | None = None
+    first_rows = 0
+    last_at: float | None = None
+
+    def add(self, rows: int) -> None:
+        """Count rows whose partial reached the driver."""
+        now = time.monotonic()
+        if self.first_at is None:
+            self.first_at, self.first_rows = now, rows
+        self.last_at = now
+        self.rows += rows
+
+    def timings(self, span: tuple[float, float]) -> dict[str, float | None]:
+        """Pipeline timings: start-up, whole stream, and two throughputs.
+
+        ``pipeline_rows_per_s`` counts from the start of the pipeline (actor start-up included);
+        ``scoring_rows_per_s`` only over the actors' scoring span (first block started to last block
+        done, wall clock from the actors). Reads that ran while the actors started are outside it.
+        """
+        if self.first_at is None or self.last_at is None or not span[1] > span[0]:
+            return {
+                "startup_s": None,
+                "stream_s": None,
+                "pipeline_rows_per_s": None,
+                "scoring_rows_per_s": None,
+            }
+        wall_offset = time.time() - time.monotonic()
+        stream = self.last_at - self.started
+        return {
+            "startup_s": round(span[0] - wall_offset - self.started, 3),
+            "stream_s": round(stream, 3),
+            "pipeline_rows_per_s": round(self.rows / stream, 1),
+            "scoring_rows_per_s": round(self.rows / (span[1] - span[0]), 1),
+        }
+
+    def report(self) -> None:
+        """Log one progress line."""
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        pct = 100.0 * self.rows / self.total if self.total else 100.0
+        log.info(
+            "evaluated %d / %d rows (%.1f%%), %.0f rows/s, %.1f s",
+            self.rows,
+            self.total,
+            pct,
+            self.rows / elapsed,
+            elapsed,
+        )
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.report()
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[None]:
+    """Use the running Ray (already initialised, ``address``, or ``RAY_ADDRESS`` in a job), else start one."""
+    import ray
+
+    if ray.is_initialized():
+        yield
+        return
+    if address:
+        ray.init(address=address, log_to_driver=True)
+    elif os.environ.get("RAY_ADDRESS"):
+        ray.init(log_to_driver=True)
+    else:  # standalone: a fresh local instance, never another process's cluster
+        ray.init(address="local", include_dashboard=False, log_to_driver=True)
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+_REMOTE_ERROR = re.compile(r"airflow_ray_provider\.workloads\.errors\.(\w+): (.+)")
+
+
+def _unwrap(exc: BaseException) -> WorkloadError | None:
+    """The workload error behind a Ray task/actor error, if any.
+
+    Ray wraps errors raised in the actors (``UserCodeException`` in a ``RayTaskError``) and does not always
+    keep the original object, so the remote traceback text is searched as a fallback.
+    """
+    from airflow_ray_provider.workloads.common import errors
+
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        if isinstance(cur, WorkloadError):
+            return cur
+        cause = getattr(cur, "cause", None)
+        cur = cause if isinstance(cause, BaseException) else (cur.__cause__ or cur.__context__)
+    matches = _REMOTE_ERROR.findall(str(exc))
+    if matches:
+        name, message = matches[-1]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, WorkloadError):
+            return cls(message.strip())
+    return None
+
+
+def build_dataset(cfg: Any, pre: Any, predictions_uri: str | None) -> Any:
+    """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool."""
+    import ray.data
+
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
+    from airflow_ray_provider.workloads.evaluation.source import read_units
+
+    items = [{"unit": json.dumps(unit)} for unit in pre.units]
+    ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+        read_units,
+        fn_kwargs={"data_uri": cfg.data_uri, "columns": pre.read_columns},
+        batch_size=1,
+        batch_format="numpy",
+        num_cpus=cfg.scoring.read_num_cpus,
+        max_retries=-1,  # a read lost with its node is simply redone
+    )
+    gpu = cfg.scoring.num_gpus > 0
+    conc = cfg.scoring.concurrency
+    low, high = conc if isinstance(conc, tuple) else (conc, conc)
+    # map_batches refuses batch_size=None with GPUs; the actor micro-batches itself (scoring.batch_size).
+    mapper = ds.map_batches_internal if gpu else ds.map_batches
+    out = mapper(
+        BlockEvaluator,
+        fn_constructor_kwargs={
+            "cfg": cfg,
+            "features": pre.features,
+            "has_proba": pre.has_proba,
+            "predictions_uri": predictions_uri,
+        },
+        batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
+        batch_format="pyarrow",
+        compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
+        num_cpus=cfg.scoring.num_cpus,
+        num_gpus=cfg.scoring.num_gpus if gpu else None,
+        # Ray Data restarts dead actors and retries their tasks without limit by default
+        # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
+    )
+    if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
+        limit = cfg.scoring.object_store_mb * 1024 * 1024
+        out.context.execution_options.resource_limits = ray.data.ExecutionResources(object_store_memory=limit)
+    return out
+
+
+def _stream(cfg: Any, pre: Any, predictions_uri: str | None) -> tuple[Any, dict[str, float | None]]:
+    from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+
+    acc = Accumulator(cfg, pre.has_proba)
+    ds = build_dataset(cfg, pre, predictions_uri)
+    with Progress(pre.rows, cfg.progress_interval_s) as progress:
+        try:
+            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+                for blob in batch.column("partial").to_pylist():
+                    partial = pickle.loads(blob)
+                    acc.add(partial)
+                    progress.add(int(partial["rows"]))
+        except Exception as exc:
+            inner = _unwrap(exc)
+            if inner is not None:
+                raise inner from exc
+            raise
+    return acc, progress.timings(acc.span)
+
+
+def run_evaluation(config: dict[str, Any] | Any, *, ray_address: str | None = None) -> dict[str, Any]:
+    """Run the whole evaluation and write the artifact; returns the ``metrics.json`` document.
+
+    :param config: a config mapping (validated here) or an :class:`EvalConfig`.
+    :param ray_address: overrides ``config.ray_address`` (tests pass a ``Cluster`` address).
+    :raises WorkloadError: on bad input (before heavy work) or failed work; no artifact is written then.
+    """
+    import ray
+
+    from airflow_ray_provider.workloads.evaluation import artifact as eval_artifact
+    from airflow_ray_provider.workloads.evaluation import bootstrap, metrics
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
+
+    started = dt.datetime.now(dt.timezone.utc)
+    t0 = time.monotonic()
+    cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
+    pre = run_preflight(cfg)
+    t_pre = time.monotonic()
+    staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
+    try:
+        with ray_session(ray_address or cfg.ray_address):
+            t_ray = time.monotonic()
+            acc, timings = _stream(cfg, pre, artifacts.join(staging, "predictions") if staging else None)
+        t_merge = time.monotonic()
+        result = acc.finalize()
+        directions = metrics.metric_directions(cfg.metrics, cfg.ndcg_k)
+        result.deltas = bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, list(directions))
+        finished = dt.datetime.now(dt.timezone.utc)
+        run = {
+            "started_at": started.isoformat(),
+            "finished_at": finished.isoformat(),
+            "duration_s": round(time.monotonic() - t0, 3),
+            "timings": {
+                "preflight_s": round(t_pre - t0, 3),
+                "ray_init_s": round(t_ray - t_pre, 3),
+                **timings,
+                "finalize_s": round(time.monotonic() - t_merge, 3),
+            },
+            "ray_version": ray.__version__,
+            "run_info": cfg.run_info,
+        }
+        doc = eval_artifact.build_document(cfg, result, models=pre.models, directions=directions, run=run)
+        table = eval_artifact.slices_table(result, list(directions))
+        predictions = artifacts.join(staging, "predictions") if staging else None
+        eval_artifact.write_artifact(cfg.output_uri, doc, table, predictions)
+    finally:
+        if staging:
+            eval_artifact.discard(staging)
+    log.info(
+        "wrote %s (%d rows in %.1f s)",
+        artifacts.join(cfg.output_uri, "metrics.json"),
+        result.rows,
+        time.monotonic() - t0,
+    )
+    return doc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; exit 0 on success, 2 on bad input/config, 1 on other failures."""
+    from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv
+    from airflow_ray_provider.workloads.common.errors import ConfigError, DataError
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
+    )
+    parser = build_parser("python -m airflow_ray_provider.workloads.evaluate", __doc__.splitlines()[0])
+    try:
+        _, raw = config_from_argv(parser, argv)
+        doc = run_evaluation(raw)
+    except (ConfigError, DataError) as exc:
+        print(f"evaluation failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    except WorkloadError as exc:
+        print(f"evaluation failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    summary = {
+        m: {k: doc["metrics"][m].get(k) for k in ("rows", "roc_auc", "log_loss")} for m in doc["metrics"]
+    }
+    log.info("metrics: %s", summary)
+    return 0

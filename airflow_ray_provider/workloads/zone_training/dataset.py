@@ -1,0 +1,202 @@
+"""Driver-side look at the zone dataset: validation, zone -> row counts, and where each zone's rows are.
+
+Only metadata and the zone column are read here (cheap); the feature data never passes through the
+driver. Two layouts:
+
+* **partitioned by zone** (hive ``<zone_column>=<value>/...parquet``): each training task reads its
+  zones' files itself;
+* **anything else** (one file, many files, partitioned by another key): the files' row groups are
+  split into chunks that Ray tasks read, sort by zone and keep in the object store once
+  (:mod:`airflow_ray_provider.workloads.zone_training.staging`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads.common import artifacts
+from airflow_ray_provider.workloads.common.errors import DataError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.dataset as pads
+    import pyarrow.fs as pafs
+
+    from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig
+
+CHUNK_ROWS = 512 * 1024
+
+
+@dataclass(frozen=True)
+class ChunkSpec:
+    """Row groups of one Parquet file that one staging task reads.
+
+    :param partition_values: hive partition columns of that file (constant over it).
+    """
+
+    path: str
+    row_groups: tuple[int, ...]
+    rows: int
+    partition_values: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetPlan:
+    """What the driver knows about the dataset before training.
+
+    :param zone_rows: zone key (``str`` of the value) -> row count, sorted by key.
+    :param zone_files: for a dataset partitioned by zone: zone key -> its Parquet files.
+    :param chunks: otherwise: the staging chunks covering every row.
+    :param file_columns: the needed columns stored in the files (partition columns excluded).
+    """
+
+    uri: str
+    fs: pafs.FileSystem
+    zone_column: str
+    label_column: str
+    feature_columns: list[str]
+    zone_rows: dict[str, int]
+    file_columns: list[str]
+    zone_files: dict[str, list[str]] | None = None
+    chunks: list[ChunkSpec] = field(default_factory=list)
+
+    @property
+    def columns(self) -> list[str]:
+        """Zone, label and feature columns, in the order handed to the trainer."""
+        return [self.zone_column, self.label_column, *self.feature_columns]
+
+    @property
+    def partitioned_by_zone(self) -> bool:
+        """Whether zones are hive partitions (tasks read files directly, no staging)."""
+        return self.zone_files is not None
+
+
+def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> DatasetPlan:
+    """Validate the dataset against the config and plan how tasks reach each zone's rows.
+
+    :param numeric_features: require numeric feature columns (the built-in trainers need them).
+    :raises DataError: missing path or columns, empty dataset, nulls in the zone column, bad features.
+    """
+    fs, path = artifacts.resolve(cfg.data_uri)
+    dataset = _open(cfg.data_uri, fs, path)
+    schema = dataset.schema
+    features = _check_columns(cfg, schema, numeric_features)
+    zone_rows = _zone_counts(dataset, cfg)
+    fragments = list(dataset.get_fragments())
+    part_names = _partition_names(fragments)
+    plan = DatasetPlan(
+        uri=cfg.data_uri,
+        fs=fs,
+        zone_column=cfg.zone_column,
+        label_column=cfg.label_column,
+        feature_columns=features,
+        zone_rows=zone_rows,
+        file_columns=[c for c in [cfg.zone_column, cfg.label_column, *features] if c not in part_names],
+    )
+    if cfg.zone_column in part_names:
+        plan.zone_files = _zone_files(fragments, cfg.zone_column)
+    else:
+        plan.chunks = _chunks(fragments, part_names)
+    return plan
+
+
+def _open(uri: str, fs: pafs.FileSystem, path: str) -> pads.Dataset:
+    import pyarrow.dataset as pads
+
+    if not artifacts.exists(uri):
+        raise DataError(f"data_uri {uri!r} does not exist; point it at a Parquet file or directory")
+    try:
+        return pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
+    except (*artifacts.pa_errors(), ValueError) as exc:
+        raise DataError(f"data_uri {uri!r} is not a readable Parquet dataset: {exc}") from exc
+
+
+def _check_columns(cfg: ZoneTrainingConfig, schema: pa.Schema, numeric: bool) -> list[str]:
+    import pyarrow.types as pat
+
+    names = schema.names
+    for role, col in (("zone_column", cfg.zone_column), ("label_column", cfg.label_column)):
+        if col not in names:
+            raise DataError(f"{role} {col!r} is not a column of {cfg.data_uri!r}; columns: {names}")
+    features = cfg.feature_columns or [c for c in names if c not in (cfg.zone_column, cfg.label_column)]
+    missing = [c for c in features if c not in names]
+    if missing:
+        raise DataError(f"feature_columns {missing} are not columns of {cfg.data_uri!r}; columns: {names}")
+    if not features:
+        raise DataError(f"{cfg.data_uri!r} has no feature columns besides the zone and label columns")
+    if numeric:
+        bad = [c for c in features if not (pat.is_integer(t := schema.field(c).type) or pat.is_floating(t))]
+        bad += [c for c in features if pat.is_boolean(schema.field(c).type)]
+        if bad:
+            raise DataError(
+                f"feature columns {sorted(set(bad))} are not numeric; the built-in trainer "
+                f"{cfg.trainer!r} needs numbers: list numeric 'feature_columns' or use a custom trainer"
+            )
+    return features
+
+
+def _zone_counts(dataset: pads.Dataset, cfg: ZoneTrainingConfig) -> dict[str, int]:
+    import pyarrow.compute as pc
+
+    try:
+        column = dataset.to_table(columns=[cfg.zone_column]).column(cfg.zone_column)
+    except artifacts.pa_errors() as exc:
+        raise DataError(f"could not read column {cfg.zone_column!r} of {cfg.data_uri!r}: {exc}") from exc
+    if len(column) == 0:
+        raise DataError(f"the dataset {cfg.data_uri!r} is empty (0 rows): nothing to train")
+    if column.null_count:
+        raise DataError(
+            f"{column.null_count} of {len(column)} rows have a null zone in column {cfg.zone_column!r} "
+            f"of {cfg.data_uri!r}; drop or fill them before training"
+        )
+    counts = pc.value_counts(column)
+    pairs = zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
+    out: dict[str, int] = {}
+    for value, count in pairs:
+        key = str(value)
+        out[key] = out.get(key, 0) + int(count)
+    return dict(sorted(out.items()))
+
+
+def _partition_names(fragments: list[Any]) -> set[str]:
+    """Hive keys (``key=value`` directories) that every file of the dataset has."""
+    import pyarrow.dataset as pads
+
+    keys = [set(pads.get_partition_keys(f.partition_expression)) for f in fragments]
+    return set.intersection(*keys) if keys else set()
+
+
+def _zone_files(fragments: list[Any], zone_column: str) -> dict[str, list[str]]:
+    import pyarrow.dataset as pads
+
+    files: dict[str, list[str]] = {}
+    for frag in fragments:
+        value = pads.get_partition_keys(frag.partition_expression).get(zone_column)
+        files.setdefault(str(value), []).append(frag.path)
+    return files
+
+
+def _chunks(fragments: list[Any], part_names: set[str]) -> list[ChunkSpec]:
+    import pyarrow.dataset as pads
+
+    chunks: list[ChunkSpec] = []
+    for frag in fragments:
+        keys = pads.get_partition_keys(frag.partition_expression)
+        values = {k: v for k, v in keys.items() if k in part_names}
+        group: list[int] = []
+        rows = 0
+        for rg in _row_groups(frag):
+            group.append(rg[0])
+            rows += rg[1]
+            if rows >= CHUNK_ROWS:
+                chunks.append(ChunkSpec(frag.path, tuple(group), rows, values))
+                group, rows = [], 0
+        if group:
+            chunks.append(ChunkSpec(frag.path, tuple(group), rows, values))
+    return chunks
+
+
+def _row_groups(frag: Any) -> list[tuple[int, int]]:
+    meta = frag.metadata
+    return [(i, meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]

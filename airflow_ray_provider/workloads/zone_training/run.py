@@ -1,0 +1,250 @@
+"""Per-zone training: one model per zone, thousands of zones, in one Ray job.
+
+Usage::
+
+    python -m airflow_ray_provider.workloads.zone_training --config FILE | --config-json TEXT
+        [--only-failed MANIFEST_URI]
+
+The config keys are described in :mod:`airflow_ray_provider.workloads.zone_training.config`. Everything that
+can be checked is checked before Ray starts (config, trainer, dataset columns, nulls, emptiness, the
+``--only-failed`` manifest). Then zones are batched adaptively into Ray tasks
+(:mod:`~airflow_ray_provider.workloads.zone_training.batching`), each task trains its zones with the math
+libraries capped to ``num_cpus`` threads and writes one model per zone; the driver writes
+``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
+(:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
+
+Exit status: 0 success; 1 failed zones above ``max_failed_fraction`` (the artifact is still written,
+so ``--only-failed`` can retrain them); 2 bad config, data or manifest (nothing was trained);
+3 an artifact could not be written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads.common import artifacts
+from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv
+from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
+from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
+from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
+from airflow_ray_provider.workloads.zone_training.manifest import (
+    MODELS_DIR,
+    build_summary,
+    failed_zones,
+    merge,
+    read_manifest,
+    write_artifact,
+)
+from airflow_ray_provider.workloads.zone_training.trainers import BUILTIN_TRAINERS, load_trainer
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
+
+log = logging.getLogger("airflow_ray_provider.workloads.zone_training")
+
+EXIT_OK, EXIT_TOO_MANY_FAILED, EXIT_BAD_INPUT, EXIT_ARTIFACT = 0, 1, 2, 3
+
+
+def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None) -> dict[str, Any]:
+    """Train every zone (or only the failed zones of a previous manifest); return the summary.
+
+    Uses the Ray connection of the caller when Ray is already initialised, else ``ray.init`` at
+    ``cfg.ray_address`` (the job's cluster, or a local one) and shuts it down afterwards.
+
+    :raises ConfigError: bad trainer or ``--only-failed`` manifest.
+    :raises DataError: the dataset does not fit the config.
+    :raises ArtifactError: the output could not be written.
+    """
+    started_at, t0 = _now(), time.monotonic()
+    load_trainer(cfg.trainer)
+    plan = inspect_dataset(cfg, numeric_features=cfg.trainer in BUILTIN_TRAINERS)
+    previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
+    artifacts.resolve(cfg.output_uri)
+    log.info(
+        "application %s: %d zones to train (%d rows), trainer %s, %g CPU(s) per zone, data %s",
+        cfg.application,
+        len(todo),
+        sum(plan.zone_rows[z] for z in todo),
+        cfg.trainer,
+        cfg.num_cpus,
+        "partitioned by zone" if plan.partitioned_by_zone else f"staged in {len(plan.chunks)} chunk(s)",
+    )
+    artifacts.clear_completion(cfg.output_uri)
+    timings = {"validate": time.monotonic() - t0}
+    tasks: dict[str, Any] = {}
+    new_rows = _train(cfg, plan, todo, attempts, timings, tasks) if todo else []
+    rows = merge(previous, new_rows + gone) if only_failed else new_rows
+    run = {
+        "started_at": started_at,
+        "finished_at": _now(),
+        "ray_version": _ray_version(),
+        "run_info": cfg.run_info,
+        "trainer": cfg.trainer,
+        "data_uri": cfg.data_uri,
+        "only_failed": only_failed,
+        "timings_s": timings,
+        "tasks": tasks,
+    }
+    summary = build_summary(
+        application=cfg.application,
+        rows=rows,
+        max_failed_fraction=cfg.max_failed_fraction,
+        output_uri=cfg.output_uri,
+        run=run,
+        duration_s=time.monotonic() - t0,
+    )
+    write_artifact(cfg.output_uri, cfg.application, rows, summary)
+    return summary
+
+
+def _select_zones(
+    cfg: ZoneTrainingConfig, plan: DatasetPlan, only_failed: str | None
+) -> tuple[list[dict[str, Any]], list[str], dict[str, int], list[dict[str, Any]]]:
+    """(previous manifest rows, zones to train, manifest attempt per zone, rows for vanished zones)."""
+    if only_failed is None:
+        return [], list(plan.zone_rows), {}, []
+    previous = read_manifest(only_failed)
+    failed = failed_zones(previous, cfg.application, only_failed)
+    failed_set = set(failed)
+    attempts = {r["zone"]: int(r["attempt"] or 0) + 1 for r in previous if r["zone"] in failed_set}
+    todo = [z for z in failed if z in plan.zone_rows]
+    gone = [
+        {
+            "zone": z,
+            "status": "failed",
+            "error": f"zone {z!r} is no longer in {cfg.data_uri!r}",
+            "rows": 0,
+            "duration_s": 0.0,
+            "cpu_s": 0.0,
+            "metrics": "{}",
+            "artifact": None,
+            "attempt": attempts[z],
+        }
+        for z in failed
+        if z not in plan.zone_rows
+    ]
+    log.info("--only-failed %s: %d failed zone(s) to retrain", only_failed, len(todo))
+    return previous, todo, attempts, gone
+
+
+def _train(
+    cfg: ZoneTrainingConfig,
+    plan: DatasetPlan,
+    todo: list[str],
+    attempts: dict[str, int],
+    timings: dict[str, float],
+    tasks: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Connect, stage the data when needed, fan the zones out.
+
+    Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
+    ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
+    fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them.
+    """
+    from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
+    from airflow_ray_provider.workloads.zone_training.scheduler import ZoneScheduler, ZoneSources
+    from airflow_ray_provider.workloads.zone_training.staging import stage_dataset
+
+    ctx = worker_context(cfg, plan)
+    started = time.monotonic()
+    with ray_session(cfg.ray_address) as ray:
+        connected = time.monotonic()
+        staged = None if plan.partitioned_by_zone else stage_dataset(plan)
+        staged_at = time.monotonic()
+        slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
+        batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
+        sources = ZoneSources(plan, staged, attempts)
+        scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
+        rows = scheduler.run()
+        tasks.update(count=scheduler.progress.tasks, slots=slots, busy_s=round(scheduler.busy_s, 3))
+        timings.update(
+            connect=connected - started, stage=staged_at - connected, fan_out=time.monotonic() - staged_at
+        )
+        return rows
+
+
+def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
+    """What every training task needs besides its zones: the dataset's columns and the config's settings."""
+    from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
+
+    return WorkerContext(
+        fs=plan.fs,
+        zone_column=plan.zone_column,
+        label_column=plan.label_column,
+        feature_columns=plan.feature_columns,
+        file_columns=plan.file_columns,
+        models_uri=artifacts.join(cfg.output_uri, MODELS_DIR),
+        trainer=cfg.trainer,
+        trainer_kwargs=cfg.trainer_kwargs,
+        threads=cfg.threads,
+        zone_timeout_s=cfg.zone_timeout_s,
+        zone_retries=cfg.zone_retries,
+        partitioned=plan.partitioned_by_zone,
+    )
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None) -> Iterator[Any]:
+    """Yield the ``ray`` module, connected: reuse the caller's connection or init (and later shut down)."""
+    import ray
+
+    if ray.is_initialized():
+        yield ray
+        return
+    ray.init(address=address, logging_level=logging.WARNING)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+def _ray_version() -> str:
+    import ray
+
+    return ray.__version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns the exit status."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = build_parser("zone_training", "Train one model per zone in one Ray job.")
+    parser.add_argument("--only-failed", metavar="MANIFEST", help="retrain only the failed zones of MANIFEST")
+    try:
+        args, raw = config_from_argv(parser, argv)
+        cfg = parse_config(raw)
+        summary = run_zone_training(cfg, only_failed=args.only_failed)
+    except ArtifactError as exc:
+        print(f"zone_training: error: {exc}", file=sys.stderr)
+        return EXIT_ARTIFACT
+    except WorkloadError as exc:
+        print(f"zone_training: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    log.info(
+        "done: %d zones, %d succeeded, %d failed (%.1f%%) in %.1fs; summary %s",
+        summary["zones_total"],
+        summary["succeeded"],
+        summary["failed"],
+        100 * summary["failed_fraction"],
+        summary["duration_s"],
+        artifacts.join(cfg.output_uri, "summary.json"),
+    )
+    if summary["threshold_exceeded"]:
+        print(
+            f"zone_training: error: {summary['failed']} of {summary['zones_total']} zones failed "
+            f"({summary['failed_fraction']:.1%}), above max_failed_fraction {cfg.max_failed_fraction:.1%}; "
+            f"first failures: {summary['failed_zones'][:5]}. Fix them and rerun with --only-failed "
+            f"{summary['manifest']}",
+            file=sys.stderr,
+        )
+        return EXIT_TOO_MANY_FAILED
+    return EXIT_OK

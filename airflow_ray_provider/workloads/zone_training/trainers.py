@@ -1,0 +1,154 @@
+"""Per-zone trainers: built-in scikit-learn ones and the ``module:function`` loader.
+
+A trainer is any callable::
+
+    def train(frame: pandas.DataFrame, *, label_column: str, feature_columns: list[str], **kwargs)
+        -> tuple[model, dict[str, float]]
+
+``frame`` holds one zone's rows: the zone column (a pandas ``Categorical`` holding the zone as a
+string), the label and the feature columns, indexed from 0; ``kwargs`` are the config's
+``trainer_kwargs``. It returns the fitted model (pickled to ``models/<zone>.joblib``) and a flat dict
+of metrics (JSON-serialisable numbers; NaN/inf are stored as null).
+
+Built-ins (``trainer_kwargs``: ``validation_fraction`` (0.2; 0 scores on the training rows), every
+other key goes to the estimator): ``ridge``, ``hist_gradient_boosting`` (regression: rmse, mae, r2),
+``logistic_regression``, ``hist_gradient_boosting_classifier`` (accuracy, log_loss, roc_auc when binary).
+Every 1/``validation_fraction``-th row (evenly spaced, deterministic) is held out for the metrics.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads.common.errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+TrainerFn = Callable[..., tuple[Any, dict[str, Any]]]
+
+_ESTIMATORS = {
+    "ridge": ("sklearn.linear_model", "Ridge", "regression"),
+    "hist_gradient_boosting": ("sklearn.ensemble", "HistGradientBoostingRegressor", "regression"),
+    "logistic_regression": ("sklearn.linear_model", "LogisticRegression", "classification"),
+    "hist_gradient_boosting_classifier": (
+        "sklearn.ensemble",
+        "HistGradientBoostingClassifier",
+        "classification",
+    ),
+}
+BUILTIN_TRAINERS = tuple(_ESTIMATORS)
+
+
+def load_trainer(spec: str) -> TrainerFn:
+    """Resolve a trainer name or ``module:function`` to a callable.
+
+    :raises ConfigError: unknown name, module not importable, attribute missing or not callable.
+    """
+    if spec in _ESTIMATORS:
+        return _builtin(spec)
+    if ":" not in spec:
+        raise ConfigError(
+            f"unknown trainer {spec!r}; use one of {list(BUILTIN_TRAINERS)} or 'package.module:function'"
+        )
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ConfigError(f"trainer {spec!r}: module {module_name!r} cannot be imported: {exc}") from exc
+    fn = getattr(module, attr, None)
+    if not callable(fn):
+        raise ConfigError(f"trainer {spec!r}: {module_name!r} has no callable named {attr!r}")
+    return fn
+
+
+def _builtin(name: str) -> TrainerFn:
+    module_name, cls_name, task = _ESTIMATORS[name]
+    estimator_cls = getattr(importlib.import_module(module_name), cls_name)  # import once, not per zone
+
+    def train(
+        frame: pd.DataFrame, *, label_column: str, feature_columns: list[str], **kwargs: Any
+    ) -> tuple[Any, dict[str, Any]]:
+        fraction = float(kwargs.pop("validation_fraction", 0.2))
+        return fit_and_score(estimator_cls(**kwargs), frame, label_column, feature_columns, task, fraction)
+
+    train.__name__ = name
+    return train
+
+
+def fit_and_score(
+    model: Any, frame: pd.DataFrame, label: str, features: list[str], task: str, validation_fraction: float
+) -> tuple[Any, dict[str, Any]]:
+    """Fit ``model`` on the non-held-out rows and score it on the held-out ones (float64)."""
+    import numpy as np
+
+    x = frame[features].to_numpy(dtype=np.float64)
+    y = frame[label].to_numpy()
+    held = holdout_mask(len(frame), validation_fraction)
+    train = ~held if held.any() and (~held).any() else np.ones(len(frame), dtype=bool)
+    test = held if held.any() and (~held).any() else train
+    model.fit(x[train], y[train])
+    scorer = _regression_metrics if task == "regression" else _classification_metrics
+    metrics = scorer(model, x[test], y[test])
+    # Fitted on arrays for speed (DataFrame validation costs more than a small Ridge fit); record the
+    # names so that predict() on a DataFrame with these columns is checked as usual.
+    model.feature_names_in_ = np.asarray(features, dtype=object)
+    metrics.update(train_rows=int(train.sum()), validation_rows=int(test.sum()) if held.any() else 0)
+    return model, metrics
+
+
+def holdout_mask(rows: int, fraction: float) -> np.ndarray:
+    """Evenly spaced rows to hold out, about ``fraction`` of them (deterministic, no RNG)."""
+    import numpy as np
+
+    if fraction <= 0 or rows < 2:
+        return np.zeros(rows, dtype=bool)
+    idx = np.arange(rows)
+    return np.floor((idx + 1) * fraction) > np.floor(idx * fraction)
+
+
+def _regression_metrics(model: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    import numpy as np
+
+    y = y.astype(np.float64)
+    err = model.predict(x).astype(np.float64) - y
+    ss_tot = float(((y - y.mean()) ** 2).sum())
+    return {
+        "rmse": float(np.sqrt((err**2).mean())),
+        "mae": float(np.abs(err).mean()),
+        "r2": 1.0 - float((err**2).sum()) / ss_tot if ss_tot > 0 else None,
+    }
+
+
+def _classification_metrics(model: Any, x: np.ndarray, y: np.ndarray) -> dict[str, Any]:
+    import numpy as np
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    proba = model.predict_proba(x).astype(np.float64)
+    classes = model.classes_
+    metrics: dict[str, Any] = {"accuracy": float((classes[proba.argmax(axis=1)] == y).mean())}
+    metrics["log_loss"] = float(log_loss(y, proba, labels=classes))
+    binary = len(classes) == 2 and len(np.unique(y)) == 2
+    metrics["roc_auc"] = float(roc_auc_score(y == classes[1], proba[:, 1])) if binary else None
+    return metrics
+
+
+def clean_metrics(metrics: Any) -> dict[str, Any]:
+    """Check a trainer's metrics and make them JSON-safe (NaN/inf -> None, numpy scalars -> float).
+
+    :raises TypeError: when ``metrics`` is not a mapping with string keys.
+    """
+    if not isinstance(metrics, dict) or not all(isinstance(k, str) for k in metrics):
+        raise TypeError(f"trainer metrics must be a dict with str keys, got {type(metrics).__name__}")
+    out: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if hasattr(value, "item") and callable(value.item):
+            value = value.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            value = None
+        out[key] = value
+    return out

@@ -1,0 +1,324 @@
+"""What one training task does: build its zones' frame once, then fit zones and write their models.
+
+Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-process). The batch's rows
+become one DataFrame (:mod:`zone_frame`); each zone gets a 0-based slice of it. Zones go in groups:
+fit a group, then write its models, atomically (:mod:`zone_writes`: plain ``os`` calls on local
+paths, ``pyarrow.fs`` for remote URIs). A zone that raises or times out is recorded as failed and the
+batch goes on; only small result rows go back to the driver.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads.zone_training.frame import Segment, segments_frame
+from airflow_ray_provider.workloads.zone_training.manifest import model_file_name
+from airflow_ray_provider.workloads.zone_training.trainers import TrainerFn, clean_metrics, load_trainer
+from airflow_ray_provider.workloads.zone_training.watchdog import ZoneTimeout, watchdog
+from airflow_ray_provider.workloads.zone_training.writes import ModelWriter
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+log = logging.getLogger(__name__)
+
+THREAD_ENV_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+GROUP_ZONES = 32
+"""Zones fitted one after another before their models are written (see :func:`run_batch`)."""
+_MAX_LOGGED_TRACEBACKS = 5
+_ERROR_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class ZoneWork:
+    """One zone of a batch: its key, expected rows, where its rows are, and its manifest attempt.
+
+    :param pieces: staged data: ``(argument index, first row, rows)`` per chunk; partitioned data:
+        the zone's Parquet file paths.
+    """
+
+    key: str
+    rows: int
+    pieces: tuple[Any, ...]
+    attempt: int = 1
+
+
+@dataclass(frozen=True)
+class WorkerContext:
+    """Everything a task needs besides its zones (put in the object store once per run)."""
+
+    fs: pafs.FileSystem
+    zone_column: str
+    label_column: str
+    feature_columns: list[str]
+    file_columns: list[str]
+    models_uri: str
+    trainer: str
+    trainer_kwargs: dict[str, Any] = field(default_factory=dict)
+    threads: int = 1
+    zone_timeout_s: float | None = None
+    zone_retries: int = 0
+    partitioned: bool = False
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """Environment that caps OpenMP/MKL/OpenBLAS threads."""
+    return dict.fromkeys(THREAD_ENV_VARS, str(threads))
+
+
+_applied_threads: int | None = None
+_trainers: dict[str, TrainerFn] = {}
+_tracebacks_logged = 0
+
+
+def apply_thread_budget(threads: int) -> None:
+    """Cap the math libraries of this process to ``threads``.
+
+    The environment variables reach libraries loaded later (they read them at load time);
+    ``threadpoolctl`` resizes the pools of those already loaded (NumPy's BLAS, scikit-learn's OpenMP,
+    loaded here first). Done in the task rather than through a per-task ``runtime_env``, which would
+    make Ray start a separate worker pool (about 5 s more per job, measured here).
+    """
+    global _applied_threads
+    os.environ.update(thread_env(threads))
+    if _applied_threads == threads:
+        return
+    import contextlib
+
+    from threadpoolctl import threadpool_limits
+
+    with contextlib.suppress(ImportError):  # load OpenMP now so that the limit reaches it
+        import sklearn.utils._openmp_helpers  # noqa: F401
+    threadpool_limits(limits=threads)
+    _applied_threads = threads
+
+
+def run_batch(
+    ctx: WorkerContext,
+    zones: Sequence[ZoneWork],
+    tables: Sequence[pa.Table],
+    *,
+    on_start: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Train every zone of a batch; return ``{"results": [row, ...], "task_s", "zones_s", "rows", "wall"}``.
+
+    ``task_s`` is the whole task; ``zones_s`` the zones' share (without one-off imports and the
+    batch's data preparation); ``wall`` the task's (start, end) as epoch seconds.
+
+    Zones go in groups of :data:`GROUP_ZONES`: slice the group's frames, fit them, then write their
+    models. Doing each step for a few zones in a row, rather than all steps zone by zone, keeps the
+    interpreter's and the CPU's caches warm: with ~1 ms Ridge fits, in-process, it cut the per-zone
+    work around the fit from about 200 to 100 µs here, and the fits ran about 10 % faster too.
+
+    :param on_start: called once the batch is ready and its first zone starts (after one-off imports).
+    """
+    started, started_wall = time.perf_counter(), time.time()
+    apply_thread_budget(ctx.threads)
+    try:
+        trainer = _trainer(ctx.trainer)
+        frame, bounds = build_frame(ctx, zones, tables)
+    except Exception as exc:
+        error = f"could not prepare the batch: {type(exc).__name__}: {exc}"[:_ERROR_CHARS]
+        rows = [_failed(z, error, z.rows, 0.0, 0.0) for z in zones]
+        done = time.perf_counter()
+        wall = (started_wall, started_wall + done - started)
+        return {"results": rows, "task_s": done - started, "zones_s": 0.0, "rows": 0, "wall": wall}
+    if on_start is not None:
+        on_start()
+    zones_started = time.perf_counter()
+    writer = ModelWriter(ctx.models_uri)
+    results: list[dict[str, Any]] = []
+    for first in range(0, len(zones), GROUP_ZONES):
+        group = zones[first : first + GROUP_ZONES]
+        parts = [zone_part(frame, lo, hi) for lo, hi in bounds[first : first + GROUP_ZONES]]
+        fitted = [fit_zone(ctx, trainer, zone, part) for zone, part in zip(group, parts, strict=True)]
+        results.extend(save_zone(writer, outcome) for outcome in fitted)
+    done = time.perf_counter()
+    return {
+        "results": results,
+        "task_s": done - started,
+        "zones_s": done - zones_started,
+        "rows": len(frame),
+        "wall": (started_wall, started_wall + done - started),
+    }
+
+
+def zone_part(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
+    """Rows ``lo:hi`` of the batch frame, indexed from 0 (a copy-on-write slice: nothing is copied).
+
+    Setting the new index on the slice costs about half of ``reset_index(drop=True)`` (12 vs 21 µs).
+    """
+    import pandas as pd
+
+    part = frame.iloc[lo:hi]
+    part.index = pd.RangeIndex(hi - lo)
+    return part
+
+
+def _trainer(spec: str) -> TrainerFn:
+    if spec not in _trainers:
+        _trainers[spec] = load_trainer(spec)
+    return _trainers[spec]
+
+
+def build_frame(
+    ctx: WorkerContext, zones: Sequence[ZoneWork], tables: Sequence[pa.Table]
+) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
+    """One DataFrame with the batch's zones one after another, and each zone's row range in it.
+
+    The zone column is rebuilt as a pandas ``Categorical`` of the zone keys: converting the original
+    string column costs about as much as a small model's fit.
+    """
+    import numpy as np
+    import pandas as pd
+
+    segments: list[Segment] = []
+    sizes: list[int] = []
+    for zone in zones:
+        zone_segments = _zone_segments(ctx, zone, tables)
+        sizes.append(sum(rows for _, _, rows in zone_segments))
+        segments.extend(zone_segments)
+    frame = segments_frame(segments, [ctx.label_column, *ctx.feature_columns])
+    codes = np.repeat(np.arange(len(zones), dtype=np.int32), sizes)
+    frame.insert(0, ctx.zone_column, pd.Categorical.from_codes(codes, categories=[z.key for z in zones]))
+    ends = np.cumsum(sizes).tolist()
+    return frame, [(end - size, end) for end, size in zip(ends, sizes, strict=True)]
+
+
+def _zone_segments(ctx: WorkerContext, zone: ZoneWork, tables: Sequence[pa.Table]) -> list[Segment]:
+    """Where the zone's rows are: slices of the staged chunks, or its whole partition files."""
+    import pyarrow.parquet as pq
+
+    if not ctx.partitioned:
+        return [(tables[arg], start, rows) for arg, start, rows in zone.pieces]
+    columns = [ctx.label_column, *ctx.feature_columns]
+    out: list[Segment] = []
+    for path in zone.pieces:
+        with ctx.fs.open_input_file(path) as src:
+            table = pq.ParquetFile(src).read(columns=[c for c in ctx.file_columns if c in columns])
+        out.append((table, 0, table.num_rows))
+    return out
+
+
+@dataclass
+class FitOutcome:
+    """A zone's fit: the model and metrics, or the error; its rows, wall seconds and CPU seconds."""
+
+    zone: ZoneWork
+    rows: int
+    duration_s: float
+    cpu_s: float
+    model: Any = None
+    metrics: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def fit_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.DataFrame) -> FitOutcome:
+    """Fit one zone, with ``zone_retries`` extra tries on exceptions and the ``zone_timeout_s`` limit.
+
+    ``cpu_s`` is the CPU time of the trainer calls (all tries), the "per-fit CPU" of the benchmarks.
+    """
+    started = time.perf_counter()
+    tries = 1 + ctx.zone_retries
+    error = "not run"
+    cpu = 0.0
+    for attempt in range(1, tries + 1):
+        cpu_start = time.process_time()
+        try:
+            model, metrics = _call_with_timeout(ctx, trainer, frame)
+        except ZoneTimeout:
+            error = f"timed out after {ctx.zone_timeout_s:g}s (zone_timeout_s)"
+            cpu += time.process_time() - cpu_start
+            break
+        except Exception as exc:
+            cpu += time.process_time() - cpu_start
+            error = _describe(exc, zone.key, attempt, tries)
+            continue
+        cpu += time.process_time() - cpu_start
+        return FitOutcome(zone, len(frame), time.perf_counter() - started, cpu, model, metrics)
+    return FitOutcome(zone, len(frame), time.perf_counter() - started, cpu, error=error)
+
+
+def save_zone(writer: ModelWriter, outcome: FitOutcome) -> dict[str, Any]:
+    """Write a fitted zone's model (atomically) and return its manifest row; a failed fit's row as is."""
+    zone, rows, duration, cpu = outcome.zone, outcome.rows, outcome.duration_s, outcome.cpu_s
+    if outcome.error is not None:
+        return _failed(zone, outcome.error, rows, duration, cpu)
+    try:
+        metrics_json = json.dumps(outcome.metrics, allow_nan=False)
+        uri = writer.write(model_file_name(zone.key), pickle.dumps(outcome.model, protocol=5))
+    except Exception as exc:
+        return _failed(
+            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
+        )
+    return {
+        "zone": zone.key,
+        "status": "succeeded",
+        "error": None,
+        "rows": rows,
+        "duration_s": duration,
+        "cpu_s": cpu,
+        "metrics": metrics_json,
+        "artifact": uri,
+        "attempt": zone.attempt,
+    }
+
+
+def _call_with_timeout(ctx: WorkerContext, trainer: TrainerFn, frame: pd.DataFrame) -> tuple[Any, dict]:
+    kwargs = dict(label_column=ctx.label_column, feature_columns=list(ctx.feature_columns))
+    if ctx.zone_timeout_s is None:
+        return _checked(trainer(frame, **kwargs, **ctx.trainer_kwargs))
+    dog = watchdog()
+    dog.arm(ctx.zone_timeout_s)
+    try:
+        result = trainer(frame, **kwargs, **ctx.trainer_kwargs)
+    finally:
+        fired = dog.disarm()
+    if fired:
+        raise ZoneTimeout()
+    return _checked(result)
+
+
+def _checked(result: Any) -> tuple[Any, dict[str, Any]]:
+    if not isinstance(result, tuple) or len(result) != 2:
+        raise TypeError(f"a trainer must return (model, metrics), got {type(result).__name__}")
+    return result[0], clean_metrics(result[1])
+
+
+def _failed(zone: ZoneWork, error: str, rows: int, duration: float, cpu: float) -> dict[str, Any]:
+    return {
+        "zone": zone.key,
+        "status": "failed",
+        "error": error[:_ERROR_CHARS],
+        "rows": rows,
+        "duration_s": duration,
+        "cpu_s": cpu,
+        "metrics": "{}",
+        "artifact": None,
+        "attempt": zone.attempt,
+    }
+
+
+def _describe(exc: Exception, zone: str, attempt: int, tries: int) -> str:
+    global _tracebacks_logged
+    if _tracebacks_logged < _MAX_LOGGED_TRACEBACKS:
+        _tracebacks_logged += 1
+        log.warning("zone %s failed (try %d of %d)", zone, attempt, tries, exc_info=exc)
+    suffix = f" (after {tries} tries)" if tries > 1 else ""
+    return f"{type(exc).__name__}: {exc}{suffix}"

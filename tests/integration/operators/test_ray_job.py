@@ -1,0 +1,241 @@
+"""SubmitRayJobOperator against the real local head, calling ``execute`` with a stand-in task instance.
+
+The slow scenarios (each waits for a real job) run concurrently in one module fixture and each test
+asserts on its own scenario's outcome; Airflow itself (dag.test, deferral, XCom, crash) is covered in
+``test_ray_job_dag.py``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from airflow_ray_provider.exceptions import (
+    RayInvalidInputError,
+    RayJobFailedError,
+    RayJobStoppedError,
+    RayJobTimeoutError,
+)
+from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.jobs.outcome import LOG_PREFIX
+from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, SubmitRayJobOperator
+from tests.fixtures.ray_job import RAY_CONN_ID, StandInTI, context_for, job_ids_for
+
+pytestmark = pytest.mark.integration
+
+
+def _op(**kwargs: Any) -> SubmitRayJobOperator:
+    kwargs.setdefault("ray_conn_id", None if "cluster" in kwargs else RAY_CONN_ID)
+    return SubmitRayJobOperator(task_id="submit", poll_interval=0.3, retry_attempts=3, **kwargs)
+
+
+def _run(op: SubmitRayJobOperator, ti: StandInTI) -> Any:
+    try:
+        return op.execute(context_for(ti))
+    except Exception as exc:
+        return exc
+
+
+def _wait_terminal(hook: RayJobHook, sid: str, timeout: float = 60) -> JobStatus:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = hook.get_job(sid)
+        if state is not None and state.is_terminal:
+            return state.status
+        time.sleep(0.3)
+    raise AssertionError(f"{sid} did not finish")
+
+
+def _failing(prefix: str, **_: Any) -> dict[str, Any]:
+    code = "import sys\nfor i in range(60): print('fail line', i)\nsys.exit(3)"
+    return {"error": _run(_op(entrypoint=["python", "-c", code]), StandInTI(dag_id=f"{prefix}_fail"))}
+
+
+def _timeout(prefix: str, **_: Any) -> dict[str, Any]:
+    ti = StandInTI(dag_id=f"{prefix}_timeout")
+    op = _op(entrypoint="python -c 'import time; time.sleep(120)'", job_timeout=4)
+    return {"error": _run(op, ti), "sid": base_submission_id(ti.dag_id, ti.run_id, ti.task_id)}
+
+
+def _working_dir(prefix: str, tmp: Any, cluster: dict[str, Any], **_: Any) -> dict[str, Any]:
+    marker = uuid.uuid4().hex
+    (tmp / "main.py").write_text("from helper import VALUE\nprint('working-dir says', VALUE)\n")
+    (tmp / "helper.py").write_text(f"VALUE = {marker!r}\n")
+    ti = StandInTI(dag_id=f"{prefix}_wd")
+    op = _op(entrypoint="python main.py", runtime_env={"working_dir": str(tmp)}, cluster=cluster)
+    hook = RayJobHook(cluster=cluster)
+    result = _run(op, ti)
+    logs = hook.get_job_logs(result["submission_id"]) if isinstance(result, dict) else ""
+    return {"result": result, "marker": marker, "logs": logs, "xcoms": ti.xcoms}
+
+
+def _retries(prefix: str, tmp: Any, **_: Any) -> dict[str, Any]:
+    flag = tmp / "second-try-ok"
+    code = f"import os, sys; sys.exit(0 if os.path.exists({str(flag)!r}) else 1)"
+    outcomes = []
+    for try_number in (1, 2, 3):
+        if try_number == 2:
+            flag.write_text("ok")
+        ti = StandInTI(dag_id=f"{prefix}_retry", try_number=try_number)
+        outcomes.append(_run(_op(entrypoint=["python", "-c", code]), ti))
+    return {"outcomes": outcomes, "base": base_submission_id(f"{prefix}_retry", StandInTI.run_id, "submit")}
+
+
+def _on_kill(prefix: str, hook: RayJobHook, **_: Any) -> dict[str, Any]:
+    ti = StandInTI(dag_id=f"{prefix}_kill")
+    sid = base_submission_id(ti.dag_id, ti.run_id, ti.task_id)
+    op = _op(entrypoint="python -c 'import time; time.sleep(120)'")
+    box: dict[str, Any] = {}
+    worker = threading.Thread(target=lambda: box.setdefault("error", _run(op, ti)))
+    worker.start()
+    deadline = time.monotonic() + 90
+    while (state := hook.get_job(sid)) is None or state.status is not JobStatus.RUNNING:
+        assert time.monotonic() < deadline, "job never started"
+        time.sleep(0.3)
+    op.on_kill()
+    worker.join(60)
+    return {"error": box.get("error"), "status": _wait_terminal(hook, sid), "alive": worker.is_alive()}
+
+
+@pytest.fixture(scope="module")
+def outcomes(ray_conn_id, ray_cluster_handle, tmp_path_factory) -> Any:
+    prefix = f"rjop{uuid.uuid4().hex[:6]}"
+    hook = RayJobHook(ray_conn_id, retry_attempts=3)
+    scenarios = {"failing": _failing, "timeout": _timeout, "working_dir": _working_dir,
+                 "retries": _retries, "on_kill": _on_kill}  # fmt: skip
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        futures = {
+            name: pool.submit(
+                fn, prefix, tmp=tmp_path_factory.mktemp(name), cluster=ray_cluster_handle, hook=hook
+            )
+            for name, fn in scenarios.items()
+        }
+        results = {name: future.result() for name, future in futures.items()}
+    yield results
+    for job in hook.list_jobs():
+        if prefix in job.submission_id and not job.is_terminal:
+            hook.stop_job(job.submission_id)
+
+
+def test_failing_entrypoint_raises_with_exit_code_and_log_tail(outcomes):
+    err = outcomes["failing"]["error"]
+    assert isinstance(err, RayJobFailedError), err
+    assert err.status == "FAILED" and err.exit_code == 3
+    tail = err.log_tail.splitlines()
+    assert len(tail) <= 50 and tail[-1] == "fail line 59" and "fail line 10" in err.log_tail
+    assert err.submission_id in str(err)
+
+
+def test_job_timeout_stops_the_job_and_fails(outcomes, ray_job_hook):
+    err = outcomes["timeout"]["error"]
+    assert isinstance(err, RayJobTimeoutError), err
+    assert "job_timeout=4s" in str(err) and "it was stopped" in str(err)
+    assert _wait_terminal(ray_job_hook, outcomes["timeout"]["sid"]) is JobStatus.STOPPED
+
+
+def test_on_kill_stops_the_job(outcomes):
+    outcome = outcomes["on_kill"]
+    assert not outcome["alive"]
+    assert isinstance(outcome["error"], RayJobStoppedError), outcome["error"]
+    assert outcome["status"] is JobStatus.STOPPED
+
+
+def test_working_dir_is_uploaded_and_cluster_handle_works(outcomes):
+    outcome = outcomes["working_dir"]
+    result = outcome["result"]
+    assert isinstance(result, dict), result
+    assert result["status"] == "SUCCEEDED"
+    assert f"working-dir says {outcome['marker']}" in outcome["logs"]
+    assert outcome["xcoms"][JOB_URL_XCOM_KEY] == result["job_url"]
+    assert result["job_url"].endswith(f"/#/jobs/{result['submission_id']}")
+
+
+def test_retries_reattach_or_resubmit_by_the_rule(outcomes, ray_job_hook):
+    first, second, third = outcomes["retries"]["outcomes"]
+    base = outcomes["retries"]["base"]
+    assert isinstance(first, RayJobFailedError) and first.submission_id == base
+    assert isinstance(second, dict) and second["submission_id"] == f"{base}-a2", second
+    # Third try: the job already SUCCEEDED, so it succeeds without submitting anything.
+    assert isinstance(third, dict) and third["submission_id"] == f"{base}-a2"
+    assert job_ids_for(ray_job_hook, base) == [base, f"{base}-a2"]
+
+
+def test_success_streams_each_line_once_with_metadata_and_no_secret(
+    ray_job_hook, ray_head_token, job_prefix, capfd
+):
+    ti = StandInTI(dag_id=job_prefix, try_number=2, map_index=4)
+    # The job prints the token it was handed: the task log must show it masked.
+    code = (
+        "import os, time\nprint('leak=' + os.environ['LEAK'], flush=True)\n"
+        "for i in range(5):\n    print('stream', i, flush=True)\n    time.sleep(0.4)"
+    )
+    op = _op(
+        entrypoint=["python", "-u", "-c", code],
+        metadata={"owner": "tests"},
+        runtime_env={"env_vars": {"LEAK": ray_head_token}},
+    )
+    result = op.execute(context_for(ti))
+    captured = capfd.readouterr()
+    text = captured.out + captured.err
+    assert result["status"] == "SUCCEEDED"
+    streamed = [
+        line.split(LOG_PREFIX, 1)[1].split(" [airflow")[0].strip()
+        for line in text.splitlines()
+        if LOG_PREFIX in line
+    ]
+    assert [line for line in streamed if line.startswith("stream ")] == [f"stream {i}" for i in range(5)]
+    assert "leak=***" in streamed  # each once, in order; the secret masked
+    assert ray_head_token not in text
+    assert ray_head_token not in repr(result) and ray_head_token not in repr(ti.xcoms)
+    state = ray_job_hook.get_job(result["submission_id"])
+    assert state.metadata["airflow_dag_id"] == job_prefix and state.metadata["airflow_map_index"] == "4"
+    assert state.metadata["airflow_try_number"] == "2" and state.metadata["owner"] == "tests"
+    assert state.metadata["suite"] == "pytest"  # the connection's default metadata
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"entrypoint": "   "}, "entrypoint is empty"),
+        ({"entrypoint": "echo hi", "ray_conn_id": "ray_missing_conn"}, "ray_missing_conn"),
+        ({"entrypoint": "echo hi", "runtime_env": {"env_vars": {"A": 1}}}, "env_vars"),
+        ({"entrypoint": "echo hi", "runtime_env": "pip install x"}, "must be a dict"),
+        ({"entrypoint": "echo hi", "cluster": {"backend": "local"}}, "cluster handle is missing"),
+    ],
+)
+def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix, ray_job_hook):
+    ti = StandInTI(dag_id=job_prefix)
+    op = _op(**kwargs)
+    with pytest.raises(RayInvalidInputError, match=match):
+        op.execute(context_for(ti))
+    assert job_ids_for(ray_job_hook, job_prefix) == []
+
+
+def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
+    from airflow_ray_provider.exceptions import RayProviderError
+    from airflow_ray_provider.jobs.outcome import make_event
+    from airflow_ray_provider.jobs.status import JobState
+
+    op = _op(entrypoint="unused", job_timeout=30)
+    ctx = context_for(StandInTI(dag_id="unused"))
+    sid = "no-such-job-anywhere"  # its log cannot be read: the event's outcome must still win
+    failed = JobState(submission_id=sid, status=JobStatus.FAILED, driver_exit_code=9)
+    with pytest.raises(RayJobFailedError) as excinfo:
+        op.execute_complete(ctx, make_event("done", sid, state=failed))
+    assert excinfo.value.exit_code == 9
+    with pytest.raises(RayJobTimeoutError, match="job_timeout=30s; it was stopped"):
+        op.execute_complete(ctx, make_event("timeout", sid, message="stopped"))
+    with pytest.raises(RayProviderError, match="failed in the triggerer: boom"):
+        op.execute_complete(ctx, make_event("error", sid, message="boom"))
+    with pytest.raises(RayProviderError, match="unexpected trigger event"):
+        op.execute_complete(ctx, {"status": "??"})
+    succeeded = JobState(submission_id=sid, status=JobStatus.SUCCEEDED)
+    result = op.execute_complete(ctx, make_event("done", sid, state=succeeded, log_offset=0))
+    assert result["status"] == "SUCCEEDED" and result["submission_id"] == sid

@@ -1,0 +1,43 @@
+"""The real CLI, as a Ray job runs it: exit status against max_failed_fraction, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def run_cli(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    env = {**os.environ, **env_extra}
+    cmd = [sys.executable, "-m", "airflow_ray_provider.workloads.zone_training", *args]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, check=False)
+
+
+def test_exit_status_follows_max_failed_fraction(ray_head, ray_head_token, zone_config, tmp_path) -> None:
+    env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": ray_head_token}
+    raw = zone_config(
+        trainer="tests.fixtures.zone_training:zone_flaky_trainer",
+        trainer_kwargs={"fail_zones": ["z00001", "z00002", "z00003"]},  # 3 of 24 = 12.5 %
+        max_failed_fraction=0.1,
+        ray_address=ray_head.gcs_address,
+    )
+    config_file = tmp_path / "zones.yaml"
+    config_file.write_text(json.dumps(raw))  # JSON is valid YAML
+    done = run_cli(["--config", str(config_file)], env)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "3 of 24 zones failed (12.5%), above max_failed_fraction 10.0%" in done.stderr
+    assert "zones: 24/24 done (21 succeeded, 3 failed)" in done.stderr  # the progress line
+    manifest = f"{raw['output_uri']}/manifest.parquet"
+    assert pq.read_table(manifest).column("status").to_pylist().count("failed") == 3
+
+    other = {**raw, "application": "another-app"}
+    refused = run_cli(["--config-json", json.dumps(other), "--only-failed", manifest], env)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1].startswith("zone_training: error: --only-failed manifest")
+    assert "belongs to application ['test-app'], not 'another-app'" in refused.stderr

@@ -1,0 +1,48 @@
+"""Log streaming by offset: every line exactly once, in order, whatever the poll timing."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from airflow_ray_provider.jobs.log_stream import new_log_lines, tail
+
+pytestmark = pytest.mark.unit
+
+
+def test_complete_lines_only_until_final():
+    lines, offset = new_log_lines("a\nb\npart", 0)
+    assert lines == ["a", "b"] and offset == 4
+    lines, offset = new_log_lines("a\nb\npartial\nc", offset)
+    assert lines == ["partial"]
+    lines, offset = new_log_lines("a\nb\npartial\nc", offset, final=True)
+    assert lines == ["c"] and offset == len("a\nb\npartial\nc")
+    assert new_log_lines("a\nb\npartial\nc", offset, final=True) == ([], offset)
+
+
+def test_blank_lines_are_kept():
+    assert new_log_lines("\n\nx\n", 0)[0] == ["", "", "x"]
+
+
+def test_random_polls_and_resumes_emit_each_line_once():
+    rng = random.Random(7)
+    full = "".join(f"line {i} {'x' * rng.randint(0, 30)}\n" for i in range(300)) + "tail-no-newline"
+    emitted, offset, seen = [], 0, 0
+    while seen < len(full):
+        seen = min(len(full), seen + rng.randint(1, 400))
+        # A deferral hands over only the integer offset: resume from it as a new poller would.
+        lines, offset = new_log_lines(full[:seen], int(offset), final=seen == len(full))
+        emitted += lines
+    assert emitted == full.splitlines()
+
+
+def test_offset_past_a_shrunk_log_does_not_replay_it():
+    lines, offset = new_log_lines("new\n", 100)
+    assert lines == [] and offset == 4
+
+
+def test_tail():
+    text = "\n".join(str(i) for i in range(100))
+    assert tail(text, 3) == "97\n98\n99"
+    assert tail(text, 0) == "" and tail("", 5) == ""

@@ -1,0 +1,43 @@
+"""Final states become clear provider errors carrying what a user needs."""
+
+from __future__ import annotations
+
+import pytest
+from airflow.exceptions import AirflowException
+
+from airflow_ray_provider.exceptions import RayJobFailedError, RayJobStoppedError, RayJobTimeoutError
+from airflow_ray_provider.jobs.outcome import job_result, raise_for_state, timeout_error
+from airflow_ray_provider.jobs.status import JobState, JobStatus
+
+pytestmark = pytest.mark.unit
+LOG = "\n".join(f"log line {i}" for i in range(120))
+
+
+def test_failed_carries_id_status_exit_code_and_last_50_lines():
+    state = JobState(submission_id="s-9", status=JobStatus.FAILED, driver_exit_code=7, message="exit 7")
+    with pytest.raises(RayJobFailedError) as excinfo:
+        raise_for_state(state, LOG)
+    err = excinfo.value
+    assert isinstance(err, AirflowException)
+    assert (err.submission_id, err.status, err.exit_code) == ("s-9", "FAILED", 7)
+    assert err.log_tail.splitlines() == [f"log line {i}" for i in range(70, 120)]
+    assert "exit code 7" in str(err) and "log line 119" in str(err) and "log line 69\n" not in str(err)
+
+
+def test_stopped_has_its_own_error_and_success_returns():
+    with pytest.raises(RayJobStoppedError) as excinfo:
+        raise_for_state(JobState(submission_id="s", status=JobStatus.STOPPED), "bye")
+    assert excinfo.value.status == "STOPPED" and excinfo.value.log_tail == "bye"
+    assert raise_for_state(JobState(submission_id="s", status=JobStatus.SUCCEEDED), "") is None
+    err = timeout_error("s", 5, LOG, stopped=True)
+    assert isinstance(err, RayJobTimeoutError) and "stopped" in str(err)
+
+
+def test_job_result_shape():
+    result = job_result(JobState(submission_id="s", status=JobStatus.SUCCEEDED), "http://h:1")
+    assert result == {
+        "submission_id": "s",
+        "status": "SUCCEEDED",
+        "dashboard_url": "http://h:1",
+        "job_url": "http://h:1/#/jobs/s",
+    }

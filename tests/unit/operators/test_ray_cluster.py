@@ -1,0 +1,99 @@
+"""Operator and hook construction: input checks at parse time, local summarisation, connection parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.kuberay.spec import RayClusterSpec, WorkerGroup
+
+
+@pytest.mark.unit
+def test_create_rejects_bad_input_when_the_dag_is_parsed():
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+
+    with pytest.raises(RayInvalidInputError, match="either spec or manifest"):
+        CreateRayClusterOperator(task_id="c", spec={}, manifest={})
+    with pytest.raises(RayInvalidInputError, match="replicas must be a non-negative integer"):
+        CreateRayClusterOperator(
+            task_id="c", spec=RayClusterSpec(worker_groups=[WorkerGroup("w", replicas=-1)])
+        )
+    with pytest.raises(RayInvalidInputError, match="expiry must be positive"):
+        CreateRayClusterOperator(task_id="c", expiry=0)
+
+
+@pytest.mark.unit
+def test_a_typed_spec_is_kept_as_plain_data_and_round_trips():
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+
+    groups = [WorkerGroup("gpu", replicas=0, max_replicas=2, gpu=1)]
+    spec = RayClusterSpec(worker_groups=groups, auth="secret")
+    op = CreateRayClusterOperator(task_id="c", spec=spec)
+    assert isinstance(op.spec, dict) and json.loads(json.dumps(op.spec)) == op.spec
+    assert RayClusterSpec.from_dict(op.spec) == spec
+
+
+@pytest.mark.unit
+def test_local_backend_summarises_the_spec_into_cpus_and_gpus():
+    from airflow_ray_provider.clusters.backends import ClusterRequest, local_options_for
+    from airflow_ray_provider.local.cluster import LocalClusterOptions
+
+    spec = RayClusterSpec.from_dict(
+        {"head": {"cpu": "1"}, "worker_groups": [{"name": "a", "replicas": 64, "cpu": "2"}]}
+    )
+    options = local_options_for(ClusterRequest(spec=spec))
+    assert options.num_gpus == 0  # the spec asks for none
+    assert 1 <= options.num_cpus <= 129  # capped at this machine's cores
+    explicit = local_options_for(ClusterRequest(spec=spec, local_options=LocalClusterOptions(num_cpus=3)))
+    assert explicit.num_cpus == 3
+    assert local_options_for(ClusterRequest()).num_cpus is None  # no spec: every core
+    with pytest.raises(ValueError, match="unknown key"):
+        LocalClusterOptions.from_value({"cpus": 2})
+
+
+@pytest.mark.unit
+def test_hook_builds_a_client_from_inline_kubeconfig_without_touching_global_config(monkeypatch):
+    from kubernetes import client
+
+    from airflow_ray_provider.hooks.kuberay import KubeRayHook
+
+    before = client.Configuration.get_default_copy().host
+    kubeconfig = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "a",
+        "clusters": [{"name": "a", "cluster": {"server": "https://k8s.example.com:6443"}},
+                     {"name": "b", "cluster": {"server": "https://other.example.com"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "a", "context": {"cluster": "a", "user": "u"}},
+                     {"name": "b", "context": {"cluster": "b", "user": "u"}}],
+    }  # fmt: skip
+    extra = {"kube_config": json.dumps(kubeconfig), "context": "b", "namespace": "ray", "ray_auth": "secret"}
+    monkeypatch.setenv("AIRFLOW_CONN_KR_UNIT", json.dumps({"conn_type": "kuberay", "extra": extra}))
+
+    hook = KubeRayHook(kuberay_conn_id="kr_unit")
+
+    assert hook.api_client.configuration.host == "https://other.example.com"
+    assert hook.namespace == "ray" and hook.ray_auth == "secret" and hook.client.namespace == "ray"
+    assert client.Configuration.get_default_copy().host == before
+    hook.api_client.close()
+
+
+@pytest.mark.unit
+def test_hook_without_any_kubernetes_config_says_what_to_set(monkeypatch):
+    from airflow_ray_provider.hooks.kuberay import KubeRayHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_KR_EMPTY", json.dumps({"conn_type": "kuberay", "extra": {}}))
+    with pytest.raises(RayInvalidInputError, match="in_cluster, kube_config_path or kube_config"):
+        _ = KubeRayHook(kuberay_conn_id="kr_empty").api_client
+    ok, message = KubeRayHook(kuberay_conn_id="kr_empty").test_connection()
+    assert not ok and "in_cluster" in message
+
+
+@pytest.mark.unit
+def test_wrong_connection_type_is_rejected(monkeypatch):
+    from airflow_ray_provider.operators.ray_cluster import _kuberay_backend
+
+    monkeypatch.setenv("AIRFLOW_CONN_NOT_KR", json.dumps({"conn_type": "http", "host": "x"}))
+    with pytest.raises(RayInvalidInputError, match="cluster_conn_id=None for a local"):
+        _kuberay_backend("not_kr")

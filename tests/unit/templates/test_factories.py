@@ -1,0 +1,182 @@
+"""The DAG factories build the expected task graph; the shipped DAGs import cleanly and parse light."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.templates.champion_challenger import build_champion_challenger_dag
+from airflow_ray_provider.templates.champion_challenger.decision import (
+    DecisionPolicy,
+    Guardrail,
+    PrimaryMetric,
+    SliceRule,
+)
+from airflow_ray_provider.templates.common import ClusterSettings
+from airflow_ray_provider.templates.zone_training import ZoneApplication, build_zone_training_dag
+from tests.fixtures.templates import REPO_ROOT
+
+pytestmark = pytest.mark.unit
+
+POLICY = DecisionPolicy(
+    PrimaryMetric("roc_auc", 0.002), (Guardrail("log_loss", 0.01),), SliceRule(max_regression=0.02)
+)
+
+
+def _cc(**overrides):
+    kwargs = dict(
+        dag_id="cc",
+        champion_uri="s3://models/champion.joblib",
+        challenger_uri="s3://models/challenger.joblib",
+        data_uri="s3://logs/clicks/dt={{ ds }}",
+        columns={"label": "clicked", "group": "request_id", "slices": ["zone"]},
+        artifact_uri="s3://ml/validation/{{ ds }}",
+        policy=POLICY,
+    )
+    kwargs.update(overrides)
+    return build_champion_challenger_dag(**kwargs)
+
+
+def _edges(dag) -> set[tuple[str, str]]:
+    return {(t.task_id, d) for t in dag.tasks for d in t.downstream_task_ids}
+
+
+def test_champion_challenger_graph_and_setup_teardown_pairing() -> None:
+    dag = _cc()
+    assert set(dag.task_ids) == {
+        "create_cluster", "evaluate", "collect_metrics", "decide", "report", "branch", "promote",
+        "keep_champion", "delete_cluster",
+    }  # fmt: skip
+    chain = [("create_cluster", "evaluate"), ("evaluate", "collect_metrics"), ("collect_metrics", "decide"),
+             ("decide", "report"), ("report", "branch"), ("branch", "promote"), ("branch", "keep_champion"),
+             ("promote", "delete_cluster"), ("keep_champion", "delete_cluster"),
+             ("create_cluster", "delete_cluster")]  # fmt: skip
+    assert set(chain) <= _edges(dag)
+    create, delete = dag.get_task("create_cluster"), dag.get_task("delete_cluster")
+    assert create.is_setup and delete.is_teardown and not dag.get_task("evaluate").is_setup
+    assert create.cluster_conn_id is None and dag.schedule == "@daily" and dag.catchup is False
+    assert dag.get_task("evaluate").deferrable is True
+    promote = dag.get_task("promote")
+    assert [a.uri for a in promote.outlets] == ["model://cc/champion"]
+
+
+def test_evaluation_entrypoint_carries_the_config_inline_and_renders_the_partition() -> None:
+    dag = _cc()
+    evaluate = dag.get_task("evaluate")
+    python, flag, module, opt, text = evaluate.entrypoint
+    assert (python, flag, module, opt) == (
+        sys.executable,
+        "-m",
+        "airflow_ray_provider.workloads.evaluate",
+        "--config-json",
+    )
+    context = {"ds": "2026-11-28", "run_id": "r1", "dag": dag, "task": evaluate,
+               "ti": SimpleNamespace(try_number=1), "logical_date": "2026-11-28T00:00:00+00:00"}  # fmt: skip
+    rendered = evaluate.render_template(text, context)
+    config = json.loads(rendered)
+    assert config["data_uri"] == "s3://logs/clicks/dt=2026-11-28"
+    assert config["output_uri"] == "s3://ml/validation/2026-11-28"
+    assert config["models"] == {"champion": {"uri": "s3://models/champion.joblib"},
+                                "challenger": {"uri": "s3://models/challenger.joblib"}}  # fmt: skip
+    assert config["run_info"]["run_id"] == "r1"
+
+
+def test_kuberay_and_existing_cluster_modes() -> None:
+    kuberay = _cc(cluster_conn_id="kuberay_default", cluster_spec={"worker_groups": []})
+    assert kuberay.get_task("create_cluster").cluster_conn_id == "kuberay_default"
+    assert kuberay.get_task("evaluate").entrypoint[0] == "python"  # the cluster image's interpreter
+    existing = _cc(ray_conn_id="ray_default", prepare_entrypoint=["python", "prep.py"])
+    assert "create_cluster" not in existing.task_ids and "delete_cluster" not in existing.task_ids
+    assert existing.get_task("evaluate").ray_conn_id == "ray_default"
+    assert ("prepare", "evaluate") in _edges(existing)
+
+
+def test_bad_policy_fails_at_parse_time() -> None:
+    bad = DecisionPolicy(PrimaryMetric("ndcg@20"))
+    with pytest.raises(RayInvalidInputError, match=r"uses \['ndcg@20'\].*ndcg_k=\[5, 10\]"):
+        _cc(policy=bad)
+    with pytest.raises(RayInvalidInputError, match="unknown keys"):
+        _cc(policy={"primary": {"metric": "roc_auc", "lift": 1}})
+    with pytest.raises(ValueError, match="ray_conn_id submits to an existing cluster"):
+        ClusterSettings(conn_id="k", ray_conn_id="r")
+
+
+def _apps():
+    return [
+        ZoneApplication(name="eta", data_uri="s3://zones/eta/{{ ds }}", label_column="y"),
+        {
+            "name": "demand",
+            "data_uri": "s3://zones/demand",
+            "label_column": "y",
+            "trainer": "hist_gradient_boosting",
+        },
+    ]
+
+
+def test_zone_training_maps_one_cluster_per_application() -> None:
+    dag = build_zone_training_dag(dag_id="zones", applications=_apps(), output_uri="s3://ml/zones/{{ ds }}")
+    group = "application."
+    expected = {"plan", "create_cluster", "train", "collect_manifest", "retry_plan", "retry_failed",
+                "collect_retry", "result", "delete_cluster"}  # fmt: skip
+    assert set(dag.task_ids) == {group + t for t in expected}
+    assert (
+        dag.get_task(group + "create_cluster").is_setup and dag.get_task(group + "delete_cluster").is_teardown
+    )
+    tg = dag.task_group_dict["application"]
+    assert [a["name"] for a in tg._expand_input.value["app"]] == ["eta", "demand"]
+    edges = _edges(dag)
+    for edge in [("plan", "create_cluster"), ("create_cluster", "train"), ("train", "collect_manifest"),
+                 ("collect_manifest", "retry_plan"), ("retry_plan", "retry_failed"),
+                 ("retry_failed", "collect_retry"), ("collect_retry", "result"),
+                 ("result", "delete_cluster")]:  # fmt: skip
+        assert (group + edge[0], group + edge[1]) in edges
+
+
+def test_zone_training_shared_cluster_and_validation() -> None:
+    dag = build_zone_training_dag(
+        dag_id="zones",
+        applications=_apps(),
+        output_uri="/tmp/z",
+        shared_cluster=True,
+        retry_failed_zones=False,
+    )
+    assert dag.get_task("create_cluster").is_setup and dag.get_task("delete_cluster").is_teardown
+    assert "application.create_cluster" not in dag.task_ids and "application.retry_failed" not in dag.task_ids
+    with pytest.raises(RayInvalidInputError, match="unique"):
+        build_zone_training_dag(dag_id="z", applications=[_apps()[0], _apps()[0]], output_uri="/tmp/z")
+    with pytest.raises(RayInvalidInputError, match="must match"):
+        ZoneApplication(name="bad name", data_uri="/d")
+    with pytest.raises(RayInvalidInputError, match="shared_cluster=True"):
+        build_zone_training_dag(
+            dag_id="z", applications=[ZoneApplication(name="a", data_uri="/d", cluster_spec={"image": "x"})],
+            output_uri="/tmp/z", shared_cluster=True,
+        )  # fmt: skip
+
+
+def test_shipped_dags_import_without_errors() -> None:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+    assert bag.import_errors == {}
+    assert {"nightly_model_validation", "zone_training"} <= set(bag.dag_ids)
+    nightly = bag.dags["nightly_model_validation"]
+    assert nightly.schedule == "@daily" and nightly.catchup is False
+    assert "prepare" in nightly.task_ids  # sample data on by default
+
+
+def test_parsing_the_shipped_dags_imports_no_heavy_library() -> None:
+    code = (
+        "import runpy, sys; [runpy.run_path(p) for p in sys.argv[1:]];"
+        "heavy = ('ray', 'pandas', 'pyarrow', 'sklearn', 'numpy', 'kubernetes');"
+        "print('HEAVY:' + ','.join(m for m in heavy if m in sys.modules))"
+    )
+    files = [str(REPO_ROOT / "dags" / name) for name in ("nightly_model_validation.py", "zone_training.py")]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *files], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert "HEAVY:\n" in out.stdout, out.stdout[-500:]

@@ -1,0 +1,137 @@
+"""Bad input fails with a clear error before Ray is touched (ray_address points nowhere to prove it)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_ray_provider.workloads.common.errors import ConfigError, DataError
+from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
+from airflow_ray_provider.workloads.zone_training.config import parse_config
+from airflow_ray_provider.workloads.zone_training.dataset import inspect_dataset
+from airflow_ray_provider.workloads.zone_training.manifest import build_table
+from airflow_ray_provider.workloads.zone_training.run import main, run_zone_training
+
+pytestmark = pytest.mark.unit
+
+NOWHERE = "127.0.0.1:9"  # a run that got past validation would fail to connect here instead
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> str:
+    return make_zone_dataset(str(tmp_path_factory.mktemp("bad") / "d.parquet"), 5, 20, features=3, seed=0)
+
+
+def config(tmp_path, data_uri: str, **changes) -> dict:
+    cfg = {
+        "application": "app",
+        "data_uri": data_uri,
+        "zone_column": "zone",
+        "label_column": "y",
+        "output_uri": str(tmp_path / "out"),
+        "ray_address": NOWHERE,
+    }
+    cfg.update(changes)
+    return cfg
+
+
+def assert_rejected(raw: dict, error: type[Exception], message: str, only_failed: str | None = None) -> None:
+    import ray
+
+    with pytest.raises(error) as err:
+        run_zone_training(parse_config(raw), only_failed=only_failed)
+    assert message in str(err.value)
+    assert not ray.is_initialized()
+
+
+def test_missing_zone_column(tmp_path, data) -> None:
+    assert_rejected(
+        config(tmp_path, data, zone_column="region"), DataError, "zone_column 'region' is not a column"
+    )
+
+
+def test_missing_feature_column(tmp_path, data) -> None:
+    raw = config(tmp_path, data, feature_columns=["f0", "nope"])
+    assert_rejected(raw, DataError, "feature_columns ['nope'] are not columns")
+
+
+def test_nulls_in_zone_column(tmp_path) -> None:
+    path = str(tmp_path / "nulls.parquet")
+    pq.write_table(pa.table({"zone": ["a", None, "b"], "y": [1.0, 2.0, 3.0], "f0": [1.0, 2.0, 3.0]}), path)
+    assert_rejected(config(tmp_path, path), DataError, "1 of 3 rows have a null zone in column 'zone'")
+
+
+def test_empty_dataset(tmp_path) -> None:
+    path = str(tmp_path / "empty.parquet")
+    schema = pa.schema([("zone", pa.string()), ("y", pa.float64()), ("f0", pa.float64())])
+    pq.write_table(schema.empty_table(), path)
+    assert_rejected(config(tmp_path, path), DataError, "is empty (0 rows)")
+
+
+def test_missing_dataset(tmp_path) -> None:
+    assert_rejected(config(tmp_path, str(tmp_path / "nope")), DataError, "does not exist")
+
+
+def test_non_numeric_features_with_a_builtin_trainer(tmp_path) -> None:
+    path = str(tmp_path / "text.parquet")
+    pq.write_table(pa.table({"zone": ["a"], "y": [1.0], "city": ["x"]}), path)
+    assert_rejected(config(tmp_path, path), DataError, "feature columns ['city'] are not numeric")
+
+
+@pytest.mark.parametrize(
+    ("trainer", "message"),
+    [
+        ("xgboost_magic", "unknown trainer 'xgboost_magic'"),
+        ("no_such_pkg.mod:train", "module 'no_such_pkg.mod' cannot be imported"),
+        ("tests.fixtures.zone_training:nope", "has no callable named 'nope'"),
+    ],
+)
+def test_unknown_trainer(tmp_path, data, trainer: str, message: str) -> None:
+    assert_rejected(config(tmp_path, data, trainer=trainer), ConfigError, message)
+
+
+def test_only_failed_manifest_of_another_application(tmp_path, data) -> None:
+    manifest = str(tmp_path / "other.parquet")
+    row = {"zone": "z00000", "status": "failed", "rows": 1, "duration_s": 0.0, "metrics": "{}", "attempt": 1}
+    pq.write_table(build_table("someone-else", [row]), manifest)
+    assert_rejected(config(tmp_path, data), ConfigError, "belongs to application ['someone-else']", manifest)
+    assert_rejected(config(tmp_path, data), ConfigError, "cannot be read", str(tmp_path / "missing.parquet"))
+
+
+def test_cli_reports_malformed_config_on_one_line_with_exit_2(tmp_path, data, capsys) -> None:
+    assert main(["--config-json", "{not json"]) == 2
+    assert "zone_training: error: config --config-json is not valid JSON" in capsys.readouterr().err
+    assert main(["--config-json", json.dumps({"application": "a"})]) == 2
+    assert "'data_uri' must be a non-empty string (got missing)" in capsys.readouterr().err
+    missing = config(tmp_path, data, zone_column="region")
+    assert main(["--config-json", json.dumps(missing)]) == 2
+    assert "zone_column 'region' is not a column" in capsys.readouterr().err
+
+
+def test_plan_reads_partitioned_zones_directly_and_stages_files(tmp_path) -> None:
+    parts = make_zone_dataset(str(tmp_path / "parts"), 6, (5, 9), features=2, seed=2, partitioned=True)
+    single = make_zone_dataset(str(tmp_path / "one.parquet"), 6, (5, 9), features=2, seed=2)
+    plan_p = inspect_dataset(parse_config(config(tmp_path, parts)), numeric_features=True)
+    plan_s = inspect_dataset(parse_config(config(tmp_path, single)), numeric_features=True)
+    assert plan_p.partitioned_by_zone and sorted(plan_p.zone_files) == sorted(plan_p.zone_rows)
+    assert not plan_s.partitioned_by_zone and len(plan_s.chunks) == 1
+    assert plan_p.zone_rows == plan_s.zone_rows and len(plan_s.zone_rows) == 6
+    assert plan_s.feature_columns == ["f0", "f1"] and plan_p.file_columns == ["y", "f0", "f1"]
+
+
+def test_only_failed_with_nothing_failed_rewrites_the_artifact_without_ray(tmp_path, data) -> None:
+    import ray
+
+    manifest = str(tmp_path / "prev.parquet")
+    row = {"zone": "z00000", "status": "succeeded", "rows": 20, "duration_s": 0.1, "metrics": "{}"}
+    gone = {"zone": "z-gone", "status": "failed", "rows": 3, "duration_s": 0.1, "metrics": "{}", "attempt": 1}
+    pq.write_table(build_table("app", [{**row, "attempt": 1, "artifact": "m.joblib"}, gone]), manifest)
+    summary = run_zone_training(parse_config(config(tmp_path, data)), only_failed=manifest)
+    assert not ray.is_initialized()
+    assert (summary["zones_total"], summary["succeeded"], summary["failed_zones"]) == (2, 1, ["z-gone"])
+    rows = {r["zone"]: r for r in pq.read_table(summary["manifest"]).to_pylist()}
+    assert rows["z-gone"]["attempt"] == 2 and "is no longer in" in rows["z-gone"]["error"]
+    assert rows["z00000"]["artifact"] == "m.joblib"
