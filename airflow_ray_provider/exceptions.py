@@ -1,4 +1,28 @@
-"""Provider exceptions. Each carries the fields a user needs to act on it, and says what to do next."""
+"""Every error this provider raises in Airflow, in one tree under :class:`RayProviderError`.
+
+Each carries the fields a user needs to act on it, and its message says what to do next. Two layers
+keep their own errors because they never import Airflow (and so cannot subclass ``AirflowException``):
+the KubeRay client layer (:mod:`airflow_ray_provider.kuberay.errors`) and the code that runs inside Ray
+jobs (:mod:`airflow_ray_provider.workloads.common.errors`). The Airflow-facing code wraps them in the
+errors below, raised ``from`` the original.
+
+Hierarchy::
+
+    RayProviderError (AirflowException)
+    ├── RayInvalidInputError (also ValueError): bad input, found before anything was created
+    │   ├── InvalidClusterHandleError
+    │   └── PolicyError
+    ├── RayDashboardUnreachableError
+    ├── RayJobApiError
+    │   └── RayJobAlreadyExistsError
+    ├── RayJobError
+    │   ├── RayJobFailedError
+    │   ├── RayJobStoppedError
+    │   └── RayJobTimeoutError
+    ├── RayClusterError
+    │   └── RayClusterNotReadyError
+    └── MetricsArtifactError
+"""
 
 from __future__ import annotations
 
@@ -11,6 +35,14 @@ class RayProviderError(AirflowException):
 
 class RayInvalidInputError(RayProviderError, ValueError):
     """Bad operator input, found before any cluster or job was created."""
+
+
+class InvalidClusterHandleError(RayInvalidInputError):
+    """A value passed as a cluster handle is not one (not the XCom of ``CreateRayClusterOperator``)."""
+
+
+class PolicyError(RayInvalidInputError):
+    """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
 
 class RayDashboardUnreachableError(RayProviderError):
@@ -29,13 +61,16 @@ class RayDashboardUnreachableError(RayProviderError):
 class RayJobApiError(RayProviderError):
     """The Ray Job API answered with an error that retrying will not fix (e.g. 400, 401, 404).
 
-    :param status_code: the HTTP status code.
+    ``http_status`` rather than ``status_code``: ``AirflowException.status_code`` is the status the
+    Airflow API answers with when this error reaches it, which is not the Ray dashboard's answer.
+
+    :param http_status: the HTTP status code the Job API answered with.
     :param url: the URL that was called (never carries credentials).
     """
 
-    def __init__(self, message: str, *, status_code: int, url: str) -> None:
+    def __init__(self, message: str, *, http_status: int, url: str) -> None:
         super().__init__(message)
-        self.status_code = status_code
+        self.http_status = http_status
         self.url = url
 
 
@@ -108,3 +143,16 @@ class RayClusterNotReadyError(RayClusterError):
     ) -> None:
         super().__init__(message, name=name, namespace=namespace)
         self.conditions = conditions or []
+
+
+class MetricsArtifactError(RayProviderError):
+    """An artifact is missing, partial, corrupt or of an unsupported schema.
+
+    :param uri: the file or folder that was read.
+    :param problem: a short tag: ``missing``, ``partial``, ``corrupt``, ``schema``.
+    """
+
+    def __init__(self, message: str, *, uri: str, problem: str) -> None:
+        super().__init__(message)
+        self.uri = uri
+        self.problem = problem

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_ray_provider.local.cluster import LocalClusterOptions, start_cluster, stop_cluster
-from airflow_ray_provider.local.head import _ray_executable, free_port
+from airflow_ray_provider.local.head import free_port, ray_executable
 
 OUT = Path(__file__).resolve().parent / "out" / "cluster.json"
 GOAL = 1.2
@@ -60,7 +60,7 @@ def bare_cycle(num_cpus: int) -> tuple[float, float]:
     temp_dir = tempfile.mkdtemp(prefix="rayb-", dir="/tmp")
     dash = free_port()
     cmd = [
-        _ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
+        ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1",
         f"--port={free_port()}", "--include-dashboard=true", "--dashboard-host=127.0.0.1",
         f"--dashboard-port={dash}", f"--temp-dir={temp_dir}", f"--num-cpus={num_cpus}",

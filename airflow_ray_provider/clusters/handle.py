@@ -7,13 +7,14 @@ backend, a Kubernetes Secret for KubeRay) and never contains it.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
-BACKENDS = ("local", "kuberay")
+# Defined in exceptions (all provider errors live there); importable from here as before.
+from airflow_ray_provider.exceptions import InvalidClusterHandleError
 
-
-class InvalidClusterHandleError(ValueError):
-    """Raised when a value passed as a cluster handle is not one."""
+#: The cluster backends: an ephemeral local Ray head, or a KubeRay RayCluster.
+BackendName = Literal["local", "kuberay"]
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ class RayClusterHandle:
     :param extra: backend-specific details that are safe to show (pid, temp dir, service name, ...).
     """
 
-    backend: str
+    backend: BackendName
     name: str
     dashboard_url: str
     namespace: str | None = None

@@ -36,11 +36,6 @@ def job_path(submission_id: str, action: str = "") -> str:
     return f"{path}/{action}" if action else path
 
 
-def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:
-    """Link to the job's page in the Ray dashboard UI."""
-    return f"{dashboard_url.rstrip('/')}/#/jobs/{quote(submission_id, safe='')}"
-
-
 def build_headers(token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
     """Request headers: the user's extra headers plus ``Authorization: Bearer <token>``.
 
@@ -73,13 +68,13 @@ def check_response(status: int, body: str, url: str, *, allow_404: bool = False)
     if status >= 500 and "already exists" in body:
         raise RayJobAlreadyExistsError(
             f"Ray Job API {url} answered {status}: a job with this submission id already exists",
-            status_code=status,
+            http_status=status,
             url=url,
         )
     hint = ""
     if status in (401, 403):
         hint = " (check the Ray auth token of the connection or cluster handle)"
-    raise RayJobApiError(f"Ray Job API {url} answered {status}{hint}: {snippet}", status_code=status, url=url)
+    raise RayJobApiError(f"Ray Job API {url} answered {status}{hint}: {snippet}", http_status=status, url=url)
 
 
 def parse_json(body: str, url: str) -> Any:
@@ -91,6 +86,6 @@ def parse_json(body: str, url: str) -> Any:
     except ValueError as exc:
         raise RayJobApiError(
             f"Ray Job API {url} did not answer JSON (is this a Ray dashboard URL?): {body[:200]!r}",
-            status_code=200,
+            http_status=200,
             url=url,
         ) from exc

@@ -16,6 +16,7 @@ connection or cluster handle.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -40,6 +41,7 @@ from airflow_ray_provider.hooks.ray_connection import (
     read_handle_token,
 )
 from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
+from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobState
 
 if TYPE_CHECKING:
@@ -68,6 +70,24 @@ def parse_logs(body: str, url: str) -> str:
 def parse_stopped(body: str, url: str) -> bool:
     """Parse ``POST /api/jobs/{id}/stop``: whether the job was still running."""
     return bool(parse_json(body, url).get("stopped"))
+
+
+def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
+    """Write job-log lines read through the hook into the task log, one record per line.
+
+    Each line goes through Airflow's secrets masker here, not only in the log pipeline: a job that
+    prints the token (or a cookie) is masked even where no masking log processor is configured
+    (``dag.test()``, a bare triggerer test).
+
+    :param log: the task's (or trigger's) logger.
+    :param lines: complete lines, without line endings (:func:`~airflow_ray_provider.jobs.new_log_lines`).
+    """
+    if not lines:
+        return
+    from airflow.sdk.log import redact
+
+    for line in lines:
+        log.info("%s%s", LOG_PREFIX, redact(line))
 
 
 class RayJobHook(BaseHook):
@@ -249,7 +269,7 @@ class RayJobHook(BaseHook):
             url = api_url(self.config.dashboard_url, "/api/jobs/")
             if "already exists" in str(exc):
                 raise RayJobAlreadyExistsError(
-                    f"a Ray job with submission id {submission_id!r} already exists", status_code=500, url=url
+                    f"a Ray job with submission id {submission_id!r} already exists", http_status=500, url=url
                 ) from exc
             if is_transient_ray_api_error(exc):
                 raise self._unreachable(url, exc) from exc

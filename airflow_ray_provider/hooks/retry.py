@@ -40,7 +40,7 @@ def is_transient_ray_api_error(exc: BaseException) -> bool:
     if isinstance(exc, RayJobAlreadyExistsError):
         return False
     if isinstance(exc, RayJobApiError):
-        return _status_is_transient(exc.status_code)
+        return _status_is_transient(exc.http_status)
     if isinstance(exc, aiohttp.ClientResponseError):
         return _status_is_transient(exc.status)
     transient_types = (

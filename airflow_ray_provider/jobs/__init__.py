@@ -4,8 +4,12 @@ Submission ids and the re-attach table, the job status type, the job outcome (XC
 log streaming by offset. No Airflow hook or Ray client is used here.
 """
 
-from airflow_ray_provider.jobs.log_stream import new_log_lines, tail
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, LOG_PREFIX, new_log_lines, tail
 from airflow_ray_provider.jobs.outcome import (
+    EVENT_DONE,
+    EVENT_ERROR,
+    EVENT_TIMEOUT,
+    dashboard_job_url,
     job_result,
     make_event,
     raise_for_state,
@@ -25,6 +29,11 @@ from airflow_ray_provider.jobs.submission import (
 )
 
 __all__ = [
+    "DEFAULT_TAIL_LINES",
+    "EVENT_DONE",
+    "EVENT_ERROR",
+    "EVENT_TIMEOUT",
+    "LOG_PREFIX",
     "Action",
     "JobSpec",
     "JobState",
@@ -35,6 +44,7 @@ __all__ = [
     "base_submission_id",
     "build_entrypoint",
     "build_metadata",
+    "dashboard_job_url",
     "decide",
     "is_success",
     "is_terminal",

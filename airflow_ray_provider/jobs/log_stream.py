@@ -11,6 +11,9 @@ from __future__ import annotations
 
 DEFAULT_TAIL_LINES = 50
 
+#: Prefix of every streamed job-log line in the task log.
+LOG_PREFIX = "[ray job] "
+
 
 def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
     """Return the lines of ``text`` not yet emitted and the new offset.

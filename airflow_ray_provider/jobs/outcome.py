@@ -6,8 +6,8 @@ the same however it was waited on. Also the trigger event shape, built and check
 
 from __future__ import annotations
 
-import logging
 from typing import Any
+from urllib.parse import quote
 
 from airflow_ray_provider.exceptions import (
     RayJobFailedError,
@@ -15,12 +15,8 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
     RayProviderError,
 )
-from airflow_ray_provider.hooks.ray_api import dashboard_job_url
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.status import JobState, JobStatus
-
-#: Prefix of every streamed job-log line in the task log.
-LOG_PREFIX = "[ray job] "
 
 EVENT_DONE = "done"
 EVENT_TIMEOUT = "timeout"
@@ -28,19 +24,9 @@ EVENT_ERROR = "error"
 _EVENT_STATUSES = (EVENT_DONE, EVENT_TIMEOUT, EVENT_ERROR)
 
 
-def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
-    """Write streamed job-log lines into the task log, one record per line.
-
-    Each line goes through Airflow's secrets masker here, not only in the log pipeline: a job that
-    prints the token (or a cookie) is masked even where no masking log processor is configured
-    (``dag.test()``, a bare triggerer test).
-    """
-    if not lines:
-        return
-    from airflow.sdk._shared.secrets_masker import redact
-
-    for line in lines:
-        log.info("%s%s", LOG_PREFIX, redact(line))
+def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:
+    """Link to the job's page in the Ray dashboard UI."""
+    return f"{dashboard_url.rstrip('/')}/#/jobs/{quote(submission_id, safe='')}"
 
 
 def job_result(state: JobState, dashboard_url: str) -> dict[str, str]:

@@ -96,6 +96,6 @@ def submit_or_attach(
         return plan
     raise RayJobAlreadyExistsError(
         f"lost {races} submission races for {base!r}; another process keeps submitting its jobs",
-        status_code=500,
+        http_status=500,
         url="",
     )

@@ -1,5 +1,63 @@
 """KubeRay client layer: RayCluster CRs over the official ``kubernetes`` client. Never imports Airflow.
 
-Import from the submodules (``kuberay.client``, ``kuberay.spec``, ``kuberay.builder``, ``kuberay.status``);
-this package file stays import-light so that DAG parsing does not load ``kubernetes``.
+The typed client (:mod:`.client`), the spec (:mod:`.spec`) and the body builder (:mod:`.builder`), the
+typed status (:mod:`.status`), ownership labels (:mod:`.labels`), field checks (:mod:`.validation`), the
+RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`). Importing it stays light: the
+``kubernetes`` package is imported only when a client call needs it, so DAG parsing never loads it.
 """
+
+from airflow_ray_provider.kuberay.builder import (
+    TokenRef,
+    build_body,
+    load_manifest,
+    prepare_manifest,
+    token_ref_of,
+    token_secret_name,
+)
+from airflow_ray_provider.kuberay.client import KubeRayClient, is_transient
+from airflow_ray_provider.kuberay.errors import (
+    KubeRayApiError,
+    KubeRayConflictError,
+    KubeRayError,
+    KubeRayNotFoundError,
+    KubeRaySpecError,
+    KubeRayTimeoutError,
+)
+from airflow_ray_provider.kuberay.rbac import role_manifest
+from airflow_ray_provider.kuberay.spec import (
+    AUTH_MODES,
+    HeadGroup,
+    RayClusterSpec,
+    WorkerGroup,
+    generate_name,
+    validate_spec,
+)
+from airflow_ray_provider.kuberay.status import ClusterStatus, Readiness, dashboard_url, readiness
+
+__all__ = [
+    "AUTH_MODES",
+    "ClusterStatus",
+    "HeadGroup",
+    "KubeRayApiError",
+    "KubeRayClient",
+    "KubeRayConflictError",
+    "KubeRayError",
+    "KubeRayNotFoundError",
+    "KubeRaySpecError",
+    "KubeRayTimeoutError",
+    "RayClusterSpec",
+    "Readiness",
+    "TokenRef",
+    "WorkerGroup",
+    "build_body",
+    "dashboard_url",
+    "generate_name",
+    "is_transient",
+    "load_manifest",
+    "prepare_manifest",
+    "readiness",
+    "role_manifest",
+    "token_ref_of",
+    "token_secret_name",
+    "validate_spec",
+]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
@@ -22,10 +23,10 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRayTimeoutError,
 )
 from airflow_ray_provider.kuberay.labels import matches, selector
-from airflow_ray_provider.kuberay.status import ClusterStatus, readiness
+from airflow_ray_provider.kuberay.status import ClusterStatus
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient
+    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +63,7 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
 
 
 class KubeRayClient:
-    """RayCluster create / get / patch / delete / list / wait, and the token Secret.
+    """RayCluster create / get / patch / delete / list / wait until gone, and the token Secret.
 
     :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
@@ -83,17 +84,17 @@ class KubeRayClient:
         self.request_timeout = request_timeout
         self.retries = retries
 
-    def _custom(self) -> Any:
+    def _custom(self) -> CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
 
         return CustomObjectsApi(self.api_client)
 
-    def _core(self) -> Any:
+    def _core(self) -> CoreV1Api:
         from kubernetes.client import CoreV1Api
 
         return CoreV1Api(self.api_client)
 
-    def _call(self, what: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         kwargs.setdefault("_request_timeout", self.request_timeout)
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
@@ -174,26 +175,6 @@ class KubeRayClient:
             self._custom().list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, **kwargs,
         )  # fmt: skip
         return [item for item in result.get("items", []) if matches(item, labels or {})]
-
-    def wait_until_ready(
-        self, name: str, *, namespace: str | None = None, timeout: float = 600.0, poll_interval: float = 2.0
-    ) -> ClusterStatus:
-        """Poll until the head is ready; raises :class:`KubeRayTimeoutError` with the last conditions."""
-        deadline = time.monotonic() + timeout
-        while True:
-            status = self.get_status(name, namespace=namespace)
-            verdict = readiness(status)
-            if verdict.verdict == "ready":
-                return status
-            if verdict.verdict == "failed":
-                raise KubeRayError(verdict.message)
-            if time.monotonic() >= deadline:
-                raise KubeRayTimeoutError(
-                    f"RayCluster {status.namespace}/{name} not ready after {timeout:.0f}s: "
-                    f"{status.summary()}",
-                    conditions=[dict(c) for c in status.conditions],
-                )
-            time.sleep(poll_interval)
 
     def wait_until_gone(
         self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 1.0

@@ -1,7 +1,9 @@
-"""Typed RayCluster spec and the builder that turns it into a ``ray.io/v1`` RayCluster body.
+"""The typed RayCluster spec (what to provision), its validation and the generated cluster name.
 
-Everything here is checked before any API call: a bad name, a negative replica count or an unknown field
-raises :class:`KubeRaySpecError` naming the field and what to change.
+:mod:`airflow_ray_provider.kuberay.builder` turns a spec into the ``ray.io/v1`` RayCluster body; the
+local backend summarises it into CPUs and GPUs. Everything here is checked before any API call: a bad
+name, a negative replica count or an unknown field raises :class:`KubeRaySpecError` naming the field and
+what to change.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import dataclasses
 import re
 from dataclasses import dataclass, field
 from importlib import metadata
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
@@ -156,6 +158,9 @@ class RayClusterSpec:
         return sum(g.gpu * g.replicas for g in self.worker_groups)
 
 
+_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup)
+
+
 def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     allowed = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(data) - allowed)
@@ -164,7 +169,7 @@ def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     return dict(data)
 
 
-def _to_dataclass(cls: type, data: Any, where: str) -> Any:
+def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
     if isinstance(data, cls):
         return data
     if not isinstance(data, dict):

@@ -1,13 +1,14 @@
-"""Typed RayCluster status and the one function that decides ready / failed / still waiting.
+"""Typed RayCluster status, the one function that reads KubeRay's verdict from it, and the dashboard URL.
 
-The sync wait loop (:meth:`KubeRayClient.wait_until_ready`), the deferrable trigger and the operator all
-call :func:`readiness`, so they agree on what "ready" means.
+:func:`readiness` says whether the head pod is ready, failed for good or still coming up. The KubeRay
+cluster backend's readiness check (:mod:`airflow_ray_provider.clusters.kuberay`) starts from it and then
+probes the dashboard; the sync wait, the deferrable trigger and the operator all use that one check.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict, cast
 
 CONDITION_HEAD_POD_READY = "HeadPodReady"
 CONDITION_PROVISIONED = "RayClusterProvisioned"
@@ -56,6 +57,7 @@ class ClusterStatus:
     :param name: ``metadata.name``.
     :param namespace: ``metadata.namespace``.
     :param state: ``status.state`` (``ready``, ``suspended``, ``failed`` or empty while provisioning).
+    :param reason: ``status.reason`` (why the state is what it is, when KubeRay says).
     :param conditions: ``status.conditions``.
     :param head: ``status.head``.
     :param endpoints: ``status.endpoints``: service port name to port number (strings).
@@ -75,7 +77,7 @@ class ClusterStatus:
     def from_object(cls, obj: dict[str, Any]) -> ClusterStatus:
         """Read the status of a RayCluster object as returned by the API."""
         meta = obj.get("metadata") or {}
-        status: RayClusterStatusDict = obj.get("status") or {}  # type: ignore[assignment]
+        status = cast("RayClusterStatusDict", obj.get("status") or {})
         return cls(
             name=meta.get("name", ""),
             namespace=meta.get("namespace", ""),
@@ -124,9 +126,13 @@ class ClusterStatus:
 
 @dataclass(frozen=True)
 class Readiness:
-    """Verdict of one look at a cluster: ``ready``, ``failed`` (terminal) or ``waiting``."""
+    """Verdict of one look at a cluster's status: ``ready``, ``failed`` (terminal) or ``waiting``.
 
-    verdict: str
+    The values are those of :data:`airflow_ray_provider.clusters.readiness.Verdict` (this layer cannot
+    import it).
+    """
+
+    verdict: Literal["ready", "waiting", "failed"]
     message: str
 
 

@@ -92,7 +92,11 @@ def read_token(token_file: str) -> str:
     return Path(token_file).read_text().strip()
 
 
-def _ray_executable() -> str:
+def ray_executable() -> str:
+    """The ``ray`` command of this Python environment (else the one on ``PATH``).
+
+    :raises LocalHeadError: when there is none.
+    """
     candidate = Path(sys.executable).with_name("ray")
     if candidate.exists():
         return str(candidate)
@@ -104,7 +108,7 @@ def _ray_executable() -> str:
 
 def _head_command(config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_port: int) -> list[str]:
     cmd = [
-        _ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
+        ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}",

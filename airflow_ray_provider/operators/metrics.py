@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_ray_provider.exceptions import RayProviderError
+from airflow_ray_provider.exceptions import MetricsArtifactError
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,19 +25,6 @@ SUMMARY_FILE = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
 _EVALUATION_KEYS = ("baseline", "models", "metric_directions", "metrics", "deltas", "data")
 _ZONE_KEYS = ("application", "zones_total", "succeeded", "failed", "manifest")
-
-
-class MetricsArtifactError(RayProviderError):
-    """An artifact is missing, partial, corrupt or of an unsupported schema.
-
-    :param uri: the file or folder that was read.
-    :param problem: a short tag: ``missing``, ``partial``, ``corrupt``, ``schema``.
-    """
-
-    def __init__(self, message: str, *, uri: str, problem: str) -> None:
-        super().__init__(message)
-        self.uri = uri
-        self.problem = problem
 
 
 def read_artifact_json(artifact_uri: str, file_name: str, *, require_success: bool = True) -> dict[str, Any]:

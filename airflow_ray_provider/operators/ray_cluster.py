@@ -2,48 +2,47 @@
 
 Backend rule: ``cluster_conn_id=None`` starts a local ephemeral Ray head (the embedded default); a
 connection of type ``kuberay`` creates a KubeRay RayCluster. Both push the same handle, so the same DAG
-runs on either by changing only the connection.
+runs on either by changing only the connection. The operators only talk to
+:class:`~airflow_ray_provider.clusters.ClusterBackend`; which backend a connection or a handle means is
+decided by :mod:`airflow_ray_provider.hooks.cluster_backend`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator, conf
 
-from airflow_ray_provider.clusters.backends import (
+from airflow_ray_provider.clusters import (
+    EVENT_READY,
+    ClusterBackend,
+    ClusterPlan,
     ClusterRequest,
-    KubeRayBackend,
+    LocalClusterOptions,
+    RayClusterHandle,
+    RayClusterSpec,
+    ReadinessEvent,
     TaskIdentity,
-    create_local,
-    delete_local,
+    check_spec,
+    event_for,
+    validate_event,
 )
-from airflow_ray_provider.clusters.handle import InvalidClusterHandleError, RayClusterHandle
-from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, validate_spec
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.hooks.cluster_backend import backend_for_connection, backend_for_handle
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.local.cluster import LocalClusterOptions
 
-EVENT_STATUSES = ("ready", "timeout", "failed", "error")
-
-
-def _kuberay_backend(conn_id: str, namespace: str | None = None) -> KubeRayBackend:
-    from airflow_ray_provider.hooks.kuberay import KubeRayHook
-
-    connection = KubeRayHook.get_connection(conn_id)
-    conn_type = connection.conn_type
-    if conn_type != "kuberay":
-        raise RayInvalidInputError(
-            f"cluster_conn_id {conn_id!r} has type {conn_type!r}; use a connection of type 'kuberay' for "
-            "KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
-        )
-    return KubeRayBackend(KubeRayHook(conn_id, namespace=namespace, connection=connection))
+def task_identity(context: Context) -> TaskIdentity:
+    """Who asks for the cluster, read from the task context (the try number is not part of it)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return TaskIdentity(
+        ti.dag_id, context.get("run_id") or ti.run_id, ti.task_id, -1 if map_index is None else map_index
+    )
 
 
 def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
@@ -103,10 +102,7 @@ class CreateRayClusterOperator(BaseOperator):
         if spec is not None and manifest is not None:
             raise RayInvalidInputError("pass either spec or manifest, not both")
         if isinstance(spec, RayClusterSpec):
-            try:
-                validate_spec(spec)
-            except KubeRaySpecError as exc:
-                raise RayInvalidInputError(str(exc)) from exc
+            check_spec(spec)
         if ready_timeout <= 0 or poll_interval <= 0:
             raise RayInvalidInputError("ready_timeout and poll_interval must be positive")
         self.cluster_conn_id = cluster_conn_id
@@ -124,76 +120,61 @@ class CreateRayClusterOperator(BaseOperator):
         self.deferrable = deferrable
 
     def _request(self) -> ClusterRequest:
-        from airflow_ray_provider.local.cluster import LocalClusterOptions
-
-        try:
-            spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
-            options = LocalClusterOptions.from_value(self.local_options)
-        except (KubeRaySpecError, ValueError, TypeError) as exc:
-            raise RayInvalidInputError(str(exc)) from exc
-        return ClusterRequest(
-            spec=spec, manifest=self.manifest, cluster_name=self.cluster_name, name_prefix=self.name_prefix,
-            namespace=self.namespace, dashboard_url_template=self.dashboard_url_template,
-            local_options=options, ready_timeout=self.ready_timeout, poll_interval=self.poll_interval,
-            expiry=self.expiry,
+        return ClusterRequest.from_arguments(
+            spec=self.spec, local_options=self.local_options, manifest=self.manifest,
+            cluster_name=self.cluster_name, name_prefix=self.name_prefix, namespace=self.namespace,
+            dashboard_url_template=self.dashboard_url_template, expiry=self.expiry,
         )  # fmt: skip
+
+    def _plan(self, context: Context) -> tuple[ClusterBackend, ClusterPlan]:
+        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        return backend, backend.plan(self._request(), task_identity(context))  # no API call yet
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Create (or reuse) the cluster, wait until it is ready, return its handle."""
-        request, identity = self._request(), TaskIdentity.from_context(context)
-        if self.cluster_conn_id is None:
-            handle = create_local(request, identity)
-            self.log.info("Local Ray head %s ready at %s", handle.name, handle.dashboard_url)
-            return handle.to_dict()
-        backend = _kuberay_backend(self.cluster_conn_id, self.namespace)
-        plan = backend.plan(request, identity)  # validates everything before the first API call
-        backend.ensure_created(plan)
-        template = self.dashboard_url_template or backend.hook.dashboard_url_template
-        if self.deferrable:
-            check = backend.check_once(plan, template)  # a retry may find its cluster ready already
-            if check.verdict == "failed":
-                backend.fail(plan, check.message, check.conditions)
-            if check.verdict != "ready":
-                self._defer(plan, backend, template)
-            url = check.dashboard_url
-        else:
-            url = backend.wait(plan, request, template)
-        self.log.info("RayCluster %s/%s ready; dashboard %s", plan.namespace, plan.name, url)
-        return backend.handle(plan, url).to_dict()
+        backend, plan = self._plan(context)
+        try:
+            backend.ensure(plan)
+            if self.deferrable and backend.can_defer:
+                check = backend.check(plan)  # a retry may find its cluster ready (or failed) already
+                event = event_for(check, waited=0.0, timeout=self.ready_timeout)
+                if event is None:
+                    self._defer(backend, plan)
+            else:
+                event = backend.wait(plan, timeout=self.ready_timeout, poll_interval=self.poll_interval)
+            return self._finish(backend, plan, event)
+        finally:
+            backend.close()
 
-    def _defer(self, plan: Any, backend: KubeRayBackend, template: str | None) -> None:
+    def _defer(self, backend: ClusterBackend, plan: ClusterPlan) -> NoReturn:
         from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
 
-        ref = plan.token_ref
+        trigger = RayClusterReadyTrigger.for_plan(
+            plan, conn_id=backend.conn_id, timeout=self.ready_timeout, poll_interval=self.poll_interval
+        )
         self.defer(
-            trigger=RayClusterReadyTrigger(
-                conn_id=backend.hook.kuberay_conn_id,
-                name=plan.name,
-                namespace=plan.namespace,
-                dashboard_url_template=template,
-                token_secret=ref.secret_name if ref else None,
-                token_key=ref.key if ref else "auth_token",
-                timeout=self.ready_timeout,
-                poll_interval=self.poll_interval,
-            ),
+            trigger=trigger,
             method_name="execute_complete",
             timeout=timedelta(seconds=self.ready_timeout + 300),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
-        if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES:
-            raise RayClusterNotReadyError(
-                f"unexpected trigger event {event!r}", name=self.cluster_name or "?"
-            )
-        backend = _kuberay_backend(self.cluster_conn_id or "", self.namespace)
-        plan = backend.plan(self._request(), TaskIdentity.from_context(context))
-        if event["status"] != "ready":
-            backend.fail(plan, str(event.get("message", "")), list(event.get("conditions") or []))
-        self.log.info(
-            "RayCluster %s/%s ready; dashboard %s", plan.namespace, plan.name, event["dashboard_url"]
-        )
-        return backend.handle(plan, event["dashboard_url"]).to_dict()
+        checked = validate_event(event)
+        backend, plan = self._plan(context)
+        try:
+            return self._finish(backend, plan, checked)
+        finally:
+            backend.close()
+
+    def _finish(self, backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent) -> dict[str, Any]:
+        """A ready event gives the handle; any other deletes the cluster and fails the task."""
+        url = event["dashboard_url"]
+        if event["status"] != EVENT_READY or url is None:
+            backend.fail(plan, event)
+        handle = backend.handle(plan, url)
+        self.log.info("Ray cluster %s (%s) ready; dashboard %s", handle.name, handle.backend, url)
+        return handle.to_dict()
 
 
 class DeleteRayClusterOperator(BaseOperator):
@@ -231,51 +212,24 @@ class DeleteRayClusterOperator(BaseOperator):
         """Delete the cluster; returns ``{"name", "backend", "deleted"}`` (``deleted``: it existed)."""
         if not self.cluster:
             return self._delete_for_run(context)
+        handle = RayClusterHandle.from_dict(self.cluster)  # InvalidClusterHandleError: bad input
+        backend = backend_for_handle(handle, conn_id=self.cluster_conn_id)
         try:
-            handle = RayClusterHandle.from_dict(self.cluster)
-        except InvalidClusterHandleError as exc:
-            raise RayInvalidInputError(str(exc)) from exc
-        if handle.backend == "local":
-            deleted = delete_local(handle)
-        else:
-            conn_id = handle.conn_id or self.cluster_conn_id
-            if not conn_id:
-                raise RayInvalidInputError(
-                    f"handle of {handle.name} names no connection; set cluster_conn_id"
-                )
-            backend = _kuberay_backend(conn_id, handle.namespace)
-            deleted = backend.delete(
-                handle.name, handle.namespace or backend.hook.namespace, _token_ref(handle),
-                wait=self.wait_for_deletion, timeout=self.delete_timeout,
-            )  # fmt: skip
+            deleted = backend.delete(handle, wait=self.wait_for_deletion, timeout=self.delete_timeout)
+        finally:
+            backend.close()
         self.log.info("Ray cluster %s %s", handle.name, "deleted" if deleted else "was already gone")
         return {"name": handle.name, "backend": handle.backend, "deleted": deleted}
 
     def _delete_for_run(self, context: Context) -> dict[str, Any]:
-        labels = TaskIdentity.from_context(context).run_labels()
-        if self.cluster_conn_id is None:
-            from airflow_ray_provider.local.cluster import list_clusters, stop_cluster
-            from airflow_ray_provider.local.head import LocalHeadInfo
-
-            names = [r["info"]["name"] for r in list_clusters(labels)]
-            for record in list_clusters(labels):
-                stop_cluster(LocalHeadInfo.from_dict(record["info"]))
-        else:
-            backend = _kuberay_backend(self.cluster_conn_id)
-            names = backend.delete_labelled(
-                labels, backend.hook.namespace, wait=self.wait_for_deletion, timeout=self.delete_timeout
-            )
+        labels = task_identity(context).run_labels()
+        backend = backend_for_connection(self.cluster_conn_id)
+        try:
+            names = backend.delete_labelled(labels, wait=self.wait_for_deletion, timeout=self.delete_timeout)
+        finally:
+            backend.close()
         self.log.warning("No cluster handle was passed; deleted this run's clusters by label: %s", names)
-        return {"name": None, "backend": "kuberay" if self.cluster_conn_id else "local", "deleted": names}
-
-
-def _token_ref(handle: RayClusterHandle) -> Any:
-    from airflow_ray_provider.kuberay.builder import TokenRef
-
-    if not handle.auth_token_secret:
-        return None
-    created = bool((handle.extra or {}).get("token_secret_created"))
-    return TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or "auth_token", created)
+        return {"name": None, "backend": backend.kind, "deleted": names}
 
 
 class RayClusterJanitorOperator(BaseOperator):
@@ -306,34 +260,15 @@ class RayClusterJanitorOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         """Return the names of the expired clusters (deleted unless ``list_only``)."""
-        if self.cluster_conn_id is None:
-            return self._local()
-        backend = _kuberay_backend(self.cluster_conn_id, self.namespace)
-        namespace = self.namespace or backend.hook.namespace
-        names = []
-        for obj in backend.expired(namespace):
-            name = obj["metadata"]["name"]
-            names.append(name)
-            self.log.info(
-                "%s expired RayCluster %s/%s",
-                "Would delete" if self.list_only else "Deleting",
-                namespace,
-                name,
-            )
-            if not self.list_only:
-                backend.delete_object(obj, namespace, wait=self.wait_for_deletion, timeout=300)
-        return names
-
-    def _local(self) -> list[str]:
-        from airflow_ray_provider.kuberay.labels import CREATED_BY, LABEL_CREATED_BY
-        from airflow_ray_provider.local.cluster import is_record_expired, list_clusters, stop_cluster
-        from airflow_ray_provider.local.head import LocalHeadInfo
-
-        names = []
-        for record in list_clusters({LABEL_CREATED_BY: CREATED_BY}):
-            if is_record_expired(record):
-                names.append(record["info"]["name"])
+        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        verb = "Would delete" if self.list_only else "Deleting"
+        try:
+            expired = backend.expired()
+            for handle in expired:
+                where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
+                self.log.info("%s expired Ray cluster %s (%s)", verb, where, backend.kind)
                 if not self.list_only:
-                    stop_cluster(LocalHeadInfo.from_dict(record["info"]))
-        self.log.info("Expired local Ray heads%s: %s", " (dry run)" if self.list_only else "", names)
-        return names
+                    backend.delete(handle, wait=self.wait_for_deletion, timeout=300)
+        finally:
+            backend.close()
+        return [handle.name for handle in expired]

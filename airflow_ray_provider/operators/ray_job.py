@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_api import dashboard_job_url
+from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines
 from airflow_ray_provider.jobs.outcome import (
     EVENT_ERROR,
     EVENT_TIMEOUT,
-    emit_lines,
+    dashboard_job_url,
     job_result,
     raise_for_state,
     timeout_error,

@@ -81,9 +81,13 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
         self.log.info("Ray job %s is %s", state.submission_id, state.status.value)
         if not state.is_terminal:
             return PokeReturnValue(is_done=False)
+        return PokeReturnValue(is_done=True, xcom_value=self._result(state))
+
+    def _result(self, state: JobState) -> dict[str, str]:
+        """The XCom of a SUCCEEDED job; a FAILED / STOPPED one raises with its log tail."""
         logs = "" if state.is_success else self._logs_for_error(state.submission_id)
         raise_for_state(state, logs, tail_lines=self.log_tail_lines)
-        return PokeReturnValue(is_done=True, xcom_value=job_result(state, self.hook.config.dashboard_url))
+        return job_result(state, self.hook.config.dashboard_url)
 
     def poke(self, context: Context) -> PokeReturnValue:
         """One status check."""
@@ -114,7 +118,7 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
         )
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
-    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, str]:
         """Resume after the trigger fired."""
         from airflow.exceptions import AirflowSensorTimeout
 
@@ -127,4 +131,4 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
             raise AirflowSensorTimeout(
                 f"Ray job {event['submission_id']!r} did not finish in {self.timeout}s"
             )
-        return self._check(JobState.from_dict(event["job"])).xcom_value
+        return self._result(JobState.from_dict(event["job"]))

@@ -1,23 +1,32 @@
-"""Deferrable wait until a RayCluster's head is ready and its dashboard answers."""
+"""Deferrable wait until a Ray cluster's head is ready and its dashboard answers."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_ray_provider.clusters import EVENT_ERROR, ClusterPlan, TokenRef, event_for, make_event
+from airflow_ray_provider.hooks.cluster_backend import abackend_for_connection
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import ClusterBackend
+
+DEFAULT_TOKEN_KEY = "auth_token"  # KubeRay's key in the token Secret
+
 
 class RayClusterReadyTrigger(BaseTrigger):
-    """Poll a RayCluster from the triggerer; every Kubernetes and HTTP call runs in a worker thread.
+    """Look at a cluster from the triggerer through its backend; every look runs in a worker thread.
 
-    Events: ``{"status": "ready", "dashboard_url", "message"}``, or ``"timeout"`` / ``"failed"`` /
-    ``"error"`` with ``message`` and ``conditions``. The token is read here and never put in an event.
+    Events are :class:`~airflow_ray_provider.clusters.readiness.ReadinessEvent` payloads: ``ready``
+    (with ``dashboard_url``), or ``timeout`` / ``failed`` / ``error`` with ``message`` and
+    ``conditions``. The token is read here and never put in an event.
 
-    :param conn_id: the ``kuberay`` connection.
-    :param name: the RayCluster's name.
+    :param conn_id: the cluster connection (``kuberay``).
+    :param name: the cluster's name.
     :param namespace: its namespace.
     :param dashboard_url_template: see :func:`airflow_ray_provider.kuberay.status.dashboard_url`.
     :param token_secret: the token Secret's name (``None``: no auth).
@@ -30,12 +39,12 @@ class RayClusterReadyTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        conn_id: str,
+        conn_id: str | None,
         name: str,
-        namespace: str,
+        namespace: str | None,
         dashboard_url_template: str | None = None,
         token_secret: str | None = None,
-        token_key: str = "auth_token",
+        token_key: str = DEFAULT_TOKEN_KEY,
         timeout: float = 900.0,
         poll_interval: float = 5.0,
         start_time: float | None = None,
@@ -50,6 +59,27 @@ class RayClusterReadyTrigger(BaseTrigger):
         self.timeout = timeout
         self.poll_interval = poll_interval
         self.start_time = time.time() if start_time is None else start_time
+
+    @classmethod
+    def for_plan(
+        cls, plan: ClusterPlan, *, conn_id: str | None, timeout: float, poll_interval: float
+    ) -> RayClusterReadyTrigger:
+        """The trigger that waits for a planned cluster (its token Secret by name, never the token)."""
+        ref = plan.token_ref
+        return cls(
+            conn_id=conn_id, name=plan.name, namespace=plan.namespace,
+            dashboard_url_template=plan.dashboard_url_template,
+            token_secret=ref.secret_name if ref else None, token_key=ref.key if ref else DEFAULT_TOKEN_KEY,
+            timeout=timeout, poll_interval=poll_interval,
+        )  # fmt: skip
+
+    def plan(self) -> ClusterPlan:
+        """What a readiness look needs, rebuilt from the serialised arguments."""
+        ref = TokenRef(self.token_secret, self.token_key) if self.token_secret else None
+        return ClusterPlan(
+            name=self.name, namespace=self.namespace, dashboard_url_template=self.dashboard_url_template,
+            token_ref=ref,
+        )  # fmt: skip
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument."""
@@ -70,50 +100,21 @@ class RayClusterReadyTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error."""
-        from airflow_ray_provider.hooks.kuberay import KubeRayHook
-
-        hook = None
+        backend: ClusterBackend | None = None
+        plan = self.plan()
         try:
-            connection = await KubeRayHook.aget_connection(self.conn_id)
-            hook = KubeRayHook(self.conn_id, namespace=self.namespace, connection=connection)
+            backend = await abackend_for_connection(self.conn_id, namespace=self.namespace)
             while True:
-                check = await asyncio.to_thread(self._check, hook)
-                event = self._event_for(check)
+                check = await asyncio.to_thread(backend.check, plan)
+                event = event_for(check, waited=time.time() - self.start_time, timeout=self.timeout)
                 if event is not None:
-                    yield TriggerEvent(event)
+                    yield TriggerEvent(dict(event))
                     return
+                self.log.info("%s not ready yet: %s", check.cluster, check.message)
                 await asyncio.sleep(self.poll_interval)
         except Exception as exc:  # turned into an event: the operator cleans up and fails with it
             self.log.exception("RayClusterReadyTrigger failed for %s/%s", self.namespace, self.name)
-            yield TriggerEvent(
-                {"status": "error", "message": f"{type(exc).__name__}: {exc}", "conditions": []}
-            )
+            yield TriggerEvent(dict(make_event(EVENT_ERROR, message=f"{type(exc).__name__}: {exc}")))
         finally:
-            if hook is not None and "api_client" in hook.__dict__:
-                await asyncio.to_thread(hook.api_client.close)
-
-    def _check(self, hook: Any) -> Any:
-        from airflow_ray_provider.kuberay.builder import TokenRef
-        from airflow_ray_provider.kuberay.readiness import check_ready
-
-        token_ref = TokenRef(self.token_secret, self.token_key) if self.token_secret else None
-        return check_ready(
-            hook.client,
-            self.name,
-            namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template,
-            token_ref=token_ref,
-        )
-
-    def _event_for(self, check: Any) -> dict[str, Any] | None:
-        from airflow_ray_provider.kuberay.readiness import timeout_message
-
-        if check.verdict == "ready":
-            return {"status": "ready", "dashboard_url": check.dashboard_url, "message": check.message}
-        if check.verdict == "failed":
-            return {"status": "failed", "message": check.message, "conditions": check.conditions}
-        if time.time() - self.start_time >= self.timeout:
-            message = timeout_message(self.name, self.namespace, self.timeout, check)
-            return {"status": "timeout", "message": message, "conditions": check.conditions}
-        self.log.info("RayCluster %s/%s not ready yet: %s", self.namespace, self.name, check.message)
-        return None
+            if backend is not None:
+                await asyncio.to_thread(backend.close)

@@ -16,15 +16,9 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
 from airflow_ray_provider.jobs.log_stream import new_log_lines
-from airflow_ray_provider.jobs.outcome import (
-    EVENT_DONE,
-    EVENT_ERROR,
-    EVENT_TIMEOUT,
-    emit_lines,
-    make_event,
-)
+from airflow_ray_provider.jobs.outcome import EVENT_DONE, EVENT_ERROR, EVENT_TIMEOUT, make_event
 
 
 class RayJobTrigger(BaseTrigger):

@@ -24,6 +24,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_ray_provider.exceptions import PolicyError
+
 PROMOTE = "promote"
 KEEP_CHAMPION = "keep_champion"
 INCONCLUSIVE = "inconclusive"
@@ -31,10 +33,6 @@ OUTCOMES = (PROMOTE, KEEP_CHAMPION, INCONCLUSIVE)
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 _DIRECTIONS = ("higher", "lower", "target_1")
-
-
-class PolicyError(ValueError):
-    """The decision policy is malformed; the message says which field to fix."""
 
 
 @dataclass(frozen=True)

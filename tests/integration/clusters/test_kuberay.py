@@ -324,16 +324,20 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     kuberay_conn, kube_emulator, kuberay_sample_manifest
 ):
     """KubeRay's own sample through the manifest path, into a namespace no controller watches."""
-    from airflow_ray_provider.clusters.backends import ClusterRequest, TaskIdentity
+    from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, KubeRayPlan, TaskIdentity
+    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
     from airflow_ray_provider.kuberay import labels as lb
-    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator, _kuberay_backend
+    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
 
-    backend = _kuberay_backend(kuberay_conn, "manifests")
+    backend = backend_for_connection(kuberay_conn, namespace="manifests")
     identity = TaskIdentity("cluster_tests", RUN_ID, "create")
     plan = backend.plan(ClusterRequest(manifest=kuberay_sample_manifest, namespace="manifests"), identity)
-    assert backend.ensure_created(plan) is True
+    assert isinstance(plan, KubeRayPlan)
+    assert backend.ensure(plan) is True
 
-    stored = backend.hook.client.get_cluster(plan.name, namespace="manifests")
+    assert isinstance(backend, KubeRayBackend)
+    client = backend.client
+    stored = client.get_cluster(plan.name, namespace="manifests")
     meta = stored.pop("metadata")
     expected = json.loads(json.dumps(kuberay_sample_manifest))
     expected_meta = expected.pop("metadata")
@@ -345,7 +349,5 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
 
     handle = backend.handle(plan, "http://raycluster-kuberay-head-svc.manifests.svc.cluster.local:8265")
     result = DeleteRayClusterOperator(task_id="delete", cluster=handle.to_dict()).execute(_context("delete"))
-    assert (
-        result["deleted"] is True
-        and backend.hook.client.find_cluster(plan.name, namespace="manifests") is None
-    )
+    assert result["deleted"] is True and client.find_cluster(plan.name, namespace="manifests") is None
+    backend.close()

@@ -53,7 +53,7 @@ def test_cluster_handle_with_token_file_and_permanent_errors(ray_cluster_handle)
     assert hook.stop_job("no-such-job-anywhere") is False
     with pytest.raises(RayJobApiError) as excinfo:
         hook.get_job_logs("no-such-job-anywhere")
-    assert excinfo.value.status_code == 404  # permanent: not retried, clear status
+    assert excinfo.value.http_status == 404  # permanent: not retried, clear status
 
 
 def test_async_path_reads_streams_and_stops_a_job(ray_job_hook, job_prefix):

@@ -12,7 +12,7 @@ import time
 import pendulum
 import pytest
 
-from airflow_ray_provider.jobs.outcome import LOG_PREFIX
+from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.ray_job import job_ids_for, ti_states, write_dag_module, xcom_of

@@ -14,11 +14,11 @@ from airflow_ray_provider.hooks.ray_api import (
     api_url,
     build_headers,
     check_response,
-    dashboard_job_url,
     job_path,
     parse_json,
 )
 from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
+from airflow_ray_provider.jobs.outcome import dashboard_job_url
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +41,7 @@ def test_check_response():
     assert check_response(404, "no", "u", allow_404=True) is False
     with pytest.raises(RayJobApiError) as excinfo:
         check_response(404, "Job x does not exist", "http://h/api/jobs/x")
-    assert excinfo.value.status_code == 404 and "http://h/api/jobs/x" in str(excinfo.value)
+    assert excinfo.value.http_status == 404 and "http://h/api/jobs/x" in str(excinfo.value)
     with pytest.raises(RayJobApiError, match="auth token"):
         check_response(401, "Unauthorized", "u")
     with pytest.raises(RayJobAlreadyExistsError):
@@ -53,13 +53,13 @@ def test_check_response():
 @pytest.mark.parametrize(
     ("exc", "transient"),
     [
-        (RayJobApiError("x", status_code=429, url="u"), True),
-        (RayJobApiError("x", status_code=500, url="u"), True),
-        (RayJobApiError("x", status_code=503, url="u"), True),
-        (RayJobApiError("x", status_code=400, url="u"), False),
-        (RayJobApiError("x", status_code=401, url="u"), False),
-        (RayJobApiError("x", status_code=404, url="u"), False),
-        (RayJobAlreadyExistsError("x", status_code=500, url="u"), False),
+        (RayJobApiError("x", http_status=429, url="u"), True),
+        (RayJobApiError("x", http_status=500, url="u"), True),
+        (RayJobApiError("x", http_status=503, url="u"), True),
+        (RayJobApiError("x", http_status=400, url="u"), False),
+        (RayJobApiError("x", http_status=401, url="u"), False),
+        (RayJobApiError("x", http_status=404, url="u"), False),
+        (RayJobAlreadyExistsError("x", http_status=500, url="u"), False),
         (requests.ConnectionError("refused"), True),
         (requests.Timeout("slow"), True),
         (ConnectionRefusedError(111, "refused"), True),
@@ -90,13 +90,13 @@ def _counting(errors):
 
 
 def test_retry_policy_retries_transient_then_succeeds():
-    call, calls = _counting([requests.ConnectionError("a"), RayJobApiError("b", status_code=502, url="u")])
+    call, calls = _counting([requests.ConnectionError("a"), RayJobApiError("b", http_status=502, url="u")])
     kwargs = retry_kwargs(5, initial_wait=0.01, max_wait=0.02)
     assert tenacity.Retrying(**kwargs)(call) == "ok" and len(calls) == 3
 
 
 def test_retry_policy_does_not_retry_permanent_and_reraises_the_last_error():
-    call, calls = _counting([RayJobApiError("nope", status_code=403, url="u")])
+    call, calls = _counting([RayJobApiError("nope", http_status=403, url="u")])
     with pytest.raises(RayJobApiError, match="nope"):
         tenacity.Retrying(**retry_kwargs(5, initial_wait=0.01))(call)
     assert len(calls) == 1

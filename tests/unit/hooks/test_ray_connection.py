@@ -88,7 +88,7 @@ def test_hook_init_does_no_io_and_unknown_connection_is_a_clear_error():
 
 
 def test_hook_reads_env_connection_and_masks_its_secrets():
-    from airflow.sdk._shared.secrets_masker import redact
+    from airflow.sdk.log import redact
 
     from airflow_ray_provider.hooks.ray_job import RayJobHook
 

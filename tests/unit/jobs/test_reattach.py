@@ -47,7 +47,7 @@ def test_lost_race_re_plans_and_attaches():
     def submit(sid):
         # Another worker submitted the same id a moment earlier.
         cluster.append(job(sid, "RUNNING"))
-        raise RayJobAlreadyExistsError("exists", status_code=500, url="u")
+        raise RayJobAlreadyExistsError("exists", http_status=500, url="u")
 
     plan = submit_or_attach(BASE, lambda: list(cluster), submit)
     assert plan.action is Action.ATTACH and plan.submission_id == BASE and submitted == []
@@ -61,7 +61,7 @@ def test_submit_happens_once():
 
 def test_endless_races_give_up():
     def submit(sid):
-        raise RayJobAlreadyExistsError("exists", status_code=500, url="u")
+        raise RayJobAlreadyExistsError("exists", http_status=500, url="u")
 
     with pytest.raises(RayJobAlreadyExistsError, match="races"):
         submit_or_attach(BASE, list, submit, races=2)

@@ -7,11 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_ray_provider.operators.metrics import (
-    CollectRayMetricsOperator,
-    CollectZoneTrainingOperator,
-    MetricsArtifactError,
-)
+from airflow_ray_provider.exceptions import MetricsArtifactError
+from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.templates.champion_challenger.decision import (
     DecisionPolicy,
     PrimaryMetric,

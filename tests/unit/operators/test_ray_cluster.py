@@ -37,8 +37,7 @@ def test_a_typed_spec_is_kept_as_plain_data_and_round_trips():
 
 @pytest.mark.unit
 def test_local_backend_summarises_the_spec_into_cpus_and_gpus():
-    from airflow_ray_provider.clusters.backends import ClusterRequest, local_options_for
-    from airflow_ray_provider.local.cluster import LocalClusterOptions
+    from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, local_options_for
 
     spec = RayClusterSpec.from_dict(
         {"head": {"cpu": "1"}, "worker_groups": [{"name": "a", "replicas": 64, "cpu": "2"}]}
@@ -92,8 +91,8 @@ def test_hook_without_any_kubernetes_config_says_what_to_set(monkeypatch):
 
 @pytest.mark.unit
 def test_wrong_connection_type_is_rejected(monkeypatch):
-    from airflow_ray_provider.operators.ray_cluster import _kuberay_backend
+    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_NOT_KR", json.dumps({"conn_type": "http", "host": "x"}))
     with pytest.raises(RayInvalidInputError, match="cluster_conn_id=None for a local"):
-        _kuberay_backend("not_kr")
+        backend_for_connection("not_kr")

@@ -1,0 +1,303 @@
+"""The KubeRay backend: a RayCluster CR through a ``kuberay`` connection, the token in a Secret.
+
+Ready means the head pod is ready (:func:`airflow_ray_provider.kuberay.status.readiness`) AND its
+dashboard answers with the token. Every call goes through the typed client of
+:mod:`airflow_ray_provider.kuberay.client`, within the namespaced Role of
+:mod:`airflow_ray_provider.kuberay.rbac`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow_ray_provider.clusters.backend import ClusterBackend, ClusterPlan, ClusterRequest, TaskIdentity
+from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
+from airflow_ray_provider.clusters.readiness import (
+    EVENT_ERROR,
+    ReadinessCheck,
+    ReadinessEvent,
+    Verdict,
+    make_event,
+    probe_dashboard,
+    wait_until_ready,
+)
+from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.kuberay import builder
+from airflow_ray_provider.kuberay import labels as lb
+from airflow_ray_provider.kuberay.errors import (
+    KubeRayConflictError,
+    KubeRayError,
+    KubeRayNotFoundError,
+    KubeRaySpecError,
+)
+from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
+from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.kuberay.client import KubeRayClient
+
+log = logging.getLogger(__name__)
+
+#: Names the token Secret the provider created (``secret`` auth mode), so deleting finds it.
+ANNOTATION_TOKEN_SECRET = "airflow-ray-provider/token-secret"
+#: ``extra`` key of a handle: whether the provider created the token Secret (then it deletes it too).
+EXTRA_TOKEN_SECRET_CREATED = "token_secret_created"
+
+
+@dataclass(frozen=True)
+class KubeRaySettings:
+    """What a ``kuberay`` connection says about the clusters it creates.
+
+    :param conn_id: the connection id (handles carry it, so hooks can read the token Secret).
+    :param namespace: the namespace calls default to.
+    :param default_image: the Ray image when a spec names none.
+    :param dashboard_url_template: how to reach a head's dashboard (``None``: in-cluster DNS).
+    :param ray_auth: ``auth_options``, ``secret`` or ``disabled`` (when a spec does not say).
+    """
+
+    conn_id: str
+    namespace: str = "default"
+    default_image: str | None = None
+    dashboard_url_template: str | None = None
+    ray_auth: str = "auth_options"
+
+
+@dataclass(frozen=True)
+class KubeRayPlan(ClusterPlan):
+    """A RayCluster to create.
+
+    :param body: the RayCluster object sent to the API.
+    """
+
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
+    if not handle.auth_token_secret:
+        return None
+    created = bool((handle.extra or {}).get(EXTRA_TOKEN_SECRET_CREATED))
+    return builder.TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or AUTH_TOKEN_KEY, created)
+
+
+def _look(status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None) -> ReadinessCheck:
+    return ReadinessCheck(
+        verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=status.summary(),
+        conditions=[dict(c) for c in status.conditions],
+        inspect=f"kubectl describe raycluster {status.name} -n {status.namespace}",
+    )  # fmt: skip
+
+
+class KubeRayBackend(ClusterBackend):
+    """Create, wait for and delete RayClusters through one ``kuberay`` connection.
+
+    :param settings: the connection's settings.
+    :param client_factory: builds the typed client on first use (no I/O before a backend call).
+    """
+
+    kind: BackendName = "kuberay"
+    can_defer: bool = True
+
+    def __init__(self, settings: KubeRaySettings, client_factory: Callable[[], KubeRayClient]) -> None:
+        self.settings = settings
+        self._client_factory = client_factory
+
+    @property
+    def conn_id(self) -> str | None:
+        """The ``kuberay`` connection id."""
+        return self.settings.conn_id
+
+    @cached_property
+    def client(self) -> KubeRayClient:
+        """The typed RayCluster client."""
+        return self._client_factory()
+
+    def _namespace(self, plan: ClusterPlan | RayClusterHandle) -> str:
+        return plan.namespace or self.settings.namespace
+
+    # ----------------------------------------------------------------- create
+    def plan(self, request: ClusterRequest, identity: TaskIdentity) -> KubeRayPlan:
+        """Validate the request and build the body; no API call."""
+        namespace = request.namespace or self.settings.namespace
+        template = request.dashboard_url_template or self.settings.dashboard_url_template
+        labels = identity.labels()
+        annotations = lb.ownership_annotations(
+            run_id=identity.run_id, expires_at=lb.expires_at(request.expiry)
+        )
+        name = request.name_for(identity)
+        try:
+            dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
+            if request.manifest is not None:
+                body = builder.prepare_manifest(
+                    request.manifest, name=name, labels=labels, annotations=annotations
+                )
+            else:
+                spec = request.spec or RayClusterSpec()
+                spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
+                body = builder.build_body(
+                    spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
+                    default_image=self.settings.default_image,
+                )  # fmt: skip
+        except (KubeRaySpecError, ValueError) as exc:
+            raise RayInvalidInputError(str(exc)) from exc
+        token_ref = builder.token_ref_of(body)
+        if token_ref is not None and token_ref.provider_created:
+            body["metadata"]["annotations"][ANNOTATION_TOKEN_SECRET] = token_ref.secret_name
+        return KubeRayPlan(
+            name=body["metadata"]["name"], namespace=namespace, labels=labels,
+            dashboard_url_template=template, token_ref=token_ref, body=body,
+        )  # fmt: skip
+
+    def ensure(self, plan: ClusterPlan) -> bool:
+        """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
+        if not isinstance(plan, KubeRayPlan):
+            raise TypeError(f"KubeRayBackend cannot create from a {type(plan).__name__}")
+        namespace = self._namespace(plan)
+        existing = self.client.find_cluster(plan.name, namespace=namespace)
+        if existing is not None:
+            self._check_ours(existing, plan)
+            log.info("Reusing RayCluster %s/%s created by an earlier try", namespace, plan.name)
+            return False
+        ref = plan.token_ref
+        if ref is not None and ref.provider_created:
+            self.client.create_secret(
+                ref.secret_name,
+                data={ref.key: secrets.token_hex(32)},
+                labels=plan.labels,
+                namespace=namespace,
+            )
+        try:
+            self.client.create_cluster(plan.body, namespace=namespace)
+        except KubeRayConflictError:  # created concurrently (e.g. a zombie try): reuse if ours
+            self._check_ours(self.client.get_cluster(plan.name, namespace=namespace), plan)
+            return False
+        log.info("Created RayCluster %s/%s", namespace, plan.name)
+        return True
+
+    @staticmethod
+    def _check_ours(obj: dict[str, Any], plan: ClusterPlan) -> None:
+        where = f"RayCluster {plan.namespace}/{plan.name}"
+        if not lb.matches(obj, plan.labels):
+            raise RayClusterError(
+                f"{where} already exists and was not created by this task "
+                f"(labels {lb.selector(plan.labels)}); choose another cluster_name or delete it",
+                name=plan.name, namespace=plan.namespace,
+            )  # fmt: skip
+        if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            raise RayClusterError(
+                f"{where} is being deleted; retry once it is gone", name=plan.name, namespace=plan.namespace
+            )
+
+    # ----------------------------------------------------------------- wait
+    def check(self, plan: ClusterPlan) -> ReadinessCheck:
+        """Look at the RayCluster's status, then (once its head is ready) at its dashboard."""
+        namespace = self._namespace(plan)
+        try:
+            status = self.client.get_status(plan.name, namespace=namespace)
+        except KubeRayNotFoundError:
+            message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
+            return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
+        verdict = readiness(status)
+        if verdict.verdict != "ready":
+            return _look(status, verdict.verdict, verdict.message)
+        url = dashboard_url(status, plan.dashboard_url_template)
+        token = None
+        if plan.token_ref is not None:
+            ref = plan.token_ref
+            try:
+                token = self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace)
+            except KubeRayNotFoundError:
+                return _look(status, "waiting", f"token Secret {ref.secret_name} does not exist yet", url)
+        answered, detail = probe_dashboard(url, token)
+        if answered:
+            return _look(status, "ready", f"dashboard {url} answers (Ray {detail})", url)
+        return _look(status, "waiting", f"head ready, but {url}/api/version: {detail}", url)
+
+    def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
+        """Look until ready, failed or timed out; a Kubernetes API error ends the wait as ``error``."""
+        try:
+            return wait_until_ready(lambda: self.check(plan), timeout=timeout, poll_interval=poll_interval)
+        except KubeRayError as exc:
+            return make_event(EVENT_ERROR, message=str(exc))
+
+    def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
+        """The handle: where the dashboard is and which Secret holds the token (never the token)."""
+        ref = plan.token_ref
+        return RayClusterHandle(
+            backend="kuberay", name=plan.name, namespace=self._namespace(plan), dashboard_url=dashboard_url,
+            auth_token_secret=ref.secret_name if ref else None,
+            auth_token_secret_key=ref.key if ref else None,
+            conn_id=self.settings.conn_id,
+            extra={EXTRA_TOKEN_SECRET_CREATED: bool(ref and ref.provider_created)},
+        )  # fmt: skip
+
+    def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
+        """Delete the cluster (and its provider-created Secret), then raise with the event's conditions."""
+        message = event["message"] or f"RayCluster {plan.name} is not ready ({event['status']})"
+        try:
+            self._delete(plan.name, self._namespace(plan), plan.token_ref, wait=True, timeout=120)
+            message += " The cluster was deleted."
+        except Exception as exc:  # the error to report is the readiness one; say the cleanup failed too
+            message += f" Deleting it failed too ({exc}); the janitor will remove it after its expiry."
+        raise RayClusterNotReadyError(
+            message, name=plan.name, namespace=self._namespace(plan), conditions=event["conditions"]
+        )
+
+    # ----------------------------------------------------------------- delete
+    def _delete(
+        self, name: str, namespace: str, token_ref: builder.TokenRef | None, *, wait: bool, timeout: float
+    ) -> bool:
+        deleted = self.client.delete_cluster(name, namespace=namespace)
+        if token_ref is not None and token_ref.provider_created:
+            self.client.delete_secret(token_ref.secret_name, namespace=namespace)
+        if wait:
+            self.client.wait_until_gone(name, namespace=namespace, timeout=timeout)
+        return deleted
+
+    def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
+        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created."""
+        token_ref = _token_ref_of_handle(handle)
+        return self._delete(handle.name, self._namespace(handle), token_ref, wait=wait, timeout=timeout)
+
+    def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
+        """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
+        status = ClusterStatus.from_object(obj)
+        annotations = (obj.get("metadata") or {}).get("annotations") or {}
+        created = annotations.get(ANNOTATION_TOKEN_SECRET)  # the Secret the provider made, to delete too
+        ref = builder.TokenRef(created, provider_created=True) if created else builder.token_ref_of(obj)
+        return RayClusterHandle(
+            backend="kuberay", name=status.name, namespace=status.namespace or self.settings.namespace,
+            dashboard_url=dashboard_url(status), conn_id=self.settings.conn_id,
+            auth_token_secret=ref.secret_name if ref else None,
+            auth_token_secret_key=ref.key if ref else None,
+            extra={EXTRA_TOKEN_SECRET_CREATED: bool(created)},
+        )  # fmt: skip
+
+    def delete_labelled(
+        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
+    ) -> list[str]:
+        """Delete every provider RayCluster in the namespace whose labels include ``labels``."""
+        names = []
+        for obj in self.client.list_clusters(dict(labels), namespace=self.settings.namespace):
+            handle = self._handle_of(obj)
+            self.delete(handle, wait=wait, timeout=timeout)
+            names.append(handle.name)
+        return names
+
+    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
+        """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
+        owned = self.client.list_clusters(
+            {lb.LABEL_CREATED_BY: lb.CREATED_BY}, namespace=self.settings.namespace
+        )
+        return [self._handle_of(obj) for obj in owned if lb.is_expired(obj, now)]
+
+    def close(self) -> None:
+        """Close the Kubernetes API client, if one was built."""
+        if "client" in self.__dict__:
+            self.client.api_client.close()

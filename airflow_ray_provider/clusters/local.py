@@ -1,0 +1,174 @@
+"""The local backend: an ephemeral Ray head on this machine, the embedded default (no connection).
+
+The head outlives the task that started it and is stopped by the teardown task from any process on the
+same machine, through the registry of :mod:`airflow_ray_provider.local.cluster`. The KubeRay spec is
+summarised into the head's CPUs and GPUs, so one DAG runs on either backend unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import NoReturn
+
+from airflow_ray_provider.clusters.backend import (
+    ClusterBackend,
+    ClusterPlan,
+    ClusterRequest,
+    TaskIdentity,
+    check_spec,
+)
+from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
+from airflow_ray_provider.clusters.readiness import (
+    ReadinessCheck,
+    ReadinessEvent,
+    probe_dashboard,
+    wait_until_ready,
+)
+from airflow_ray_provider.exceptions import RayClusterNotReadyError
+from airflow_ray_provider.kuberay import labels as lb
+from airflow_ray_provider.local.cluster import (
+    LocalClusterOptions,
+    find_cluster,
+    is_record_expired,
+    list_clusters,
+    start_cluster,
+    stop_cluster,
+)
+from airflow_ray_provider.local.head import LocalHeadError, LocalHeadInfo, read_token
+
+
+@dataclass(frozen=True)
+class LocalPlan(ClusterPlan):
+    """A local head to start.
+
+    :param options: the head's options, CPUs and GPUs summarised from the spec.
+    :param auth: whether the head requires a Ray auth token.
+    :param expires_at: when the janitor may stop it.
+    """
+
+    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
+    auth: bool = True
+    expires_at: datetime | None = None
+
+
+def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
+    """Local options, with CPUs and GPUs summarised from the spec when not set explicitly.
+
+    ``num_cpus``: head plus initial workers' CPUs of the spec, capped at this machine's cores (every
+    core when there is neither a spec nor an explicit value). ``num_gpus``: 0 when the spec asks for no
+    GPU, else detected by Ray.
+    """
+    options, spec = request.local_options, request.spec
+    if spec is None:
+        return options
+    cpus = options.num_cpus
+    if cpus is None:
+        cpus = max(1, min(os.cpu_count() or 1, math.ceil(spec.total_cpus)))
+    gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
+    return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
+
+
+def _handle_of(info: LocalHeadInfo) -> RayClusterHandle:
+    return RayClusterHandle(
+        backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
+        extra=info.to_dict(),
+    )  # fmt: skip
+
+
+def _cluster(name: str) -> str:
+    return f"local Ray head {name}"
+
+
+class LocalBackend(ClusterBackend):
+    """Ephemeral Ray heads on this machine: started within the task, never deferred."""
+
+    kind: BackendName = "local"
+    conn_id: str | None = None
+    can_defer: bool = False
+
+    def plan(self, request: ClusterRequest, identity: TaskIdentity) -> LocalPlan:
+        """Validate the name and the spec (the local head honours its CPUs, GPUs and auth)."""
+        name = request.name_for(identity)
+        if request.spec is not None:
+            check_spec(request.spec)
+        return LocalPlan(
+            name=name, labels=identity.labels(), options=local_options_for(request),
+            auth=request.spec is None or request.spec.auth != "disabled",
+            expires_at=datetime.now(timezone.utc) + request.expiry,
+        )  # fmt: skip
+
+    def ensure(self, plan: ClusterPlan) -> bool:
+        """Start the head (it answers before this returns), or find the one an earlier try started."""
+        if not isinstance(plan, LocalPlan):
+            raise TypeError(f"LocalBackend cannot create from a {type(plan).__name__}")
+        try:
+            _, created = start_cluster(
+                plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at
+            )
+        except LocalHeadError as exc:  # start_head stopped what it started before raising
+            raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
+        return created
+
+    def check(self, plan: ClusterPlan) -> ReadinessCheck:
+        """The head's processes are alive and its dashboard answers with the token."""
+        info = find_cluster(plan.name)
+        if info is None:
+            return ReadinessCheck("failed", f"local Ray head {plan.name} is not running", _cluster(plan.name))
+        token = read_token(info.token_file) if info.token_file else None
+        answered, detail = probe_dashboard(info.dashboard_url, token)
+        if answered:
+            message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
+            return ReadinessCheck("ready", message, _cluster(plan.name), info.dashboard_url)
+        message = f"head running, but {info.dashboard_url}/api/version: {detail}"
+        return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
+
+    def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
+        """Look until ready (normally at once: :meth:`ensure` waited for the dashboard)."""
+        return wait_until_ready(lambda: self.check(plan), timeout=timeout, poll_interval=poll_interval)
+
+    def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
+        """The handle of the running head (its pid, temp dir and token file are in ``extra``)."""
+        info = find_cluster(plan.name)
+        if info is None:
+            raise RayClusterNotReadyError(
+                f"local Ray head {plan.name} stopped after it was ready", name=plan.name
+            )
+        return _handle_of(info)
+
+    def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
+        """Stop the head, then raise :class:`RayClusterNotReadyError`."""
+        info = find_cluster(plan.name)
+        message = event["message"] or f"local Ray head {plan.name} is not ready ({event['status']})"
+        if info is not None:
+            stop_cluster(info)
+            message += " The head was stopped."
+        raise RayClusterNotReadyError(message, name=plan.name, conditions=event["conditions"])
+
+    def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
+        """Stop a head from any process (always waits: stopping takes about a second)."""
+        info = LocalHeadInfo.from_dict(handle.extra) if handle.extra else find_cluster(handle.name)
+        return stop_cluster(info) if info is not None else False
+
+    def delete_labelled(
+        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
+    ) -> list[str]:
+        """Stop every registered head whose labels include ``labels``."""
+        names = []
+        for record in list_clusters(dict(labels)):
+            info = LocalHeadInfo.from_dict(record["info"])
+            stop_cluster(info)
+            names.append(info.name)
+        return names
+
+    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
+        """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
+        owned = list_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
+        return [_handle_of(LocalHeadInfo.from_dict(r["info"])) for r in owned if is_record_expired(r, now)]
+
+    def close(self) -> None:
+        """Nothing to release."""
