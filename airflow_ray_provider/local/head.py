@@ -8,7 +8,9 @@ only the process group it created, and checks first that the group still belongs
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import logging
 import os
 import secrets
 import shutil
@@ -26,10 +28,24 @@ from typing import Any
 
 TOKEN_FILE_NAME = "auth_token"
 HEAD_LOG_NAME = "ray-start.log"
+#: What ``ray start`` logs once its node has registered with the GCS: only then is the head up. The
+#: dashboard answers ~10 s earlier on a busy machine, and the head can still die in between: on a
+#: starved CPU the raylet gives the dashboard agent 15 s to publish its port, then aborts, and
+#: ``ray start`` exits ("The current node timed out during startup"), taking the dashboard with it
+#: (ray-project/ray#65983, open: the 15 s are hard-coded).
+STARTED_MARKER = "Ray runtime started."
+#: Starts of a head whose ``ray start`` gave up during startup (each failed one costs its time).
+START_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 
 class LocalHeadError(RuntimeError):
     """The local Ray head could not be started or stopped."""
+
+
+class _StartupCrashError(LocalHeadError):
+    """``ray start`` exited before the head was up (worth one more try)."""
 
 
 @dataclass(frozen=True)
@@ -93,7 +109,7 @@ def read_token(token_file: str) -> str:
 
 
 def ray_executable() -> str:
-    """The ``ray`` command of this Python environment (else the one on ``PATH``).
+    """The ``ray`` command of this Python environment (else the one on ``PATH``), as a user would run it.
 
     :raises LocalHeadError: when there is none.
     """
@@ -106,9 +122,16 @@ def ray_executable() -> str:
     return found
 
 
+def _ray_cli() -> list[str]:
+    """This environment's ``ray`` CLI, unbuffered: its :data:`STARTED_MARKER` reaches the log at once."""
+    if importlib.util.find_spec("ray") is None:
+        raise LocalHeadError("Ray is not installed in this Python environment; install ray[default]")
+    return [sys.executable, "-u", "-m", "ray.scripts.scripts"]
+
+
 def _head_command(config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_port: int) -> list[str]:
     cmd = [
-        ray_executable(), "start", "--head", "--block", "--disable-usage-stats",
+        *_ray_cli(), "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}",
@@ -141,7 +164,10 @@ def _dashboard_answers(url: str, token: str | None, timeout: float = 2.0) -> boo
 
 
 def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None) -> LocalHeadInfo:
-    """Start a local Ray head and wait until its Job API answers.
+    """Start a local Ray head and wait until it is up: node started and Job API answering.
+
+    When ``ray start`` itself gives up during startup (a starved machine: see :data:`STARTED_MARKER`),
+    the head is started again, in a fresh temp dir on fresh ports, up to :data:`START_ATTEMPTS` times.
 
     :param config: start options; defaults to :class:`LocalHeadConfig`.
     :param name: a label for the head (used in its temp dir name).
@@ -149,55 +175,85 @@ def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None
     :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
     """
     config = config or LocalHeadConfig()
-    temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
-    temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
-    name = name or Path(temp_dir).name
-    gcs_port, dash_port = free_port(), free_port()
-    env = {**os.environ, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir}
-    token: str | None = None
-    token_file: str | None = None
-    if config.auth:
-        token = config.token or secrets.token_hex(32)
-        token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(token)
-        env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
-    else:
+    for attempt in range(1, START_ATTEMPTS):
+        try:
+            return _start_once(config, name)
+        except _StartupCrashError as exc:
+            log.warning(
+                "`ray start --head` gave up during startup (attempt %d of %d); starting it again. %s",
+                attempt, START_ATTEMPTS, exc,
+            )  # fmt: skip
+    return _start_once(config, name)
+
+
+def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tuple[str | None, str | None]:
+    """Write the token file (0600) and set Ray's auth variables; returns ``(token, token_file)``."""
+    if not config.auth:
         env.pop("RAY_AUTH_TOKEN", None)
         env["RAY_AUTH_MODE"] = "disabled"
-    log = open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb")  # noqa: SIM115 (handed to the child)
+        return None, None
+    token = config.token or secrets.token_hex(32)
+    token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
+    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(token)
+    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
+    return token, token_file
+
+
+def _start_once(config: LocalHeadConfig, name: str | None) -> LocalHeadInfo:
+    temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
+    temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
+    gcs_port, dash_port = free_port(), free_port()
+    env = {**os.environ, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir}
+    token, token_file = _auth_env(config, temp_dir, env)
+    head_log = open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb")  # noqa: SIM115 (handed to the child)
     try:
         proc = subprocess.Popen(
             _head_command(config, temp_dir, gcs_port, dash_port),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=head_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )  # fmt: skip
     except OSError as exc:
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise LocalHeadError(f"could not start `ray start --head`: {exc}") from exc
     finally:
-        log.close()
+        head_log.close()
     info = LocalHeadInfo(
-        name=name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
+        name=name or Path(temp_dir).name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
         dashboard_url=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}",
         token_file=token_file,
     )  # fmt: skip
-    deadline = time.monotonic() + config.ready_timeout
+    _wait_until_up(proc, info, token, config.ready_timeout)
+    return info
+
+
+def _wait_until_up(
+    proc: subprocess.Popen[bytes], info: LocalHeadInfo, token: str | None, timeout: float
+) -> None:
+    """Return once the node started and the dashboard answers; else stop the head and raise."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            tail = _log_tail(temp_dir)
+            tail = _log_tail(info.temp_dir)
             stop_head(info)
-            raise LocalHeadError(f"`ray start --head` exited with {proc.returncode}:\n{tail}")
-        if _dashboard_answers(info.dashboard_url, token):
-            return info
+            raise _StartupCrashError(f"`ray start --head` exited with {proc.returncode}:\n{tail}")
+        if _node_started(info.temp_dir) and _dashboard_answers(info.dashboard_url, token):
+            return
         time.sleep(0.25)
-    tail = _log_tail(temp_dir)
+    tail = _log_tail(info.temp_dir)
     stop_head(info)
     raise LocalHeadError(
-        f"local Ray head did not answer {info.dashboard_url}/api/version within "
-        f"{config.ready_timeout:.0f}s; last log lines:\n{tail}"
+        f"local Ray head did not start and answer {info.dashboard_url}/api/version within "
+        f"{timeout:.0f}s; last log lines:\n{tail}"
     )
+
+
+def _node_started(temp_dir: str) -> bool:
+    try:
+        return STARTED_MARKER in Path(temp_dir, HEAD_LOG_NAME).read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _log_tail(temp_dir: str, lines: int = 30) -> str:

@@ -115,3 +115,26 @@ def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
     assert deleted == ["old"]
     assert sorted(p.name for p in local_registry.glob("*.json")) == ["fresh.json"]
     assert not (tmp_path / "rayh-old").exists() and (tmp_path / "rayh-fresh").exists()
+
+
+@pytest.mark.integration
+def test_a_head_is_up_only_once_its_node_started(ray_head):
+    """The dashboard answers before the node registers; a head counts as started only after both."""
+    from airflow_ray_provider.local.head import HEAD_LOG_NAME, STARTED_MARKER
+
+    assert STARTED_MARKER in Path(ray_head.temp_dir, HEAD_LOG_NAME).read_text()
+
+
+@pytest.mark.integration
+def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, caplog):
+    from airflow_ray_provider.local.head import START_ATTEMPTS, LocalHeadConfig, LocalHeadError, start_head
+
+    config = LocalHeadConfig(resources={"CPU": 1.0}, temp_root=str(tmp_path))  # `ray start` refuses CPU here
+
+    with caplog.at_level("WARNING"), pytest.raises(LocalHeadError, match="exited with") as info:
+        start_head(config, name="doomed")
+
+    assert "num-cpus" in str(info.value)  # Ray's own reason, from the head's log
+    retries = [r for r in caplog.records if r.message.startswith("`ray start --head` gave up")]
+    assert len(retries) == START_ATTEMPTS - 1
+    assert list(tmp_path.iterdir()) == []  # every attempt's temp dir is gone
