@@ -40,7 +40,7 @@ test-unit: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy airflow_ray_provider/kuberay airflow_ray_provider/hooks
+	$(BIN)/mypy airflow_ray_provider dags
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

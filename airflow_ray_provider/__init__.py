@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = ["__version__", "get_provider_info"]
+
 __version__ = "0.1.0"
 
 _PKG = "airflow_ray_provider"

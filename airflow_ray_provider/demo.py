@@ -86,8 +86,7 @@ def _xcom(dag_run: Any, task_id: str) -> Any:
 
 def stop_leftover_head(dag_run: Any) -> None:
     """Safety net: stop the run's local head if the teardown could not (it normally has)."""
-    from airflow_ray_provider.local.cluster import stop_cluster
-    from airflow_ray_provider.local.head import LocalHeadInfo, is_running
+    from airflow_ray_provider.local import LocalHeadInfo, is_running, stop_cluster
 
     handle = _xcom(dag_run, "create_cluster")
     if handle and handle.get("extra"):

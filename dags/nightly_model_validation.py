@@ -17,12 +17,12 @@ import os
 from pathlib import Path
 
 from airflow_ray_provider.templates import defaults
-from airflow_ray_provider.templates.champion_challenger import build_champion_challenger_dag
-from airflow_ray_provider.templates.champion_challenger.decision import (
+from airflow_ray_provider.templates.champion_challenger import (
     DecisionPolicy,
     Guardrail,
     PrimaryMetric,
     SliceRule,
+    build_champion_challenger_dag,
 )
 
 ROOT = defaults.data_root(Path(__file__).parent)

@@ -28,8 +28,10 @@ os.environ.update(
 os.environ.pop("RAY_ADDRESS", None)
 os.environ.pop("RAY_AUTH_TOKEN", None)
 
-# Each area keeps its fixtures in its own module (helpers and tests of one layer live together).
+# Each area keeps its fixtures in its own module (helpers and tests of one layer live together); DAG runs
+# (write a DAG file, ``dag.test()``, task states, XComs) have one module that every area uses.
 pytest_plugins = [
+    "tests.fixtures.dag_runs",
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",
     "tests.fixtures.evaluation",

@@ -1,6 +1,8 @@
-"""Pieces every DAG template shares: where the Ray work runs, and how a workload gets its config.
+"""Pieces every DAG template shares: where the Ray work runs, how a workload gets its config, and how
+one task's XCom reaches the next.
 
-Nothing here imports Ray, pandas or pyarrow: DAG files that use the templates parse fast.
+Nothing here imports Ray, pandas or pyarrow (nor Airflow at module level): DAG files that use the
+templates parse fast.
 """
 
 from __future__ import annotations
@@ -8,10 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
-    from airflow.sdk.bases.operator import BaseOperator
+    from airflow.sdk import BaseOperator, XComArg
+
+_T = TypeVar("_T")
 
 #: Jinja-templated run identity copied into every artifact (``run.run_info``).
 RUN_INFO = {
@@ -76,6 +80,20 @@ class ClusterSettings:
         return self.python or (sys.executable if self.is_local else "python")
 
 
+def dag_arguments(tags: list[str], overrides: dict[str, Any] | None) -> dict[str, Any]:
+    """A template DAG's :class:`~airflow.sdk.DAG` arguments: no catch-up, a fixed start date, ``tags``.
+
+    :param tags: the template's DAG tags.
+    :param overrides: the factory's ``dag_kwargs``; they win.
+    """
+    arguments = {"catchup": False, "tags": tags, **(overrides or {})}
+    if "start_date" not in arguments:
+        import pendulum
+
+        arguments["start_date"] = pendulum.datetime(2026, 1, 1, tz="UTC")
+    return arguments
+
+
 def workload_entrypoint(python: str, module: str, config: dict[str, Any], *extra: str) -> list[str]:
     """``[python, -m, module, --config-json, <json>, *extra]``: the config travels inline, no file to ship.
 
@@ -114,13 +132,63 @@ def delete_cluster_task(
     from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
 
     delete = DeleteRayClusterOperator(
-        task_id=task_id, cluster=create.output, cluster_conn_id=settings.conn_id
+        task_id=task_id, cluster=upstream(create.output), cluster_conn_id=settings.conn_id
     )
     return delete.as_teardown(setups=create)
 
 
-def submit_kwargs(settings: ClusterSettings, create: BaseOperator | None) -> dict[str, Any]:
+def job_options(
+    *,
+    deferrable: bool,
+    poll_interval: float,
+    job_timeout: float | None,
+    runtime_env: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """How a template's :class:`SubmitRayJobOperator` waits for its job (keyword arguments)."""
+    options: dict[str, Any] = {
+        "deferrable": deferrable, "wait_for_completion": True, "poll_interval": poll_interval,
+    }  # fmt: skip
+    if job_timeout:
+        options["job_timeout"] = job_timeout
+    if runtime_env:
+        options["runtime_env"] = runtime_env
+    return options
+
+
+def job_target(settings: ClusterSettings, create: BaseOperator | None) -> dict[str, Any]:
     """How a :class:`SubmitRayJobOperator` reaches the cluster: the setup's handle or the connection."""
     if create is not None:
-        return {"cluster": create.output}
+        return {"cluster": upstream(create.output)}
     return {"ray_conn_id": settings.ray_conn_id}
+
+
+def upstream(reference: XComArg, key: str | None = None) -> Any:
+    """An upstream task's XCom (or one ``key`` of a ``multiple_outputs`` step) as an operator argument.
+
+    Airflow replaces the reference by the value before the operator runs, and operators annotate their
+    arguments with that value's type; the reference stands in for it, hence ``Any``.
+
+    :param reference: the upstream task's output (``task.output``, or what calling a step returned).
+    :param key: the XCom key to read instead of the return value.
+    """
+    if key is None:
+        return reference
+    from airflow.sdk import XComArg
+
+    (operator,) = reference.roots
+    return XComArg(operator, key=key)
+
+
+def resolved(value: XComArg | _T) -> _T:
+    """A step argument's value when the step runs: Airflow has replaced the XCom reference by then.
+
+    Step arguments are annotated ``XComArg | <value type>``: the DAG passes the upstream task's output,
+    the step receives its value.
+
+    :raises TypeError: on an unresolved reference (the step function was called outside a task run).
+    """
+    from airflow.sdk import XComArg
+
+    if isinstance(value, XComArg):
+        raise TypeError(f"{value!r} is an XCom reference: Airflow resolves it only when the task runs")
+    return value

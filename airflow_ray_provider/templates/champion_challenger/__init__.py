@@ -1,4 +1,4 @@
-"""Nightly champion-vs-challenger validation: DAG factory, TaskFlow steps, decision policy, report."""
+"""Nightly champion-vs-challenger validation: the DAG factory and the decision policy it applies."""
 
 from airflow_ray_provider.templates.champion_challenger.decision import (
     Decision,

@@ -21,8 +21,8 @@ metric's own unit. This module imports nothing heavy; it runs in the Airflow wor
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, TypeVar
 
 from airflow_ray_provider.exceptions import PolicyError
 
@@ -159,10 +159,13 @@ def _check_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
         raise PolicyError(f"{where} has unknown keys {sorted(unknown)}; allowed: {sorted(allowed)}")
 
 
-def _build(kind: type, data: Any, where: str) -> Any:
+_Rule = TypeVar("_Rule", PrimaryMetric, Guardrail, SliceRule)
+
+
+def _build(kind: type[_Rule], data: Any, where: str) -> _Rule:
     if not isinstance(data, dict):
         raise PolicyError(f"policy {where} must be a mapping, got {type(data).__name__}")
-    _check_keys(data, set(kind.__dataclass_fields__), f"policy {where}")
+    _check_keys(data, {f.name for f in fields(kind)}, f"policy {where}")
     return kind(**data)
 
 
@@ -238,11 +241,12 @@ def evaluate_policy(
     baseline = evaluation.get("baseline") or "champion"
     challenger = challenger or _only_challenger(evaluation, baseline)
     directions = evaluation.get("metric_directions") or {}
-    checks = [_check_rows(policy, evaluation), _check_primary(policy.primary, evaluation, challenger)]
+    rows = _check_rows(policy, evaluation)
+    checks: list[Check] = [] if rows is None else [rows]
+    checks.append(_check_primary(policy.primary, evaluation, challenger))
     checks += [_check_guardrail(g, evaluation, baseline, challenger, directions) for g in policy.guardrails]
     if policy.slice_rule is not None:
         checks.append(_check_slices(policy, evaluation, baseline, challenger, directions))
-    checks = [c for c in checks if c is not None]
     statuses = {c.status for c in checks}
     outcome = KEEP_CHAMPION if FAIL in statuses else INCONCLUSIVE if UNKNOWN in statuses else PROMOTE
     return Decision(outcome, baseline, challenger, policy.primary.metric, tuple(checks))

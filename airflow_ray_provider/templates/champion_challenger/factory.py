@@ -11,7 +11,7 @@ Call :func:`build_champion_challenger_dag` from a DAG file; see ``dags/nightly_m
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -20,13 +20,17 @@ from airflow_ray_provider.templates.common import (
     RUN_INFO,
     ClusterSettings,
     create_cluster_task,
+    dag_arguments,
     delete_cluster_task,
-    submit_kwargs,
+    job_options,
+    job_target,
     workload_entrypoint,
 )
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Asset
+
+    from airflow_ray_provider.templates.champion_challenger.tasks import PromoteCallable
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +42,6 @@ _METRIC_KEYS = {
     "calibration": ("calibration_ratio", "calibration_error", "mean_predicted_ctr", "observed_ctr"),
 }
 DEFAULT_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
-
-#: ``on_promote(decision, context)``: ``decision`` is the decide task's dict (``outcome``, ``reasons``,
-#: ``checks``, ``champion_uri``, ``challenger_uri``, ``report``); return value is logged.
-PromoteCallable = Callable[[dict[str, Any], Any], Any]
 
 
 def produced_metrics(metrics: Sequence[str], ndcg_k: Sequence[int]) -> set[str]:
@@ -172,9 +172,8 @@ def build_champion_challenger_dag(
         champion_uri=champion_uri, challenger_uri=challenger_uri, data_uri=data_uri, columns=columns,
         artifact_uri=artifact_uri, metrics=metrics, ndcg_k=ndcg_k, options=evaluation_options,
     )  # fmt: skip
-    kwargs = {"catchup": False, "tags": ["ray", "model-validation"], **(dag_kwargs or {})}
-    kwargs.setdefault("start_date", _default_start())
-    with DAG(dag_id=dag_id, schedule=schedule, **kwargs) as dag:
+    arguments = dag_arguments(["ray", "model-validation"], dag_kwargs)
+    with DAG(dag_id=dag_id, schedule=schedule, **arguments) as dag:
         _wire(
             dag_id=dag_id, settings=settings, config=config, policy=checked, on_promote=on_promote,
             model_asset=model_asset or default_model_asset(dag_id), runtime_env=runtime_env,
@@ -182,24 +181,6 @@ def build_champion_challenger_dag(
             poll_interval=poll_interval,
         )  # fmt: skip
     return dag
-
-
-def _default_start() -> Any:
-    import pendulum
-
-    return pendulum.datetime(2026, 1, 1, tz="UTC")
-
-
-def _job_kwargs(
-    runtime_env: dict[str, Any] | None, job_timeout: float | None, deferrable: bool, poll_interval: float
-) -> dict[str, Any]:
-    kwargs: dict[str, Any] = {"deferrable": deferrable, "wait_for_completion": True}
-    kwargs["poll_interval"] = poll_interval
-    if runtime_env:
-        kwargs["runtime_env"] = runtime_env
-    if job_timeout:
-        kwargs["job_timeout"] = job_timeout
-    return kwargs
 
 
 def _wire(
@@ -221,8 +202,10 @@ def _wire(
     from airflow_ray_provider.templates.champion_challenger import tasks as steps
 
     create = create_cluster_task(settings) if settings.ephemeral else None
-    target = submit_kwargs(settings, create)
-    job = _job_kwargs(runtime_env, job_timeout, deferrable, poll_interval)
+    target = job_target(settings, create)
+    job = job_options(
+        deferrable=deferrable, poll_interval=poll_interval, job_timeout=job_timeout, runtime_env=runtime_env
+    )
     evaluate = SubmitRayJobOperator(
         task_id="evaluate",
         entrypoint=workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config),

@@ -1,11 +1,14 @@
 """The TaskFlow steps of the champion-vs-challenger template: decide, report, branch, promote, keep.
 
-They run in the Airflow worker and only read the collector's XCom summary (no Ray, no data).
+They run in the Airflow worker and only read the collector's XCom summary (no Ray, no data). Arguments
+that come from an upstream task are annotated ``XComArg | <value>``: the factory passes the upstream
+output, the step receives its value (:func:`~airflow_ray_provider.templates.common.resolved`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task
@@ -16,11 +19,16 @@ from airflow_ray_provider.templates.champion_challenger.decision import (
     DecisionPolicy,
     evaluate_policy,
 )
+from airflow_ray_provider.templates.common import resolved
 
 if TYPE_CHECKING:
-    from airflow.sdk import Asset
+    from airflow.sdk import Asset, XComArg
 
 log = logging.getLogger(__name__)
+
+#: ``on_promote(decision, context)``: ``decision`` is the decide task's dict (``outcome``, ``reasons``,
+#: ``checks``, ``champion_uri``, ``challenger_uri``, ``report``); the return value is logged.
+PromoteCallable = Callable[[dict[str, Any], Any], Any]
 
 
 def _model_uris(summary: dict[str, Any], decision: Decision) -> dict[str, Any]:
@@ -34,8 +42,9 @@ def _model_uris(summary: dict[str, Any], decision: Decision) -> dict[str, Any]:
 
 
 @task(task_id="decide")
-def decide(summary: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
+def decide(summary: XComArg | dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
     """Apply the policy to the collected metrics; the XCom is the decision with every reason."""
+    summary = resolved(summary)
     decision = evaluate_policy(DecisionPolicy.from_dict(policy), summary)
     log.info("Decision: %s", decision.outcome)
     for reason in decision.reasons:
@@ -45,11 +54,15 @@ def decide(summary: dict[str, Any], policy: dict[str, Any]) -> dict[str, Any]:
 
 @task(task_id="report")
 def report(
-    summary: dict[str, Any], decision: dict[str, Any], policy: dict[str, Any], dag_id: str
+    summary: XComArg | dict[str, Any],
+    decision: XComArg | dict[str, Any],
+    policy: dict[str, Any],
+    dag_id: str,
 ) -> dict[str, str]:
     """Write ``report.html`` + ``report.md`` beside the artifact and log the markdown summary."""
     from airflow_ray_provider.templates.champion_challenger.report import build_report, write_report
 
+    summary, decision = resolved(summary), resolved(decision)
     rendered = build_report(
         summary,
         Decision.from_dict(decision),
@@ -62,17 +75,19 @@ def report(
 
 
 @task.branch(task_id="branch")
-def choose(decision: dict[str, Any]) -> str:
+def choose(decision: XComArg | dict[str, Any]) -> str:
     """``promote`` when the policy says so, else ``keep_champion`` (also for ``inconclusive``)."""
-    return "promote" if decision["outcome"] == PROMOTE else "keep_champion"
+    return "promote" if resolved(decision)["outcome"] == PROMOTE else "keep_champion"
 
 
-def make_promote(model_asset: Asset, on_promote: Any) -> Any:
+def make_promote(model_asset: Asset, on_promote: PromoteCallable | None) -> Any:
     """The promote task: call the user's callable, then record an asset event naming the new model."""
 
     @task(task_id="promote", outlets=[model_asset])
-    def promote(decision: dict[str, Any], report_paths: dict[str, str], **context: Any) -> dict[str, Any]:
-        decision = {**decision, "report": report_paths.get("html")}
+    def promote(
+        decision: XComArg | dict[str, Any], report_paths: XComArg | dict[str, str], **context: Any
+    ) -> dict[str, Any]:
+        decision = {**resolved(decision), "report": resolved(report_paths).get("html")}
         result = on_promote(decision, context) if on_promote is not None else None
         extra = {
             "model_uri": decision.get("challenger_uri"),
@@ -92,8 +107,11 @@ def make_promote(model_asset: Asset, on_promote: Any) -> Any:
 
 
 @task(task_id="keep_champion")
-def keep_champion(decision: dict[str, Any], report_paths: dict[str, str]) -> dict[str, Any]:
+def keep_champion(
+    decision: XComArg | dict[str, Any], report_paths: XComArg | dict[str, str]
+) -> dict[str, Any]:
     """Keep the champion; log why (``keep_champion`` or ``inconclusive``)."""
+    decision, report_paths = resolved(decision), resolved(report_paths)
     log.info(
         "Keeping champion %s (outcome %s); report: %s",
         decision.get("champion_uri"),

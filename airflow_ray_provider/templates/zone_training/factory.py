@@ -18,7 +18,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.templates.common import ClusterSettings
+from airflow_ray_provider.templates.common import ClusterSettings, dag_arguments
 from airflow_ray_provider.templates.zone_training.application import ZoneApplication
 
 if TYPE_CHECKING:
@@ -80,11 +80,7 @@ def build_zone_training_dag(
             "shared_cluster=True runs every application on one cluster: move per-application cluster_spec "
             "into the DAG's cluster_spec, or keep one cluster per application"
         )
-    kwargs = {"catchup": False, "tags": ["ray", "zone-training"], **(dag_kwargs or {})}
-    if "start_date" not in kwargs:
-        import pendulum
-
-        kwargs["start_date"] = pendulum.datetime(2026, 1, 1, tz="UTC")
+    arguments = dag_arguments(["ray", "zone-training"], dag_kwargs)
     from airflow_ray_provider.templates.zone_training.tasks import ZoneWiring
 
     wiring = ZoneWiring(
@@ -93,6 +89,6 @@ def build_zone_training_dag(
         runtime_env=runtime_env, job_timeout=job_timeout, deferrable=deferrable,
         poll_interval=poll_interval,
     )  # fmt: skip
-    with DAG(dag_id=dag_id, schedule=schedule, **kwargs) as dag:
+    with DAG(dag_id=dag_id, schedule=schedule, **arguments) as dag:
         wiring.wire([asdict(a) for a in apps])
     return dag

@@ -1,21 +1,34 @@
-"""Task wiring of the per-zone training template (see :mod:`.factory`)."""
+"""The steps of the per-zone training template and their wiring (see :mod:`.factory`).
+
+Arguments that come from an upstream task are annotated ``XComArg | <value>``: the wiring passes the
+upstream output, the step receives its value (:func:`~airflow_ray_provider.templates.common.resolved`).
+"""
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import task, task_group
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.templates.common import (
     ClusterSettings,
     create_cluster_task,
     delete_cluster_task,
+    job_options,
+    job_target,
+    resolved,
+    upstream,
     workload_entrypoint,
 )
+from airflow_ray_provider.templates.zone_training.application import ZoneApplication
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, XComArg
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +57,6 @@ def plan(
     app: dict[str, Any], output_uri: str, python: str, runtime_env: dict[str, Any] | None, **context: Any
 ) -> dict[str, Any]:
     """Resolve one application: its artifact folder, job config and entrypoint (Jinja rendered here)."""
-    from airflow_ray_provider.templates.zone_training.application import ZoneApplication
-
     render = context["task"].render_template
     application = ZoneApplication(**{**app, "data_uri": render(app["data_uri"], context)})
     prepare = render(list(application.prepare_entrypoint or ()), context) or [python, "-c", "pass"]
@@ -77,8 +88,11 @@ class RetryFailedZonesOperator(SubmitRayJobOperator):
 
 
 @task(task_id="retry_plan", multiple_outputs=True)
-def retry_plan(summary: dict[str, Any], config: dict[str, Any], python: str) -> dict[str, Any]:
+def retry_plan(
+    summary: XComArg | dict[str, Any], config: XComArg | dict[str, Any], python: str
+) -> dict[str, Any]:
     """When zones failed, the entrypoint retraining only those; ``None`` entries (retry skipped) otherwise."""
+    summary, config = resolved(summary), resolved(config)
     if not summary.get("failed"):
         log.info("No failed zones in %s: nothing to retry", summary.get("application"))
         return {"entrypoint": None, "artifact_uri": None}
@@ -96,9 +110,11 @@ def retry_plan(summary: dict[str, Any], config: dict[str, Any], python: str) -> 
 
 @task(task_id="result", trigger_rule="none_failed")
 def result(
-    first: dict[str, Any], retried: dict[str, Any] | None, max_failed_fraction: float
+    first: XComArg | dict[str, Any], retried: XComArg | dict[str, Any] | None, max_failed_fraction: float
 ) -> dict[str, Any]:
     """The application's final summary (after the retry, when there was one); fails above the tolerance."""
+    first = resolved(first)
+    retried = None if retried is None else resolved(retried)
     final = retried or first
     total = final.get("zones_total") or 0
     fraction = (final.get("failed") or 0) / total if total else 0.0
@@ -143,17 +159,7 @@ class ZoneWiring:
         if shared is not None:
             shared >> mapped >> delete_cluster_task(shared, self.settings)
 
-    def _job_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {
-            "deferrable": self.deferrable, "wait_for_completion": True, "poll_interval": self.poll_interval,
-        }  # fmt: skip
-        if self.job_timeout:
-            kwargs["job_timeout"] = self.job_timeout
-        return kwargs
-
-    def _group(self, shared: Any, *, prepare: bool) -> Any:
-        from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
-
+    def _group(self, shared: BaseOperator | None, *, prepare: bool) -> Any:
         python = self.settings.interpreter
 
         @task_group(group_id="application")
@@ -161,44 +167,41 @@ class ZoneWiring:
             planned = plan(app, self.output_uri, python, self.runtime_env)
             create = None
             if self.settings.ephemeral and shared is None:
-                create = create_cluster_task(self.settings, spec=planned["cluster_spec"])
+                create = create_cluster_task(self.settings, spec=upstream(planned, "cluster_spec"))
                 planned >> create
-            target = self._target(create or shared)
-            train = SubmitRayJobOperator(
-                task_id="train", entrypoint=planned["entrypoint"], runtime_env=planned["runtime_env"],
-                **target, **self._job_kwargs(),
-            )  # fmt: skip
+            job = job_target(self.settings, create or shared) | job_options(
+                deferrable=self.deferrable, poll_interval=self.poll_interval, job_timeout=self.job_timeout
+            )
+            job["runtime_env"] = upstream(planned, "runtime_env")  # the application's own, else the DAG's
+            train = SubmitRayJobOperator(task_id="train", entrypoint=upstream(planned, "entrypoint"), **job)
             collect = CollectZoneTrainingOperator(
-                task_id="collect_manifest", artifact_uri=planned["artifact_uri"], application=planned["name"]
+                task_id="collect_manifest",
+                artifact_uri=upstream(planned, "artifact_uri"),
+                application=upstream(planned, "name"),
             )
             planned >> train >> collect
             if prepare:
-                prep = SubmitRayJobOperator(
-                    task_id="prepare", entrypoint=planned["prepare"], runtime_env=planned["runtime_env"],
-                    **target, **self._job_kwargs(),
-                )  # fmt: skip
+                prep = SubmitRayJobOperator(task_id="prepare", entrypoint=upstream(planned, "prepare"), **job)
                 planned >> prep >> train
                 if create is not None:
                     create >> prep
-            retried = None
-            if self.retry_failed_zones:
-                again = retry_plan(collect.output, planned["config"], python)
-                retry = RetryFailedZonesOperator(
-                    task_id="retry_failed", entrypoint=again["entrypoint"],
-                    runtime_env=planned["runtime_env"], **target, **self._job_kwargs(),
-                )  # fmt: skip
-                collect_retry = CollectZoneTrainingOperator(
-                    task_id="collect_retry", artifact_uri=again["artifact_uri"], application=planned["name"]
-                )
-                again >> retry >> collect_retry
-                retried = collect_retry.output
+            retried = self._retry(planned, collect, job) if self.retry_failed_zones else None
             final = result(collect.output, retried, self.max_failed_after_retry)
             if create is not None:
                 final >> delete_cluster_task(create, self.settings)
 
         return application
 
-    def _target(self, create: Any) -> dict[str, Any]:
-        if create is not None:
-            return {"cluster": create.output}
-        return {"ray_conn_id": self.settings.ray_conn_id}
+    def _retry(self, planned: XComArg, collect: BaseOperator, job: dict[str, Any]) -> XComArg:
+        """Retrain the failed zones once (skipped when none failed); returns the retry's summary."""
+        again = retry_plan(collect.output, upstream(planned, "config"), self.settings.interpreter)
+        retry = RetryFailedZonesOperator(
+            task_id="retry_failed", entrypoint=upstream(again, "entrypoint"), **job
+        )
+        collect_retry = CollectZoneTrainingOperator(
+            task_id="collect_retry",
+            artifact_uri=upstream(again, "artifact_uri"),
+            application=upstream(planned, "name"),
+        )
+        again >> retry >> collect_retry
+        return collect_retry.output

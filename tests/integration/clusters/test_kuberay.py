@@ -15,15 +15,9 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
-from tests.fixtures.kuberay import (
-    BEHAVIOUR,
-    CONTROLLER_AGENT,
-    HEAD_MODE,
-    TEST_NAMESPACE,
-    task_states,
-    write_dag_file,
-    xcom_value,
-)
+from tests.fixtures.dag_runs import task_states, xcom_value
+from tests.fixtures.dag_runs import write_dag as write_dag_file
+from tests.fixtures.kuberay import BEHAVIOUR, CONTROLLER_AGENT, HEAD_MODE, TEST_NAMESPACE
 
 RUN_ID = "manual__2024-01-01T00:00:00+00:00"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.fixtures.kuberay import task_states, write_dag_file, xcom_value
+from tests.fixtures.dag_runs import task_states, xcom_value
+from tests.fixtures.dag_runs import write_dag as write_dag_file
 
 DAG_SOURCE = """
 from datetime import datetime

@@ -15,7 +15,10 @@ import pytest
 from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
-from tests.fixtures.ray_job import job_ids_for, ti_states, write_dag_module, xcom_of
+from tests.fixtures.dag_runs import task_states as ti_states
+from tests.fixtures.dag_runs import write_dag_module
+from tests.fixtures.dag_runs import xcom_value as xcom_of
+from tests.fixtures.ray_job import job_ids_for
 
 pytestmark = pytest.mark.integration
 WHEN = pendulum.datetime(2024, 1, 3, tz="UTC")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pendulum
 import pytest
 
-from tests.fixtures.ray_job import ti_states, write_dag_module, xcom_of
+from tests.fixtures.dag_runs import task_states as ti_states
+from tests.fixtures.dag_runs import write_dag_module
+from tests.fixtures.dag_runs import xcom_value as xcom_of
 
 pytestmark = pytest.mark.integration
 WHEN = pendulum.datetime(2024, 1, 4, tz="UTC")

@@ -12,15 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.templates import (
-    REPO_ROOT,
-    assert_heads_stopped,
-    load_dag,
-    run_dag,
-    task_states,
-    write_dag_file,
-    xcom,
-)
+from tests.fixtures.dag_runs import load_dag, run_dag, task_states, write_dag, xcom_value
+from tests.fixtures.templates import REPO_ROOT, assert_heads_stopped
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
 
@@ -43,10 +36,10 @@ def test_nightly_dag_runs_end_to_end_and_promotes(dags_folder: Path, shipped_env
     path = Path(shutil.copy(REPO_ROOT / "dags" / "nightly_model_validation.py", dags_folder))
     dag_run = run_dag(load_dag(path), DS)
     states = task_states(dag_run)
-    handle = xcom(dag_run, "create_cluster")
+    handle = xcom_value(dag_run, "create_cluster")
     assert_heads_stopped([handle])
     assert dag_run.state == "success", states
-    decision = xcom(dag_run, "decide")
+    decision = xcom_value(dag_run, "decide")
     # The sample challenger is trained on 40x more data: it wins on AUC with a CI clear of zero.
     assert decision["outcome"] == "promote", decision["reasons"]
     assert states["promote"] == "success" and states["keep_champion"] == "skipped"
@@ -64,7 +57,7 @@ def test_nightly_dag_runs_end_to_end_and_promotes(dags_folder: Path, shipped_env
     assert (
         _asset_events("model://nightly_model_validation/champion")[-1]["model_uri"] == registry["model_uri"]
     )
-    assert xcom(dag_run, "collect_metrics")["data"]["uri"] == str(shipped_env / "logs" / f"dt={DS}")
+    assert xcom_value(dag_run, "collect_metrics")["data"]["uri"] == str(shipped_env / "logs" / f"dt={DS}")
 
 
 def _asset_events(uri: str) -> list[dict]:
@@ -80,7 +73,7 @@ def _asset_events(uri: str) -> list[dict]:
 
 
 ZONE_DAG = """
-from airflow_ray_provider.templates.common import ClusterSettings
+from airflow_ray_provider.templates import ClusterSettings
 from airflow_ray_provider.templates.zone_training import ZoneApplication, build_zone_training_dag
 
 ENV = {{"env_vars": {{"PYTHONPATH": {repo!r}}}}}
@@ -102,7 +95,7 @@ dag = build_zone_training_dag(
 
 
 def test_zone_dag_one_cluster_per_application_retries_only_failed_zones(
-    dags_folder: Path, tmp_path: Path
+    airflow_db: str, tmp_path: Path
 ) -> None:
     from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
@@ -111,13 +104,13 @@ def test_zone_dag_one_cluster_per_application_retries_only_failed_zones(
     out = tmp_path / "zone_models"
     body = ZONE_DAG.format(repo=str(REPO_ROOT), eta=data["eta"], demand=data["demand"], out=str(out),
                            markers=str(tmp_path / "markers"))  # fmt: skip
-    dag_run = run_dag(load_dag(write_dag_file(dags_folder, "test_template_zone_training", body)), DS)
+    dag_run = run_dag(write_dag("test_template_zone_training", body), DS)
     states = task_states(dag_run)
-    handles = [xcom(dag_run, "application.create_cluster", i) for i in (0, 1)]
+    handles = [xcom_value(dag_run, "application.create_cluster", map_index=i) for i in (0, 1)]
     assert_heads_stopped(handles)
     assert handles[0]["name"] != handles[1]["name"]  # one cluster per application
     assert dag_run.state == "success", states
-    eta, demand = (xcom(dag_run, "application.result", i) for i in (0, 1))
+    eta, demand = (xcom_value(dag_run, "application.result", map_index=i) for i in (0, 1))
     assert (eta["failed_before_retry"], eta["failed"], eta["succeeded"], eta["retried"]) == (2, 0, 6, True)
     assert (demand["failed_before_retry"], demand["failed"], demand["retried"]) == (0, 0, False)
     assert states["application.retry_failed[0]"] == "success"
@@ -133,9 +126,10 @@ def test_zone_dag_one_cluster_per_application_retries_only_failed_zones(
 
 
 FAILING_DAG = """
-from airflow_ray_provider.templates.champion_challenger import build_champion_challenger_dag
-from airflow_ray_provider.templates.common import ClusterSettings
-from airflow_ray_provider.templates.champion_challenger.decision import DecisionPolicy, PrimaryMetric
+from airflow_ray_provider.templates import ClusterSettings
+from airflow_ray_provider.templates.champion_challenger import (
+    DecisionPolicy, PrimaryMetric, build_champion_challenger_dag,
+)
 
 dag = build_champion_challenger_dag(
     dag_id="test_template_eval_failure",
@@ -151,15 +145,15 @@ dag = build_champion_challenger_dag(
 """
 
 
-def test_teardown_deletes_the_cluster_when_the_evaluation_fails(dags_folder: Path, tmp_path: Path) -> None:
+def test_teardown_deletes_the_cluster_when_the_evaluation_fails(airflow_db: str, tmp_path: Path) -> None:
     from airflow_ray_provider.workloads.samples.prepare import ensure_eval_data
 
     paths = ensure_eval_data(str(tmp_path / "data"), DS, 2000)
     body = FAILING_DAG.format(champion=paths["champion_uri"], missing=str(tmp_path / "no-such-model.joblib"),
                               data=paths["data_uri"], out=str(tmp_path / "out"))  # fmt: skip
-    dag_run = run_dag(load_dag(write_dag_file(dags_folder, "test_template_eval_failure", body)), DS)
+    dag_run = run_dag(write_dag("test_template_eval_failure", body), DS)
     states = task_states(dag_run)
-    assert_heads_stopped([xcom(dag_run, "create_cluster")])
+    assert_heads_stopped([xcom_value(dag_run, "create_cluster")])
     assert dag_run.state == "failed"
     assert states["evaluate"] == "failed" and states["delete_cluster"] == "success"
     assert states["collect_metrics"] == states["decide"] == states["promote"] == "upstream_failed"

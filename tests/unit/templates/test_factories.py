@@ -10,14 +10,14 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.templates.champion_challenger import build_champion_challenger_dag
-from airflow_ray_provider.templates.champion_challenger.decision import (
+from airflow_ray_provider.templates import ClusterSettings
+from airflow_ray_provider.templates.champion_challenger import (
     DecisionPolicy,
     Guardrail,
     PrimaryMetric,
     SliceRule,
+    build_champion_challenger_dag,
 )
-from airflow_ray_provider.templates.common import ClusterSettings
 from airflow_ray_provider.templates.zone_training import ZoneApplication, build_zone_training_dag
 from tests.fixtures.templates import REPO_ROOT
 
@@ -180,3 +180,32 @@ def test_parsing_the_shipped_dags_imports_no_heavy_library() -> None:
         [sys.executable, "-c", code, *files], capture_output=True, text=True, timeout=120, check=True
     )
     assert "HEAVY:\n" in out.stdout, out.stdout[-500:]
+
+
+def test_upstream_values_reach_operators_as_xcom_references_and_steps_refuse_them() -> None:
+    from airflow.sdk import XComArg
+
+    from airflow_ray_provider.templates.common import resolved
+
+    dag = build_zone_training_dag(dag_id="zones", applications=_apps(), output_uri="s3://ml/zones")
+    entrypoint = dag.get_task("application.train").entrypoint
+    assert isinstance(entrypoint, XComArg)
+    assert [(op.task_id, key) for op, key in entrypoint.iter_references()] == [
+        ("application.plan", "entrypoint")
+    ]
+    delete = dag.get_task("application.delete_cluster")
+    assert [op.task_id for op, _ in delete.cluster.iter_references()] == ["application.create_cluster"]
+    assert resolved({"outcome": "promote"}) == {"outcome": "promote"}
+    with pytest.raises(TypeError, match="Airflow resolves it only when the task runs"):
+        resolved(entrypoint)
+
+
+def test_job_options_and_dag_arguments_reach_the_dag() -> None:
+    from airflow_ray_provider.templates.common import job_options
+
+    dag = _cc(runtime_env={"pip": ["x"]}, job_timeout=60, deferrable=False, dag_kwargs={"tags": ["mine"]})
+    evaluate = dag.get_task("evaluate")
+    assert (evaluate.deferrable, evaluate.job_timeout, evaluate.runtime_env) == (False, 60, {"pip": ["x"]})
+    assert (dag.tags, dag.catchup, dag.start_date.year) == ({"mine"}, False, 2026)  # dag_kwargs win
+    unset = job_options(deferrable=True, poll_interval=1.0, job_timeout=None, runtime_env={})
+    assert unset == {"deferrable": True, "wait_for_completion": True, "poll_interval": 1.0}
