@@ -19,6 +19,7 @@ from airflow_ray_provider.hooks.ray_connection import (
 )
 from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
 from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
+from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 
 __all__ = [
     "KubeRayHook",
@@ -33,4 +34,5 @@ __all__ = [
     "is_transient_ray_api_error",
     "read_handle_token",
     "retry_kwargs",
+    "validate_runtime_env",
 ]

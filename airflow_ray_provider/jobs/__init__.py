@@ -25,7 +25,7 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
-    validate_runtime_env,
+    check_runtime_env,
 )
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "base_submission_id",
     "build_entrypoint",
     "build_metadata",
+    "check_runtime_env",
     "dashboard_job_url",
     "decide",
     "is_success",
@@ -56,5 +57,4 @@ __all__ = [
     "tail",
     "timeout_error",
     "validate_event",
-    "validate_runtime_env",
 ]

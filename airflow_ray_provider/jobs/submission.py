@@ -117,11 +117,11 @@ def _check_working_dir(runtime_env: dict[str, Any]) -> None:
         )
 
 
-def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
-    """Check a runtime_env before submitting; returns a copy.
+def check_runtime_env(runtime_env: Any) -> dict[str, Any]:
+    """Check a runtime_env's shape before submitting (no Ray import); returns a copy.
 
-    Checks shapes here (clear messages, no Ray import), then lets Ray's own ``RuntimeEnv`` parse it
-    (lazily imported) to catch unknown plugins and bad field types.
+    The hook layer then lets Ray's own ``RuntimeEnv`` parse it (see
+    :func:`airflow_ray_provider.hooks.runtime_env.validate_runtime_env`).
 
     :raises RayInvalidInputError: naming the field to fix.
     """
@@ -137,12 +137,6 @@ def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
     ):
         raise RayInvalidInputError("runtime_env['env_vars'] must be a dict of string to string")
     _check_working_dir(runtime_env)
-    try:
-        from ray.runtime_env import RuntimeEnv
-
-        RuntimeEnv(**runtime_env)
-    except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
-        raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
     return dict(runtime_env)
 
 

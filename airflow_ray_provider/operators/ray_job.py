@@ -15,6 +15,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
+from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines
 from airflow_ray_provider.jobs.outcome import (
     EVENT_ERROR,
@@ -32,7 +33,6 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
-    validate_runtime_env,
 )
 from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,

@@ -15,7 +15,6 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
-    validate_runtime_env,
 )
 
 pytestmark = pytest.mark.unit
@@ -75,29 +74,6 @@ def test_metadata_merges_and_airflow_keys_always_win():
     assert merged == {"team": "b", "n": "1", "airflow_dag_id": "d", "airflow_try_number": "2"}
     with pytest.raises(RayInvalidInputError):
         build_metadata(["not", "a", "dict"])  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize(
-    ("runtime_env", "match"),
-    [
-        (["pip"], "must be a dict"),
-        ({1: "x"}, "string keys"),
-        ({"env_vars": {"A": 1}}, "env_vars"),
-        ({"working_dir": "/no/such/folder/anywhere"}, "does not exist"),
-        ({"pip": 42}, "runtime_env is invalid"),
-        ({"conda": "x", "pip": ["y"]}, "runtime_env is invalid"),
-    ],
-)
-def test_malformed_runtime_env_is_rejected(runtime_env, match):
-    with pytest.raises(RayInvalidInputError, match=match):
-        validate_runtime_env(runtime_env)
-
-
-def test_valid_runtime_env_passes(tmp_path):
-    env = {"working_dir": str(tmp_path), "pip": ["requests"], "env_vars": {"A": "1"}}
-    assert validate_runtime_env(env) == env
-    assert validate_runtime_env({"working_dir": "s3://bucket/pkg.zip"})["working_dir"].startswith("s3://")
-    assert validate_runtime_env(None) == {}
 
 
 @pytest.mark.parametrize(
