@@ -27,10 +27,12 @@ import enum
 import logging
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -123,21 +125,49 @@ def ray_session(address: str | None = None) -> Iterator[RaySession]:
     try:
         if session.mode is SessionMode.LOCAL:
             private_dir = tempfile.mkdtemp(prefix="rayw", dir=_temp_root())
-            ray.init(
-                address=LOCAL,
-                include_dashboard=False,
-                _temp_dir=private_dir,
-                logging_level=logging.WARNING,
-            )
+            _start_private_ray(private_dir)
         else:
             ray.init(address=session.address, logging_level=logging.WARNING)
         try:
             yield session
         finally:
-            ray.shutdown()
+            # A private Ray's processes write into its folder until they exit: wait for them (Ray
+            # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
+            ray.shutdown(wait_for_processes=private_dir is not None)
     finally:
         if private_dir is not None:
             shutil.rmtree(private_dir, ignore_errors=True)
+
+
+def _start_private_ray(private_dir: str) -> None:
+    """``ray.init`` a new local Ray in ``private_dir``; if it fails to start, stop what it started.
+
+    A start that times out (a loaded machine) raises after some of Ray's processes are up, and
+    ``ray.shutdown`` does not know them yet; they all run with ``private_dir`` on their command line.
+    """
+    import ray
+
+    try:
+        ray.init(address=LOCAL, include_dashboard=False, _temp_dir=private_dir, logging_level=logging.WARNING)
+    except BaseException:
+        ray.shutdown(wait_for_processes=True)
+        _kill_processes_in(private_dir)
+        raise
+
+
+def _kill_processes_in(private_dir: str) -> None:
+    """SIGKILL this user's processes that run in ``private_dir`` (named on their command line; Linux)."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    marks = (f"{private_dir}/".encode(), f"{private_dir}\0".encode())
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError):
+            cmdline = (entry / "cmdline").read_bytes()
+            if entry.stat().st_uid == os.getuid() and any(mark in cmdline for mark in marks):
+                os.kill(int(entry.name), signal.SIGKILL)
 
 
 def _temp_root() -> str:

@@ -79,14 +79,13 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     artifacts.clear_completion(cfg.output_uri)
     timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
-    session: dict[str, str] = {}
-    new_rows = _train(cfg, plan, todo, attempts, timings, tasks, session) if todo else []
+    new_rows, ray_mode = _train_on_ray(cfg, plan, todo, attempts, timings, tasks)
     rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
         "finished_at": _now(),
         "ray_version": _ray_version(),
-        "ray_session": session.get("mode"),
+        "ray_session": ray_mode,
         "run_info": cfg.run_info,
         "trainer": cfg.trainer,
         "data_uri": cfg.data_uri,
@@ -136,6 +135,27 @@ def _select_zones(
     return previous, todo, attempts, gone
 
 
+def _train_on_ray(
+    cfg: ZoneTrainingConfig,
+    plan: DatasetPlan,
+    todo: list[str],
+    attempts: dict[str, int],
+    timings: dict[str, float],
+    tasks: dict[str, Any],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Train ``todo`` in a Ray session (none when there is nothing to train).
+
+    :returns: the result rows, and how Ray was found (``None`` when it was not needed).
+    """
+    if not todo:
+        return [], None
+    connect_from = time.monotonic()
+    with ray_session(cfg.ray_address) as session:
+        timings["connect"] = time.monotonic() - connect_from
+        rows = _train(cfg, plan, todo, attempts, timings, tasks)
+    return rows, session.mode.value
+
+
 def _train(
     cfg: ZoneTrainingConfig,
     plan: DatasetPlan,
@@ -143,38 +163,31 @@ def _train(
     attempts: dict[str, int],
     timings: dict[str, float],
     tasks: dict[str, Any],
-    session: dict[str, str],
 ) -> list[dict[str, Any]]:
-    """Connect, stage the data when needed, fan the zones out.
+    """Stage the data when needed and fan the zones out (on the Ray the caller connected to).
 
-    Records the phases' seconds in ``timings``; in ``tasks``, the fan-out's task ``count``, CPU
+    Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
     ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
-    fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them; and in
-    ``session``, how Ray was found (``mode``).
+    fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them.
     """
+    import ray
+
     from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
     from airflow_ray_provider.workloads.zone_training.scheduler import ZoneScheduler, ZoneSources
     from airflow_ray_provider.workloads.zone_training.staging import stage_dataset
 
     ctx = worker_context(cfg, plan)
     started = time.monotonic()
-    with ray_session(cfg.ray_address) as ray_run:
-        import ray
-
-        session["mode"] = ray_run.mode.value
-        connected = time.monotonic()
-        staged = None if plan.partitioned_by_zone else stage_dataset(plan)
-        staged_at = time.monotonic()
-        slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
-        batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
-        sources = ZoneSources(plan, staged, attempts)
-        scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
-        rows = scheduler.run()
-        tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
-        timings.update(
-            connect=connected - started, stage=staged_at - connected, fan_out=time.monotonic() - staged_at
-        )
-        return rows
+    staged = None if plan.partitioned_by_zone else stage_dataset(plan)
+    staged_at = time.monotonic()
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
+    batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
+    sources = ZoneSources(plan, staged, attempts)
+    scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
+    rows = scheduler.run()
+    tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
+    timings.update(stage=staged_at - started, fan_out=time.monotonic() - staged_at)
+    return rows
 
 
 def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:

@@ -54,3 +54,24 @@ def test_each_rule_says_where_the_work_runs() -> None:
     assert local.startswith("standalone: starting a private local Ray") and "not joined" in local
     assert "already initialised" in plan_session(None, environ={}, initialized=True).describe()
     assert plan_session("h:1", environ={}, initialized=False).describe() == "connecting to ray_address h:1"
+
+
+def test_a_failed_private_start_stops_only_processes_in_its_own_folder(tmp_path) -> None:
+    """What a timed-out ``ray.init`` leaves running names the private folder on its command line."""
+    import subprocess
+    import sys
+
+    from airflow_ray_provider.workloads.common.ray_session import _kill_processes_in
+
+    mine, other = str(tmp_path / "rayw1234abcd"), str(tmp_path / "rayw1234abcde")
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    started = [subprocess.Popen([*sleep, f"--temp-dir={mine}"]), subprocess.Popen([*sleep, f"{mine}/logs"])]
+    bystander = subprocess.Popen([*sleep, f"--temp-dir={other}"])
+    try:
+        _kill_processes_in(mine)
+        assert [p.wait(timeout=10) for p in started] == [-9, -9]
+        assert bystander.poll() is None
+    finally:
+        for p in [*started, bystander]:
+            p.kill()
+            p.wait()
