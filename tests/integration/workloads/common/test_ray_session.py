@@ -1,4 +1,6 @@
-"""A standalone workload run never joins a Ray cluster it merely finds on the machine.
+"""Where a workload's Ray comes from, with real Ray: standalone runs and a Ray job.
+
+A standalone workload run never joins a Ray cluster it merely finds on the machine.
 
 A *foreign* Ray head (another user's, another test's) runs in a private ``TMPDIR`` and is recorded in
 Ray's ``ray_current_cluster`` file there, so a bare ``ray.init()`` in that environment attaches to it:
@@ -34,11 +36,21 @@ print(json.dumps({"gcs_address": context.gcs_address, "job_id": context.get_job_
 ray.shutdown()
 """
 
+DRIVERS = """
+import json, sys
+from ray._raylet import GcsClient
+print(json.dumps(sorted(job_id.hex() for job_id in GcsClient(address=sys.argv[1]).get_all_job_info())))
+"""
+
 
 @pytest.fixture(scope="module")
 def foreign_head() -> Iterator[dict[str, Any]]:
-    """A Ray head that a bare ``ray.init()`` finds through ``$TMPDIR/ray/ray_current_cluster``."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    """``ray start --head`` with Ray's default temp dir for ``TMPDIR=<private folder>``.
+
+    ``ray start`` records the head in ``$TMPDIR/ray/ray_current_cluster``: a bare ``ray.init()`` with
+    that ``TMPDIR`` joins it, as one would join another user's head in the machine's ``/tmp/ray``.
+    """
+    from airflow_ray_provider.local.head import free_port
 
     root = tempfile.mkdtemp(prefix="arpfh", dir="/tmp")  # short: Ray's sockets live below it
     env = {
@@ -47,24 +59,47 @@ def foreign_head() -> Iterator[dict[str, Any]]:
         if key not in ("RAY_ADDRESS", "RAY_TMPDIR", "RAY_AUTH_TOKEN", "RAY_JOB_CONFIG_JSON_ENV_VAR")
     }
     env.update(TMPDIR=root, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0")
-    info = None
+    gcs_port = free_port()
+    ports = (
+        "ray-client-server-port",
+        "dashboard-agent-listen-port",
+        "dashboard-agent-grpc-port",
+        "runtime-env-agent-port",
+        "metrics-export-port",
+    )
+    command = [
+        os.path.join(os.path.dirname(sys.executable), "ray"),
+        "start", "--head", "--block", "--disable-usage-stats", "--include-dashboard=false", "--num-cpus=1",
+        "--node-ip-address=127.0.0.1", f"--port={gcs_port}", f"--temp-dir={os.path.join(root, 'ray')}",
+        *(f"--{name}={free_port()}" for name in ports),
+    ]  # fmt: skip
+    with open(os.path.join(root, "head.log"), "wb") as log:
+        head = subprocess.Popen(
+            command, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
-        info = start_head(LocalHeadConfig(num_cpus=1, auth=False, temp_root=root), name="foreign-head")
-        # ``ray start`` writes ray_current_cluster into its temp dir once the node is up; make that dir
-        # Ray's default one for this environment ($TMPDIR/ray), as if the head had been started with
-        # the defaults.
-        address_file = os.path.join(info.temp_dir, "ray_current_cluster")
-        deadline = time.monotonic() + 120
-        while not os.path.exists(address_file) and time.monotonic() < deadline:
+        address_file = os.path.join(root, "ray", "ray_current_cluster")
+        deadline = time.monotonic() + 240  # a loaded 2-core machine has taken 60 s
+        while not os.path.exists(address_file) and head.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
-        with open(address_file) as fh:
-            assert _port(fh.read().strip()) == _port(info.gcs_address)
-        os.symlink(info.temp_dir, os.path.join(root, "ray"))
-        yield {"info": info, "env": env, "root": root}
+        if not os.path.exists(address_file):
+            with open(os.path.join(root, "head.log")) as fh:
+                pytest.fail(f"the foreign head did not start:\n{fh.read()[-3000:]}")
+        yield {"gcs_address": f"127.0.0.1:{gcs_port}", "env": env, "root": root}
     finally:
-        if info is not None:
-            stop_head(info)
+        _stop_group(head)
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGTERM the process group this test started, SIGKILL whatever is left after 5 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=5)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -92,11 +127,11 @@ def _port(address: str) -> str:
     return address.rsplit(":", 1)[1]
 
 
-def _drivers(info: Any) -> set[str]:
-    """Job ids of the drivers that ever connected to the head (from its state API)."""
-    from ray.util.state import list_jobs
-
-    return {job.job_id for job in list_jobs(address=info.dashboard_url, raise_on_missing_output=False)}
+def _drivers(head: dict[str, Any]) -> list[str]:
+    """Job ids of every driver that ever connected to the head (its GCS job table)."""
+    done = _run(["-c", DRIVERS, head["gcs_address"]], head["env"], timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return list(json.loads(done.stdout.strip().splitlines()[-1]))
 
 
 def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
@@ -105,19 +140,19 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
     eval_config: Callable[..., dict[str, Any]],
     tmp_path: Any,
 ) -> None:
-    info, env, root = foreign_head["info"], foreign_head["env"], foreign_head["root"]
+    env, root = foreign_head["env"], foreign_head["root"]
     control = _run(["-c", CONTROL], env, timeout=120)
     assert control.returncode == 0, control.stderr[-3000:]
     attached = json.loads(control.stdout.strip().splitlines()[-1])
-    assert _port(attached["gcs_address"]) == _port(info.gcs_address), "a bare ray.init() must attach here"
-    assert _drivers(info) == {attached["job_id"]}
+    assert _port(attached["gcs_address"]) == _port(foreign_head["gcs_address"]), "ray.init() must join it"
+    assert _drivers(foreign_head) == [attached["job_id"]]
 
     zones = zone_config(output_uri=str(tmp_path / "zones"))
     zone_run = _run(
         ["-m", "airflow_ray_provider.workloads.zone_training", "--config-json", json.dumps(zones)], env
     )
     assert zone_run.returncode == 0, zone_run.stderr[-3000:]
-    assert _drivers(info) == {attached["job_id"]}, "zone training attached to the foreign head"
+    assert _drivers(foreign_head) == [attached["job_id"]], "zone training attached to the foreign head"
     assert "Ray session: standalone: starting a private local Ray" in zone_run.stderr
     with open(tmp_path / "zones" / "summary.json") as fh:
         summary = json.load(fh)
@@ -128,9 +163,46 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
         ["-m", "airflow_ray_provider.workloads.evaluate", "--config-json", json.dumps(evaluation)], env
     )
     assert eval_run.returncode == 0, eval_run.stderr[-3000:] + eval_run.stdout[-3000:]
-    assert _drivers(info) == {attached["job_id"]}, "the evaluation attached to the foreign head"
+    assert _drivers(foreign_head) == [attached["job_id"]], "the evaluation attached to the foreign head"
     assert "Ray session: standalone: starting a private local Ray" in eval_run.stdout
     with open(tmp_path / "eval" / "metrics.json") as fh:
         assert json.load(fh)["run"]["ray_session"] == "local"
 
     assert not [name for name in os.listdir(root) if name.startswith("rayw")], "private Ray folders left"
+
+
+def test_a_ray_job_runs_on_its_own_cluster(
+    ray_head: Any, ray_head_token: str, zone_config: Callable[..., dict[str, Any]], tmp_path: Any
+) -> None:
+    """Submitted through the Job API, the command finds the job's cluster from the supervisor's env."""
+    import shlex
+
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    raw = zone_config(output_uri=str(tmp_path / "zones"))
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_ray_provider.workloads.zone_training",
+        "--config-json",
+        json.dumps(raw),
+    ]
+    client = JobSubmissionClient(
+        ray_head.dashboard_url, headers={"Authorization": f"Bearer {ray_head_token}"}
+    )
+    job_id = client.submit_job(entrypoint=shlex.join(command))
+    status = client.get_job_status(job_id)
+    try:
+        deadline = time.monotonic() + 300
+        while not status.is_terminal() and time.monotonic() < deadline:
+            time.sleep(1)
+            status = client.get_job_status(job_id)
+        logs = client.get_job_logs(job_id)
+        assert status == JobStatus.SUCCEEDED, logs[-3000:]
+    finally:
+        if not status.is_terminal():
+            client.stop_job(job_id)
+    assert "Ray session: inside a Ray job: connecting to the job's cluster at " in logs
+    with open(tmp_path / "zones" / "summary.json") as fh:
+        summary = json.load(fh)
+    assert summary["run"]["ray_session"] == "job" and summary["succeeded"] == 24
