@@ -30,6 +30,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,19 +156,28 @@ def _start_private_ray(private_dir: str) -> None:
         raise
 
 
-def _kill_processes_in(private_dir: str) -> None:
-    """SIGKILL this user's processes that run in ``private_dir`` (named on their command line; Linux)."""
+def _kill_processes_in(private_dir: str, *, rounds: int = 10) -> None:
+    """SIGKILL this user's processes that run in ``private_dir`` (named on their command line; Linux).
+
+    Scans again until one finds none: a process can start a child between a scan and its kill.
+    """
     proc = Path("/proc")
     if not proc.is_dir():
         return
     marks = (f"{private_dir}/".encode(), f"{private_dir}\0".encode())
-    for entry in proc.iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            cmdline = (entry / "cmdline").read_bytes()
-            if entry.stat().st_uid == os.getuid() and any(mark in cmdline for mark in marks):
-                os.kill(int(entry.name), signal.SIGKILL)
+    for _ in range(rounds):
+        found = False
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if entry.stat().st_uid == os.getuid() and any(mark in cmdline for mark in marks):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found = True
+        if not found:
+            return
+        time.sleep(0.2)
 
 
 def _temp_root() -> str:

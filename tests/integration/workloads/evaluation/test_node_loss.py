@@ -115,16 +115,17 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     # a bare ray.init() on this machine would find it: keep that file in this test's own folder.
     monkeypatch.setenv("RAY_TMPDIR", temp)
     os.makedirs(os.path.join(temp, "ray"))
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "_system_config": FAST_HEALTH_CHECKS,
-            "temp_dir": temp,
-            "include_dashboard": False,
-        },
-    )
+    cluster = None
     try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 0,
+                "_system_config": FAST_HEALTH_CHECKS,
+                "temp_dir": temp,
+                "include_dashboard": False,
+            },
+        )
         cluster.add_node(num_cpus=2)
         cluster.add_node(num_cpus=2)
         ray.init(address=cluster.address, log_to_driver=False)
@@ -159,5 +160,6 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
         assert doc["deltas"] == expected["deltas"]
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)

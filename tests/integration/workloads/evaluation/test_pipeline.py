@@ -29,8 +29,8 @@ def local_ray() -> Iterator[None]:
     import ray
 
     temp = tempfile.mkdtemp(prefix="arpev", dir="/tmp")
-    ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
     try:
+        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
         yield
     finally:
         ray.shutdown()
