@@ -36,15 +36,18 @@ def resolve(uri: str) -> tuple[pafs.FileSystem, str]:
         return pafs.LocalFileSystem(), os.path.abspath(uri)
     try:
         return pafs.FileSystem.from_uri(uri)
-    except (*pa_errors(), ValueError) as exc:
+    except pa_errors(ValueError) as exc:
         raise ArtifactError(f"cannot open {uri!r}: {exc}. Use a local path, file://, s3:// or gs://") from exc
 
 
-def pa_errors() -> tuple[type[BaseException], ...]:
-    """The exception types pyarrow raises for file-system problems."""
+def pa_errors(*extra: type[Exception]) -> tuple[type[Exception], ...]:
+    """The exception types pyarrow raises for file-system problems, plus ``extra``: for ``except``.
+
+    :param extra: more exception types to catch along with them.
+    """
     import pyarrow as pa
 
-    return (pa.ArrowException, OSError)
+    return (pa.ArrowException, OSError, *extra)
 
 
 def join(base_uri: str, *names: str) -> str:

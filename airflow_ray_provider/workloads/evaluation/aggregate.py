@@ -101,7 +101,7 @@ class Accumulator:
             raise DataError(f"no rows were read from {self.cfg.data_uri!r}: the dataset is empty")
         groups = self._finish_groups() if self.cfg.columns.group else None
         overall = {m: self._metrics_for(ALL, 0, m) for m in self.models}
-        slice_rows = []
+        slice_rows: list[dict[str, Any]] = []
         for col in self.cfg.columns.slices:
             order = sorted(range(len(self.values[col])), key=lambda i: str(self.values[col][i]))
             for gid in order:

@@ -1,7 +1,8 @@
 """Validated configuration of the evaluation workload (``workloads.evaluate``).
 
-Every problem is reported as a :class:`~.errors.ConfigError` that names the key
-and says how to fix it, before any data is read or any Ray work starts.
+Every problem is reported as a :class:`~airflow_ray_provider.workloads.common.errors.ConfigError` that
+names the key and says how to fix it (the shared rules of
+:mod:`~airflow_ray_provider.workloads.common.validation`), before any data is read or any Ray work starts.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
+from airflow_ray_provider.workloads.common.validation import ConfigSection
 
 KNOWN_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
 DEFAULT_METRICS = KNOWN_METRICS
@@ -107,29 +109,26 @@ class EvalConfig:
 
         :raises ConfigError: naming the first problem found and how to fix it.
         """
-        if not isinstance(raw, dict):
-            raise ConfigError(f"the config must be a mapping, got {type(raw).__name__}")
-        _reject_unknown("config", raw, {f.name for f in dataclasses.fields(cls)})
-        for key in ("data_uri", "columns", "models", "output_uri"):
-            if key not in raw:
-                raise ConfigError(f"config key {key!r} is required (see the evaluation docs for an example)")
-        columns = _columns(raw["columns"])
+        top = ConfigSection.root(raw, "the evaluation config")
+        top.reject_unknown(f.name for f in dataclasses.fields(cls))
+        top.require(*_REQUIRED, hint="see the evaluation docs for an example")
+        columns = _columns(top.section("columns", example=_COLUMNS_EXAMPLE))
         models = _models(raw["models"])
         cfg = cls(
-            data_uri=_str(raw, "data_uri"),
+            data_uri=top.required_str("data_uri", hint="a path or URI"),
             columns=columns,
             models=models,
-            output_uri=_str(raw, "output_uri"),
-            baseline=str(raw.get("baseline", "champion")),
-            metrics=_metrics(raw.get("metrics", list(DEFAULT_METRICS))),
+            output_uri=top.required_str("output_uri", hint="a path or URI"),
+            baseline=top.optional_str("baseline", hint="the production model's name") or "champion",
+            metrics=_metrics(top),
             ndcg_k=_ks(raw.get("ndcg_k", [5, 10])),
-            threshold=_float(raw, "threshold", 0.5, 0.0, 1.0),
-            bootstrap=_bootstrap(raw.get("bootstrap", {})),
-            scoring=_scoring(raw.get("scoring", {})),
-            write_predictions=_bool(raw, "write_predictions", False),
-            run_info=_mapping(raw, "run_info"),
-            ray_address=raw.get("ray_address") or None,
-            progress_interval_s=_float(raw, "progress_interval_s", 5.0, 0.1, 3600.0),
+            threshold=top.number("threshold", 0.5, low=0.0, high=1.0),
+            bootstrap=_bootstrap(top.section("bootstrap", example=_BOOTSTRAP_EXAMPLE)),
+            scoring=_scoring(top.section("scoring", example=_SCORING_EXAMPLE)),
+            write_predictions=top.boolean("write_predictions", False),
+            run_info=top.mapping("run_info"),
+            ray_address=top.optional_str("ray_address", hint="host:port, ray://host:port, auto or local"),
+            progress_interval_s=top.number("progress_interval_s", 5.0, low=0.1, high=3600.0),
         )
         cfg._check_consistency()
         return cfg
@@ -170,74 +169,19 @@ class EvalConfig:
             raise ConfigError(f"label, group and slice columns must be distinct, got {used}")
 
 
-def _reject_unknown(where: str, raw: dict[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise ConfigError(f"unknown key(s) {unknown} in {where}; known keys: {sorted(known)} (typo?)")
+_REQUIRED = ("data_uri", "columns", "models", "output_uri")
+_COLUMNS_EXAMPLE = "{label: clicked, group: request_id, slices: [zone]}"
+_BOOTSTRAP_EXAMPLE = "{samples: 200, seed: 0, confidence: 0.95}"
+_SCORING_EXAMPLE = "{concurrency: 2, num_cpus: 0.5, num_gpus: 0}"
 
 
-def _str(raw: dict[str, Any], key: str) -> str:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key {key!r} must be a non-empty string (a path or URI), got {value!r}")
-    return value
-
-
-def _float(raw: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ConfigError(f"{key!r} must be a number in [{low}, {high}], got {value!r}")
-    return float(value)
-
-
-def _bool(raw: dict[str, Any], key: str, default: bool) -> bool:
-    value = raw.get(key, default)
-    if not isinstance(value, bool):
-        raise ConfigError(f"{key!r} must be true or false, got {value!r}")
-    return value
-
-
-def _mapping(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key) or {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"{key!r} must be a mapping, got {type(value).__name__}")
-    return dict(value)
-
-
-def _int(raw: dict[str, Any], key: str, default: int, low: int, where: str) -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"{where}.{key} must be an integer >= {low}, got {value!r}")
-    return value
-
-
-def _str_list(value: Any, where: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"{where} must be a list of column names, got {value!r}")
-    return tuple(value)
-
-
-def _columns(raw: Any) -> ColumnsConfig:
-    if not isinstance(raw, dict):
-        raise ConfigError(
-            "'columns' must be a mapping like {label: clicked, group: request_id, slices: [zone]}"
-        )
-    _reject_unknown("columns", raw, {"label", "group", "slices", "features"})
-    label = raw.get("label")
-    if not isinstance(label, str) or not label:
-        raise ConfigError("columns.label is required: the name of the 0/1 label column")
-    group = raw.get("group")
-    if group is not None and (not isinstance(group, str) or not group):
-        raise ConfigError(f"columns.group must be a column name or null, got {group!r}")
+def _columns(cols: ConfigSection) -> ColumnsConfig:
+    cols.reject_unknown({"label", "group", "slices", "features"})
     return ColumnsConfig(
-        label=label,
-        group=group,
-        slices=_str_list(raw.get("slices"), "columns.slices"),
-        features=_str_list(raw.get("features"), "columns.features"),
+        label=cols.required_str("label", hint="the name of the 0/1 label column"),
+        group=cols.optional_str("group", hint="a column name, or null"),
+        slices=cols.names("slices", single_ok=True) or (),
+        features=cols.names("features", single_ok=True) or (),
     )
 
 
@@ -252,7 +196,8 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
             spec = {"factory": spec} if ":" in spec and "://" not in spec else {"uri": spec}
         if not isinstance(spec, dict):
             raise ConfigError(f"models.{name} must be a mapping with 'uri' or 'factory', got {spec!r}")
-        _reject_unknown(f"models.{name}", spec, {"uri", "factory", "kwargs"})
+        section = ConfigSection(spec, f"models.{name}")
+        section.reject_unknown({"uri", "factory", "kwargs"})
         uri, factory = spec.get("uri"), spec.get("factory")
         if bool(uri) == bool(factory):
             raise ConfigError(
@@ -263,20 +208,25 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
             raise ConfigError(
                 f"models.{name}.factory must look like 'package.module:function', got {factory!r}"
             )
-        kwargs = spec.get("kwargs") or {}
-        if not isinstance(kwargs, dict):
-            raise ConfigError(f"models.{name}.kwargs must be a mapping, got {kwargs!r}")
-        specs.append(ModelSpec(name=str(name), uri=uri or None, factory=factory or None, kwargs=dict(kwargs)))
+        specs.append(
+            ModelSpec(
+                name=str(name),
+                uri=section.optional_str("uri", hint="a .joblib/.pkl file") if uri else None,
+                factory=factory or None,
+                kwargs=section.mapping("kwargs"),
+            )
+        )
     if len(specs) < 2:
         raise ConfigError("'models' needs at least two models (a baseline and a challenger) to compare")
     return tuple(specs)
 
 
-def _metrics(raw: Any) -> tuple[str, ...]:
-    names = _str_list(raw, "metrics")
+def _metrics(top: ConfigSection) -> tuple[str, ...]:
+    names = top.names("metrics", noun="metric names", single_ok=True)
+    names = DEFAULT_METRICS if names is None else names
     unknown = sorted(set(names) - set(KNOWN_METRICS))
     if unknown or not names:
-        raise ConfigError(f"unknown metric(s) {unknown or names}; choose from {list(KNOWN_METRICS)}")
+        raise ConfigError(f"unknown metric(s) {unknown or list(names)}; choose from {list(KNOWN_METRICS)}")
     return tuple(dict.fromkeys(names))
 
 
@@ -292,24 +242,19 @@ def _ks(raw: Any) -> tuple[int, ...]:
     return tuple(sorted(set(raw)))
 
 
-def _bootstrap(raw: Any) -> BootstrapConfig:
-    if not isinstance(raw, dict):
-        raise ConfigError("'bootstrap' must be a mapping like {samples: 200, seed: 0, confidence: 0.95}")
-    _reject_unknown("bootstrap", raw, {f.name for f in dataclasses.fields(BootstrapConfig)})
-    confidence = _float(raw, "confidence", 0.95, 0.5, 0.9999)
+def _bootstrap(boot: ConfigSection) -> BootstrapConfig:
+    boot.reject_unknown(f.name for f in dataclasses.fields(BootstrapConfig))
     return BootstrapConfig(
-        samples=_int(raw, "samples", 200, 0, "bootstrap"),
-        seed=_int(raw, "seed", 0, 0, "bootstrap"),
-        confidence=confidence,
-        buckets=_int(raw, "buckets", 1000, 2, "bootstrap"),
+        samples=boot.integer("samples", 200, low=0),
+        seed=boot.integer("seed", 0, low=0),
+        confidence=boot.number("confidence", 0.95, low=0.5, high=0.9999),
+        buckets=boot.integer("buckets", 1000, low=2),
     )
 
 
-def _scoring(raw: Any) -> ScoringConfig:
-    if not isinstance(raw, dict):
-        raise ConfigError("'scoring' must be a mapping like {concurrency: 2, num_cpus: 0.5, num_gpus: 0}")
-    _reject_unknown("scoring", raw, {f.name for f in dataclasses.fields(ScoringConfig)})
-    concurrency = raw.get("concurrency", 2)
+def _scoring(scoring: ConfigSection) -> ScoringConfig:
+    scoring.reject_unknown(f.name for f in dataclasses.fields(ScoringConfig))
+    concurrency = scoring.raw.get("concurrency", 2)
     if isinstance(concurrency, list):
         concurrency = tuple(concurrency)
     valid_pair = (
@@ -324,10 +269,10 @@ def _scoring(raw: Any) -> ScoringConfig:
         raise ConfigError(f"scoring.concurrency must be an integer >= 1 or [min, max], got {concurrency!r}")
     return ScoringConfig(
         concurrency=concurrency,
-        num_cpus=_float(raw, "num_cpus", 0.5, 0.0, 1024.0),
-        num_gpus=_float(raw, "num_gpus", 0.0, 0.0, 64.0),
-        batch_size=_int(raw, "batch_size", 65536, 1, "scoring"),
-        read_num_cpus=_float(raw, "read_num_cpus", 0.5, 0.0, 1024.0),
-        block_rows=_int(raw, "block_rows", 262144, 1, "scoring"),
-        object_store_mb=_int(raw, "object_store_mb", 1024, 0, "scoring"),
+        num_cpus=scoring.number("num_cpus", 0.5, low=0.0, high=1024.0),
+        num_gpus=scoring.number("num_gpus", 0.0, low=0.0, high=64.0),
+        batch_size=scoring.integer("batch_size", 65536, low=1),
+        read_num_cpus=scoring.number("read_num_cpus", 0.5, low=0.0, high=1024.0),
+        block_rows=scoring.integer("block_rows", 262144, low=1),
+        object_store_mb=scoring.integer("object_store_mb", 1024, low=0),
     )

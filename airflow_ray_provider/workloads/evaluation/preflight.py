@@ -45,7 +45,7 @@ def open_dataset(uri: str) -> pads.Dataset:
     fs, path = artifacts.resolve(uri)
     try:
         return pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
-    except (FileNotFoundError, *artifacts.pa_errors()) as exc:
+    except artifacts.pa_errors() as exc:  # a missing path is an OSError too
         raise DataError(
             f"cannot open the evaluation data {uri!r}: {exc}. Check data_uri (a Parquet file or folder)"
         ) from exc

@@ -1,6 +1,7 @@
 """Champion-vs-challenger evaluation on Ray: one streaming pass, exact metrics, paired bootstrap CIs.
 
-Run inside a Ray job (or standalone, which starts a local Ray)::
+Run inside a Ray job, or standalone on a private local Ray (the rule is
+:mod:`~airflow_ray_provider.workloads.common.ray_session`'s)::
 
     python -m airflow_ray_provider.workloads.evaluate --config eval.yaml
     python -m airflow_ray_provider.workloads.evaluate --config-json '{"data_uri": ..., ...}'
@@ -14,155 +15,49 @@ exact and order-independent, so a run that lost a node yields the same metrics a
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
-import os
 import pickle
-import re
 import sys
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.workloads.common import artifacts
-from airflow_ray_provider.workloads.common.errors import WorkloadError
+from airflow_ray_provider.workloads.common.errors import WorkloadError, workload_error_from
+from airflow_ray_provider.workloads.common.progress import Progress
+from airflow_ray_provider.workloads.common.ray_session import ray_session
 
-log = logging.getLogger("airflow_ray_provider.workloads.evaluate")
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import ray.data
 
+    from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
 
-class Progress:
-    """Logs rows processed and throughput every ``interval`` seconds from a background thread."""
-
-    def __init__(self, total: int, interval: float) -> None:
-        self.total, self.interval, self.rows = total, interval, 0
-        self.started = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="eval-progress", daemon=True)
-
-    def __enter__(self) -> Progress:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.report()
-
-    first_at: float | None = None
-    first_rows = 0
-    last_at: float | None = None
-
-    def add(self, rows: int) -> None:
-        """Count rows whose partial reached the driver."""
-        now = time.monotonic()
-        if self.first_at is None:
-            self.first_at, self.first_rows = now, rows
-        self.last_at = now
-        self.rows += rows
-
-    def timings(self, span: tuple[float, float]) -> dict[str, float | None]:
-        """Pipeline timings: start-up, whole stream, and two throughputs.
-
-        ``pipeline_rows_per_s`` counts from the start of the pipeline (actor start-up included);
-        ``scoring_rows_per_s`` only over the actors' scoring span (first block started to last block
-        done, wall clock from the actors). Reads that ran while the actors started are outside it.
-        """
-        if self.first_at is None or self.last_at is None or not span[1] > span[0]:
-            return {
-                "startup_s": None,
-                "stream_s": None,
-                "pipeline_rows_per_s": None,
-                "scoring_rows_per_s": None,
-            }
-        wall_offset = time.time() - time.monotonic()
-        stream = self.last_at - self.started
-        return {
-            "startup_s": round(span[0] - wall_offset - self.started, 3),
-            "stream_s": round(stream, 3),
-            "pipeline_rows_per_s": round(self.rows / stream, 1),
-            "scoring_rows_per_s": round(self.rows / (span[1] - span[0]), 1),
-        }
-
-    def report(self) -> None:
-        """Log one progress line."""
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        pct = 100.0 * self.rows / self.total if self.total else 100.0
-        log.info(
-            "evaluated %d / %d rows (%.1f%%), %.0f rows/s, %.1f s",
-            self.rows,
-            self.total,
-            pct,
-            self.rows / elapsed,
-            elapsed,
-        )
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.report()
+log = logging.getLogger(__name__)
 
 
-@contextlib.contextmanager
-def ray_session(address: str | None) -> Iterator[None]:
-    """Use the running Ray (already initialised, ``address``, or ``RAY_ADDRESS`` in a job), else start one."""
-    import ray
+def build_dataset(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) -> ray.data.Dataset:
+    """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool.
 
-    if ray.is_initialized():
-        yield
-        return
-    if address:
-        ray.init(address=address, log_to_driver=True)
-    elif os.environ.get("RAY_ADDRESS"):
-        ray.init(log_to_driver=True)
-    else:  # standalone: a fresh local instance, never another process's cluster
-        ray.init(address="local", include_dashboard=False, log_to_driver=True)
-    try:
-        yield
-    finally:
-        ray.shutdown()
-
-
-_REMOTE_ERROR = re.compile(r"airflow_ray_provider\.workloads\.errors\.(\w+): (.+)")
-
-
-def _unwrap(exc: BaseException) -> WorkloadError | None:
-    """The workload error behind a Ray task/actor error, if any.
-
-    Ray wraps errors raised in the actors (``UserCodeException`` in a ``RayTaskError``) and does not always
-    keep the original object, so the remote traceback text is searched as a fallback.
+    Errors raised in the actors keep their class (``raise_original_map_exception``), so a
+    :class:`~airflow_ray_provider.workloads.common.errors.DataError` found deep in the data reaches the
+    driver as itself, not as Ray Data's generic ``UserCodeException``.
     """
-    from airflow_ray_provider.workloads.common import errors
+    import functools
 
-    seen: set[int] = set()
-    cur: BaseException | None = exc
-    while cur is not None and id(cur) not in seen:
-        seen.add(id(cur))
-        if isinstance(cur, WorkloadError):
-            return cur
-        cause = getattr(cur, "cause", None)
-        cur = cause if isinstance(cause, BaseException) else (cur.__cause__ or cur.__context__)
-    matches = _REMOTE_ERROR.findall(str(exc))
-    if matches:
-        name, message = matches[-1]
-        cls = getattr(errors, name, None)
-        if isinstance(cls, type) and issubclass(cls, WorkloadError):
-            return cls(message.strip())
-    return None
-
-
-def build_dataset(cfg: Any, pre: Any, predictions_uri: str | None) -> Any:
-    """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool."""
     import ray.data
 
     from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
     from airflow_ray_provider.workloads.evaluation.source import read_units
 
     items = [{"unit": json.dumps(unit)} for unit in pre.units]
+    read = functools.partial(read_units, data_uri=cfg.data_uri, columns=pre.read_columns)
     ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        read_units,
-        fn_kwargs={"data_uri": cfg.data_uri, "columns": pre.read_columns},
+        read,
         batch_size=1,
         batch_format="numpy",
         num_cpus=cfg.scoring.read_num_cpus,
@@ -189,33 +84,63 @@ def build_dataset(cfg: Any, pre: Any, predictions_uri: str | None) -> Any:
         # Ray Data restarts dead actors and retries their tasks without limit by default
         # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
     )
+    out.context.raise_original_map_exception = True
     if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
         limit = cfg.scoring.object_store_mb * 1024 * 1024
         out.context.execution_options.resource_limits = ray.data.ExecutionResources(object_store_memory=limit)
     return out
 
 
-def _stream(cfg: Any, pre: Any, predictions_uri: str | None) -> tuple[Any, dict[str, float | None]]:
+def _stream(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) -> tuple[Accumulator, Progress]:
+    """Run the pipeline and merge every block's partial as it arrives.
+
+    :raises WorkloadError: the one a scoring actor raised (bad labels deep in the data, a model that
+        fails on a block), with its own class and message.
+    """
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
 
     acc = Accumulator(cfg, pre.has_proba)
     ds = build_dataset(cfg, pre, predictions_uri)
-    with Progress(pre.rows, cfg.progress_interval_s) as progress:
+    progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
+    with progress.reporting():
         try:
             for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                for blob in batch.column("partial").to_pylist():
+                table = cast("pa.Table", batch)  # batch_format="pyarrow": Ray's stubs type it as any format
+                for blob in table.column("partial").to_pylist():
                     partial = pickle.loads(blob)
                     acc.add(partial)
                     progress.add(int(partial["rows"]))
         except Exception as exc:
-            inner = _unwrap(exc)
+            inner = workload_error_from(exc)
             if inner is not None:
                 raise inner from exc
             raise
-    return acc, progress.timings(acc.span)
+    return acc, progress
 
 
-def run_evaluation(config: dict[str, Any] | Any, *, ray_address: str | None = None) -> dict[str, Any]:
+def stream_timings(progress: Progress, span: tuple[float, float]) -> dict[str, float | None]:
+    """Pipeline timings: start-up, whole stream, and two throughputs.
+
+    ``pipeline_rows_per_s`` counts from the start of the pipeline (actor start-up included);
+    ``scoring_rows_per_s`` only over the actors' scoring span (first block started to last block
+    done, wall clock from the actors). Reads that ran while the actors started are outside it.
+
+    :param progress: the stream's row counter (monotonic clock).
+    :param span: the actors' scoring span (wall clock).
+    """
+    if progress.first_at is None or progress.last_at is None or not span[1] > span[0]:
+        return {"startup_s": None, "stream_s": None, "pipeline_rows_per_s": None, "scoring_rows_per_s": None}
+    wall_offset = time.time() - time.monotonic()
+    stream = progress.last_at - progress.started
+    return {
+        "startup_s": round(span[0] - wall_offset - progress.started, 3),
+        "stream_s": round(stream, 3),
+        "pipeline_rows_per_s": round(progress.done / stream, 1),
+        "scoring_rows_per_s": round(progress.done / (span[1] - span[0]), 1),
+    }
+
+
+def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | None = None) -> dict[str, Any]:
     """Run the whole evaluation and write the artifact; returns the ``metrics.json`` document.
 
     :param config: a config mapping (validated here) or an :class:`EvalConfig`.
@@ -236,9 +161,9 @@ def run_evaluation(config: dict[str, Any] | Any, *, ray_address: str | None = No
     t_pre = time.monotonic()
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
     try:
-        with ray_session(ray_address or cfg.ray_address):
+        with ray_session(ray_address or cfg.ray_address) as session:
             t_ray = time.monotonic()
-            acc, timings = _stream(cfg, pre, artifacts.join(staging, "predictions") if staging else None)
+            acc, progress = _stream(cfg, pre, artifacts.join(staging, "predictions") if staging else None)
         t_merge = time.monotonic()
         result = acc.finalize()
         directions = metrics.metric_directions(cfg.metrics, cfg.ndcg_k)
@@ -251,10 +176,11 @@ def run_evaluation(config: dict[str, Any] | Any, *, ray_address: str | None = No
             "timings": {
                 "preflight_s": round(t_pre - t0, 3),
                 "ray_init_s": round(t_ray - t_pre, 3),
-                **timings,
+                **stream_timings(progress, acc.span),
                 "finalize_s": round(time.monotonic() - t_merge, 3),
             },
             "ray_version": ray.__version__,
+            "ray_session": session.mode.value,
             "run_info": cfg.run_info,
         }
         doc = eval_artifact.build_document(cfg, result, models=pre.models, directions=directions, run=run)

@@ -33,7 +33,8 @@ Keys (JSON or YAML mapping):
 ``run_info`` (mapping)
     Free-form (dag_id, run_id, ...), copied into ``summary.json``.
 ``ray_address`` (str, optional)
-    Default: ``ray.init()`` joins the cluster the job runs in, or starts a local one standalone.
+    Default: the cluster of the Ray job this runs in, or a private local Ray when run standalone; see
+    :mod:`airflow_ray_provider.workloads.common.ray_session` for the whole rule.
 """
 
 from __future__ import annotations
@@ -42,8 +43,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
+from airflow_ray_provider.workloads.common.validation import ConfigSection
 
-_REQUIRED_STR = ("application", "data_uri", "zone_column", "label_column", "output_uri")
+_REQUIRED_STR = {
+    "application": "the model application's name",
+    "data_uri": "a Parquet file or folder: path or URI",
+    "zone_column": "the column naming the zone",
+    "label_column": "the training target's column",
+    "output_uri": "a folder: path or URI",
+}
 _BATCHING_KEYS = {
     "target_task_seconds",
     "min_task_seconds",
@@ -119,123 +127,53 @@ def parse_config(raw: dict[str, Any]) -> ZoneTrainingConfig:
 
     :raises ConfigError: naming the first problem found and how to fix it.
     """
-    if not isinstance(raw, dict):
-        raise ConfigError(f"the zone-training config must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - _TOP_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown config key(s) {unknown}; valid keys: {sorted(_TOP_KEYS)}")
-    for key in _REQUIRED_STR:
-        _require_str(raw, key)
+    top = ConfigSection.root(raw, "the zone-training config")
+    top.reject_unknown(_TOP_KEYS)
+    application, data_uri, zone_column, label_column, output_uri = (
+        top.required_str(key, hint=hint) for key, hint in _REQUIRED_STR.items()
+    )
     return ZoneTrainingConfig(
-        application=raw["application"],
-        data_uri=raw["data_uri"],
-        zone_column=raw["zone_column"],
-        label_column=raw["label_column"],
-        output_uri=raw["output_uri"],
-        feature_columns=_feature_columns(raw),
-        trainer=_optional_str(raw, "trainer") or "ridge",
-        trainer_kwargs=_mapping(raw, "trainer_kwargs"),
-        num_cpus=_number(raw, "num_cpus", 1.0, low=0.0, low_open=True),
-        max_retries=_int(raw, "max_retries", 3),
-        zone_retries=_int(raw, "zone_retries", 0),
-        zone_timeout_s=_optional_number(raw, "zone_timeout_s"),
-        max_failed_fraction=_number(raw, "max_failed_fraction", 0.0, low=0.0, high=1.0),
-        batching=_batching(raw.get("batching")),
-        progress_interval_s=_number(raw, "progress_interval_s", 5.0, low=0.0, low_open=True),
-        run_info=_mapping(raw, "run_info"),
-        ray_address=_optional_str(raw, "ray_address"),
+        application=application,
+        data_uri=data_uri,
+        zone_column=zone_column,
+        label_column=label_column,
+        output_uri=output_uri,
+        feature_columns=_feature_columns(top, zone_column, label_column),
+        trainer=top.optional_str("trainer", hint="a built-in trainer or 'module:function'") or "ridge",
+        trainer_kwargs=top.mapping("trainer_kwargs"),
+        num_cpus=top.number("num_cpus", 1.0, low=0.0, low_open=True),
+        max_retries=top.integer("max_retries", 3),
+        zone_retries=top.integer("zone_retries", 0),
+        zone_timeout_s=top.optional_number("zone_timeout_s", low=0.0, low_open=True),
+        max_failed_fraction=top.number("max_failed_fraction", 0.0, low=0.0, high=1.0),
+        batching=_batching(top.section("batching")),
+        progress_interval_s=top.number("progress_interval_s", 5.0, low=0.0, low_open=True),
+        run_info=top.mapping("run_info"),
+        ray_address=top.optional_str("ray_address", hint="host:port, ray://host:port, auto or local"),
     )
 
 
-def _batching(raw: Any) -> BatchingConfig:
-    if raw is None:
-        return BatchingConfig()
-    if not isinstance(raw, dict):
-        raise ConfigError(f"'batching' must be a mapping, got {type(raw).__name__}")
-    unknown = sorted(set(raw) - _BATCHING_KEYS)
-    if unknown:
-        raise ConfigError(f"unknown 'batching' key(s) {unknown}; valid keys: {sorted(_BATCHING_KEYS)}")
-    target = _number(raw, "target_task_seconds", 0.25, low=0.0, low_open=True, where="batching.")
-    min_s = _number(raw, "min_task_seconds", 0.02, low=0.0, where="batching.")
+def _batching(batching: ConfigSection) -> BatchingConfig:
+    batching.reject_unknown(_BATCHING_KEYS)
+    target = batching.number("target_task_seconds", 0.25, low=0.0, low_open=True)
+    min_s = batching.number("min_task_seconds", 0.02, low=0.0)
     if min_s > target:
         raise ConfigError("'batching.min_task_seconds' must not exceed 'batching.target_task_seconds'")
-    in_flight = raw.get("max_in_flight")
-    if in_flight is not None:
-        in_flight = _int(raw, "max_in_flight", 0, low=1, where="batching.")
+    in_flight = batching.raw.get("max_in_flight")
     return BatchingConfig(
         target_task_seconds=target,
         min_task_seconds=min_s,
-        max_in_flight=in_flight,
-        max_zones_per_task=_int(raw, "max_zones_per_task", 1000, low=1, where="batching."),
-        probe_zones=_int(raw, "probe_zones", 2, low=1, where="batching."),
+        max_in_flight=None if in_flight is None else batching.integer("max_in_flight", 0, low=1),
+        max_zones_per_task=batching.integer("max_zones_per_task", 1000, low=1),
+        probe_zones=batching.integer("probe_zones", 2, low=1),
     )
 
 
-def _require_str(raw: dict[str, Any], key: str) -> None:
-    value = raw.get(key)
-    if not isinstance(value, str) or not value.strip():
-        got = "missing" if key not in raw else f"{value!r}"
-        raise ConfigError(f"config key '{key}' must be a non-empty string (got {got})")
-
-
-def _optional_str(raw: dict[str, Any], key: str) -> str | None:
-    value = raw.get(key)
-    if value is None:
+def _feature_columns(top: ConfigSection, zone_column: str, label_column: str) -> list[str] | None:
+    names = top.names("feature_columns", non_empty=True)
+    if names is None:
         return None
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"config key '{key}' must be a non-empty string, got {value!r}")
-    return value
-
-
-def _feature_columns(raw: dict[str, Any]) -> list[str] | None:
-    value = raw.get("feature_columns")
-    if value is None:
-        return None
-    if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-        raise ConfigError(f"'feature_columns' must be a non-empty list of column names, got {value!r}")
-    clash = {raw["zone_column"], raw["label_column"]} & set(value)
+    clash = {zone_column, label_column} & set(names)
     if clash:
         raise ConfigError(f"'feature_columns' must not contain the zone or label column: {sorted(clash)}")
-    return list(value)
-
-
-def _mapping(raw: dict[str, Any], key: str) -> dict[str, Any]:
-    value = raw.get(key)
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise ConfigError(f"config key '{key}' must be a mapping, got {type(value).__name__}")
-    return dict(value)
-
-
-def _number(
-    raw: dict[str, Any],
-    key: str,
-    default: float,
-    *,
-    low: float | None = None,
-    high: float | None = None,
-    low_open: bool = False,
-    where: str = "",
-) -> float:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ConfigError(f"config key '{where}{key}' must be a number, got {value!r}")
-    too_low = low is not None and (value <= low if low_open else value < low)
-    if too_low or (high is not None and value > high):
-        bounds = f"{'>' if low_open else '>='} {low}" + (f" and <= {high}" if high is not None else "")
-        raise ConfigError(f"config key '{where}{key}' must be {bounds}, got {value!r}")
-    return float(value)
-
-
-def _optional_number(raw: dict[str, Any], key: str) -> float | None:
-    if raw.get(key) is None:
-        return None
-    return _number(raw, key, 0.0, low=0.0, low_open=True)
-
-
-def _int(raw: dict[str, Any], key: str, default: int, *, low: int = 0, where: str = "") -> int:
-    value = raw.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ConfigError(f"config key '{where}{key}' must be an integer >= {low}, got {value!r}")
-    return value
+    return list(names)

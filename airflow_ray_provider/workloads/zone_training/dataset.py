@@ -108,7 +108,7 @@ def _open(uri: str, fs: pafs.FileSystem, path: str) -> pads.Dataset:
         raise DataError(f"data_uri {uri!r} does not exist; point it at a Parquet file or directory")
     try:
         return pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
-    except (*artifacts.pa_errors(), ValueError) as exc:
+    except artifacts.pa_errors(ValueError) as exc:
         raise DataError(f"data_uri {uri!r} is not a readable Parquet dataset: {exc}") from exc
 
 

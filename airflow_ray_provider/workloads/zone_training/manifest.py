@@ -81,7 +81,7 @@ def read_manifest(uri: str) -> list[dict[str, Any]]:
 
     try:
         table = pq.read_table(pa.BufferReader(artifacts.read_bytes(uri)))
-    except (ArtifactError, *artifacts.pa_errors()) as exc:
+    except artifacts.pa_errors(ArtifactError) as exc:
         raise ConfigError(f"--only-failed manifest {uri!r} cannot be read: {exc}") from exc
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:

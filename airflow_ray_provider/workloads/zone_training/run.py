@@ -20,17 +20,17 @@ so ``--only-failed`` can retrain them); 2 bad config, data or manifest (nothing 
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
+from airflow_ray_provider.workloads.common.ray_session import ray_session
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
 from airflow_ray_provider.workloads.zone_training.manifest import (
@@ -46,7 +46,7 @@ from airflow_ray_provider.workloads.zone_training.trainers import BUILTIN_TRAINE
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
 
-log = logging.getLogger("airflow_ray_provider.workloads.zone_training")
+log = logging.getLogger(__name__)
 
 EXIT_OK, EXIT_TOO_MANY_FAILED, EXIT_BAD_INPUT, EXIT_ARTIFACT = 0, 1, 2, 3
 
@@ -54,8 +54,9 @@ EXIT_OK, EXIT_TOO_MANY_FAILED, EXIT_BAD_INPUT, EXIT_ARTIFACT = 0, 1, 2, 3
 def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None) -> dict[str, Any]:
     """Train every zone (or only the failed zones of a previous manifest); return the summary.
 
-    Uses the Ray connection of the caller when Ray is already initialised, else ``ray.init`` at
-    ``cfg.ray_address`` (the job's cluster, or a local one) and shuts it down afterwards.
+    Ray is found by :func:`~airflow_ray_provider.workloads.common.ray_session.ray_session`: the
+    caller's when already initialised, ``cfg.ray_address``, the Ray job's cluster, or a private local
+    Ray standalone. It is not touched at all when there is nothing to train.
 
     :raises ConfigError: bad trainer or ``--only-failed`` manifest.
     :raises DataError: the dataset does not fit the config.
@@ -78,12 +79,13 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     artifacts.clear_completion(cfg.output_uri)
     timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
-    new_rows = _train(cfg, plan, todo, attempts, timings, tasks) if todo else []
+    new_rows, ray_mode = _train_on_ray(cfg, plan, todo, attempts, timings, tasks)
     rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
         "finished_at": _now(),
         "ray_version": _ray_version(),
+        "ray_session": ray_mode,
         "run_info": cfg.run_info,
         "trainer": cfg.trainer,
         "data_uri": cfg.data_uri,
@@ -133,6 +135,27 @@ def _select_zones(
     return previous, todo, attempts, gone
 
 
+def _train_on_ray(
+    cfg: ZoneTrainingConfig,
+    plan: DatasetPlan,
+    todo: list[str],
+    attempts: dict[str, int],
+    timings: dict[str, float],
+    tasks: dict[str, Any],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Train ``todo`` in a Ray session (none when there is nothing to train).
+
+    :returns: the result rows, and how Ray was found (``None`` when it was not needed).
+    """
+    if not todo:
+        return [], None
+    connect_from = time.monotonic()
+    with ray_session(cfg.ray_address) as session:
+        timings["connect"] = time.monotonic() - connect_from
+        rows = _train(cfg, plan, todo, attempts, timings, tasks)
+    return rows, session.mode.value
+
+
 def _train(
     cfg: ZoneTrainingConfig,
     plan: DatasetPlan,
@@ -141,32 +164,30 @@ def _train(
     timings: dict[str, float],
     tasks: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """Connect, stage the data when needed, fan the zones out.
+    """Stage the data when needed and fan the zones out (on the Ray the caller connected to).
 
     Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
     ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
     fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them.
     """
+    import ray
+
     from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
     from airflow_ray_provider.workloads.zone_training.scheduler import ZoneScheduler, ZoneSources
     from airflow_ray_provider.workloads.zone_training.staging import stage_dataset
 
     ctx = worker_context(cfg, plan)
     started = time.monotonic()
-    with ray_session(cfg.ray_address) as ray:
-        connected = time.monotonic()
-        staged = None if plan.partitioned_by_zone else stage_dataset(plan)
-        staged_at = time.monotonic()
-        slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
-        batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
-        sources = ZoneSources(plan, staged, attempts)
-        scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
-        rows = scheduler.run()
-        tasks.update(count=scheduler.progress.tasks, slots=slots, busy_s=round(scheduler.busy_s, 3))
-        timings.update(
-            connect=connected - started, stage=staged_at - connected, fan_out=time.monotonic() - staged_at
-        )
-        return rows
+    staged = None if plan.partitioned_by_zone else stage_dataset(plan)
+    staged_at = time.monotonic()
+    slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
+    batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
+    sources = ZoneSources(plan, staged, attempts)
+    scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
+    rows = scheduler.run()
+    tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
+    timings.update(stage=staged_at - started, fan_out=time.monotonic() - staged_at)
+    return rows
 
 
 def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
@@ -187,21 +208,6 @@ def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
         zone_retries=cfg.zone_retries,
         partitioned=plan.partitioned_by_zone,
     )
-
-
-@contextlib.contextmanager
-def ray_session(address: str | None) -> Iterator[Any]:
-    """Yield the ``ray`` module, connected: reuse the caller's connection or init (and later shut down)."""
-    import ray
-
-    if ray.is_initialized():
-        yield ray
-        return
-    ray.init(address=address, logging_level=logging.WARNING)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
 
 
 def _now() -> str:

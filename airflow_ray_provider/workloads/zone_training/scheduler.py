@@ -12,12 +12,13 @@ task that dies again is recorded as failed with Ray's error.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_ray_provider.workloads.common.progress import Progress
 from airflow_ray_provider.workloads.zone_training.backstop import Backstop
 from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
-from airflow_ray_provider.workloads.zone_training.progress import Progress
 from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
 
 if TYPE_CHECKING:
@@ -25,13 +26,17 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan
     from airflow_ray_provider.workloads.zone_training.staging import StagedData
 
+log = logging.getLogger(__name__)
+
 # Backstop for zone_timeout_s (see zone_backstop): a task is killed once it has run for twice its
 # zones' time limits plus this grace, then its zones rerun one per task.
 BACKSTOP_GRACE_S = 30.0
 _WAIT_S = 0.5
 
 
-def _batch_task(ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any) -> dict:
+def _batch_task(
+    ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any
+) -> dict[str, Any]:
     on_start = (lambda: board.started.remote(key)) if board is not None else None
     return run_batch(ctx, zones, tables, on_start=on_start)
 
@@ -106,7 +111,15 @@ class ZoneScheduler:
         self._next_key = 0
         self.results: list[dict[str, Any]] = []
         self.busy_s = 0.0  # sum of the collected tasks' own seconds (slot-seconds spent in tasks)
-        self.progress = Progress(batcher.pending, cfg.progress_interval_s)
+        self.tasks_done = 0
+        self.progress = Progress(
+            batcher.pending,
+            "zones",
+            cfg.progress_interval_s,
+            logger=log,
+            detail=self._progress_detail,
+            show_outcomes=True,
+        )
         self._backstop: Backstop | None = None
         if cfg.zone_timeout_s is not None:
             self._backstop = Backstop(ray, cfg.zone_timeout_s, BACKSTOP_GRACE_S)
@@ -120,12 +133,17 @@ class ZoneScheduler:
                 for ref in ready:
                     self._collect(ref)
                 self._enforce_deadlines()
-                self.progress.maybe_log(len(self._in_flight), self._batcher.task_goal_seconds())
+                self.progress.maybe_report()
         finally:
             if self._backstop is not None:
                 self._backstop.close()
-        self.progress.final()
+        self.progress.report(final=True)
         return self.results
+
+    def _progress_detail(self, final: bool) -> str:
+        return progress_detail(
+            self.tasks_done, len(self._in_flight), self._batcher.task_goal_seconds(), final
+        )
 
     def _fill(self) -> None:
         while self._batcher.pending and len(self._in_flight) < self._in_flight_limit():
@@ -190,7 +208,20 @@ class ZoneScheduler:
     def _add(self, rows: list[dict[str, Any]]) -> None:
         failed = sum(1 for r in rows if r["status"] != "succeeded")
         self.results.extend(rows)
-        self.progress.add(succeeded=len(rows) - failed, failed=failed)
+        self.tasks_done += 1
+        self.progress.add(len(rows), failed=failed)
+
+
+def progress_detail(tasks_done: int, in_flight: int, goal_s: float | None, final: bool) -> str:
+    """The scheduler's part of a progress line: tasks done and in flight, and the task size aimed at.
+
+    The goal is what the batcher aims for next (``probing`` until the first tasks report their cost),
+    so the closing line, with nothing left to batch, leaves it out.
+    """
+    text = f"{tasks_done} tasks done, {in_flight} in flight"
+    if final:
+        return text
+    return f"{text}, task goal {'probing' if goal_s is None else f'{goal_s * 1000:.0f} ms'}"
 
 
 def _first_line(exc: BaseException) -> str:

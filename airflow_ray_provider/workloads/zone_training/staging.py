@@ -10,11 +10,12 @@ on the node) and slice their zones out. The data is read once and stored once, n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.fs as pafs
+    from ray import ObjectRef
 
     from airflow_ray_provider.workloads.zone_training.dataset import ChunkSpec, DatasetPlan
 
@@ -26,7 +27,7 @@ Piece = tuple[int, int, int]
 class StagedData:
     """Chunk tables in the object store and, per zone, the pieces that hold its rows."""
 
-    chunk_refs: list[Any]
+    chunk_refs: list[ObjectRef[Any]]
     pieces: dict[str, list[Piece]]
 
 
@@ -64,8 +65,13 @@ def stage_dataset(plan: DatasetPlan) -> StagedData:
     import ray
 
     task = ray.remote(num_cpus=1, max_retries=3)(stage_chunk).options(num_returns=2)
+    # With num_returns=2 a call returns one ref per returned value; Ray's stubs type it as a single ref.
     pairs = [
-        task.remote(plan.fs, spec, plan.file_columns, plan.columns, plan.zone_column) for spec in plan.chunks
+        cast(
+            "list[ObjectRef[Any]]",
+            task.remote(plan.fs, spec, plan.file_columns, plan.columns, plan.zone_column),
+        )
+        for spec in plan.chunks
     ]
     indexes = ray.get([index_ref for _, index_ref in pairs])
     return StagedData(chunk_refs=[table_ref for table_ref, _ in pairs], pieces=zone_pieces(indexes))

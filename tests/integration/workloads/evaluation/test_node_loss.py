@@ -92,7 +92,10 @@ def _nodes_with_scoring_actors() -> set[str]:
 
 
 def test_removing_a_worker_node_mid_run_gives_identical_metrics(
-    eval_config: Callable[..., dict[str, Any]], eval_sample: dict[str, str], tmp_path: Any
+    eval_config: Callable[..., dict[str, Any]],
+    eval_sample: dict[str, str],
+    tmp_path: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import ray
     from ray.cluster_utils import Cluster
@@ -108,16 +111,21 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
         row_group_size=1000,
     )
     temp = tempfile.mkdtemp(prefix="arpnl", dir="/tmp")
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 0,
-            "_system_config": FAST_HEALTH_CHECKS,
-            "temp_dir": temp,
-            "include_dashboard": False,
-        },
-    )
+    # Cluster() records its head in Ray's default temp dir ($RAY_TMPDIR/ray/ray_current_cluster), where
+    # a bare ray.init() on this machine would find it: keep that file in this test's own folder.
+    monkeypatch.setenv("RAY_TMPDIR", temp)
+    os.makedirs(os.path.join(temp, "ray"))
+    cluster = None
     try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": 0,
+                "_system_config": FAST_HEALTH_CHECKS,
+                "temp_dir": temp,
+                "include_dashboard": False,
+            },
+        )
         cluster.add_node(num_cpus=2)
         cluster.add_node(num_cpus=2)
         ray.init(address=cluster.address, log_to_driver=False)
@@ -152,5 +160,6 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
         assert doc["deltas"] == expected["deltas"]
     finally:
         ray.shutdown()
-        cluster.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
         shutil.rmtree(temp, ignore_errors=True)

@@ -32,7 +32,11 @@ def test_exit_status_follows_max_failed_fraction(ray_head, ray_head_token, zone_
     done = run_cli(["--config", str(config_file)], env)
     assert done.returncode == 1, done.stderr[-3000:]
     assert "3 of 24 zones failed (12.5%), above max_failed_fraction 10.0%" in done.stderr
-    assert "zones: 24/24 done (21 succeeded, 3 failed)" in done.stderr  # the progress line
+    closing = [line for line in done.stderr.splitlines() if "zones: 24/24 done" in line]
+    assert "zones: 24/24 done (21 succeeded, 3 failed), 0 remaining (100.0%)" in closing[-1]
+    assert "in flight |" in closing[-1] and "task goal" not in closing[-1]  # nothing left to batch
+    assert " airflow_ray_provider.workloads.zone_training.scheduler: " in closing[-1]  # its own logger
+    assert "Ray session: connecting to ray_address" in done.stderr
     manifest = f"{raw['output_uri']}/manifest.parquet"
     assert pq.read_table(manifest).column("status").to_pylist().count("failed") == 3
 

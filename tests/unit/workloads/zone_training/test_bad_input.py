@@ -105,7 +105,7 @@ def test_cli_reports_malformed_config_on_one_line_with_exit_2(tmp_path, data, ca
     assert main(["--config-json", "{not json"]) == 2
     assert "zone_training: error: config --config-json is not valid JSON" in capsys.readouterr().err
     assert main(["--config-json", json.dumps({"application": "a"})]) == 2
-    assert "'data_uri' must be a non-empty string (got missing)" in capsys.readouterr().err
+    assert "config key 'data_uri' is required" in capsys.readouterr().err
     missing = config(tmp_path, data, zone_column="region")
     assert main(["--config-json", json.dumps(missing)]) == 2
     assert "zone_column 'region' is not a column" in capsys.readouterr().err

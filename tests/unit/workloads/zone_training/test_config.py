@@ -53,7 +53,7 @@ def test_full_config_is_kept() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"zone_column": None}, "'zone_column' must be a non-empty string"),
+        ({"zone_column": None}, "'zone_column' is required"),
         ({"application": ""}, "'application' must be a non-empty string"),
         ({"trainer_kwarg": {}}, "unknown config key(s) ['trainer_kwarg']"),
         ({"num_cpus": 0}, "'num_cpus' must be > 0.0"),

@@ -1,0 +1,190 @@
+"""Which Ray a workload runs on: one rule for every workload, decided once, logged once.
+
+In this order:
+
+1. **Already initialised** in this process (a test, a notebook, a caller's ``ray.init``): use it as is,
+   and leave it running.
+2. **An explicit address** (the ``ray_address`` config key, or the caller's argument): connect to it as
+   given (``host:port``, ``ray://...``, ``auto``). ``"local"`` asks for a fresh local Ray: rule 5.
+3. **Inside a Ray job**: Ray's job supervisor starts the entrypoint with ``RAY_JOB_CONFIG_JSON_ENV_VAR``
+   and ``RAY_ADDRESS`` (the job's own cluster) in its environment; connect to that cluster.
+4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
+   ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
+   remote cluster says so.
+5. **Standalone**: start a *private* local Ray (no dashboard, quiet logging, its own temp dir in a
+   private folder that is removed afterwards). It never joins a cluster it merely finds on the machine:
+   a bare ``ray.init()`` would attach to whichever head last wrote Ray's ``ray_current_cluster`` file
+   (another user's, another test's), and run this job on it.
+
+On exit, Ray is shut down only if this session initialised it (rules 2-5); the private folder of
+rule 5 is removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+#: Set by Ray's job supervisor in the environment of a job's entrypoint (the driver), with RAY_ADDRESS.
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+ADDRESS_ENV = "RAY_ADDRESS"
+LOCAL = "local"
+
+
+class SessionMode(str, enum.Enum):
+    """How a workload got its Ray (the rule that applied, see the module docstring)."""
+
+    EXISTING = "existing"
+    ADDRESS = "address"
+    JOB = "job"
+    ENV = "env"
+    LOCAL = "local"
+
+
+@dataclass(frozen=True)
+class RaySession:
+    """The Ray a workload runs on.
+
+    :param mode: which rule applied.
+    :param address: the address passed to ``ray.init`` (``None`` for an existing or private local Ray).
+    """
+
+    mode: SessionMode
+    address: str | None = None
+
+    @property
+    def owned(self) -> bool:
+        """Whether this session initialises Ray (and so shuts it down at the end)."""
+        return self.mode is not SessionMode.EXISTING
+
+    def describe(self) -> str:
+        """One line for the log: where the work runs and why."""
+        if self.mode is SessionMode.EXISTING:
+            return "using the Ray already initialised in this process"
+        if self.mode is SessionMode.ADDRESS:
+            return f"connecting to ray_address {self.address}"
+        if self.mode is SessionMode.JOB:
+            return f"inside a Ray job: connecting to the job's cluster at {self.address}"
+        if self.mode is SessionMode.ENV:
+            return (
+                f"{ADDRESS_ENV}={self.address} is set outside a Ray job: connecting to it "
+                f"(unset {ADDRESS_ENV} to run on a private local Ray instead)"
+            )
+        return (
+            "standalone: starting a private local Ray (a Ray cluster running elsewhere on this machine is "
+            "not joined; set ray_address to use one)"
+        )
+
+
+def plan_session(address: str | None, *, environ: Mapping[str, str], initialized: bool) -> RaySession:
+    """Decide which Ray to use (pure: no Ray import, no side effects).
+
+    :param address: the explicit address (config key ``ray_address`` or argument), if any.
+    :param environ: the process environment.
+    :param initialized: whether Ray is already initialised in this process.
+    """
+    if initialized:
+        return RaySession(SessionMode.EXISTING)
+    if address == LOCAL:
+        return RaySession(SessionMode.LOCAL)
+    if address:
+        return RaySession(SessionMode.ADDRESS, address)
+    env_address = environ.get(ADDRESS_ENV) or None
+    if environ.get(JOB_CONFIG_ENV):
+        return RaySession(SessionMode.JOB, env_address or "auto")
+    if env_address:
+        return RaySession(SessionMode.ENV, env_address)
+    return RaySession(SessionMode.LOCAL)
+
+
+@contextlib.contextmanager
+def ray_session(address: str | None = None) -> Iterator[RaySession]:
+    """Connect to (or start) the Ray chosen by :func:`plan_session`; undo only what was done here.
+
+    :param address: the explicit address (config key ``ray_address`` or argument), if any.
+    """
+    import ray
+
+    session = plan_session(address, environ=os.environ, initialized=ray.is_initialized())
+    log.info("Ray session: %s", session.describe())
+    if not session.owned:
+        yield session
+        return
+    private_dir = None
+    try:
+        if session.mode is SessionMode.LOCAL:
+            private_dir = tempfile.mkdtemp(prefix="rayw", dir=_temp_root())
+            _start_private_ray(private_dir)
+        else:
+            ray.init(address=session.address, logging_level=logging.WARNING)
+        try:
+            yield session
+        finally:
+            # A private Ray's processes write into its folder until they exit: wait for them (Ray
+            # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
+            ray.shutdown(wait_for_processes=private_dir is not None)
+    finally:
+        if private_dir is not None:
+            shutil.rmtree(private_dir, ignore_errors=True)
+
+
+def _start_private_ray(private_dir: str) -> None:
+    """``ray.init`` a new local Ray in ``private_dir``; if it fails to start, stop what it started.
+
+    A start that times out (a loaded machine) raises after some of Ray's processes are up, and
+    ``ray.shutdown`` does not know them yet; they all run with ``private_dir`` on their command line.
+    """
+    import ray
+
+    try:
+        ray.init(address=LOCAL, include_dashboard=False, _temp_dir=private_dir, logging_level=logging.WARNING)
+    except BaseException:
+        ray.shutdown(wait_for_processes=True)
+        _kill_processes_in(private_dir)
+        raise
+
+
+def _kill_processes_in(private_dir: str, *, rounds: int = 10) -> None:
+    """SIGKILL this user's processes that run in ``private_dir`` (named on their command line; Linux).
+
+    Scans again until one finds none: a process can start a child between a scan and its kill.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    marks = (f"{private_dir}/".encode(), f"{private_dir}\0".encode())
+    for _ in range(rounds):
+        found = False
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            with contextlib.suppress(OSError):
+                cmdline = (entry / "cmdline").read_bytes()
+                if entry.stat().st_uid == os.getuid() and any(mark in cmdline for mark in marks):
+                    os.kill(int(entry.name), signal.SIGKILL)
+                    found = True
+        if not found:
+            return
+        time.sleep(0.2)
+
+
+def _temp_root() -> str:
+    """Where the private folder goes: where Ray itself would put its temp dir on this machine.
+
+    Ray's rule (``RAY_TMPDIR``, else ``TMPDIR`` on Linux, else ``/tmp``); the folder must stay short,
+    since Ray's Unix sockets live below it (paths are limited to about 107 characters).
+    """
+    linux_tmp = os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None
+    return os.environ.get("RAY_TMPDIR") or linux_tmp or "/tmp"
