@@ -3,6 +3,12 @@
 A small registry (one JSON file per cluster, no secrets) lets a retried task find the head its earlier try
 started, lets a teardown task in another process stop it, and lets the janitor find expired ones.
 No Airflow imports.
+
+A head is registered the moment its process group exists, *before* the wait for it to come up (a wait
+of 6-40 s): a task killed during that wait leaves a ``starting`` record, so its rerun adopts the head
+instead of starting a second one, and the janitor can stop it. A ``starting`` record expires when the
+wait would have ended (``ready_timeout``), not after the cluster's full lifetime; it gets that lifetime
+once the head is up.
 """
 
 from __future__ import annotations
@@ -13,15 +19,26 @@ import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from airflow_ray_provider.local.head import LocalHeadConfig, LocalHeadInfo, is_running, start_head, stop_head
+from airflow_ray_provider.local.head import (
+    LocalHeadConfig,
+    LocalHeadError,
+    LocalHeadInfo,
+    StartupCrashError,
+    is_running,
+    start_head,
+    stop_head,
+    wait_for_head,
+)
 
 log = logging.getLogger(__name__)
 
 REGISTRY_ENV = "AIRFLOW_RAY_LOCAL_REGISTRY"
+#: Record states: registered before the wait for the head (``starting``), and once it is up (``ready``).
+STARTING, READY = "starting", "ready"
 
 
 @dataclass(frozen=True)
@@ -107,14 +124,23 @@ def start_cluster(
     labels: dict[str, str] | None = None,
     expires_at: datetime | None = None,
 ) -> tuple[LocalHeadInfo, bool]:
-    """Start (or find, on a retry) the head named ``name``.
+    """Start (or find, on a retry) the head named ``name``; it is registered before the wait for it.
+
+    A head an earlier try left ``starting`` (that try was killed while it waited) is adopted: waited for
+    here, not started twice.
 
     :returns: the head's info and whether it was created now (``False``: reused).
+    :raises LocalHeadError: when the head does not come up (it is stopped and unregistered).
     """
+    record = {"labels": dict(labels or {}), "expires_at": _iso(expires_at)}
     existing = find_cluster(name)
     if existing is not None:
-        log.info("Reusing local Ray head %s (pid %s) started by an earlier try", name, existing.pid)
-        return existing, False
+        if (read_record(name) or {}).get("state", READY) != STARTING:
+            log.info("Reusing local Ray head %s (pid %s) started by an earlier try", name, existing.pid)
+            return existing, False
+        if _adopt(existing, options.ready_timeout):
+            _write_record({**record, "info": existing.to_dict(), "state": READY})
+            return existing, False
     config = LocalHeadConfig(
         num_cpus=options.num_cpus,
         num_gpus=options.num_gpus,
@@ -125,25 +151,58 @@ def start_cluster(
         env=dict(options.env),
         ready_timeout=options.ready_timeout,
     )
-    info = start_head(config, name=name)
-    record = {
-        "info": info.to_dict(),
-        "labels": dict(labels or {}),
-        "expires_at": expires_at.astimezone(timezone.utc).isoformat() if expires_at else None,
-    }
+
+    def register(info: LocalHeadInfo) -> None:
+        wait_ends = datetime.now(timezone.utc) + timedelta(seconds=options.ready_timeout)
+        expiry = min(expires_at, wait_ends) if expires_at else wait_ends
+        _write_record({**record, "info": info.to_dict(), "state": STARTING, "expires_at": _iso(expiry)})
+
     try:
-        _write_record(record)
+        info = start_head(config, name=name, on_spawn=register)
+    except LocalHeadError:
+        _unregister(name)  # start_head stopped the head it started
+        raise
+    try:
+        _write_record({**record, "info": info.to_dict(), "state": READY})
     except OSError:
-        stop_head(info)
+        stop_cluster(info)
         raise
     return info, True
+
+
+def _adopt(info: LocalHeadInfo, timeout: float) -> bool:
+    """Wait for a head an earlier (killed) try left ``starting``.
+
+    :returns: ``True`` once it is up; ``False`` when ``ray start`` gave up during startup (it is stopped
+        and unregistered; the caller starts a fresh head, as :func:`start_head` does on its own crashes).
+    :raises LocalHeadError: when it does not come up in time (it is stopped and unregistered).
+    """
+    log.info("Adopting local Ray head %s (pid %s): an earlier try started it", info.name, info.pid)
+    try:
+        wait_for_head(info, timeout)
+    except StartupCrashError as exc:
+        log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", info.name, exc)
+        stop_cluster(info)
+        return False
+    except LocalHeadError:
+        stop_cluster(info)
+        raise
+    return True
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.astimezone(timezone.utc).isoformat() if moment else None
+
+
+def _unregister(name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        _record_path(name).unlink()
 
 
 def stop_cluster(info: LocalHeadInfo) -> bool:
     """Stop a head (from any process) and drop its record; ``False`` when it was already gone."""
     stopped = stop_head(info)
-    with contextlib.suppress(FileNotFoundError):
-        _record_path(info.name).unlink()
+    _unregister(info.name)
     return stopped
 
 

@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +46,7 @@ class LocalHeadError(RuntimeError):
     """The local Ray head could not be started or stopped."""
 
 
-class _StartupCrashError(LocalHeadError):
+class StartupCrashError(LocalHeadError):
     """``ray start`` exited before the head was up (worth one more try)."""
 
 
@@ -163,7 +165,12 @@ def _dashboard_answers(url: str, token: str | None, timeout: float = 2.0) -> boo
         return False
 
 
-def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None) -> LocalHeadInfo:
+def start_head(
+    config: LocalHeadConfig | None = None,
+    *,
+    name: str | None = None,
+    on_spawn: Callable[[LocalHeadInfo], None] | None = None,
+) -> LocalHeadInfo:
     """Start a local Ray head and wait until it is up: node started and Job API answering.
 
     When ``ray start`` itself gives up during startup (a starved machine: see :data:`STARTED_MARKER`),
@@ -171,19 +178,22 @@ def start_head(config: LocalHeadConfig | None = None, *, name: str | None = None
 
     :param config: start options; defaults to :class:`LocalHeadConfig`.
     :param name: a label for the head (used in its temp dir name).
+    :param on_spawn: called with each started head's info *before* waiting for it (e.g. to register it,
+        so that a process killed during the wait leaves a head others can find); if it raises, the head
+        is stopped and the error propagates.
     :returns: the running head's info.
     :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
     """
     config = config or LocalHeadConfig()
     for attempt in range(1, START_ATTEMPTS):
         try:
-            return _start_once(config, name)
-        except _StartupCrashError as exc:
+            return _start_once(config, name, on_spawn)
+        except StartupCrashError as exc:
             log.warning(
                 "`ray start --head` gave up during startup (attempt %d of %d); starting it again. %s",
                 attempt, START_ATTEMPTS, exc,
             )  # fmt: skip
-    return _start_once(config, name)
+    return _start_once(config, name, on_spawn)
 
 
 def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tuple[str | None, str | None]:
@@ -201,11 +211,45 @@ def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tu
     return token, token_file
 
 
-def _start_once(config: LocalHeadConfig, name: str | None) -> LocalHeadInfo:
+def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
+    """The environment of the head and of every process it starts (job drivers included).
+
+    ``PATH`` starts with this Python interpreter's folder (the interpreter Airflow runs), so a job's
+    plain ``python`` (``entrypoint="python script.py"``), ``pip`` or ``ray`` is the one that has Ray and
+    this provider, not whatever comes first on the machine's ``PATH``. When that folder has no
+    ``python`` that is this interpreter (a system Python named ``python3.11``), a ``python`` shim in the
+    head's temp dir comes first. ``config.env`` can override ``PATH``.
+    """
+    bin_dir = os.path.dirname(sys.executable)
+    first = [bin_dir]
+    python = os.path.join(bin_dir, "python")
+    if not (os.path.exists(python) and os.path.samefile(python, sys.executable)):
+        first.insert(0, _python_shim(temp_dir))
+    inherited = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p]
+    path = os.pathsep.join([*first, *inherited])
+    return {
+        **os.environ, "PATH": path, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir,
+    }  # fmt: skip
+
+
+def _python_shim(temp_dir: str) -> str:
+    """A folder with ``python`` and ``python3`` scripts that run this interpreter."""
+    folder = os.path.join(temp_dir, "bin")
+    os.makedirs(folder, exist_ok=True)
+    for name in ("python", "python3"):
+        path = os.path.join(folder, name)
+        Path(path).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        os.chmod(path, 0o755)
+    return folder
+
+
+def _start_once(
+    config: LocalHeadConfig, name: str | None, on_spawn: Callable[[LocalHeadInfo], None] | None
+) -> LocalHeadInfo:
     temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
     temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
     gcs_port, dash_port = free_port(), free_port()
-    env = {**os.environ, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir}
+    env = head_environment(config, temp_dir)
     token, token_file = _auth_env(config, temp_dir, env)
     head_log = open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb")  # noqa: SIM115 (handed to the child)
     try:
@@ -224,20 +268,39 @@ def _start_once(config: LocalHeadConfig, name: str | None) -> LocalHeadInfo:
         dashboard_url=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}",
         token_file=token_file,
     )  # fmt: skip
-    _wait_until_up(proc, info, token, config.ready_timeout)
+    if on_spawn is not None:
+        try:
+            on_spawn(info)
+        except BaseException:
+            stop_head(info)
+            raise
+    _wait_until_up(lambda: proc.poll(), info, token, config.ready_timeout)
     return info
 
 
+def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
+    """Wait for a head another process started (e.g. an earlier try killed while it waited).
+
+    :raises LocalHeadError: when it exits or is not up within ``timeout`` seconds (it is stopped).
+    """
+    token = read_token(info.token_file) if info.token_file else None
+    _wait_until_up(lambda: None if is_running(info) else -1, info, token, timeout)
+
+
 def _wait_until_up(
-    proc: subprocess.Popen[bytes], info: LocalHeadInfo, token: str | None, timeout: float
+    exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
 ) -> None:
-    """Return once the node started and the dashboard answers; else stop the head and raise."""
+    """Return once the node started and the dashboard answers; else stop the head and raise.
+
+    :param exit_code: the head's exit code once it has exited, else ``None``.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if proc.poll() is not None:
+        code = exit_code()
+        if code is not None:
             tail = _log_tail(info.temp_dir)
             stop_head(info)
-            raise _StartupCrashError(f"`ray start --head` exited with {proc.returncode}:\n{tail}")
+            raise StartupCrashError(f"`ray start --head` exited with {code}:\n{tail}")
         if _node_started(info.temp_dir) and _dashboard_answers(info.dashboard_url, token):
             return
         time.sleep(0.25)

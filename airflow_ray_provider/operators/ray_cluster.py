@@ -10,6 +10,7 @@ decided by :mod:`airflow_ray_provider.hooks.cluster_backend`.
 from __future__ import annotations
 
 import dataclasses
+import os
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -33,7 +34,13 @@ from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.cluster_backend import backend_for_connection, backend_for_handle
 
 if TYPE_CHECKING:
+    import jinja2
     from airflow.sdk import Context
+    from airflow.sdk.definitions.dag import DAG
+
+
+#: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
+DEFAULT_EXPIRY = timedelta(hours=24)
 
 
 def task_identity(context: Context) -> TaskIdentity:
@@ -72,7 +79,9 @@ class CreateRayClusterOperator(BaseOperator):
     :param local_options: options of the local backend (:class:`LocalClusterOptions` or a dict).
     :param ready_timeout: seconds to wait for readiness.
     :param poll_interval: seconds between readiness checks.
-    :param expiry: lifetime after which the janitor may delete the cluster (timedelta or seconds).
+    :param expiry: lifetime after which the janitor may delete the cluster (timedelta or seconds);
+        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h. A
+        local head still starting when its task was killed expires after ``local_options.ready_timeout``.
     :param deferrable: wait in the triggerer (KubeRay only; the local head starts within the task).
     """
 
@@ -94,7 +103,7 @@ class CreateRayClusterOperator(BaseOperator):
         local_options: LocalClusterOptions | dict[str, Any] | None = None,
         ready_timeout: float = 900.0,
         poll_interval: float = 5.0,
-        expiry: timedelta | float = timedelta(hours=24),
+        expiry: timedelta | float | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -116,14 +125,38 @@ class CreateRayClusterOperator(BaseOperator):
         self.local_options = local_options
         self.ready_timeout = ready_timeout
         self.poll_interval = poll_interval
-        self.expiry = _as_timedelta(expiry, "expiry")
+        self.expiry = _as_timedelta(expiry, "expiry") if expiry is not None else None
         self.deferrable = deferrable
+
+    def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
+        """The DAG's Jinja environment, where a ``.yaml`` manifest may also be an absolute path.
+
+        Relative paths resolve against the DAG folder and ``template_searchpath`` (Airflow's rule);
+        ``/`` is searched last so an absolute path is found instead of raising ``TemplateNotFound``.
+        """
+        import jinja2
+
+        env = super().get_template_env(dag=dag)
+        if isinstance(env.loader, jinja2.FileSystemLoader):
+            env.loader.searchpath = [*env.loader.searchpath, os.sep]
+        elif env.loader is None:
+            env.loader = jinja2.FileSystemLoader([os.getcwd(), os.sep])
+        return env
+
+    def _expiry(self) -> timedelta:
+        """The explicit expiry, else the DAG's run timeout, else :data:`DEFAULT_EXPIRY`."""
+        if self.expiry is not None:
+            return self.expiry
+        run_timeout = getattr(self.dag, "dagrun_timeout", None) if self.has_dag() else None
+        if isinstance(run_timeout, timedelta) and run_timeout > timedelta(0):
+            return run_timeout
+        return DEFAULT_EXPIRY
 
     def _request(self) -> ClusterRequest:
         return ClusterRequest.from_arguments(
             spec=self.spec, local_options=self.local_options, manifest=self.manifest,
             cluster_name=self.cluster_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template, expiry=self.expiry,
+            dashboard_url_template=self.dashboard_url_template, expiry=self._expiry(),
         )  # fmt: skip
 
     def _plan(self, context: Context) -> tuple[ClusterBackend, ClusterPlan]:

@@ -139,3 +139,109 @@ def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, ca
     retries = [r for r in caplog.records if r.message.startswith("`ray start --head` gave up")]
     assert len(retries) == START_ATTEMPTS - 1
     assert list(tmp_path.iterdir()) == []  # every attempt's temp dir is gone
+
+
+CREATE_SCRIPT = """
+import sys
+from types import SimpleNamespace
+
+from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+
+ti = SimpleNamespace(dag_id="orphan_dag", run_id=sys.argv[1], task_id="create", map_index=-1)
+options = {"num_cpus": 1, "ready_timeout": float(sys.argv[2])}
+CreateRayClusterOperator(task_id="create", local_options=options).execute({"ti": ti, "run_id": sys.argv[1]})
+"""
+
+
+def _kill_create_task_mid_wait(registry: Path, run_id: str, ready_timeout: float) -> dict:
+    """Run a create task in its own process and SIGKILL it as soon as its head is registered.
+
+    The head needs 6-40 s to come up; the record must exist before that wait starts, so the task dies
+    mid-wait. Returns the registry record the killed task left.
+    """
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    task = subprocess.Popen([sys.executable, "-c", CREATE_SCRIPT, run_id, str(ready_timeout)])
+    deadline = time.monotonic() + 120
+    try:
+        while not list(registry.glob("*.json")):
+            assert task.poll() is None, "the create task ended before it registered its head"
+            assert time.monotonic() < deadline, "the create task never registered its head"
+            time.sleep(0.05)
+    finally:
+        task.send_signal(signal.SIGKILL)
+        task.wait()
+    (path,) = registry.glob("*.json")
+    return json.loads(path.read_text())
+
+
+@pytest.mark.integration
+def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_registry, caplog):
+    from airflow_ray_provider.local import LocalHeadInfo, is_running
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator, DeleteRayClusterOperator
+
+    caplog.set_level("INFO", logger="airflow_ray_provider.local")
+    run_id = "manual__orphan_rerun"
+    record = _kill_create_task_mid_wait(local_registry, run_id, ready_timeout=120)
+    orphan = LocalHeadInfo.from_dict(record["info"])
+    assert record["state"] == "starting" and is_running(orphan)
+
+    ti = type("TI", (), {"dag_id": "orphan_dag", "run_id": run_id, "task_id": "create", "map_index": -1})
+    # a generous wait: under load a head can take minutes to come up
+    create = CreateRayClusterOperator(task_id="create", local_options={"num_cpus": 1, "ready_timeout": 300})
+    handle = create.execute({"ti": ti, "run_id": run_id})
+    try:
+        assert any(r.message.startswith("Adopting local Ray head") for r in caplog.records)
+        if handle["extra"]["pid"] != orphan.pid:  # only when `ray start` itself gave up (a starved machine)
+            assert any("gave up during startup; starting a fresh one" in r.message for r in caplog.records)
+            assert not is_running(orphan) and _processes_using(orphan.temp_dir) == []
+        (path,) = local_registry.glob("*.json")  # exactly one head registered
+        assert json.loads(path.read_text())["state"] == "ready"
+    finally:
+        deleted = DeleteRayClusterOperator(task_id="delete", cluster=handle).execute({})
+    assert deleted["deleted"] is True
+    assert _processes_using(orphan.temp_dir) == [] and list(local_registry.glob("*.json")) == []
+
+
+@pytest.mark.integration
+def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_is_over(local_registry):
+    import time
+
+    from airflow_ray_provider.local import LocalHeadInfo, is_running
+    from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
+
+    record = _kill_create_task_mid_wait(local_registry, "manual__orphan_janitor", ready_timeout=15)
+    orphan = LocalHeadInfo.from_dict(record["info"])
+    expires_at = datetime.fromisoformat(record["expires_at"])
+    assert is_running(orphan)
+    # It expires when the killed task's wait would have ended, not after the cluster's 24 h lifetime.
+    assert expires_at <= datetime.now(timezone.utc) + timedelta(seconds=15)
+    try:
+        # Until then a rerun may still adopt it: the janitor leaves it alone.
+        assert RayClusterJanitorOperator(task_id="janitor").execute({}) == []
+        time.sleep(max(0.0, (expires_at - datetime.now(timezone.utc)).total_seconds()) + 0.5)
+
+        assert RayClusterJanitorOperator(task_id="janitor").execute({}) == [orphan.name]
+    finally:
+        from airflow_ray_provider.local import stop_cluster
+
+        stop_cluster(orphan)  # a no-op once the janitor did its job
+    assert _processes_using(orphan.temp_dir) == [] and not Path(orphan.temp_dir).exists()
+    assert list(local_registry.glob("*.json")) == []
+
+
+@pytest.mark.unit
+def test_expiry_defaults_to_the_dags_run_timeout():
+    from airflow.sdk import DAG
+
+    from airflow_ray_provider.operators.ray_cluster import DEFAULT_EXPIRY, CreateRayClusterOperator
+
+    with DAG("expiry_dag", schedule=None, dagrun_timeout=timedelta(hours=2)):
+        bounded = CreateRayClusterOperator(task_id="c")
+        explicit = CreateRayClusterOperator(task_id="e", expiry=600)
+    assert bounded._request().expiry == timedelta(hours=2)
+    assert explicit._request().expiry == timedelta(minutes=10)
+    assert CreateRayClusterOperator(task_id="free")._request().expiry == DEFAULT_EXPIRY == timedelta(hours=24)

@@ -96,3 +96,29 @@ def test_wrong_connection_type_is_rejected(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_NOT_KR", json.dumps({"conn_type": "http", "host": "x"}))
     with pytest.raises(RayInvalidInputError, match="cluster_conn_id=None for a local"):
         backend_for_connection("not_kr")
+
+
+MANIFEST_YAML = "apiVersion: ray.io/v1\nkind: RayCluster\nmetadata:\n  name: {{ params.name }}\n"
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("where", ["absolute", "relative to the DAG folder", "no DAG, absolute"])
+def test_a_manifest_yaml_path_renders_absolute_or_relative(tmp_path, where):
+    """An absolute ``.yaml`` path used to fail with Jinja's ``TemplateNotFound``."""
+    from airflow.sdk import DAG
+
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+
+    dag_folder = tmp_path / "dags"
+    (dag_folder / "manifests").mkdir(parents=True)
+    (dag_folder / "manifests" / "cluster.yaml").write_text(MANIFEST_YAML)
+    absolute = str(dag_folder / "manifests" / "cluster.yaml")
+    path = "manifests/cluster.yaml" if where.startswith("relative") else absolute
+    if where.startswith("no DAG"):
+        create = CreateRayClusterOperator(task_id="c", manifest=path)
+    else:
+        with DAG("manifest_dag", schedule=None, template_searchpath=None) as dag:
+            create = CreateRayClusterOperator(task_id="c", manifest=path)
+        dag.fileloc = str(dag_folder / "manifest_dag.py")  # the DAG folder is the DAG file's folder
+    create.render_template_fields({"params": {"name": "ray-x"}})
+    assert create.manifest == MANIFEST_YAML.replace("{{ params.name }}", "ray-x").rstrip("\n")

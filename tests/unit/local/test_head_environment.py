@@ -1,0 +1,29 @@
+"""The local head's environment: a job's plain ``python`` is the interpreter Airflow runs with."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.unit
+def test_plain_python_in_the_heads_environment_is_this_interpreter(tmp_path, monkeypatch):
+    """With the venv off PATH, ``python`` used to be the machine's (``No module named 'ray'``)."""
+    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as under a scheduler started without the venv active
+    env = head_environment(LocalHeadConfig(), str(tmp_path))
+    probe = "import sys, ray; print(sys.prefix)"
+    out = subprocess.run(["python", "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == sys.prefix
+    assert env["PATH"].endswith("/usr/bin:/bin")  # the machine's PATH still follows
+
+
+@pytest.mark.unit
+def test_a_path_given_in_the_options_wins(tmp_path):
+    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+
+    env = head_environment(LocalHeadConfig(env={"PATH": "/opt/x/bin"}), str(tmp_path))
+    assert env["PATH"] == "/opt/x/bin"
