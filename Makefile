@@ -1,6 +1,8 @@
 # Two commands for a new user: `make demo` and `make test`. Each bootstraps .venv from the lock file.
 SHELL := /bin/bash
 PYTHON ?= python3
+# The oldest Python the lock's pins support (numpy/pandas/scipy/scikit-learn releases need 3.11+).
+PYTHON_FLOOR := 3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
@@ -16,7 +18,9 @@ venv: $(STAMP)
 
 # Rebuild when the lock file or the package metadata changes (a stale venv is reinstalled).
 $(STAMP): requirements.lock setup.cfg pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/python || { v=$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])') && \
+	  printf '%s\n%s\n' $(PYTHON_FLOOR) $$v | sort -V -C || { echo "Python $(PYTHON_FLOOR)+ is needed, $(PYTHON) is $$v: run 'make PYTHON=python$(PYTHON_FLOOR) ...'" >&2; exit 1; }; \
+	  $(PYTHON) -m venv $(VENV); }
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv
 	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
@@ -24,7 +28,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 
 lock:
 	$(BIN)/uv pip compile setup.cfg --extra kubernetes --extra workloads --extra dev \
-		--python-version 3.11 -o requirements.lock
+		--python-version $(PYTHON_FLOOR) -o requirements.lock
 
 demo: $(STAMP)
 	$(BIN)/python -m airflow_ray_provider.demo
