@@ -80,8 +80,16 @@ class ClusterSettings:
         return self.python or (sys.executable if self.is_local else "python")
 
 
+#: A template DAG's start date (year, month, day, UTC) unless ``dag_kwargs`` names one.
+DEFAULT_START_DATE = (2000, 1, 1)
+
+
 def dag_arguments(tags: list[str], overrides: dict[str, Any] | None) -> dict[str, Any]:
-    """A template DAG's :class:`~airflow.sdk.DAG` arguments: no catch-up, a fixed start date, ``tags``.
+    """A template DAG's :class:`~airflow.sdk.DAG` arguments: no catch-up, an early start date, ``tags``.
+
+    The default start date (:data:`DEFAULT_START_DATE`, 2000-01-01) lies before any date a user tests or
+    backfills (a later one made ``dag.test()`` for an earlier date create no task instances and report
+    success); with ``catchup=False`` the scheduler still runs only the latest interval.
 
     :param tags: the template's DAG tags.
     :param overrides: the factory's ``dag_kwargs``; they win.
@@ -90,7 +98,7 @@ def dag_arguments(tags: list[str], overrides: dict[str, Any] | None) -> dict[str
     if "start_date" not in arguments:
         import pendulum
 
-        arguments["start_date"] = pendulum.datetime(2026, 1, 1, tz="UTC")
+        arguments["start_date"] = pendulum.datetime(*DEFAULT_START_DATE, tz="UTC")
     return arguments
 
 

@@ -206,6 +206,21 @@ def test_job_options_and_dag_arguments_reach_the_dag() -> None:
     dag = _cc(runtime_env={"pip": ["x"]}, job_timeout=60, deferrable=False, dag_kwargs={"tags": ["mine"]})
     evaluate = dag.get_task("evaluate")
     assert (evaluate.deferrable, evaluate.job_timeout, evaluate.runtime_env) == (False, 60, {"pip": ["x"]})
-    assert (dag.tags, dag.catchup, dag.start_date.year) == ({"mine"}, False, 2026)  # dag_kwargs win
+    assert (dag.tags, dag.catchup, dag.start_date.year) == ({"mine"}, False, 2000)  # dag_kwargs win
     unset = job_options(deferrable=True, poll_interval=1.0, job_timeout=None, runtime_env={})
     assert unset == {"deferrable": True, "wait_for_completion": True, "poll_interval": 1.0}
+
+
+def test_a_test_or_backfill_for_an_earlier_date_gets_task_instances() -> None:
+    """A fixed 2026-01-01 start date gave ``dag.test(logical_date=2025-...)`` no task instances."""
+    import pendulum
+
+    earlier = pendulum.datetime(2024, 6, 1, tz="UTC")
+    zones = build_zone_training_dag(
+        dag_id="z_early", applications=[{"name": "a", "data_uri": "/d"}], output_uri="/o"
+    )
+    for dag in (_cc(), zones):
+        late = [t.task_id for t in dag.tasks if t.start_date is None or t.start_date > earlier]
+        assert dag.start_date <= earlier and late == []
+    own = _cc(dag_kwargs={"start_date": pendulum.datetime(2025, 1, 1, tz="UTC")})
+    assert own.start_date.year == 2025  # dag_kwargs still win
