@@ -68,11 +68,28 @@ def metric_charts(summary: dict[str, Any], challenger: str, metrics: list[str]) 
         base, cand = _value(summary, baseline, metric), _value(summary, challenger, metric)
         if base is None or cand is None:
             continue
-        stats = _delta(summary, challenger, metric)
-        low, high = stats.get("ci_low"), stats.get("ci_high")
-        interval = (base + low, base + high) if low is not None and high is not None else None
+        interval = challenger_interval(base, _delta(summary, challenger, metric))
         charts.append(pair_chart(metric, (baseline, challenger), (base, cand), interval))
     return charts
+
+
+def challenger_interval(base: float, stats: dict[str, Any]) -> tuple[float, float] | None:
+    """The challenger's value range implied by the delta's CI, clipped at 0 (no reported metric is negative:
+    a whisker of ``calibration_error`` below 0 would show an impossible value).
+
+    :param base: the champion's value.
+    :param stats: the delta's statistics (``ci_low``, ``ci_high``).
+    """
+    low, high = stats.get("ci_low"), stats.get("ci_high")
+    if low is None or high is None:
+        return None
+    return max(0.0, base + low), max(0.0, base + high)
+
+
+def lift_label(metric: str, direction: str) -> str:
+    """A lift chart row's label; says how a ``target_1`` metric is measured (its bar is the reduction of
+    ``|value - 1|``, which can have the opposite sign of the table's raw delta)."""
+    return f"{metric} (closer to 1)" if direction == "target_1" else metric
 
 
 def lift_chart(
@@ -100,7 +117,7 @@ def lift_chart(
             if (high if high is not None else lift) < 0
             else NEUTRAL
         )
-        rows.append(HBar(metric, lift, low, high, color))
+        rows.append(HBar(lift_label(metric, direction), lift, low, high, color))
     refs = (
         ((policy.primary.min_lift, f"min lift {policy.primary.min_lift:g}"),)
         if policy and policy.primary.min_lift

@@ -75,3 +75,29 @@ def test_report_is_written_beside_the_artifact(tmp_path: Path) -> None:
     paths = write_report(str(tmp_path), report)
     assert Path(paths["html"]).read_text() == report.html
     assert Path(paths["markdown"]).read_text() == report.markdown
+
+
+def test_a_whisker_never_goes_below_zero() -> None:
+    """calibration_error 0.004 with a delta CI of [-0.006, +0.002] used to draw a whisker down to -0.002."""
+    from airflow_ray_provider.templates.champion_challenger.report import challenger_interval
+
+    assert challenger_interval(0.004, {"ci_low": -0.006, "ci_high": 0.002}) == (0.0, 0.006)
+    assert challenger_interval(0.8, {"ci_low": -0.01, "ci_high": 0.02}) == pytest.approx((0.79, 0.82))
+    assert challenger_interval(0.8, {"ci_low": None, "ci_high": None}) is None
+
+
+def test_the_lift_chart_labels_calibration_ratio_as_closer_to_one() -> None:
+    """Its bar is the reduction of |ratio - 1| (ratio 1.10 -> 0.95: +0.05 right, table delta -0.15)."""
+    from airflow_ray_provider.templates.champion_challenger.report import lift_chart
+
+    summary = {
+        "baseline": "champion",
+        "metric_directions": {"calibration_ratio": "target_1", "roc_auc": "higher"},
+        "metrics": {
+            "champion": {"calibration_ratio": 1.10, "roc_auc": 0.70},
+            "challenger": {"calibration_ratio": 0.95, "roc_auc": 0.71},
+        },
+        "deltas": {"challenger": {"calibration_ratio": {"delta": -0.15}, "roc_auc": {"delta": 0.01}}},
+    }
+    svg = lift_chart(summary, "challenger", ["calibration_ratio", "roc_auc"], None)
+    assert "calibration_ratio (closer to 1)" in svg and ">roc_auc<" in svg
