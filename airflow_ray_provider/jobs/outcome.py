@@ -39,6 +39,29 @@ def job_result(state: JobState, dashboard_url: str) -> dict[str, str]:
     }
 
 
+#: Longest log line an error carries (a ``--config-json`` entrypoint echoed in the log runs to pages).
+MAX_LINE_CHARS = 500
+_RAY_LOG_MARKER = ", last available logs"
+
+
+def ray_message(message: str | None) -> str:
+    """Ray's job message without the copy of the job log it appends (up to 20,000 characters).
+
+    The error carries the log once: the operator's own last lines follow the message.
+    """
+    text = message or "no message"
+    cut = text.find(_RAY_LOG_MARKER)
+    return text[:cut] if cut >= 0 else text
+
+
+def clip_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """Each line of ``text`` cut to ``limit`` characters (saying how many were cut)."""
+    return "\n".join(
+        f"{line[:limit]}... ({len(line) - limit} more characters)" if len(line) > limit else line
+        for line in text.splitlines()
+    )
+
+
 def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
     """Return quietly for a succeeded job; raise the matching provider error for FAILED / STOPPED.
 
@@ -50,7 +73,7 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
     """
     if state.is_success:
         return
-    log_tail = tail(log_text, tail_lines)
+    log_tail = clip_lines(tail(log_text, tail_lines))
     shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
     sid = state.submission_id
     if state.status is JobStatus.FAILED:
@@ -58,14 +81,15 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
             f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
         )
         raise RayJobFailedError(
-            f"Ray job {sid!r} FAILED{code}: {state.message or 'no message'}{shown}",
+            f"Ray job {sid!r} FAILED{code}: {ray_message(state.message)}{shown}",
             submission_id=sid,
             log_tail=log_tail,
             exit_code=state.driver_exit_code,
         )
     if state.status is JobStatus.STOPPED:
         raise RayJobStoppedError(
-            f"Ray job {sid!r} was STOPPED (by a user, on_kill or a timeout): {state.message or ''}{shown}",
+            f"Ray job {sid!r} was STOPPED (by a user, on_kill or a timeout): "
+            f"{ray_message(state.message)}{shown}",
             submission_id=sid,
             status=state.status.value,
             log_tail=log_tail,
@@ -75,7 +99,7 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
 
 def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped: bool) -> RayJobTimeoutError:
     """The error for a job that ran past ``job_timeout``."""
-    log_tail = tail(log_text)
+    log_tail = clip_lines(tail(log_text))
     action = "it was stopped" if stopped else "it was left running"
     return RayJobTimeoutError(
         f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."

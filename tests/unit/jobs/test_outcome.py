@@ -41,3 +41,22 @@ def test_job_result_shape():
         "dashboard_url": "http://h:1",
         "job_url": "http://h:1/#/jobs/s",
     }
+
+
+def test_a_failed_job_error_carries_its_log_once_and_no_page_long_lines():
+    """Ray's message appends its own 20,000-character log copy; the error used to carry both."""
+    ray_says = (
+        "Job entrypoint command failed with exit code 1, last available logs (truncated to 20,000 chars):\n"
+        + LOG
+    )
+    entrypoint_line = "python -m airflow_ray_provider.workloads.evaluate --config-json " + "x" * 5000
+    state = JobState(submission_id="s", status=JobStatus.FAILED, driver_exit_code=1, message=ray_says)
+    with pytest.raises(RayJobFailedError) as excinfo:
+        raise_for_state(state, entrypoint_line + "\n" + LOG)
+    text = str(excinfo.value)
+    assert text.count("log line 119") == 1 and "failed with exit code 1" in text
+    assert "last available logs" not in text
+    long_line = ("python -m" + "x" * 600).replace("x", "y")
+    with pytest.raises(RayJobFailedError) as excinfo:
+        raise_for_state(state, long_line)
+    assert "... (109 more characters)" in str(excinfo.value) and len(str(excinfo.value)) < 1000
