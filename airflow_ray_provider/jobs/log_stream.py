@@ -10,6 +10,8 @@ and ``execute_complete`` continues exactly where the trigger stopped.
 from __future__ import annotations
 
 DEFAULT_TAIL_LINES = 50
+#: Lines of context a re-attached try shows again (the earlier try's task log has everything before).
+REATTACH_CONTEXT_LINES = 20
 
 #: Prefix of every streamed job-log line in the task log.
 LOG_PREFIX = "[ray job] "
@@ -43,3 +45,14 @@ def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
     if lines <= 0:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:
+    """Where a re-attached try starts streaming: the last ``context_lines`` complete lines of ``text``.
+
+    An earlier try of the task instance streamed the log into its own task log (how far is not known
+    across tries), so a retry shows a little context instead of the whole log again.
+    """
+    complete = text[: text.rfind("\n") + 1]
+    starts = [0, *(i + 1 for i, char in enumerate(complete[:-1]) if char == "\n")]
+    return starts[-context_lines] if 0 < context_lines < len(starts) else 0

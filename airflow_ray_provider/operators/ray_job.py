@@ -16,7 +16,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, resume_offset
 from airflow_ray_provider.jobs.outcome import (
     EVENT_ERROR,
     EVENT_TIMEOUT,
@@ -194,10 +194,18 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         if not self.wait_for_completion:
             return job_result(state, hook.config.dashboard_url)
         start = state.start_time / 1000.0 if state.start_time else time.time()
+        offset = self._resume_offset(sid) if plan.action is Action.ATTACH and self.stream_logs else 0
         if self.deferrable and not state.is_terminal:
-            self._defer(sid, start)
-        state, _ = self._wait(sid, state, start)
+            self._defer(sid, start, offset)
+        state, _ = self._wait(sid, state, start, offset)
         return self._finish(state)
+
+    def _resume_offset(self, sid: str) -> int:
+        """A re-attached try streams from the last lines on (the earlier try's task log has the rest)."""
+        offset = resume_offset(self._logs_best_effort(sid))
+        if offset:
+            self.log.info("Re-attached: the job log's first %d chars are in the earlier try's log", offset)
+        return offset
 
     def _log_plan(self, action: Action, sid: str, previous: list[str]) -> None:
         verbs = {
@@ -233,7 +241,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             time.sleep(self.poll_interval)
             state = self._get(sid)
 
-    def _defer(self, sid: str, start: float) -> None:
+    def _defer(self, sid: str, start: float, offset: int = 0) -> None:
         from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
         conn_id, cluster = self._target
@@ -244,7 +252,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             poll_interval=self.poll_interval,
             timeout=self.job_timeout,
             start_time=start,
-            log_offset=0,
+            log_offset=offset,
             stream_logs=self.stream_logs,
             stop_on_timeout=True,
             stop_on_cancel=self.stop_on_kill,

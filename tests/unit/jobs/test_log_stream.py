@@ -46,3 +46,15 @@ def test_tail():
     text = "\n".join(str(i) for i in range(100))
     assert tail(text, 3) == "97\n98\n99"
     assert tail(text, 0) == "" and tail("", 5) == ""
+
+
+def test_a_reattached_try_resumes_at_the_last_lines_not_the_start():
+    """A re-attached try used to re-stream the whole job log from the start."""
+    from airflow_ray_provider.jobs.log_stream import resume_offset
+
+    log = "".join(f"line {i}\n" for i in range(100)) + "partial"
+    offset = resume_offset(log, 20)
+    lines, _ = new_log_lines(log, offset)
+    assert lines == [f"line {i}" for i in range(80, 100)]
+    assert resume_offset("a\nb\n", 20) == 0 and resume_offset("", 20) == 0 and resume_offset("x", 20) == 0
+    assert new_log_lines(log, resume_offset(log, 1))[0] == ["line 99"]
