@@ -95,7 +95,10 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         task fails.
     :param stream_logs: write the job's log into the task log while it runs.
     :param log_tail_lines: log lines carried by the error of a failed job.
-    :param stop_on_kill: stop the job when the task is killed (``on_kill``, or the deferred trigger's).
+    :param stop_on_kill: what a kill does to the job. ``None`` (default): a user's kill of a deferred task
+        (mark failed/success, clear) stops it, a SIGTERM of the worker (pod eviction, worker shutdown,
+        deploy) leaves it running so the retry re-attaches; ``True``: both stop it (a retry then submits
+        ``-a2``); ``False``: neither does.
     :param retry_attempts: attempts per Job API call on transient failures.
     """
 
@@ -129,7 +132,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         job_timeout: float | timedelta | None = None,
         stream_logs: bool = True,
         log_tail_lines: int = DEFAULT_TAIL_LINES,
-        stop_on_kill: bool = True,
+        stop_on_kill: bool | None = None,
         retry_attempts: int = 5,
         **kwargs: Any,
     ) -> None:
@@ -255,7 +258,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             log_offset=offset,
             stream_logs=self.stream_logs,
             stop_on_timeout=True,
-            stop_on_cancel=self.stop_on_kill,
+            stop_on_cancel=self.stop_on_kill is not False,  # the trigger's on_kill is a user's kill
             retry_attempts=self.retry_attempts,
         )
         self.defer(trigger=trigger, method_name="execute_complete")
@@ -290,7 +293,12 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         return self._finish(state)
 
     def on_kill(self) -> None:
-        """Stop the job when the task is killed (if ``stop_on_kill``)."""
+        """SIGTERM of the running task: stop the job only when ``stop_on_kill=True`` (see the class doc)."""
+        if self._submission_id and not self.stop_on_kill:
+            self.log.info(
+                "Leaving Ray job %s running on kill: a retry re-attaches to it (stop_on_kill=True stops it)",
+                self._submission_id,
+            )
         if self._submission_id and self.stop_on_kill:
             stopped = self.hook.stop_job(self._submission_id)
             self.log.info("Stopped Ray job %s on kill (was running: %s)", self._submission_id, stopped)

@@ -91,7 +91,7 @@ def _retries(prefix: str, tmp: Any, **_: Any) -> dict[str, Any]:
 def _on_kill(prefix: str, hook: RayJobHook, **_: Any) -> dict[str, Any]:
     ti = StandInTI(dag_id=f"{prefix}_kill")
     sid = base_submission_id(ti.dag_id, ti.run_id, ti.task_id)
-    op = _op(entrypoint="python -c 'import time; time.sleep(120)'")
+    op = _op(entrypoint="python -c 'import time; time.sleep(120)'", stop_on_kill=True)
     box: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: box.setdefault("error", _run(op, ti)))
     worker.start()
