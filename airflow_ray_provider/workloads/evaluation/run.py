@@ -40,6 +40,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+def read_stage_options(cfg: EvalConfig) -> dict[str, Any]:
+    """``map_batches`` arguments of the read stage: named parameters only.
+
+    Anything else lands in Ray's deprecated ``**ray_remote_args`` (a ``RayDeprecationWarning`` from this
+    module). A read lost with its node is redone: Ray Data's map tasks retry without limit by default.
+    """
+    return {"batch_size": 1, "batch_format": "numpy", "num_cpus": cfg.scoring.read_num_cpus}
+
+
 def build_dataset(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) -> ray.data.Dataset:
     """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool.
 
@@ -57,11 +66,7 @@ def build_dataset(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) 
     items = [{"unit": json.dumps(unit)} for unit in pre.units]
     read = functools.partial(read_units, data_uri=cfg.data_uri, columns=pre.read_columns)
     ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        read,
-        batch_size=1,
-        batch_format="numpy",
-        num_cpus=cfg.scoring.read_num_cpus,
-        max_retries=-1,  # a read lost with its node is simply redone
+        read, **read_stage_options(cfg)
     )
     gpu = cfg.scoring.num_gpus > 0
     conc = cfg.scoring.concurrency
