@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_ray_provider.kuberay import controller_rules as rules
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import (
@@ -62,7 +63,7 @@ def build_body(
     :param default_image: image to use when the spec has none (from the connection).
     """
     validate_spec(spec)
-    v.check_cluster_name(name)
+    rules.check_cluster_name(name)
     v.check_dns_label(namespace, "namespace")
     ray_version = spec.ray_version or default_ray_version()
     image = spec.image or default_image or f"rayproject/ray:{ray_version}"
@@ -84,7 +85,9 @@ def build_body(
         "labels": {**spec.labels, **(labels or {})},
         "annotations": {**spec.annotations, **(annotations or {})},
     }
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
+    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
+    rules.check_raycluster(body)
+    return body
 
 
 def _container(name: str, image: str, cpu: str, memory: str, gpu: int, spec: RayClusterSpec,
@@ -189,9 +192,9 @@ def prepare_manifest(
     metadata = body.setdefault("metadata", {}) or {}
     body["metadata"] = metadata
     metadata.setdefault("name", name)
-    v.check_cluster_name(metadata["name"])
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
+    rules.check_raycluster(body)
     return body
 
 

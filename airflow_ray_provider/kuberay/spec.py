@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
+from airflow_ray_provider.kuberay import controller_rules as rules
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.labels import short_hash
@@ -191,7 +192,7 @@ def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_in
     slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
     slug = slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip("-")
     name = f"{slug}-{digest}"
-    v.check_cluster_name(name)
+    rules.check_cluster_name(name)
     return name
 
 
@@ -209,7 +210,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
     v.check_labels(spec.labels, "spec.labels")
     v.check_string_map(spec.annotations, "spec.annotations")
     if spec.service_account is not None:
-        v.check_dns_label(spec.service_account, "spec.service_account", max_len=253)
+        v.check_dns_subdomain(spec.service_account, "spec.service_account")
     if spec.autoscaler_idle_timeout_seconds is not None and spec.autoscaler_idle_timeout_seconds < 0:
         raise KubeRaySpecError("spec.autoscaler_idle_timeout_seconds must be >= 0")
     seen: set[str] = set()

@@ -287,7 +287,7 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
             {"spec": {"worker_groups": [{"name": "w", "min_replicas": 3, "max_replicas": 1}]}},
             "must not exceed",
         ),
-        ({"cluster_name": "Nightly_Eval"}, "cluster name 'Nightly_Eval' is not valid"),
+        ({"cluster_name": "Nightly_Eval"}, "'Nightly_Eval': RayCluster name should be a valid DNS1035"),
         (
             {
                 "manifest": {

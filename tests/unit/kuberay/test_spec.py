@@ -262,7 +262,7 @@ def test_spec_from_dict_rejects_unknown_fields_and_builds_groups():
                 "metadata": {"name": "Bad_Name"},
                 "spec": {"headGroupSpec": {}},
             },
-            "cluster name 'Bad_Name' is not valid",
+            "metadata.name 'Bad_Name': RayCluster name should be a valid DNS1035 label",
         ),
         ("just: [unclosed", "not valid YAML"),
         ("missing-file.yaml", "does not exist"),
