@@ -104,7 +104,7 @@ def _containers(group: dict[str, Any]) -> list[dict[str, Any]]:
     return ((group.get("template") or {}).get("spec") or {}).get("containers") or []
 
 
-def _env(container: dict[str, Any]) -> dict[str, Any]:
+def _env(container: dict[str, Any]) -> dict[Any, Any]:
     return {e.get("name"): e for e in container.get("env") or [] if isinstance(e, dict)}
 
 
