@@ -195,7 +195,24 @@ def prepare_manifest(
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
     rules.check_raycluster(body)
+    check_supported_auth(body["spec"])
     return body
+
+
+def check_supported_auth(spec: dict[str, Any]) -> None:
+    """Refuse ``authOptions.enableK8sTokenAuth``: the provider could never tell such a cluster is ready.
+
+    With it, the dashboard accepts only Kubernetes service-account tokens (checked by TokenReview), not the
+    Ray token from a Secret; the provider's readiness probe and job submissions send the Ray token, so the
+    dashboard would answer 401 until the timeout.
+    """
+    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
+        raise KubeRaySpecError(
+            "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
+            "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
+            "and submits jobs with the Ray token; drop enableK8sTokenAuth (keep mode: token) or use "
+            "mode: disabled"
+        )
 
 
 def validate_manifest_spec(spec: Any) -> None:
@@ -229,9 +246,10 @@ def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
     spec = body.get("spec") or {}
     auth = spec.get("authOptions") or {}
     name = (body.get("metadata") or {}).get("name", "")
-    if auth.get("mode") == "token" and not auth.get("enableK8sTokenAuth"):
-        # KubeRay names its generated Secret after the cluster (utils.CheckName) unless secretName is set.
-        return TokenRef(auth.get("secretName") or name)
+    if auth.get("mode") == "token":
+        # KubeRay names its generated Secret after the cluster (utils.CheckName: the last 50 characters)
+        # unless secretName is set.
+        return TokenRef(auth.get("secretName") or rules.kuberay_secret_name(name))
     containers = (
         ((spec.get("headGroupSpec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
     )
