@@ -30,8 +30,10 @@ from airflow_ray_provider.clusters.readiness import (
 )
 from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import builder
+from airflow_ray_provider.kuberay import events as ev
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.kuberay.errors import (
+    KubeRayApiError,
     KubeRayConflictError,
     KubeRayError,
     KubeRayNotFoundError,
@@ -86,9 +88,14 @@ def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
     return builder.TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or AUTH_TOKEN_KEY, created)
 
 
-def _look(status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None) -> ReadinessCheck:
+def _look(
+    status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None,
+    events: list[ev.ClusterEvent] | None = None,
+) -> ReadinessCheck:  # fmt: skip
+    warnings = ev.summary(events or [])
+    state = status.summary() + (f"; recent Warning events: {warnings}" if warnings else "")
     return ReadinessCheck(
-        verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=status.summary(),
+        verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=state,
         conditions=[dict(c) for c in status.conditions],
         inspect=f"kubectl describe raycluster {status.name} -n {status.namespace}",
     )  # fmt: skip
@@ -205,7 +212,7 @@ class KubeRayBackend(ClusterBackend):
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
         verdict = readiness(status)
         if verdict.verdict != "ready":
-            return _look(status, verdict.verdict, verdict.message)
+            return self._not_ready(status, namespace, verdict.verdict, verdict.message)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:
@@ -218,6 +225,27 @@ class KubeRayBackend(ClusterBackend):
         if answered:
             return _look(status, "ready", f"dashboard {url} answers (Ray {detail})", url)
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail}", url)
+
+    def _not_ready(
+        self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
+    ) -> ReadinessCheck:
+        """Not ready: KubeRay's refusal (a Warning event, no status) fails now; other warnings are shown."""
+        events = ev.of_object(self._events(status.name, namespace), status.uid)
+        refused = ev.refusal(events)
+        if refused is not None and verdict == "waiting":
+            where = f"RayCluster {namespace}/{status.name}"
+            text = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
+            return _look(status, "failed", text, events=events)
+        return _look(status, verdict, message, events=events)
+
+    def _events(self, name: str, namespace: str) -> list[ev.ClusterEvent]:
+        try:
+            return self.client.list_events(name, namespace=namespace)
+        except KubeRayApiError as exc:
+            if exc.status not in (401, 403):
+                raise
+            log.warning("cannot read events (the Role lacks events get/list; see the README's RBAC): %s", exc)
+            return []
 
     def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
         """Look until ready, failed or timed out; a Kubernetes API error ends the wait as ``error``."""

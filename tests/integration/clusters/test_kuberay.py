@@ -160,7 +160,7 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     assert RayClusterJanitorOperator(task_id="janitor", cluster_conn_id=kuberay_conn).execute({}) == []
 
     calls = _provider_calls(kube_emulator, since)
-    verbs = {"POST": "create", "PATCH": "patch", "DELETE": "delete"}
+    verbs = {"POST": "create", "DELETE": "delete"}  # the provider never patches
     for _, method, path in calls:
         match = re.fullmatch(
             rf"/(?:apis/(ray\.io)/v1|api/v1)/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path
@@ -260,7 +260,11 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
         meta = {"name": name, "labels": labels, "annotations": {lb.ANNOTATION_EXPIRES_AT: expiry}}
         client.create_cluster({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
 
-    patched = client.patch_cluster("fresh-owned", {"metadata": {"labels": {"team": "ml"}}})
+    from kubernetes.client import CustomObjectsApi  # the provider never patches (not in its Role)
+
+    patched = CustomObjectsApi(client.api_client).patch_namespaced_custom_object(
+        "ray.io", "v1", namespace, "rayclusters", "fresh-owned", {"metadata": {"labels": {"team": "ml"}}}
+    )
     assert patched["metadata"]["labels"]["team"] == "ml" and lb.matches(patched, owned)
     kwargs = {"cluster_conn_id": kuberay_conn, "namespace": namespace}
     assert RayClusterJanitorOperator(task_id="j", list_only=True, **kwargs).execute({}) == ["expired-owned"]
