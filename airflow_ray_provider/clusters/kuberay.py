@@ -39,6 +39,7 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRayNotFoundError,
     KubeRaySpecError,
 )
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
 from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
 
@@ -141,8 +142,8 @@ class KubeRayBackend(ClusterBackend):
         try:
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             if request.manifest is not None:
-                body = builder.prepare_manifest(
-                    request.manifest, name=name, labels=labels, annotations=annotations
+                body = prepare_manifest(
+                    request.manifest, name=name, namespace=namespace, labels=labels, annotations=annotations
                 )
             else:
                 spec = request.spec or RayClusterSpec()

@@ -1,15 +1,16 @@
-"""Turn a :class:`RayClusterSpec` (or a user manifest) into the RayCluster body sent to Kubernetes."""
+"""Turn a :class:`RayClusterSpec` into the RayCluster body sent to Kubernetes, and find a body's token Secret.
+
+User manifests go through :mod:`airflow_ray_provider.kuberay.manifest` instead.
+"""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from airflow_ray_provider.kuberay import controller_rules as rules
 from airflow_ray_provider.kuberay import validation as v
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import (
     API_VERSION,
     AUTH_TOKEN_KEY,
@@ -21,16 +22,6 @@ from airflow_ray_provider.kuberay.spec import (
     default_ray_version,
     validate_spec,
 )
-
-# RayClusterSpec fields of KubeRay 1.7 (ray.io_rayclusters.yaml); a manifest with another key is rejected
-# here because a real API server silently prunes unknown fields unless asked for strict validation.
-KNOWN_SPEC_FIELDS = frozenset(
-    {
-        "authOptions", "autoscalerOptions", "enableInTreeAutoscaling", "gcsFaultToleranceOptions",
-        "headGroupSpec", "headServiceAnnotations", "historyServerOptions", "managedBy", "networkPolicy",
-        "rayVersion", "suspend", "tlsOptions", "upgradeStrategy", "workerGroupSpecs",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -144,101 +135,6 @@ def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRe
         "rayStartParams": dict(group.ray_start_params),
         "template": {"spec": _pod_spec(container, group.node_selector, group.tolerations, spec)},
     }
-
-
-def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
-    """Return a deep copy of a manifest given as a dict, a YAML/JSON text or a YAML file path."""
-    if isinstance(manifest, dict):
-        return copy.deepcopy(manifest)
-    if not isinstance(manifest, str):
-        raise KubeRaySpecError(
-            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
-        )
-    import yaml
-
-    text = manifest
-    if "\n" not in manifest and manifest.strip().endswith((".yaml", ".yml", ".json")):
-        path = Path(manifest)
-        if not path.is_file():
-            raise KubeRaySpecError(f"manifest file {manifest!r} does not exist")
-        text = path.read_text()
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
-    if not isinstance(loaded, dict):
-        raise KubeRaySpecError("manifest must be one YAML mapping (a RayCluster object)")
-    return loaded
-
-
-def prepare_manifest(
-    manifest: dict[str, Any] | str,
-    *,
-    name: str,
-    labels: dict[str, str],
-    annotations: dict[str, str],
-) -> dict[str, Any]:
-    """Validate a user manifest and add only the provider's ownership labels and annotations.
-
-    :param name: used when the manifest has no ``metadata.name``; a name in the manifest is kept.
-    """
-    body = load_manifest(manifest)
-    if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
-        raise KubeRaySpecError(
-            f"manifest must have apiVersion {API_VERSION!r} and kind {KIND!r}, "
-            f"got {body.get('apiVersion')!r} / {body.get('kind')!r}"
-        )
-    validate_manifest_spec(body.get("spec"))
-    metadata = body.setdefault("metadata", {}) or {}
-    body["metadata"] = metadata
-    metadata.setdefault("name", name)
-    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
-    rules.check_raycluster(body)
-    check_supported_auth(body["spec"])
-    return body
-
-
-def check_supported_auth(spec: dict[str, Any]) -> None:
-    """Refuse ``authOptions.enableK8sTokenAuth``: the provider could never tell such a cluster is ready.
-
-    With it, the dashboard accepts only Kubernetes service-account tokens (checked by TokenReview), not the
-    Ray token from a Secret; the provider's readiness probe and job submissions send the Ray token, so the
-    dashboard would answer 401 until the timeout.
-    """
-    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
-        raise KubeRaySpecError(
-            "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
-            "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
-            "and submits jobs with the Ray token; drop enableK8sTokenAuth (keep mode: token) or use "
-            "mode: disabled"
-        )
-
-
-def validate_manifest_spec(spec: Any) -> None:
-    """Cheap structural checks of a manifest's ``spec`` (the API server does the rest)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
-        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
-    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
-    if unknown:
-        raise KubeRaySpecError(
-            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
-            f"{sorted(KNOWN_SPEC_FIELDS)}"
-        )
-    groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list):
-        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list")
-    for index, group in enumerate(groups):
-        where = f"manifest spec.workerGroupSpecs[{index}]"
-        if not isinstance(group, dict):
-            raise KubeRaySpecError(f"{where} must be a mapping")
-        for key in ("replicas", "minReplicas", "maxReplicas"):
-            value = group.get(key, 0)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise KubeRaySpecError(f"{where}.{key} must be a non-negative integer, got {value!r}")
-        if group.get("minReplicas", 0) > group.get("maxReplicas", 2**31):
-            raise KubeRaySpecError(f"{where}: minReplicas must not exceed maxReplicas")
-        v.check_dns_label(group.get("groupName"), f"{where}.groupName")
 
 
 def token_ref_of(body: dict[str, Any]) -> TokenRef | None:

@@ -340,7 +340,7 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     expected = json.loads(json.dumps(kuberay_sample_manifest))
     expected_meta = expected.pop("metadata")
     assert stored == expected  # spec, apiVersion, kind: byte for byte
-    assert meta["name"] == expected_meta["name"] == plan.name
+    assert meta["name"] == plan.name != expected_meta["name"]  # a per-run name: runs never collide
     assert lb.matches({"metadata": meta}, identity.labels())
     assert lb.ANNOTATION_EXPIRES_AT in meta["annotations"]
     assert plan.token_ref is None  # the sample has no auth: the handle will not claim any

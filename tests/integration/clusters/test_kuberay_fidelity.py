@@ -6,12 +6,21 @@ path (sync and deferred), and KubeRay's own samples through the manifest path.
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.fixtures.kuberay import BEHAVIOUR, CONTROLLER_AGENT, HEAD_MODE, INVALID
+from tests.fixtures.kuberay import (
+    BEHAVIOUR,
+    CONTROLLER_AGENT,
+    HEAD_MODE,
+    INVALID,
+    REFUSED_SAMPLES,
+    SAMPLE_FILES,
+    SAMPLES_DIR,
+)
 
 RUN_ID = "manual__2024-01-01T00:00:00+00:00"
 NAMESPACE = "fidelity"  # watched by this module's controller, which never needs to start a Ray head
@@ -200,3 +209,40 @@ def test_timeout_message_carries_recent_warning_events_and_conditions(controller
         controller.custom.list_namespaced_custom_object("ray.io", "v1", NAMESPACE, "rayclusters")["items"]
         == []
     )
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(not SAMPLE_FILES, reason=f"KubeRay samples not found at {SAMPLES_DIR} (no ../shared)")
+@pytest.mark.parametrize("sample", SAMPLE_FILES)
+def test_every_kuberay_sample_through_the_manifest_path_against_the_emulator(
+    kuberay_conn, kube_emulator, sample
+):
+    """Into a namespace no controller watches: stored as written, or refused before any API call."""
+    import yaml
+
+    from airflow_ray_provider.clusters import ClusterRequest, TaskIdentity
+    from airflow_ray_provider.exceptions import RayInvalidInputError
+    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+
+    path = SAMPLES_DIR / sample
+    backend = backend_for_connection(kuberay_conn, namespace="samples")
+    request = ClusterRequest(manifest=str(path), namespace="samples")
+    identity = TaskIdentity("fidelity_samples", RUN_ID, sample.replace(".", "-"))
+    since = len(kube_emulator.calls)
+    try:
+        if sample in REFUSED_SAMPLES:
+            with pytest.raises(RayInvalidInputError, match=re.escape(REFUSED_SAMPLES[sample])):
+                backend.plan(request, identity)
+            assert _provider_calls(kube_emulator, since) == []
+            return
+        plan = backend.plan(request, identity)
+        assert backend.ensure(plan) is True
+        stored = backend.client.get_cluster(plan.name, namespace="samples")  # type: ignore[attr-defined]
+        original = next(
+            d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "RayCluster"
+        )
+        assert stored["spec"] == original["spec"]
+        assert stored["metadata"]["name"] == plan.name and stored["metadata"]["namespace"] == "samples"
+        assert backend.client.delete_cluster(plan.name, namespace="samples")  # type: ignore[attr-defined]
+    finally:
+        backend.close()

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import build_body, prepare_manifest, token_ref_of
+from airflow_ray_provider.kuberay.builder import build_body, token_ref_of
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup, generate_name
 
 OWNER = lb.ownership_labels(
@@ -148,13 +149,17 @@ def test_secret_auth_wires_every_container_to_the_provider_secret():
 @pytest.mark.unit
 def test_sample_manifest_passes_through_unchanged_but_for_ownership(kuberay_sample_manifest, crd_validator):
     original = copy.deepcopy(kuberay_sample_manifest)
-    body = prepare_manifest(kuberay_sample_manifest, name="generated", labels=OWNER, annotations=ANNOTATIONS)
+    body = prepare_manifest(
+        kuberay_sample_manifest, name="generated", namespace="ray", labels=OWNER, annotations=ANNOTATIONS
+    )
     assert kuberay_sample_manifest == original  # the caller's dict is not mutated
     assert _errors(crd_validator, body) == []
     meta = body.pop("metadata")
     original_meta = original.pop("metadata")
     assert body == original
-    assert meta == {**original_meta, "labels": OWNER, "annotations": ANNOTATIONS}
+    assert meta == {
+        **original_meta, "name": "generated", "namespace": "ray", "labels": OWNER, "annotations": ANNOTATIONS
+    }  # fmt: skip
 
 
 @pytest.mark.unit
@@ -164,7 +169,9 @@ def test_manifest_from_yaml_file_gets_generated_name(tmp_path, crd_validator):
         "apiVersion: ray.io/v1\nkind: RayCluster\nspec:\n  headGroupSpec:\n    rayStartParams: {}\n"
         "    template:\n      spec:\n        containers: [{name: ray-head, image: rayproject/ray:2.52.0}]\n"
     )
-    body = prepare_manifest(str(path), name="ray-gen-abc", labels=OWNER, annotations=ANNOTATIONS)
+    body = prepare_manifest(
+        str(path), name="ray-gen-abc", namespace="ray", labels=OWNER, annotations=ANNOTATIONS
+    )
     assert body["metadata"]["name"] == "ray-gen-abc"
     assert _errors(crd_validator, body) == []
 
@@ -259,10 +266,10 @@ def test_spec_from_dict_rejects_unknown_fields_and_builds_groups():
             {
                 "apiVersion": "ray.io/v1",
                 "kind": "RayCluster",
-                "metadata": {"name": "Bad_Name"},
+                "metadata": {"name": "mine", "namespace": "other"},
                 "spec": {"headGroupSpec": {}},
             },
-            "metadata.name 'Bad_Name': RayCluster name should be a valid DNS1035 label",
+            "manifest metadata.namespace 'other' differs from the namespace the cluster is created in ('ray'",
         ),
         ("just: [unclosed", "not valid YAML"),
         ("missing-file.yaml", "does not exist"),
@@ -270,4 +277,4 @@ def test_spec_from_dict_rejects_unknown_fields_and_builds_groups():
 )
 def test_bad_manifests_are_rejected(manifest, expected):
     with pytest.raises(KubeRaySpecError, match=re.escape(expected)):
-        prepare_manifest(manifest, name="gen", labels=OWNER, annotations=ANNOTATIONS)
+        prepare_manifest(manifest, name="gen", namespace="ray", labels=OWNER, annotations=ANNOTATIONS)

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.kuberay.builder import build_body, prepare_manifest, token_ref_of
+from airflow_ray_provider.kuberay.builder import build_body, token_ref_of
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import RayClusterSpec
 
 NAME_53 = "nightly-evaluation-of-the-champion-and-challenger-abc"
@@ -33,5 +34,5 @@ def test_enable_k8s_token_auth_is_refused_with_the_reason(kuberay_sample_manifes
         "authOptions": {"mode": "token", "enableK8sTokenAuth": True},
     }
     with pytest.raises(KubeRaySpecError, match="enableK8sTokenAuth: true is not supported") as err:
-        prepare_manifest(manifest, name="k8s-auth", labels={}, annotations={})
+        prepare_manifest(manifest, name="k8s-auth", namespace="ray", labels={}, annotations={})
     assert "service-account tokens" in str(err.value) and "drop enableK8sTokenAuth" in str(err.value)
