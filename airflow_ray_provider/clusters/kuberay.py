@@ -42,6 +42,7 @@ from airflow_ray_provider.kuberay.errors import (
 from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
 from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
+from airflow_ray_provider.kuberay.validation import check_dns_label
 
 if TYPE_CHECKING:
     from airflow_ray_provider.kuberay.client import KubeRayClient
@@ -139,6 +140,7 @@ class KubeRayBackend(ClusterBackend):
             run_id=identity.run_id, expires_at=lb.expires_at(request.expiry)
         )
         name = request.name_for(identity)
+        self._check_namespace(namespace, from_request=request.namespace is not None)
         try:
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             if request.manifest is not None:
@@ -161,6 +163,15 @@ class KubeRayBackend(ClusterBackend):
             name=body["metadata"]["name"], namespace=namespace, labels=labels,
             dashboard_url_template=template, token_ref=token_ref, body=body,
         )  # fmt: skip
+
+    def _check_namespace(self, namespace: str, *, from_request: bool) -> None:
+        source = (
+            "the operator's namespace" if from_request else f"connection {self.conn_id!r}: Extra namespace"
+        )
+        try:
+            check_dns_label(namespace, source)
+        except KubeRaySpecError as exc:
+            raise RayInvalidInputError(str(exc)) from exc
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""

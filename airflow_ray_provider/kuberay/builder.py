@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_ray_provider.kuberay import controller_rules as rules
+from airflow_ray_provider.kuberay import images
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.spec import (
     API_VERSION,
@@ -19,7 +20,6 @@ from airflow_ray_provider.kuberay.spec import (
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
-    default_ray_version,
     validate_spec,
 )
 
@@ -51,18 +51,21 @@ def build_body(
 
     :param labels: ownership labels, merged over ``spec.labels``.
     :param annotations: ownership annotations, merged over ``spec.annotations``.
-    :param default_image: image to use when the spec has none (from the connection).
+    :param default_image: image to use when the spec has none (from the connection); see
+        :func:`airflow_ray_provider.kuberay.images.resolve` for GPU groups and version checks.
     """
     validate_spec(spec)
     rules.check_cluster_name(name)
     v.check_dns_label(namespace, "namespace")
-    ray_version = spec.ray_version or default_ray_version()
-    image = spec.image or default_image or f"rayproject/ray:{ray_version}"
+    resolved = images.resolve(spec, default_image)
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
     body_spec: dict[str, Any] = {
-        "rayVersion": ray_version,
-        "headGroupSpec": _head(spec.head, spec, image, token),
-        "workerGroupSpecs": [_worker(g, spec, image, token) for g in spec.worker_groups],
+        "rayVersion": resolved.ray_version,
+        "headGroupSpec": _head(spec.head, spec, resolved.head, token),
+        "workerGroupSpecs": [
+            _worker(g, spec, image, token)
+            for g, image in zip(spec.worker_groups, resolved.workers, strict=True)
+        ],
     }
     if spec.auth in (None, "auth_options"):
         body_spec["authOptions"] = {"mode": "token"}
@@ -124,9 +127,7 @@ def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | N
 
 
 def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container(
-        "ray-worker", group.image or image, group.cpu, group.memory, group.gpu, spec, token
-    )
+    container = _container("ray-worker", image, group.cpu, group.memory, group.gpu, spec, token)
     return {
         "groupName": group.name,
         "replicas": group.replicas,

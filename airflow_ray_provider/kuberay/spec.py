@@ -201,7 +201,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
     if spec.image is not None and not spec.image.strip():
         raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
     if spec.auth is not None and spec.auth not in AUTH_MODES:
-        raise KubeRaySpecError(f"spec.auth must be one of {AUTH_MODES}, got {spec.auth!r}")
+        raise KubeRaySpecError(f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}")
     v.check_quantity(spec.head.cpu, "spec.head.cpu")
     v.check_quantity(spec.head.memory, "spec.head.memory")
     v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
@@ -227,6 +227,11 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
         value = getattr(group, attr)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise KubeRaySpecError(f"{where}.{attr} must be a non-negative integer, got {value!r}")
+    if group.max_replicas is not None and group.replicas > group.max_replicas:
+        raise KubeRaySpecError(
+            f"{where}.replicas ({group.replicas}) must not exceed max_replicas ({group.max_replicas}); "
+            "raise max_replicas or lower replicas"
+        )
     if not group.effective_min <= group.effective_max:
         raise KubeRaySpecError(
             f"{where}: min_replicas ({group.effective_min}) must not exceed "

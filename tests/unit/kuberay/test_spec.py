@@ -208,7 +208,7 @@ def _group(**kw: Any) -> WorkerGroup:
         ),
         (RayClusterSpec(worker_groups=[_group(min_replicas=5, max_replicas=2)]), "ok", "must not exceed"),
         (
-            RayClusterSpec(worker_groups=[_group(replicas=9, min_replicas=1, max_replicas=2)]),
+            RayClusterSpec(worker_groups=[_group(replicas=0, min_replicas=1, max_replicas=2)]),
             "ok",
             "must lie between",
         ),
