@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_ray_provider.kuberay import controller_rules as rules
-from airflow_ray_provider.kuberay import images
+from airflow_ray_provider.kuberay import images, pod
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.spec import (
     API_VERSION,
     AUTH_TOKEN_KEY,
     HEAD_PORTS,
     KIND,
+    LABEL_KUEUE_QUEUE,
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
@@ -69,6 +70,8 @@ def build_body(
     }
     if spec.auth in (None, "auth_options"):
         body_spec["authOptions"] = {"mode": "token"}
+    if spec.queue_name is not None:
+        body_spec["suspend"] = True  # Kueue unsuspends it once the workload is admitted
     if spec.enable_autoscaling:
         body_spec["enableInTreeAutoscaling"] = True
         if spec.autoscaler_idle_timeout_seconds is not None:
@@ -76,7 +79,7 @@ def build_body(
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "labels": {**spec.labels, **(labels or {})},
+        "labels": {**spec.labels, **_queue_label(spec), **(labels or {})},
         "annotations": {**spec.annotations, **(annotations or {})},
     }
     body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
@@ -84,9 +87,13 @@ def build_body(
     return body
 
 
-def _container(name: str, image: str, cpu: str, memory: str, gpu: int, spec: RayClusterSpec,
+def _queue_label(spec: RayClusterSpec) -> dict[str, str]:
+    return {LABEL_KUEUE_QUEUE: spec.queue_name} if spec.queue_name is not None else {}
+
+
+def _container(name: str, image: str, group: HeadGroup | WorkerGroup, gpu: int, spec: RayClusterSpec,
                token: TokenRef | None) -> dict[str, Any]:  # fmt: skip
-    limits: dict[str, str] = {"cpu": str(cpu), "memory": str(memory)}
+    limits: dict[str, str] = {"cpu": str(group.cpu), "memory": str(group.memory), **group.resources}
     if gpu:
         limits["nvidia.com/gpu"] = str(gpu)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
@@ -105,36 +112,42 @@ def _container(name: str, image: str, cpu: str, memory: str, gpu: int, spec: Ray
     return container
 
 
-def _pod_spec(container: dict[str, Any], node_selector: dict[str, str], tolerations: list[dict[str, Any]],
-              spec: RayClusterSpec) -> dict[str, Any]:  # fmt: skip
-    pod: dict[str, Any] = {"containers": [container]}
-    if node_selector:
-        pod["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        pod["tolerations"] = copy.deepcopy(tolerations)
+def _template(
+    container: dict[str, Any], group: HeadGroup | WorkerGroup, spec: RayClusterSpec
+) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if group.node_selector:
+        pod_spec["nodeSelector"] = dict(group.node_selector)
+    if group.tolerations:
+        pod_spec["tolerations"] = copy.deepcopy(group.tolerations)
+    if group.affinity:
+        pod_spec["affinity"] = copy.deepcopy(group.affinity)
     if spec.service_account:
-        pod["serviceAccountName"] = spec.service_account
-    return pod
+        pod_spec["serviceAccountName"] = spec.service_account
+    return pod.apply(spec.pods, {"spec": pod_spec})
 
 
 def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container("ray-head", image, head.cpu, head.memory, 0, spec, token)
+    container = _container("ray-head", image, head, 0, spec, token)
     container["ports"] = copy.deepcopy(HEAD_PORTS)
-    return {
-        "rayStartParams": dict(head.ray_start_params),
-        "template": {"spec": _pod_spec(container, head.node_selector, head.tolerations, spec)},
-    }
+    params = dict(head.ray_start_params)
+    if spec.enable_autoscaling:
+        params.setdefault("num-cpus", "0")  # with an autoscaler, work goes to workers, not the head
+    group: dict[str, Any] = {"rayStartParams": params, "template": _template(container, head, spec)}
+    if head.service_type:
+        group["serviceType"] = head.service_type
+    return group
 
 
 def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container("ray-worker", image, group.cpu, group.memory, group.gpu, spec, token)
+    container = _container("ray-worker", image, group, group.gpu, spec, token)
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.effective_min,
         "maxReplicas": group.effective_max,
         "rayStartParams": dict(group.ray_start_params),
-        "template": {"spec": _pod_spec(container, group.node_selector, group.tolerations, spec)},
+        "template": _template(container, group, spec),
     }
 
 

@@ -15,15 +15,20 @@ from importlib import metadata
 from typing import Any, TypeVar
 
 from airflow_ray_provider.kuberay import controller_rules as rules
+from airflow_ray_provider.kuberay import pod
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.labels import short_hash
+from airflow_ray_provider.kuberay.pod import PodOptions
 
 API_VERSION = "ray.io/v1"
 KIND = "RayCluster"
 AUTH_TOKEN_KEY = "auth_token"  # KubeRay's RAY_AUTH_TOKEN_SECRET_KEY
 AUTH_MODES = ("auth_options", "secret", "disabled")
 GENERATED_NAME_MAX = 40  # KubeRay derives longer names (services, pods) from it; keep headroom under 63
+HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 HEAD_PORTS = [
     {"containerPort": 6379, "name": "gcs-server"},
     {"containerPort": 8265, "name": "dashboard"},
@@ -48,6 +53,9 @@ class HeadGroup:
     :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
     :param node_selector: node selector of the head pod.
     :param tolerations: tolerations of the head pod (Kubernetes toleration dicts).
+    :param affinity: Kubernetes affinity (``nodeAffinity``, ``podAffinity``, ``podAntiAffinity``).
+    :param resources: extended resources per pod, e.g. ``{"google.com/tpu": "4"}`` (requests = limits).
+    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
     """
 
     cpu: str = "2"
@@ -55,6 +63,9 @@ class HeadGroup:
     ray_start_params: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    affinity: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
+    service_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,9 @@ class WorkerGroup:
     :param node_selector: e.g. ``{"cloud.google.com/gke-spot": "true"}``.
     :param tolerations: e.g. the taint of a spot or GPU pool.
     :param ray_start_params: extra ``ray start`` parameters.
-    :param image: image override for this group (default: the cluster's image).
+    :param image: image override for this group (default: the cluster's image; ``-gpu`` for GPU groups).
+    :param affinity: Kubernetes affinity of the group's pods.
+    :param resources: extended resources per pod, e.g. ``{"amd.com/gpu": "1"}`` (requests = limits).
     """
 
     name: str
@@ -85,6 +98,8 @@ class WorkerGroup:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     ray_start_params: dict[str, str] = field(default_factory=dict)
     image: str | None = None
+    affinity: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
 
     @property
     def effective_min(self) -> int:
@@ -114,6 +129,10 @@ class RayClusterSpec:
     :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
         creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
         connection's ``ray_auth`` (default ``auth_options``).
+    :param pods: options of every pod (:class:`~airflow_ray_provider.kuberay.pod.PodOptions`: pod labels
+        and annotations, env from Secrets, image pull secrets, priority class, volumes and mounts).
+    :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
+        starts it once admitted.
     """
 
     image: str | None = None
@@ -127,6 +146,8 @@ class RayClusterSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     auth: str | None = None
+    pods: PodOptions = field(default_factory=PodOptions)
+    queue_name: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | RayClusterSpec) -> RayClusterSpec:
@@ -138,6 +159,8 @@ class RayClusterSpec:
         values = _known_keys(cls, data, "spec")
         if "head" in values:
             values["head"] = _to_dataclass(HeadGroup, values["head"], "spec.head")
+        if "pods" in values:
+            values["pods"] = _to_dataclass(PodOptions, values["pods"], "spec.pods")
         if "worker_groups" in values:
             groups = values["worker_groups"]
             if not isinstance(groups, list):
@@ -159,7 +182,7 @@ class RayClusterSpec:
         return sum(g.gpu * g.replicas for g in self.worker_groups)
 
 
-_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup)
+_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions)
 
 
 def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -205,7 +228,15 @@ def validate_spec(spec: RayClusterSpec) -> None:
     v.check_quantity(spec.head.cpu, "spec.head.cpu")
     v.check_quantity(spec.head.memory, "spec.head.memory")
     v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
-    v.check_pod_placement(spec.head.node_selector, spec.head.tolerations, "spec.head")
+    _validate_pod_extras(spec.head, "spec.head")
+    if spec.head.service_type not in (None, *HEAD_SERVICE_TYPES):
+        raise KubeRaySpecError(
+            f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, "
+            f"got {spec.head.service_type!r}"
+        )
+    pod.validate(spec.pods)
+    if spec.queue_name is not None:
+        v.check_labels({LABEL_KUEUE_QUEUE: spec.queue_name}, "spec.queue_name")
     v.check_env(spec.env, "spec.env")
     v.check_labels(spec.labels, "spec.labels")
     v.check_string_map(spec.annotations, "spec.annotations")
@@ -219,6 +250,20 @@ def validate_spec(spec: RayClusterSpec) -> None:
         if group.name in seen:
             raise KubeRaySpecError(f"worker group name {group.name!r} is used twice; names must be unique")
         seen.add(group.name)
+
+
+def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
+    v.check_pod_placement(group.node_selector, group.tolerations, where)
+    if not isinstance(group.affinity, dict) or set(group.affinity) - set(AFFINITY_KINDS):
+        raise KubeRaySpecError(f"{where}.affinity must be a dict with keys among {list(AFFINITY_KINDS)}")
+    v.check_string_map(group.resources, f"{where}.resources")
+    for name, quantity in group.resources.items():
+        if name in ("cpu", "memory", "nvidia.com/gpu") or not rules.is_qualified_name(name):
+            raise KubeRaySpecError(
+                f"{where}.resources key {name!r}: use an extended resource name such as 'google.com/tpu' "
+                "(cpu, memory and gpu have their own fields)"
+            )
+        v.check_quantity(quantity, f"{where}.resources[{name!r}]")
 
 
 def _validate_group(group: WorkerGroup, where: str) -> None:
@@ -245,6 +290,6 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
     v.check_quantity(group.cpu, f"{where}.cpu")
     v.check_quantity(group.memory, f"{where}.memory")
     v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
-    v.check_pod_placement(group.node_selector, group.tolerations, where)
+    _validate_pod_extras(group, where)
     if group.image is not None and not group.image.strip():
         raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")

@@ -58,6 +58,35 @@ SPOT_GPU = WorkerGroup(
         {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
     ],
 )
+PRODUCTION = RayClusterSpec.from_dict(
+    {
+        "ray_version": "2.52.0",
+        "enable_autoscaling": True,
+        "queue_name": "team-ml",
+        "head": {
+            "service_type": "LoadBalancer",
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "pool", "operator": "In", "values": ["system"]}]}]}}},
+        },
+        "worker_groups": [
+            {"name": "tpu", "replicas": 1, "max_replicas": 2, "resources": {"google.com/tpu": "4"}},
+            {"name": "amd", "replicas": 0, "max_replicas": 2, "resources": {"amd.com/gpu": "1"}},
+        ],
+        "pods": {
+            "labels": {"cost-center": "ml-42"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+            "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
+            "env_from_secrets": ["s3-credentials"],
+            "image_pull_secrets": ["registry"],
+            "priority_class_name": "batch-high",
+            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+            "volume_mounts": [{"name": "shm", "mountPath": "/dev/shm"},
+                              {"name": "data", "mountPath": "/data", "readOnly": True}],
+        },
+    }
+)  # fmt: skip
 SPECS = {
     "default": RayClusterSpec(),
     "heterogeneous-autoscaling": RayClusterSpec(
@@ -76,6 +105,7 @@ SPECS = {
         annotations={"owner": "ml-platform@example.com"},
     ),
     "secret-auth": RayClusterSpec(auth="secret", worker_groups=[WorkerGroup(name="cpu")]),
+    "production": PRODUCTION,
     "no-auth": RayClusterSpec(auth="disabled"),
 }
 
