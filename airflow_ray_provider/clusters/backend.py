@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.kuberay.builder import TokenRef
+from airflow_ray_provider.kuberay.controller_rules import check_cluster_name
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import RayClusterSpec, generate_name, validate_spec
-from airflow_ray_provider.kuberay.validation import check_cluster_name
 from airflow_ray_provider.local.cluster import LocalClusterOptions
 
 if TYPE_CHECKING:

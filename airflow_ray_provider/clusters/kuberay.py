@@ -30,15 +30,19 @@ from airflow_ray_provider.clusters.readiness import (
 )
 from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import builder
+from airflow_ray_provider.kuberay import events as ev
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.kuberay.errors import (
+    KubeRayApiError,
     KubeRayConflictError,
     KubeRayError,
     KubeRayNotFoundError,
     KubeRaySpecError,
 )
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
 from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
+from airflow_ray_provider.kuberay.validation import check_dns_label
 
 if TYPE_CHECKING:
     from airflow_ray_provider.kuberay.client import KubeRayClient
@@ -86,9 +90,14 @@ def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
     return builder.TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or AUTH_TOKEN_KEY, created)
 
 
-def _look(status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None) -> ReadinessCheck:
+def _look(
+    status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None,
+    events: list[ev.ClusterEvent] | None = None,
+) -> ReadinessCheck:  # fmt: skip
+    warnings = ev.summary(events or [])
+    state = status.summary() + (f"; recent Warning events: {warnings}" if warnings else "")
     return ReadinessCheck(
-        verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=status.summary(),
+        verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=state,
         conditions=[dict(c) for c in status.conditions],
         inspect=f"kubectl describe raycluster {status.name} -n {status.namespace}",
     )  # fmt: skip
@@ -131,11 +140,12 @@ class KubeRayBackend(ClusterBackend):
             run_id=identity.run_id, expires_at=lb.expires_at(request.expiry)
         )
         name = request.name_for(identity)
+        self._check_namespace(namespace, from_request=request.namespace is not None)
         try:
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             if request.manifest is not None:
-                body = builder.prepare_manifest(
-                    request.manifest, name=name, labels=labels, annotations=annotations
+                body = prepare_manifest(
+                    request.manifest, name=name, namespace=namespace, labels=labels, annotations=annotations
                 )
             else:
                 spec = request.spec or RayClusterSpec()
@@ -153,6 +163,15 @@ class KubeRayBackend(ClusterBackend):
             name=body["metadata"]["name"], namespace=namespace, labels=labels,
             dashboard_url_template=template, token_ref=token_ref, body=body,
         )  # fmt: skip
+
+    def _check_namespace(self, namespace: str, *, from_request: bool) -> None:
+        source = (
+            "the operator's namespace" if from_request else f"connection {self.conn_id!r}: Extra namespace"
+        )
+        try:
+            check_dns_label(namespace, source)
+        except KubeRaySpecError as exc:
+            raise RayInvalidInputError(str(exc)) from exc
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
@@ -205,7 +224,7 @@ class KubeRayBackend(ClusterBackend):
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
         verdict = readiness(status)
         if verdict.verdict != "ready":
-            return _look(status, verdict.verdict, verdict.message)
+            return self._not_ready(status, namespace, verdict.verdict, verdict.message)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:
@@ -218,6 +237,27 @@ class KubeRayBackend(ClusterBackend):
         if answered:
             return _look(status, "ready", f"dashboard {url} answers (Ray {detail})", url)
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail}", url)
+
+    def _not_ready(
+        self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
+    ) -> ReadinessCheck:
+        """Not ready: KubeRay's refusal (a Warning event, no status) fails now; other warnings are shown."""
+        events = ev.of_object(self._events(status.name, namespace), status.uid)
+        refused = ev.refusal(events)
+        if refused is not None and verdict == "waiting":
+            where = f"RayCluster {namespace}/{status.name}"
+            text = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
+            return _look(status, "failed", text, events=events)
+        return _look(status, verdict, message, events=events)
+
+    def _events(self, name: str, namespace: str) -> list[ev.ClusterEvent]:
+        try:
+            return self.client.list_events(name, namespace=namespace)
+        except KubeRayApiError as exc:
+            if exc.status not in (401, 403):
+                raise
+            log.warning("cannot read events (the Role lacks events get/list; see the README's RBAC): %s", exc)
+            return []
 
     def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
         """Look until ready, failed or timed out; a Kubernetes API error ends the wait as ``error``."""

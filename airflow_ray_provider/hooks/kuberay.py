@@ -92,8 +92,19 @@ class KubeRayHook(BaseHook):
 
     @property
     def ray_auth(self) -> str:
-        """How clusters get token auth: ``auth_options`` (default), ``secret`` or ``disabled``."""
-        return self.extras.get("ray_auth") or "auth_options"
+        """How clusters get token auth: ``auth_options`` (default), ``secret`` or ``disabled``.
+
+        :raises RayInvalidInputError: naming the connection and the valid choices.
+        """
+        from airflow_ray_provider.kuberay.spec import AUTH_MODES
+
+        value = self.extras.get("ray_auth") or "auth_options"
+        if value not in AUTH_MODES:
+            raise RayInvalidInputError(
+                f"connection {self.kuberay_conn_id!r}: Extra ray_auth must be one of {list(AUTH_MODES)}, "
+                f"got {value!r}"
+            )
+        return str(value)
 
     @cached_property
     def api_client(self) -> ApiClient:
@@ -115,13 +126,30 @@ class KubeRayHook(BaseHook):
                 self._inline_kube_config(extras["kube_config"]), context=context, persist_config=False
             )
         if extras.get("kube_config_path"):
-            return config.new_client_from_config(
-                config_file=extras["kube_config_path"], context=context, persist_config=False
-            )
+            return self._client_from_file(str(extras["kube_config_path"]), context)
         raise RayInvalidInputError(
             f"connection {self.kuberay_conn_id!r} sets none of in_cluster, kube_config_path or kube_config; "
             "set one of them in its Extra"
         )
+
+    def _client_from_file(self, path: str, context: str | None) -> ApiClient:
+        """A client from a kubeconfig file; a missing or broken file is named with the connection."""
+        import os
+
+        from kubernetes import config
+
+        where = f"connection {self.kuberay_conn_id!r}: Extra kube_config_path {path!r}"
+        if not os.path.isfile(os.path.expanduser(path)):
+            raise RayInvalidInputError(
+                f"{where} is not a file on this worker; mount the kubeconfig there, or use kube_config "
+                "(inline) or in_cluster: true instead"
+            )
+        try:
+            return config.new_client_from_config(
+                config_file=os.path.expanduser(path), context=context, persist_config=False
+            )
+        except config.ConfigException as exc:
+            raise RayInvalidInputError(f"{where} is not a usable kubeconfig: {exc}") from exc
 
     def _inline_kube_config(self, value: Any) -> dict[str, Any]:
         if isinstance(value, dict):

@@ -1,20 +1,16 @@
 """KubeRay client layer: RayCluster CRs over the official ``kubernetes`` client. Never imports Airflow.
 
 The typed client (:mod:`.client`), the spec (:mod:`.spec`) and the body builder (:mod:`.builder`), the
-typed status (:mod:`.status`), ownership labels (:mod:`.labels`), field checks (:mod:`.validation`), the
-RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`). Importing it stays light: the
-``kubernetes`` package is imported only when a client call needs it, so DAG parsing never loads it.
+typed status (:mod:`.status`) and events (:mod:`.events`), user manifests (:mod:`.manifest`), ownership
+labels (:mod:`.labels`), field checks (:mod:`.validation`), KubeRay's controller rules
+(:mod:`.controller_rules`), the RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`).
+Importing it stays light: the ``kubernetes`` package is imported only when a client call needs it, so DAG
+parsing never loads it.
 """
 
-from airflow_ray_provider.kuberay.builder import (
-    TokenRef,
-    build_body,
-    load_manifest,
-    prepare_manifest,
-    token_ref_of,
-    token_secret_name,
-)
+from airflow_ray_provider.kuberay.builder import TokenRef, build_body, token_ref_of, token_secret_name
 from airflow_ray_provider.kuberay.client import KubeRayClient, is_transient
+from airflow_ray_provider.kuberay.controller_rules import check_raycluster, kuberay_secret_name
 from airflow_ray_provider.kuberay.errors import (
     KubeRayApiError,
     KubeRayConflictError,
@@ -23,6 +19,8 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRaySpecError,
     KubeRayTimeoutError,
 )
+from airflow_ray_provider.kuberay.events import ClusterEvent
+from airflow_ray_provider.kuberay.manifest import load_manifest, prepare_manifest
 from airflow_ray_provider.kuberay.rbac import role_manifest
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
@@ -36,6 +34,7 @@ from airflow_ray_provider.kuberay.status import ClusterStatus, Readiness, dashbo
 
 __all__ = [
     "AUTH_MODES",
+    "ClusterEvent",
     "ClusterStatus",
     "HeadGroup",
     "KubeRayApiError",
@@ -50,9 +49,11 @@ __all__ = [
     "TokenRef",
     "WorkerGroup",
     "build_body",
+    "check_raycluster",
     "dashboard_url",
     "generate_name",
     "is_transient",
+    "kuberay_secret_name",
     "load_manifest",
     "prepare_manifest",
     "readiness",

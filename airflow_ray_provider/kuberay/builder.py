@@ -1,35 +1,28 @@
-"""Turn a :class:`RayClusterSpec` (or a user manifest) into the RayCluster body sent to Kubernetes."""
+"""Turn a :class:`RayClusterSpec` into the RayCluster body sent to Kubernetes, and find a body's token Secret.
+
+User manifests go through :mod:`airflow_ray_provider.kuberay.manifest` instead.
+"""
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+from airflow_ray_provider.kuberay import controller_rules as rules
+from airflow_ray_provider.kuberay import images, pod
 from airflow_ray_provider.kuberay import validation as v
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import (
     API_VERSION,
     AUTH_TOKEN_KEY,
     HEAD_PORTS,
     KIND,
+    LABEL_KUEUE_QUEUE,
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
-    default_ray_version,
     validate_spec,
 )
-
-# RayClusterSpec fields of KubeRay 1.7 (ray.io_rayclusters.yaml); a manifest with another key is rejected
-# here because a real API server silently prunes unknown fields unless asked for strict validation.
-KNOWN_SPEC_FIELDS = frozenset(
-    {
-        "authOptions", "autoscalerOptions", "enableInTreeAutoscaling", "gcsFaultToleranceOptions",
-        "headGroupSpec", "headServiceAnnotations", "historyServerOptions", "managedBy", "networkPolicy",
-        "rayVersion", "suspend", "tlsOptions", "upgradeStrategy", "workerGroupSpecs",
-    }
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -59,21 +52,26 @@ def build_body(
 
     :param labels: ownership labels, merged over ``spec.labels``.
     :param annotations: ownership annotations, merged over ``spec.annotations``.
-    :param default_image: image to use when the spec has none (from the connection).
+    :param default_image: image to use when the spec has none (from the connection); see
+        :func:`airflow_ray_provider.kuberay.images.resolve` for GPU groups and version checks.
     """
     validate_spec(spec)
-    v.check_cluster_name(name)
+    rules.check_cluster_name(name)
     v.check_dns_label(namespace, "namespace")
-    ray_version = spec.ray_version or default_ray_version()
-    image = spec.image or default_image or f"rayproject/ray:{ray_version}"
+    resolved = images.resolve(spec, default_image)
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
     body_spec: dict[str, Any] = {
-        "rayVersion": ray_version,
-        "headGroupSpec": _head(spec.head, spec, image, token),
-        "workerGroupSpecs": [_worker(g, spec, image, token) for g in spec.worker_groups],
+        "rayVersion": resolved.ray_version,
+        "headGroupSpec": _head(spec.head, spec, resolved.head, token),
+        "workerGroupSpecs": [
+            _worker(g, spec, image, token)
+            for g, image in zip(spec.worker_groups, resolved.workers, strict=True)
+        ],
     }
     if spec.auth in (None, "auth_options"):
         body_spec["authOptions"] = {"mode": "token"}
+    if spec.queue_name is not None:
+        body_spec["suspend"] = True  # Kueue unsuspends it once the workload is admitted
     if spec.enable_autoscaling:
         body_spec["enableInTreeAutoscaling"] = True
         if spec.autoscaler_idle_timeout_seconds is not None:
@@ -81,15 +79,21 @@ def build_body(
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "labels": {**spec.labels, **(labels or {})},
+        "labels": {**spec.labels, **_queue_label(spec), **(labels or {})},
         "annotations": {**spec.annotations, **(annotations or {})},
     }
-    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
+    body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
+    rules.check_raycluster(body)
+    return body
 
 
-def _container(name: str, image: str, cpu: str, memory: str, gpu: int, spec: RayClusterSpec,
+def _queue_label(spec: RayClusterSpec) -> dict[str, str]:
+    return {LABEL_KUEUE_QUEUE: spec.queue_name} if spec.queue_name is not None else {}
+
+
+def _container(name: str, image: str, group: HeadGroup | WorkerGroup, gpu: int, spec: RayClusterSpec,
                token: TokenRef | None) -> dict[str, Any]:  # fmt: skip
-    limits: dict[str, str] = {"cpu": str(cpu), "memory": str(memory)}
+    limits: dict[str, str] = {"cpu": str(group.cpu), "memory": str(group.memory), **group.resources}
     if gpu:
         limits["nvidia.com/gpu"] = str(gpu)
     env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
@@ -108,117 +112,43 @@ def _container(name: str, image: str, cpu: str, memory: str, gpu: int, spec: Ray
     return container
 
 
-def _pod_spec(container: dict[str, Any], node_selector: dict[str, str], tolerations: list[dict[str, Any]],
-              spec: RayClusterSpec) -> dict[str, Any]:  # fmt: skip
-    pod: dict[str, Any] = {"containers": [container]}
-    if node_selector:
-        pod["nodeSelector"] = dict(node_selector)
-    if tolerations:
-        pod["tolerations"] = copy.deepcopy(tolerations)
+def _template(
+    container: dict[str, Any], group: HeadGroup | WorkerGroup, spec: RayClusterSpec
+) -> dict[str, Any]:
+    pod_spec: dict[str, Any] = {"containers": [container]}
+    if group.node_selector:
+        pod_spec["nodeSelector"] = dict(group.node_selector)
+    if group.tolerations:
+        pod_spec["tolerations"] = copy.deepcopy(group.tolerations)
+    if group.affinity:
+        pod_spec["affinity"] = copy.deepcopy(group.affinity)
     if spec.service_account:
-        pod["serviceAccountName"] = spec.service_account
-    return pod
+        pod_spec["serviceAccountName"] = spec.service_account
+    return pod.apply(spec.pods, {"spec": pod_spec})
 
 
 def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container("ray-head", image, head.cpu, head.memory, 0, spec, token)
+    container = _container("ray-head", image, head, 0, spec, token)
     container["ports"] = copy.deepcopy(HEAD_PORTS)
-    return {
-        "rayStartParams": dict(head.ray_start_params),
-        "template": {"spec": _pod_spec(container, head.node_selector, head.tolerations, spec)},
-    }
+    params = dict(head.ray_start_params)
+    if spec.enable_autoscaling:
+        params.setdefault("num-cpus", "0")  # with an autoscaler, work goes to workers, not the head
+    group: dict[str, Any] = {"rayStartParams": params, "template": _template(container, head, spec)}
+    if head.service_type:
+        group["serviceType"] = head.service_type
+    return group
 
 
 def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container(
-        "ray-worker", group.image or image, group.cpu, group.memory, group.gpu, spec, token
-    )
+    container = _container("ray-worker", image, group, group.gpu, spec, token)
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.effective_min,
         "maxReplicas": group.effective_max,
         "rayStartParams": dict(group.ray_start_params),
-        "template": {"spec": _pod_spec(container, group.node_selector, group.tolerations, spec)},
+        "template": _template(container, group, spec),
     }
-
-
-def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
-    """Return a deep copy of a manifest given as a dict, a YAML/JSON text or a YAML file path."""
-    if isinstance(manifest, dict):
-        return copy.deepcopy(manifest)
-    if not isinstance(manifest, str):
-        raise KubeRaySpecError(
-            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
-        )
-    import yaml
-
-    text = manifest
-    if "\n" not in manifest and manifest.strip().endswith((".yaml", ".yml", ".json")):
-        path = Path(manifest)
-        if not path.is_file():
-            raise KubeRaySpecError(f"manifest file {manifest!r} does not exist")
-        text = path.read_text()
-    try:
-        loaded = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
-    if not isinstance(loaded, dict):
-        raise KubeRaySpecError("manifest must be one YAML mapping (a RayCluster object)")
-    return loaded
-
-
-def prepare_manifest(
-    manifest: dict[str, Any] | str,
-    *,
-    name: str,
-    labels: dict[str, str],
-    annotations: dict[str, str],
-) -> dict[str, Any]:
-    """Validate a user manifest and add only the provider's ownership labels and annotations.
-
-    :param name: used when the manifest has no ``metadata.name``; a name in the manifest is kept.
-    """
-    body = load_manifest(manifest)
-    if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
-        raise KubeRaySpecError(
-            f"manifest must have apiVersion {API_VERSION!r} and kind {KIND!r}, "
-            f"got {body.get('apiVersion')!r} / {body.get('kind')!r}"
-        )
-    validate_manifest_spec(body.get("spec"))
-    metadata = body.setdefault("metadata", {}) or {}
-    body["metadata"] = metadata
-    metadata.setdefault("name", name)
-    v.check_cluster_name(metadata["name"])
-    metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
-    metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
-    return body
-
-
-def validate_manifest_spec(spec: Any) -> None:
-    """Cheap structural checks of a manifest's ``spec`` (the API server does the rest)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
-        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
-    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
-    if unknown:
-        raise KubeRaySpecError(
-            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
-            f"{sorted(KNOWN_SPEC_FIELDS)}"
-        )
-    groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list):
-        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list")
-    for index, group in enumerate(groups):
-        where = f"manifest spec.workerGroupSpecs[{index}]"
-        if not isinstance(group, dict):
-            raise KubeRaySpecError(f"{where} must be a mapping")
-        for key in ("replicas", "minReplicas", "maxReplicas"):
-            value = group.get(key, 0)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise KubeRaySpecError(f"{where}.{key} must be a non-negative integer, got {value!r}")
-        if group.get("minReplicas", 0) > group.get("maxReplicas", 2**31):
-            raise KubeRaySpecError(f"{where}: minReplicas must not exceed maxReplicas")
-        v.check_dns_label(group.get("groupName"), f"{where}.groupName")
 
 
 def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
@@ -226,9 +156,10 @@ def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
     spec = body.get("spec") or {}
     auth = spec.get("authOptions") or {}
     name = (body.get("metadata") or {}).get("name", "")
-    if auth.get("mode") == "token" and not auth.get("enableK8sTokenAuth"):
-        # KubeRay names its generated Secret after the cluster (utils.CheckName) unless secretName is set.
-        return TokenRef(auth.get("secretName") or name)
+    if auth.get("mode") == "token":
+        # KubeRay names its generated Secret after the cluster (utils.CheckName: the last 50 characters)
+        # unless secretName is set.
+        return TokenRef(auth.get("secretName") or rules.kuberay_secret_name(name))
     containers = (
         ((spec.get("headGroupSpec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
     )

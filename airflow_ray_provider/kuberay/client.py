@@ -22,6 +22,7 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRayNotFoundError,
     KubeRayTimeoutError,
 )
+from airflow_ray_provider.kuberay.events import ClusterEvent
 from airflow_ray_provider.kuberay.labels import matches, selector
 from airflow_ray_provider.kuberay.status import ClusterStatus
 
@@ -63,7 +64,7 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
 
 
 class KubeRayClient:
-    """RayCluster create / get / patch / delete / list / wait until gone, and the token Secret.
+    """RayCluster create / get / delete / list / wait until gone, its events, and the token Secret.
 
     :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
@@ -137,16 +138,6 @@ class KubeRayClient:
         """The typed status of a RayCluster."""
         return ClusterStatus.from_object(self.get_cluster(name, namespace=namespace))
 
-    def patch_cluster(
-        self, name: str, patch: dict[str, Any], *, namespace: str | None = None
-    ) -> dict[str, Any]:
-        """Merge-patch a RayCluster (e.g. labels, ``suspend``, worker replicas)."""
-        ns = namespace or self.namespace
-        return self._call(
-            f"patch RayCluster {ns}/{name}",
-            self._custom().patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name, patch,
-        )  # fmt: skip
-
     def delete_cluster(self, name: str, *, namespace: str | None = None) -> bool:
         """Delete a RayCluster (foreground: its pods go first). Returns ``False`` if it was already gone."""
         ns = namespace or self.namespace
@@ -189,6 +180,23 @@ class KubeRayClient:
                     f"check its finalizers: kubectl describe raycluster {name} -n {ns}"
                 )
             time.sleep(poll_interval)
+
+    # Events (KubeRay's refusals and pod failures)
+    def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
+        """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
+        ns = namespace or self.namespace
+        result = self._call(
+            f"list events of RayCluster {ns}/{name}",
+            self._core().list_namespaced_event, ns,
+            field_selector=f"involvedObject.kind=RayCluster,involvedObject.name={name}",
+        )  # fmt: skip
+        return [
+            ClusterEvent.from_api(item)
+            for item in result.items or []
+            if item.involved_object is not None
+            and item.involved_object.kind == "RayCluster"
+            and item.involved_object.name == name
+        ]
 
     # Secrets (the Ray auth token)
     def read_secret_value(self, name: str, *, key: str, namespace: str | None = None) -> str:

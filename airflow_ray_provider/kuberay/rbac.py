@@ -5,14 +5,12 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# RayCluster verbs for create / wait / delete / janitor, and reading the token Secret KubeRay generates.
+# RayCluster verbs for create / wait / delete / janitor, reading the token Secret KubeRay generates, and
+# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event).
 BASE_RULES: list[dict[str, Any]] = [
-    {
-        "apiGroups": ["ray.io"],
-        "resources": ["rayclusters"],
-        "verbs": ["create", "get", "list", "patch", "delete"],
-    },
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
 ]
 # Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
 SECRET_MODE_RULES: list[dict[str, Any]] = [

@@ -14,15 +14,21 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
+from airflow_ray_provider.kuberay import controller_rules as rules
+from airflow_ray_provider.kuberay import pod
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.labels import short_hash
+from airflow_ray_provider.kuberay.pod import PodOptions
 
 API_VERSION = "ray.io/v1"
 KIND = "RayCluster"
 AUTH_TOKEN_KEY = "auth_token"  # KubeRay's RAY_AUTH_TOKEN_SECRET_KEY
 AUTH_MODES = ("auth_options", "secret", "disabled")
 GENERATED_NAME_MAX = 40  # KubeRay derives longer names (services, pods) from it; keep headroom under 63
+HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
+LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 HEAD_PORTS = [
     {"containerPort": 6379, "name": "gcs-server"},
     {"containerPort": 8265, "name": "dashboard"},
@@ -47,6 +53,9 @@ class HeadGroup:
     :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
     :param node_selector: node selector of the head pod.
     :param tolerations: tolerations of the head pod (Kubernetes toleration dicts).
+    :param affinity: Kubernetes affinity (``nodeAffinity``, ``podAffinity``, ``podAntiAffinity``).
+    :param resources: extended resources per pod, e.g. ``{"google.com/tpu": "4"}`` (requests = limits).
+    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
     """
 
     cpu: str = "2"
@@ -54,6 +63,9 @@ class HeadGroup:
     ray_start_params: dict[str, str] = field(default_factory=dict)
     node_selector: dict[str, str] = field(default_factory=dict)
     tolerations: list[dict[str, Any]] = field(default_factory=list)
+    affinity: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
+    service_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -70,7 +82,9 @@ class WorkerGroup:
     :param node_selector: e.g. ``{"cloud.google.com/gke-spot": "true"}``.
     :param tolerations: e.g. the taint of a spot or GPU pool.
     :param ray_start_params: extra ``ray start`` parameters.
-    :param image: image override for this group (default: the cluster's image).
+    :param image: image override for this group (default: the cluster's image; ``-gpu`` for GPU groups).
+    :param affinity: Kubernetes affinity of the group's pods.
+    :param resources: extended resources per pod, e.g. ``{"amd.com/gpu": "1"}`` (requests = limits).
     """
 
     name: str
@@ -84,6 +98,8 @@ class WorkerGroup:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     ray_start_params: dict[str, str] = field(default_factory=dict)
     image: str | None = None
+    affinity: dict[str, Any] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
 
     @property
     def effective_min(self) -> int:
@@ -113,6 +129,10 @@ class RayClusterSpec:
     :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
         creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
         connection's ``ray_auth`` (default ``auth_options``).
+    :param pods: options of every pod (:class:`~airflow_ray_provider.kuberay.pod.PodOptions`: pod labels
+        and annotations, env from Secrets, image pull secrets, priority class, volumes and mounts).
+    :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
+        starts it once admitted.
     """
 
     image: str | None = None
@@ -126,6 +146,8 @@ class RayClusterSpec:
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
     auth: str | None = None
+    pods: PodOptions = field(default_factory=PodOptions)
+    queue_name: str | None = None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any] | RayClusterSpec) -> RayClusterSpec:
@@ -137,6 +159,8 @@ class RayClusterSpec:
         values = _known_keys(cls, data, "spec")
         if "head" in values:
             values["head"] = _to_dataclass(HeadGroup, values["head"], "spec.head")
+        if "pods" in values:
+            values["pods"] = _to_dataclass(PodOptions, values["pods"], "spec.pods")
         if "worker_groups" in values:
             groups = values["worker_groups"]
             if not isinstance(groups, list):
@@ -158,7 +182,7 @@ class RayClusterSpec:
         return sum(g.gpu * g.replicas for g in self.worker_groups)
 
 
-_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup)
+_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions)
 
 
 def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
@@ -191,7 +215,7 @@ def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_in
     slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
     slug = slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip("-")
     name = f"{slug}-{digest}"
-    v.check_cluster_name(name)
+    rules.check_cluster_name(name)
     return name
 
 
@@ -200,16 +224,24 @@ def validate_spec(spec: RayClusterSpec) -> None:
     if spec.image is not None and not spec.image.strip():
         raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
     if spec.auth is not None and spec.auth not in AUTH_MODES:
-        raise KubeRaySpecError(f"spec.auth must be one of {AUTH_MODES}, got {spec.auth!r}")
+        raise KubeRaySpecError(f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}")
     v.check_quantity(spec.head.cpu, "spec.head.cpu")
     v.check_quantity(spec.head.memory, "spec.head.memory")
     v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
-    v.check_pod_placement(spec.head.node_selector, spec.head.tolerations, "spec.head")
+    _validate_pod_extras(spec.head, "spec.head")
+    if spec.head.service_type not in (None, *HEAD_SERVICE_TYPES):
+        raise KubeRaySpecError(
+            f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, "
+            f"got {spec.head.service_type!r}"
+        )
+    pod.validate(spec.pods)
+    if spec.queue_name is not None:
+        v.check_labels({LABEL_KUEUE_QUEUE: spec.queue_name}, "spec.queue_name")
     v.check_env(spec.env, "spec.env")
     v.check_labels(spec.labels, "spec.labels")
     v.check_string_map(spec.annotations, "spec.annotations")
     if spec.service_account is not None:
-        v.check_dns_label(spec.service_account, "spec.service_account", max_len=253)
+        v.check_dns_subdomain(spec.service_account, "spec.service_account")
     if spec.autoscaler_idle_timeout_seconds is not None and spec.autoscaler_idle_timeout_seconds < 0:
         raise KubeRaySpecError("spec.autoscaler_idle_timeout_seconds must be >= 0")
     seen: set[str] = set()
@@ -220,12 +252,31 @@ def validate_spec(spec: RayClusterSpec) -> None:
         seen.add(group.name)
 
 
+def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
+    v.check_pod_placement(group.node_selector, group.tolerations, where)
+    if not isinstance(group.affinity, dict) or set(group.affinity) - set(AFFINITY_KINDS):
+        raise KubeRaySpecError(f"{where}.affinity must be a dict with keys among {list(AFFINITY_KINDS)}")
+    v.check_string_map(group.resources, f"{where}.resources")
+    for name, quantity in group.resources.items():
+        if name in ("cpu", "memory", "nvidia.com/gpu") or not rules.is_qualified_name(name):
+            raise KubeRaySpecError(
+                f"{where}.resources key {name!r}: use an extended resource name such as 'google.com/tpu' "
+                "(cpu, memory and gpu have their own fields)"
+            )
+        v.check_quantity(quantity, f"{where}.resources[{name!r}]")
+
+
 def _validate_group(group: WorkerGroup, where: str) -> None:
     v.check_dns_label(group.name, f"{where}.name")
     for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
         value = getattr(group, attr)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
             raise KubeRaySpecError(f"{where}.{attr} must be a non-negative integer, got {value!r}")
+    if group.max_replicas is not None and group.replicas > group.max_replicas:
+        raise KubeRaySpecError(
+            f"{where}.replicas ({group.replicas}) must not exceed max_replicas ({group.max_replicas}); "
+            "raise max_replicas or lower replicas"
+        )
     if not group.effective_min <= group.effective_max:
         raise KubeRaySpecError(
             f"{where}: min_replicas ({group.effective_min}) must not exceed "
@@ -239,6 +290,6 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
     v.check_quantity(group.cpu, f"{where}.cpu")
     v.check_quantity(group.memory, f"{where}.memory")
     v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
-    v.check_pod_placement(group.node_selector, group.tolerations, where)
+    _validate_pod_extras(group, where)
     if group.image is not None and not group.image.strip():
         raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")

@@ -62,6 +62,7 @@ class ClusterStatus:
     :param head: ``status.head``.
     :param endpoints: ``status.endpoints``: service port name to port number (strings).
     :param deleting: the object has a ``deletionTimestamp``.
+    :param uid: ``metadata.uid`` (tells this cluster's events from those of an earlier one of that name).
     """
 
     name: str
@@ -72,6 +73,7 @@ class ClusterStatus:
     head: HeadInfo = field(default_factory=lambda: HeadInfo())
     endpoints: dict[str, str] = field(default_factory=dict)
     deleting: bool = False
+    uid: str = ""
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> ClusterStatus:
@@ -87,6 +89,7 @@ class ClusterStatus:
             head=status.get("head") or HeadInfo(),
             endpoints={k: str(x) for k, x in (status.get("endpoints") or {}).items()},
             deleting=bool(meta.get("deletionTimestamp")),
+            uid=meta.get("uid", "") or "",
         )
 
     def condition(self, kind: str) -> Condition | None:

@@ -5,24 +5,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from airflow_ray_provider.kuberay import controller_rules as rules
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes' quantity grammar without a sign: decimal SI, binary SI or a decimal exponent ("1e3").
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei|[eE][+-]?[0-9]+)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
-
-
-def check_cluster_name(name: Any) -> None:
-    """A RayCluster name: KubeRay names services after it, so it must be a DNS-1035 label (<= 63)."""
-    if not isinstance(name, str) or len(name) > 63 or not _DNS1035_LABEL.match(name):
-        raise KubeRaySpecError(
-            f"cluster name {name!r} is not valid: use at most 63 lowercase letters, digits and '-', "
-            "starting with a letter and ending with a letter or digit (e.g. 'nightly-eval')"
-        )
 
 
 def check_dns_label(value: Any, where: str, max_len: int = 63) -> None:
@@ -31,6 +23,15 @@ def check_dns_label(value: Any, where: str, max_len: int = 63) -> None:
         raise KubeRaySpecError(
             f"{where} {value!r} is not a valid DNS-1123 label: use at most {max_len} lowercase letters, "
             "digits and '-', starting and ending with a letter or digit"
+        )
+
+
+def check_dns_subdomain(value: Any, where: str) -> None:
+    """A DNS-1123 subdomain (service account names such as ``ray.jobs``)."""
+    if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
+        raise KubeRaySpecError(
+            f"{where} {value!r} is not a valid DNS-1123 subdomain: at most 253 lowercase letters, digits, "
+            "'-' and '.', starting and ending with a letter or digit (e.g. 'ray-jobs' or 'ray.jobs')"
         )
 
 
@@ -69,12 +70,6 @@ def check_labels(value: Any, where: str) -> None:
 
 
 def check_pod_placement(node_selector: Any, tolerations: Any, where: str) -> None:
-    """Node selector (str to str) and tolerations (a list of Kubernetes toleration dicts)."""
-    check_string_map(node_selector, f"{where}.node_selector")
-    if not isinstance(tolerations, list):
-        raise KubeRaySpecError(f"{where}.tolerations must be a list of toleration dicts")
-    for index, toleration in enumerate(tolerations):
-        if not isinstance(toleration, dict) or set(toleration) - _TOLERATION_KEYS:
-            raise KubeRaySpecError(
-                f"{where}.tolerations[{index}] must be a dict with keys among {sorted(_TOLERATION_KEYS)}"
-            )
+    """Node selector (label keys to values) and tolerations, by the rules pods must pass."""
+    rules.check_node_selector(node_selector, f"{where}.node_selector")
+    rules.check_tolerations(tolerations, f"{where}.tolerations")

@@ -35,12 +35,28 @@ from airflow_ray_provider.hooks.cluster_backend import backend_for_connection, b
 
 if TYPE_CHECKING:
     import jinja2
-    from airflow.sdk import Context
-    from airflow.sdk.definitions.dag import DAG
+    from airflow.sdk import DAG, Context
 
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
+
+
+def with_absolute_paths(loader: jinja2.BaseLoader | None) -> jinja2.BaseLoader:
+    """``loader`` (DAG folder, ``template_searchpath``), then absolute file paths, which Jinja refuses."""
+    import os
+
+    import jinja2
+
+    class AbsolutePathLoader(jinja2.BaseLoader):
+        def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
+            if not os.path.isabs(template) or not os.path.isfile(template):
+                raise jinja2.TemplateNotFound(template)
+            mtime = os.path.getmtime(template)
+            with open(template, encoding="utf-8") as handle:
+                return handle.read(), template, lambda: os.path.getmtime(template) == mtime
+
+    return jinja2.ChoiceLoader([loader, AbsolutePathLoader()] if loader else [AbsolutePathLoader()])
 
 
 def task_identity(context: Context) -> TaskIdentity:
@@ -68,9 +84,12 @@ class CreateRayClusterOperator(BaseOperator):
 
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
     :param spec: a :class:`RayClusterSpec` or a dict of its fields (head, worker_groups, image, ...).
-    :param manifest: instead of ``spec``: a full RayCluster manifest (dict, YAML text or a ``.yaml`` path),
-        sent unchanged except for the ownership labels and annotations.
-    :param cluster_name: a fixed name (default: generated from dag_id, run_id, task_id and map index).
+    :param manifest: instead of ``spec``: a full RayCluster manifest (dict, YAML text or a ``.yaml`` path,
+        absolute or relative to the DAG folder / ``template_searchpath``). Its one RayCluster document is
+        sent unchanged except for metadata: the cluster's name (per run, or ``cluster_name``), the
+        namespace, and the ownership labels and annotations; other documents are ignored with a warning.
+    :param cluster_name: a fixed name, also over a manifest's (default: generated from dag_id, run_id,
+        task_id and map index, so concurrent runs never collide).
     :param name_prefix: prefix of generated names.
     :param namespace: overrides the connection's namespace.
     :param dashboard_url_template: overrides how the dashboard is reached (ingress, port-forward), e.g.
@@ -129,19 +148,9 @@ class CreateRayClusterOperator(BaseOperator):
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
-        """The DAG's Jinja environment, where a ``.yaml`` manifest may also be an absolute path.
-
-        Relative paths resolve against the DAG folder and ``template_searchpath`` (Airflow's rule);
-        ``/`` is searched last so an absolute path is found instead of raising ``TemplateNotFound``.
-        """
-        import jinja2
-
-        env = super().get_template_env(dag=dag)
-        if isinstance(env.loader, jinja2.FileSystemLoader):
-            env.loader.searchpath = [*env.loader.searchpath, os.sep]
-        elif env.loader is None:
-            env.loader = jinja2.FileSystemLoader([os.getcwd(), os.sep])
-        return env
+        """The DAG's Jinja environment, also loading a ``manifest`` given as an absolute path."""
+        env = super().get_template_env(dag)
+        return env.overlay(loader=with_absolute_paths(env.loader))
 
     def _expiry(self) -> timedelta:
         """The explicit expiry, else the DAG's run timeout, else :data:`DEFAULT_EXPIRY`."""

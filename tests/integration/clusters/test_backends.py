@@ -123,7 +123,7 @@ def test_fail_deletes_the_cluster_and_raises_with_the_event(case: Case):
 @pytest.mark.parametrize(
     ("fields", "expected"),
     [
-        ({"cluster_name": "Nightly_Eval"}, "cluster name 'Nightly_Eval' is not valid"),
+        ({"cluster_name": "Nightly_Eval"}, "'Nightly_Eval': RayCluster name should be a valid DNS1035"),
         ({"spec": RayClusterSpec(worker_groups=[WorkerGroup("w", replicas=-1)])}, "non-negative integer"),
     ],
 )

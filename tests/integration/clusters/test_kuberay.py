@@ -160,7 +160,7 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     assert RayClusterJanitorOperator(task_id="janitor", cluster_conn_id=kuberay_conn).execute({}) == []
 
     calls = _provider_calls(kube_emulator, since)
-    verbs = {"POST": "create", "PATCH": "patch", "DELETE": "delete"}
+    verbs = {"POST": "create", "DELETE": "delete"}  # the provider never patches
     for _, method, path in calls:
         match = re.fullmatch(
             rf"/(?:apis/(ray\.io)/v1|api/v1)/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path
@@ -260,7 +260,11 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
         meta = {"name": name, "labels": labels, "annotations": {lb.ANNOTATION_EXPIRES_AT: expiry}}
         client.create_cluster({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
 
-    patched = client.patch_cluster("fresh-owned", {"metadata": {"labels": {"team": "ml"}}})
+    from kubernetes.client import CustomObjectsApi  # the provider never patches (not in its Role)
+
+    patched = CustomObjectsApi(client.api_client).patch_namespaced_custom_object(
+        "ray.io", "v1", namespace, "rayclusters", "fresh-owned", {"metadata": {"labels": {"team": "ml"}}}
+    )
     assert patched["metadata"]["labels"]["team"] == "ml" and lb.matches(patched, owned)
     kwargs = {"cluster_conn_id": kuberay_conn, "namespace": namespace}
     assert RayClusterJanitorOperator(task_id="j", list_only=True, **kwargs).execute({}) == ["expired-owned"]
@@ -287,7 +291,7 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
             {"spec": {"worker_groups": [{"name": "w", "min_replicas": 3, "max_replicas": 1}]}},
             "must not exceed",
         ),
-        ({"cluster_name": "Nightly_Eval"}, "cluster name 'Nightly_Eval' is not valid"),
+        ({"cluster_name": "Nightly_Eval"}, "'Nightly_Eval': RayCluster name should be a valid DNS1035"),
         (
             {
                 "manifest": {
@@ -336,7 +340,7 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     expected = json.loads(json.dumps(kuberay_sample_manifest))
     expected_meta = expected.pop("metadata")
     assert stored == expected  # spec, apiVersion, kind: byte for byte
-    assert meta["name"] == expected_meta["name"] == plan.name
+    assert meta["name"] == plan.name != expected_meta["name"]  # a per-run name: runs never collide
     assert lb.matches({"metadata": meta}, identity.labels())
     assert lb.ANNOTATION_EXPIRES_AT in meta["annotations"]
     assert plan.token_ref is None  # the sample has no auth: the handle will not claim any

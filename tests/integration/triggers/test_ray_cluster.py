@@ -39,7 +39,11 @@ def unwatched_client(kube_emulator):
 def _cluster(client: Any, name: str, status: dict[str, Any]) -> None:
     body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": {}}
     client.create_cluster(body)
-    client.patch_cluster(name, {"status": status})
+    from kubernetes.client import CustomObjectsApi  # the provider never patches: the test writes the status
+
+    CustomObjectsApi(client.api_client).patch_namespaced_custom_object(
+        "ray.io", "v1", client.namespace, "rayclusters", name, {"status": status}
+    )
 
 
 def test_timeout_event_carries_the_conditions_and_what_to_run(kuberay_conn, unwatched_client):

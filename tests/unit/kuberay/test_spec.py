@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import build_body, prepare_manifest, token_ref_of
+from airflow_ray_provider.kuberay.builder import build_body, token_ref_of
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup, generate_name
 
 OWNER = lb.ownership_labels(
@@ -57,6 +58,35 @@ SPOT_GPU = WorkerGroup(
         {"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
     ],
 )
+PRODUCTION = RayClusterSpec.from_dict(
+    {
+        "ray_version": "2.52.0",
+        "enable_autoscaling": True,
+        "queue_name": "team-ml",
+        "head": {
+            "service_type": "LoadBalancer",
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "pool", "operator": "In", "values": ["system"]}]}]}}},
+        },
+        "worker_groups": [
+            {"name": "tpu", "replicas": 1, "max_replicas": 2, "resources": {"google.com/tpu": "4"}},
+            {"name": "amd", "replicas": 0, "max_replicas": 2, "resources": {"amd.com/gpu": "1"}},
+        ],
+        "pods": {
+            "labels": {"cost-center": "ml-42"},
+            "annotations": {"sidecar.istio.io/inject": "false"},
+            "secret_env": {"WANDB_API_KEY": "wandb/api-key"},
+            "env_from_secrets": ["s3-credentials"],
+            "image_pull_secrets": ["registry"],
+            "priority_class_name": "batch-high",
+            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}},
+                        {"name": "data", "persistentVolumeClaim": {"claimName": "datasets"}}],
+            "volume_mounts": [{"name": "shm", "mountPath": "/dev/shm"},
+                              {"name": "data", "mountPath": "/data", "readOnly": True}],
+        },
+    }
+)  # fmt: skip
 SPECS = {
     "default": RayClusterSpec(),
     "heterogeneous-autoscaling": RayClusterSpec(
@@ -75,6 +105,7 @@ SPECS = {
         annotations={"owner": "ml-platform@example.com"},
     ),
     "secret-auth": RayClusterSpec(auth="secret", worker_groups=[WorkerGroup(name="cpu")]),
+    "production": PRODUCTION,
     "no-auth": RayClusterSpec(auth="disabled"),
 }
 
@@ -148,13 +179,17 @@ def test_secret_auth_wires_every_container_to_the_provider_secret():
 @pytest.mark.unit
 def test_sample_manifest_passes_through_unchanged_but_for_ownership(kuberay_sample_manifest, crd_validator):
     original = copy.deepcopy(kuberay_sample_manifest)
-    body = prepare_manifest(kuberay_sample_manifest, name="generated", labels=OWNER, annotations=ANNOTATIONS)
+    body = prepare_manifest(
+        kuberay_sample_manifest, name="generated", namespace="ray", labels=OWNER, annotations=ANNOTATIONS
+    )
     assert kuberay_sample_manifest == original  # the caller's dict is not mutated
     assert _errors(crd_validator, body) == []
     meta = body.pop("metadata")
     original_meta = original.pop("metadata")
     assert body == original
-    assert meta == {**original_meta, "labels": OWNER, "annotations": ANNOTATIONS}
+    assert meta == {
+        **original_meta, "name": "generated", "namespace": "ray", "labels": OWNER, "annotations": ANNOTATIONS
+    }  # fmt: skip
 
 
 @pytest.mark.unit
@@ -164,7 +199,9 @@ def test_manifest_from_yaml_file_gets_generated_name(tmp_path, crd_validator):
         "apiVersion: ray.io/v1\nkind: RayCluster\nspec:\n  headGroupSpec:\n    rayStartParams: {}\n"
         "    template:\n      spec:\n        containers: [{name: ray-head, image: rayproject/ray:2.52.0}]\n"
     )
-    body = prepare_manifest(str(path), name="ray-gen-abc", labels=OWNER, annotations=ANNOTATIONS)
+    body = prepare_manifest(
+        str(path), name="ray-gen-abc", namespace="ray", labels=OWNER, annotations=ANNOTATIONS
+    )
     assert body["metadata"]["name"] == "ray-gen-abc"
     assert _errors(crd_validator, body) == []
 
@@ -201,7 +238,7 @@ def _group(**kw: Any) -> WorkerGroup:
         ),
         (RayClusterSpec(worker_groups=[_group(min_replicas=5, max_replicas=2)]), "ok", "must not exceed"),
         (
-            RayClusterSpec(worker_groups=[_group(replicas=9, min_replicas=1, max_replicas=2)]),
+            RayClusterSpec(worker_groups=[_group(replicas=0, min_replicas=1, max_replicas=2)]),
             "ok",
             "must lie between",
         ),
@@ -259,10 +296,10 @@ def test_spec_from_dict_rejects_unknown_fields_and_builds_groups():
             {
                 "apiVersion": "ray.io/v1",
                 "kind": "RayCluster",
-                "metadata": {"name": "Bad_Name"},
+                "metadata": {"name": "mine", "namespace": "other"},
                 "spec": {"headGroupSpec": {}},
             },
-            "cluster name 'Bad_Name' is not valid",
+            "manifest metadata.namespace 'other' differs from the namespace the cluster is created in ('ray'",
         ),
         ("just: [unclosed", "not valid YAML"),
         ("missing-file.yaml", "does not exist"),
@@ -270,4 +307,4 @@ def test_spec_from_dict_rejects_unknown_fields_and_builds_groups():
 )
 def test_bad_manifests_are_rejected(manifest, expected):
     with pytest.raises(KubeRaySpecError, match=re.escape(expected)):
-        prepare_manifest(manifest, name="gen", labels=OWNER, annotations=ANNOTATIONS)
+        prepare_manifest(manifest, name="gen", namespace="ray", labels=OWNER, annotations=ANNOTATIONS)

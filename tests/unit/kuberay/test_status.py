@@ -94,6 +94,9 @@ def test_role_is_namespaced_and_minimal():
     assert allowed(BASE_RULES, group="ray.io", resource="rayclusters", verb="delete")
     assert allowed(BASE_RULES, group="", resource="secrets", verb="get")
     assert not allowed(BASE_RULES, group="", resource="secrets", verb="create")
+    assert allowed(BASE_RULES, group="", resource="events", verb="list")  # KubeRay's refusals
+    assert allowed(BASE_RULES, group="", resource="events", verb="get")
+    assert not allowed(BASE_RULES, group="ray.io", resource="rayclusters", verb="patch")  # nothing patches
     assert not allowed(
         BASE_RULES, group="apiextensions.k8s.io", resource="customresourcedefinitions", verb="create"
     )
