@@ -252,7 +252,8 @@ def _table(results: list[dict[str, Any]]) -> str:
     for r in results:
         for side, s in r["sides"].items():
             if "error" in s:
-                lines.append(f"| {r['rows']:,} | {side} | failed: {s['error'][:80]} |")
+                error = " ".join(s["error"].split())[-120:]
+                lines.append(f"| {r['rows']:,} | {side} | failed: {error} |")
                 continue
             t = s.get("timings", {})
             ratio = f"{s['ratio_to_plain']:.2f}x" if "ratio_to_plain" in s else "-"
