@@ -166,9 +166,14 @@ def run_job(head: Any, rows: int, engine: str, bootstrap: int) -> dict[str, Any]
     out_dir = os.path.join(OUT, f"job-{engine}-{rows}")
     shutil.rmtree(out_dir, ignore_errors=True)
     cfg = eval_config(rows, engine, out_dir, bootstrap)
-    entrypoint = (
-        f"python -m airflow_ray_provider.workloads.evaluate --config-json {shlex.quote(json.dumps(cfg))}"
-    )
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_ray_provider.workloads.evaluate",
+        "--config-json",
+        json.dumps(cfg),
+    ]
+    entrypoint = shlex.join(command)  # this venv's Python, whatever the head's PATH says
     client = JobSubmissionClient(
         head.dashboard_url, headers={"Authorization": f"Bearer {read_token(head.token_file)}"}
     )
