@@ -22,7 +22,7 @@ $(STAMP): requirements.lock setup.cfg pyproject.toml
 	  printf '%s\n%s\n' $(PYTHON_FLOOR) $$v | sort -V -C || { echo "Python $(PYTHON_FLOOR)+ is needed, $(PYTHON) is $$v: run 'make PYTHON=python$(PYTHON_FLOOR) ...'" >&2; exit 1; }; \
 	  $(PYTHON) -m venv $(VENV); }
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install --quiet --disable-pip-version-check uv
-	$(BIN)/uv pip sync --quiet --python $(BIN)/python requirements.lock
+	$(BIN)/uv pip sync --quiet --compile-bytecode --python $(BIN)/python requirements.lock
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
 	@touch $(STAMP)
 

@@ -55,8 +55,18 @@ def _group_gone(pgid: int) -> bool:
     return True
 
 
+def provider_grace_s() -> float:
+    """The SIGTERM-to-SIGKILL grace the provider's teardown uses: the bare side gets the same one."""
+    import inspect
+
+    from airflow_ray_provider.local.head import stop_head
+
+    return float(inspect.signature(stop_head).parameters["grace"].default)
+
+
 def bare_cycle(num_cpus: int) -> tuple[float, float]:
-    """One bare ``ray start --head`` start-to-ready and group-SIGTERM teardown, in seconds."""
+    """One bare ``ray start --head`` start-to-ready and group teardown (SIGTERM, then SIGKILL after the
+    provider's own grace, so both sides stop under the same rule), in seconds."""
     temp_dir = tempfile.mkdtemp(prefix="rayb-", dir="/tmp")
     dash = free_port()
     cmd = [
@@ -79,13 +89,14 @@ def bare_cycle(num_cpus: int) -> tuple[float, float]:
                 raise RuntimeError("bare ray start --head did not come up")
             time.sleep(0.25)
         ready = time.monotonic() - started
+        grace = provider_grace_s()
         stopping = time.monotonic()
         os.killpg(proc.pid, signal.SIGTERM)
         while not _group_gone(proc.pid):
             proc.poll()
-            if time.monotonic() - stopping > 30:
+            if time.monotonic() - stopping > grace:
                 os.killpg(proc.pid, signal.SIGKILL)
-            time.sleep(0.2)
+            time.sleep(0.05)
         return ready, time.monotonic() - stopping
     finally:
         if not _group_gone(proc.pid):

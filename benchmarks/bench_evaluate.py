@@ -1,18 +1,21 @@
-"""Benchmark: champion-vs-challenger evaluation on Ray vs a single-process pandas/numpy computation.
+"""Benchmark: the evaluation workload vs the plain pandas/scikit-learn script a user would write.
 
-Data: the synthetic click log of ``workloads.sample_data`` (16 features, groups of ~20 rows, 200 zones),
-cached under ``benchmarks/out/``; two scikit-learn logistic regressions. Both sides compute the same
-metrics per model, overall and per zone: accuracy, ROC AUC, log loss, calibration (mean predicted vs
-observed CTR) and NDCG@5/10.
+Every figure is a whole-process wall clock (interpreter start, imports, model loading, reading, scoring,
+metrics, writing ``metrics.json``), on the same data and models, with the same metrics on both sides
+(accuracy, ROC AUC, log loss, mean predicted / observed CTR, NDCG@5/10; overall and per zone):
 
-* single process: ``pyarrow`` -> pandas, ``predict_proba``, scikit-learn metrics per zone, the same
-  vectorised NDCG; peak RSS of that process;
-* Ray: ``python -m airflow_ray_provider.workloads.evaluate`` in a fresh local Ray (2 CPUs), with the
-  default paired bootstrap (200 samples) on top; the peak of the summed RSS (and PSS) of the whole
-  process tree (driver, GCS, raylet, workers), sampled every 0.2 s.
+* **plain script**: ``python -m benchmarks.eval_plain_script`` (pandas + scikit-learn, one process);
+* **CLI standalone**: ``python -m airflow_ray_provider.workloads.evaluate`` with no Ray running (with
+  ``engine: auto`` it picks its engine and logs why; ``engine: ray`` starts a private local Ray);
+* **job on a running head**: a local head (2 CPUs) is started and ready first; the figure is submit ->
+  ``SUCCEEDED`` with ``_SUCCESS`` written (the DAG's path), polled every 0.1 s.
 
-Run: ``python -m benchmarks.bench_evaluate [--rows 5000000 10000000]``; writes
-``benchmarks/out/bench_evaluate.json`` and prints a Markdown table.
+The paired bootstrap is off by default (``--bootstrap 0``) because the plain script has none; with
+``--bootstrap 200`` the project does strictly more work than the baseline. Memory: the peak of the summed
+RSS and PSS of each side's process tree (for a job: the head's whole process group), sampled every 0.2 s.
+
+Run: ``python -m benchmarks.bench_evaluate [--rows 5000000] [--sides plain cli_auto cli_ray job_auto
+job_ray]``; writes ``benchmarks/out/bench_evaluate.json`` and prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -27,10 +31,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 ZONES, FEATURES, GROUP_SIZE = 200, 16, 20
+SIDES = ("plain", "cli_auto", "cli_ray", "job_auto", "job_ray")
+PHASE_COLUMNS = ("preflight_s", "ray_init_s", "actor_startup_s", "first_row_s", "scoring_s", "finalize_s")
 
 
 def dataset(rows: int) -> tuple[str, str, str]:
@@ -100,35 +106,47 @@ def _run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[str,
     return out, sampler.peak_rss, sampler.peak_pss, time.monotonic() - start
 
 
-def run_baseline(rows: int) -> dict[str, Any]:
-    """The single-process computation, in a subprocess (for a clean peak RSS)."""
+def run_plain(rows: int) -> dict[str, Any]:
+    """The plain script in its own process."""
     data, champion, challenger = dataset(rows)
-    argv = [sys.executable, "-m", "benchmarks.eval_baseline", data, champion, challenger]
-    out, rss, pss, wall = _run_child(argv)
-    result = json.loads(out.strip().splitlines()[-1])
-    return {**result, "peak_rss_gb": rss / 1e9, "peak_pss_gb": pss / 1e9, "process_wall_s": wall}
+    out_dir = os.path.join(OUT, f"plain-{rows}")
+    argv = [sys.executable, "-m", "benchmarks.eval_plain_script", data, champion, challenger, out_dir]
+    _, rss, pss, wall = _run_child(argv)
+    return {"wall_s": wall, "peak_rss_gb": rss / 1e9, "peak_pss_gb": pss / 1e9, "out": out_dir}
 
 
-def run_same_code(rows: int) -> dict[str, Any]:
-    """The workload's per-block code serially in one process: the parallel-efficiency reference."""
+def eval_config(rows: int, engine: str, out_dir: str, bootstrap: int) -> dict[str, Any]:
+    """The workload's config for the benchmark data."""
     data, champion, challenger = dataset(rows)
-    argv = [sys.executable, "-m", "benchmarks.eval_baseline", "--same-code", data, champion, challenger]
-    out, rss, _, _ = _run_child(argv)
-    return {**json.loads(out.strip().splitlines()[-1]), "peak_rss_gb": rss / 1e9}
-
-
-def run_ray(rows: int, cpus: int) -> dict[str, Any]:
-    """The Ray evaluation CLI in a fresh local Ray; returns timings and the process-tree memory peak."""
-    data, champion, challenger = dataset(rows)
-    tmp = tempfile.mkdtemp(prefix="arpbe-", dir="/tmp")
-    out_dir = os.path.join(OUT, f"eval-{rows}")
-    cfg = {
+    return {
         "data_uri": data,
         "columns": {"label": "clicked", "group": "request_id", "slices": ["zone"]},
         "models": {"champion": {"uri": champion}, "challenger": {"uri": challenger}},
         "output_uri": out_dir,
+        "bootstrap": {"samples": bootstrap},
+        "engine": engine,
         "progress_interval_s": 5,
     }
+
+
+def _project_result(out_dir: str, wall: float, rss: int, pss: int) -> dict[str, Any]:
+    with open(os.path.join(out_dir, "metrics.json")) as fh:
+        doc = json.load(fh)
+    return {
+        "wall_s": wall,
+        "peak_rss_gb": rss / 1e9,
+        "peak_pss_gb": pss / 1e9,
+        "engine": doc["run"]["engine"],
+        "timings": doc["run"]["timings"],
+        "out": out_dir,
+    }
+
+
+def run_cli(rows: int, engine: str, bootstrap: int) -> dict[str, Any]:
+    """The evaluation CLI with no Ray running (a private local Ray if it picks Ray)."""
+    tmp = tempfile.mkdtemp(prefix="arpbe-", dir="/tmp")
+    out_dir = os.path.join(OUT, f"cli-{engine}-{rows}")
+    cfg = eval_config(rows, engine, out_dir, bootstrap)
     env = {**os.environ, "RAY_TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
     argv = [sys.executable, "-m", "airflow_ray_provider.workloads.evaluate", "--config-json", json.dumps(cfg)]
@@ -136,17 +154,87 @@ def run_ray(rows: int, cpus: int) -> dict[str, Any]:
         _, rss, pss, wall = _run_child(argv, env)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    with open(os.path.join(out_dir, "metrics.json")) as fh:
-        doc = json.load(fh)
-    timings = doc["run"]["timings"]
-    return {
-        "rows": doc["data"]["rows"],
-        "wall_s": wall,
-        **timings,
-        "peak_rss_gb": rss / 1e9,
-        "peak_pss_gb": pss / 1e9,
-        "roc_auc": {m: v["roc_auc"] for m, v in doc["metrics"].items()},
-    }
+    return _project_result(out_dir, wall, rss, pss)
+
+
+def run_job(head: Any, rows: int, engine: str, bootstrap: int) -> dict[str, Any]:
+    """One job on the running head: submit -> SUCCEEDED with ``_SUCCESS`` written."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from airflow_ray_provider.local.head import read_token
+
+    out_dir = os.path.join(OUT, f"job-{engine}-{rows}")
+    shutil.rmtree(out_dir, ignore_errors=True)
+    cfg = eval_config(rows, engine, out_dir, bootstrap)
+    command = [
+        sys.executable,
+        "-m",
+        "airflow_ray_provider.workloads.evaluate",
+        "--config-json",
+        json.dumps(cfg),
+    ]
+    entrypoint = shlex.join(command)  # this venv's Python, whatever the head's PATH says
+    client = JobSubmissionClient(
+        head.dashboard_url, headers={"Authorization": f"Bearer {read_token(head.token_file)}"}
+    )
+    with TreeSampler(head.pid) as sampler:
+        started = time.monotonic()
+        job = client.submit_job(entrypoint=entrypoint)
+        while True:
+            status = client.get_job_status(job)
+            if status.is_terminal():
+                break
+            time.sleep(0.1)
+        while status == JobStatus.SUCCEEDED and not os.path.exists(os.path.join(out_dir, "_SUCCESS")):
+            time.sleep(0.05)
+        wall = time.monotonic() - started
+    if status != JobStatus.SUCCEEDED:
+        raise RuntimeError(f"job {job} ended {status}:\n{client.get_job_logs(job)[-3000:]}")
+    return _project_result(out_dir, wall, sampler.peak_rss, sampler.peak_pss)
+
+
+def same_metrics(plain_out: str, project_out: str) -> float:
+    """Largest absolute difference between the two sides' overall metrics (a check they did the same work)."""
+    with open(os.path.join(plain_out, "metrics.json")) as fh:
+        plain = json.load(fh)["metrics"]
+    with open(os.path.join(project_out, "metrics.json")) as fh:
+        project = json.load(fh)["metrics"]
+    return max(abs(v - project[m][k]) for m in plain for k, v in plain[m].items())
+
+
+def _attempt(func: Any, *args: Any) -> dict[str, Any]:
+    """Run one side; a failure (e.g. Ray timing out at start-up under load) is recorded, not hidden."""
+    try:
+        return cast("dict[str, Any]", func(*args))
+    except Exception as exc:
+        return {"error": f"{type(exc).__name__}: {str(exc)[-500:]}"}
+
+
+def run_size(rows: int, sides: Sequence[str], bootstrap: int) -> dict[str, Any]:
+    """Every requested side at one size, back to back; the head is started (and ready) before the jobs."""
+    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+
+    entry: dict[str, Any] = {"rows": rows, "bootstrap": bootstrap, "uptime_before": _uptime(), "sides": {}}
+    for side in sides:
+        if side == "plain":
+            entry["sides"]["plain"] = _attempt(run_plain, rows)
+        elif side.startswith("cli_"):
+            entry["sides"][side] = _attempt(run_cli, rows, side[4:], bootstrap)
+    jobs = [side for side in sides if side.startswith("job_")]
+    if jobs:
+        head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name=f"bench-eval-{os.getpid()}")
+        try:
+            for side in jobs:
+                entry["sides"][side] = _attempt(run_job, head, rows, side[4:], bootstrap)
+        finally:
+            stop_head(head)
+    plain = entry["sides"].get("plain")
+    for side, result in entry["sides"].items():
+        if plain and "wall_s" in plain and side != "plain" and "wall_s" in result:
+            result["ratio_to_plain"] = result["wall_s"] / plain["wall_s"]
+            result["max_abs_metric_diff"] = same_metrics(plain["out"], result["out"])
+    entry["uptime_after"] = _uptime()
+    return entry
 
 
 def _uptime() -> str:
@@ -158,46 +246,45 @@ def _uptime() -> str:
 
 def _table(results: list[dict[str, Any]]) -> str:
     lines = [
-        "| rows | pandas/sklearn 1 proc rows/s (peak RSS GB) | same code 1 proc rows/s | Ray pipeline rows/s "
-        "| Ray scoring-span rows/s | Ray init + start-up s | Ray wall s | Ray tree peak RSS GB (PSS) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| rows | side | engine | process wall s | / plain | preflight s | Ray init s | actor start-up s "
+        "| first row s | scoring s | finalize s | peak RSS GB (PSS) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    nan = float("nan")
+
+    def fmt(value: Any) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
     for r in results:
-        b, same, ray = r.get("baseline") or {}, r.get("same_code_1_process") or {}, r["ray"]
-        lines.append(
-            f"| {r['rows']:,} | {b.get('rows_per_s', nan):,.0f} ({b.get('peak_rss_gb', nan):.2f}) "
-            f"| {same.get('rows_per_s', nan):,.0f} | {ray['pipeline_rows_per_s'] or nan:,.0f} "
-            f"| {ray['scoring_rows_per_s'] or nan:,.0f} "
-            f"| {(ray['ray_init_s'] or 0) + (ray['startup_s'] or 0):.1f} | {ray['wall_s']:.1f} "
-            f"| {ray['peak_rss_gb']:.2f} ({ray['peak_pss_gb']:.2f}) |"
-        )
+        for side, s in r["sides"].items():
+            if "error" in s:
+                error = " ".join(s["error"].split())[-120:]
+                lines.append(f"| {r['rows']:,} | {side} | failed: {error} |")
+                continue
+            t = s.get("timings", {})
+            ratio = f"{s['ratio_to_plain']:.2f}x" if "ratio_to_plain" in s else "-"
+            engine = s.get("engine", {}).get("name", "-")
+            phases = " | ".join(fmt(t.get(k)) for k in PHASE_COLUMNS)
+            lines.append(
+                f"| {r['rows']:,} | {side} | {engine} | {s['wall_s']:.1f} | {ratio} | {phases} "
+                f"| {s['peak_rss_gb']:.2f} ({s['peak_pss_gb']:.2f}) |"
+            )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark at each ``--rows`` size and print a Markdown table."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_evaluate")
-    parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000, 10_000_000])
-    parser.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray")
-    parser.add_argument("--skip-baseline", action="store_true")
+    parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000])
+    parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
+    parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap samples on the project side")
     args = parser.parse_args(argv)
     os.makedirs(OUT, exist_ok=True)
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     results = []
     for rows in args.rows:
         dataset(rows)
-        entry: dict[str, Any] = {"rows": rows, "uptime_before": _uptime()}
-        entry["baseline"] = None if args.skip_baseline else run_baseline(rows)
-        entry["same_code_1_process"] = None if args.skip_baseline else run_same_code(rows)
-        entry["ray"] = run_ray(rows, args.cpus)
-        entry["uptime_after"] = _uptime()
-        results.append(entry)
-        print(json.dumps(entry), flush=True)
-    if len(results) >= 2:
-        print(
-            f"memory ratio {results[-1]['rows']:,} vs {results[0]['rows']:,} rows: "
-            f"{results[-1]['ray']['peak_rss_gb'] / results[0]['ray']['peak_rss_gb']:.2f}x (RSS)"
-        )
+        results.append(run_size(rows, args.sides, args.bootstrap))
+        print(json.dumps(results[-1]), flush=True)
     with open(os.path.join(OUT, "bench_evaluate.json"), "w") as fh:
         json.dump(results, fh, indent=2)
     print(_table(results))

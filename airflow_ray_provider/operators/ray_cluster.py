@@ -44,7 +44,6 @@ DEFAULT_EXPIRY = timedelta(hours=24)
 
 def with_absolute_paths(loader: jinja2.BaseLoader | None) -> jinja2.BaseLoader:
     """``loader`` (DAG folder, ``template_searchpath``), then absolute file paths, which Jinja refuses."""
-    import os
 
     import jinja2
 

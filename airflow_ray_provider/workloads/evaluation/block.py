@@ -12,7 +12,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import pickle
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel
 
 log = logging.getLogger(__name__)
 ALL = "__all__"
@@ -105,6 +107,20 @@ def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) ->
     return out
 
 
+def _resolve_model(cfg: EvalConfig, name: str, given: Any) -> LoadedModel:
+    """The model ``name``: ``given`` itself, the object behind a Ray object ref, or loaded from its spec."""
+    from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel, load_model
+
+    if isinstance(given, LoadedModel):
+        return given
+    if given is not None:  # a Ray ObjectRef (only the Ray engine passes these)
+        import ray
+
+        return cast("LoadedModel", ray.get(given))
+    spec = next(m for m in cfg.models if m.name == name)
+    return load_model(spec, device="cuda" if cfg.scoring.num_gpus > 0 else "cpu")
+
+
 def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
     """Add statistics arrays of the same codes, key by key."""
     for key, value in more.items():
@@ -112,11 +128,14 @@ def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
 
 
 class BlockEvaluator:
-    """Ray Data callable class: loads every model once, then turns each block into one pickled partial.
+    """Ray Data callable class: gets every model once, then turns each block into one pickled partial.
 
     :param cfg: the validated config; :param features: resolved feature columns;
     :param has_proba: per model, whether it yields probabilities; :param predictions_uri: where to write
         per-block prediction files (None: do not write).
+    :param models: models already loaded by the driver's preflight, by name: the objects themselves
+        (in-process engine) or Ray object refs to them (shipped once through the object store). A
+        model missing here is loaded from its spec (factories on a GPU actor, unpicklable objects).
     """
 
     def __init__(
@@ -125,18 +144,15 @@ class BlockEvaluator:
         features: tuple[str, ...],
         has_proba: dict[str, bool],
         predictions_uri: str | None,
+        models: Mapping[str, Any] | None = None,
     ) -> None:
-        from airflow_ray_provider.workloads.evaluation.scoring import load_model
-
-        device = "cuda" if cfg.scoring.num_gpus > 0 else "cpu"
         self.cfg, self.features, self.has_proba, self.predictions_uri = (
             cfg,
             features,
             has_proba,
             predictions_uri,
         )
-        by_name = {m.name: m for m in cfg.models}
-        self.models = {name: load_model(by_name[name], device=device) for name in cfg.model_names}
+        self.models = {name: _resolve_model(cfg, name, (models or {}).get(name)) for name in cfg.model_names}
 
     def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
         import time

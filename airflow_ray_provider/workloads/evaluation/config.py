@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
 from airflow_ray_provider.workloads.common.validation import ConfigSection
+from airflow_ray_provider.workloads.evaluation.engine import ENGINES
 
 KNOWN_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
 DEFAULT_METRICS = KNOWN_METRICS
@@ -86,7 +87,12 @@ class ScoringConfig:
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """The whole evaluation job; build it with :meth:`from_dict`."""
+    """The whole evaluation job; build it with :meth:`from_dict`.
+
+    :param engine: ``auto`` (default), ``ray`` or ``local``: see :mod:`~.engine`.
+    :param local_max_rows: rows up to which ``auto`` scores in-process on a one-node cluster (``None``:
+        the break-even computed from the cluster's CPUs).
+    """
 
     data_uri: str
     columns: ColumnsConfig
@@ -102,6 +108,8 @@ class EvalConfig:
     run_info: dict[str, Any] = field(default_factory=dict)
     ray_address: str | None = None
     progress_interval_s: float = 5.0
+    engine: str = "auto"
+    local_max_rows: int | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> EvalConfig:
@@ -129,6 +137,10 @@ class EvalConfig:
             run_info=top.mapping("run_info"),
             ray_address=top.optional_str("ray_address", hint="host:port, ray://host:port, auto or local"),
             progress_interval_s=top.number("progress_interval_s", 5.0, low=0.1, high=3600.0),
+            engine=_engine(top),
+            local_max_rows=(
+                top.integer("local_max_rows", 0, low=0) if top.raw.get("local_max_rows") is not None else None
+            ),
         )
         cfg._check_consistency()
         return cfg
@@ -173,6 +185,16 @@ _REQUIRED = ("data_uri", "columns", "models", "output_uri")
 _COLUMNS_EXAMPLE = "{label: clicked, group: request_id, slices: [zone]}"
 _BOOTSTRAP_EXAMPLE = "{samples: 200, seed: 0, confidence: 0.95}"
 _SCORING_EXAMPLE = "{concurrency: 2, num_cpus: 0.5, num_gpus: 0}"
+
+
+def _engine(top: ConfigSection) -> str:
+    value = top.raw.get("engine", "auto")
+    if value not in ENGINES:
+        raise ConfigError(
+            f"config key 'engine' must be one of {list(ENGINES)}, got {value!r}: use auto (the default: "
+            "in-process for small inputs on one node, Ray otherwise), ray, or local"
+        )
+    return str(value)
 
 
 def _columns(cols: ConfigSection) -> ColumnsConfig:

@@ -1,23 +1,27 @@
 """Cheap checks before the evaluation starts any heavy work.
 
-Reads only Parquet metadata and a few hundred rows, and loads each model once on the driver, so a
-wrong column name, an empty dataset, an unreadable model or a model without ``predict_proba`` fails in
-seconds with a message saying what to fix, before the actor pool starts.
+Reads each Parquet footer once (row counts and the read plan come from the same metadata) and a few
+hundred rows of the first row group, and loads each model once on the driver, so a wrong column name,
+an empty dataset, an unreadable model or a model without ``predict_proba`` fails in seconds with a
+message saying what to fix, before any Ray work starts. The loaded models are kept: the in-process
+engine scores with them and the Ray engine ships them to its actors through the object store.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.errors import ArtifactError, DataError
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     import pyarrow.dataset as pads
 
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel
 
 log = logging.getLogger(__name__)
 SAMPLE_ROWS = 256
@@ -25,7 +29,11 @@ SAMPLE_ROWS = 256
 
 @dataclass
 class Preflight:
-    """What the checks found: row count, feature columns, columns to read, model identities."""
+    """What the checks found: row count, feature columns, columns to read, models, read units.
+
+    :param models: identity of each model (``uri``, ``loader``, ``sha256``) for ``metrics.json``.
+    :param loaded: each model as loaded for the checks (reused for scoring, never loaded twice).
+    """
 
     rows: int
     features: tuple[str, ...]
@@ -33,6 +41,7 @@ class Preflight:
     has_proba: dict[str, bool]
     models: dict[str, dict[str, Any]]
     units: list[dict[str, Any]]
+    loaded: dict[str, LoadedModel] = field(default_factory=dict, repr=False)
 
 
 def open_dataset(uri: str) -> pads.Dataset:
@@ -66,7 +75,8 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         raise ArtifactError(f"output_uri: {exc}") from exc
     dataset = open_dataset(cfg.data_uri)
     features = _check_columns(cfg, dataset.schema.names)
-    rows = dataset.count_rows()
+    units = plan_units(dataset, cfg.scoring.block_rows)  # every footer read once, here
+    rows = sum(int(u["rows"]) for u in units)
     if rows == 0:
         raise DataError(
             f"the evaluation data {cfg.data_uri!r} has no rows: check data_uri and the upstream export"
@@ -76,24 +86,23 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
             [c for c in (cfg.columns.label, cfg.columns.group, *cfg.columns.slices) if c] + list(features)
         )
     )
-    sample = dataset.head(min(SAMPLE_ROWS, rows), columns=read_columns)
+    sample = _sample(cfg, units, read_columns)
     labels_of(sample, cfg.columns.label)
     x = features_of(sample, features)
-    has_proba, models = {}, {}
+    has_proba, models, loaded = {}, {}, {}
     for spec in cfg.models:
-        loaded = load_model(spec)
-        check_model_for_metrics(loaded, cfg.needs_probabilities, cfg.metrics)
+        loaded[spec.name] = model = load_model(spec)
+        check_model_for_metrics(model, cfg.needs_probabilities, cfg.metrics)
         try:
-            score(loaded, x, len(x))
+            score(model, x, len(x))
         except Exception as exc:
             raise DataError(
                 f"model {spec.name!r} cannot score the data ({type(exc).__name__}: {exc}): "
                 f"check columns.features "
                 f"(now {list(features)}) against the features the model was trained on"
             ) from exc
-        has_proba[spec.name] = loaded.has_proba
-        models[spec.name] = {"uri": spec.uri or spec.factory, "loader": spec.loader, "sha256": loaded.sha256}
-    units = plan_units(dataset, cfg.scoring.block_rows)
+        has_proba[spec.name] = model.has_proba
+        models[spec.name] = {"uri": spec.uri or spec.factory, "loader": spec.loader, "sha256": model.sha256}
     log.info(
         "preflight ok: %d rows, %d blocks, %d features, models %s",
         rows,
@@ -101,7 +110,18 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         len(features),
         list(models),
     )
-    return Preflight(rows, features, read_columns, has_proba, models, units)
+    return Preflight(rows, features, read_columns, has_proba, models, units, loaded)
+
+
+def _sample(cfg: EvalConfig, units: list[dict[str, Any]], columns: list[str]) -> pa.Table:
+    """Up to :data:`SAMPLE_ROWS` rows of the first non-empty unit's first row group (nothing else read)."""
+    from airflow_ray_provider.workloads.evaluation.source import read_unit
+
+    first = next(u for u in units if u["rows"])
+    table = read_unit({**first, "row_groups": first["row_groups"][:1]}, cfg.data_uri, columns)
+    if table.num_rows == 0:  # an empty leading row group: the unit has rows further on
+        table = read_unit(first, cfg.data_uri, columns)
+    return table.slice(0, SAMPLE_ROWS)
 
 
 def _check_columns(cfg: EvalConfig, available: list[str]) -> tuple[str, ...]:

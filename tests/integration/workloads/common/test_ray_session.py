@@ -158,7 +158,7 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
         summary = json.load(fh)
     assert summary["run"]["ray_session"] == "local" and summary["succeeded"] == 24
 
-    evaluation = eval_config(output_uri=str(tmp_path / "eval"))
+    evaluation = eval_config(output_uri=str(tmp_path / "eval"), engine="ray")  # auto: in-process here
     eval_run = _run(
         ["-m", "airflow_ray_provider.workloads.evaluate", "--config-json", json.dumps(evaluation)], env
     )

@@ -43,6 +43,7 @@ def _config(
         data_uri=data,
         output_uri=out,
         models={"champion": slow, "challenger": {"uri": model_uri}},
+        engine="ray",
         scoring={
             "concurrency": 2,
             "num_cpus": 0.5,

@@ -16,7 +16,7 @@ def test_the_read_stage_uses_only_named_map_batches_parameters() -> None:
     import ray.data
 
     named = set(inspect.signature(ray.data.Dataset.map_batches).parameters) - {"ray_remote_args"}
-    from airflow_ray_provider.workloads.evaluation.run import read_stage_options
+    from airflow_ray_provider.workloads.evaluation.pipeline import read_stage_options
 
     cfg = EvalConfig.from_dict(
         {

@@ -1,0 +1,192 @@
+"""Which engine scores the data, and the in-process one.
+
+``engine: auto`` (the default) picks, and logs why:
+
+* **ray** on a multi-node cluster, and for inputs above the break-even row count;
+* **local** (in this process: the same per-block code and exact merge, so bit-identical metrics) when the
+  cluster is one node and the input is so small that Ray's fixed cost (worker processes, imports, actor
+  start-up, and for a standalone run Ray's own start) cannot pay back on its CPUs.
+
+Break-even: in-process time ``rows / R`` against Ray's ``S + rows / (R * E * cpus)`` (``R`` rows/s of one
+core, ``E`` parallel efficiency, ``S`` Ray's fixed cost), so Ray wins above
+``S * R / (1 - 1 / (E * cpus))`` rows; never more than :data:`MAX_LOCAL_ROWS` (large inputs always use Ray).
+``local_max_rows`` in the config replaces the computed figure. ``engine: ray`` and ``engine: local`` force
+an engine (``local`` on a large input or a multi-node cluster is allowed, and logged as a warning).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.workloads.common.progress import Progress
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
+
+log = logging.getLogger(__name__)
+
+ENGINES = ("auto", "ray", "local")
+#: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.87-1.8M on the 2-core machine).
+ROWS_PER_S_PER_CORE = 1_000_000
+#: Share of ``cpus`` x one core's speed the Ray pool reaches (reads, driver and merge share the cores).
+RAY_EFFICIENCY = 0.8
+#: Ray's fixed cost in seconds: actor start-up on a running cluster; plus Ray's own start standalone.
+RAY_STARTUP_S = {"connected": 4.0, "standalone": 12.0}
+#: Auto never scores more rows than this in one process.
+MAX_LOCAL_ROWS = 10_000_000
+
+
+@dataclass(frozen=True)
+class EngineChoice:
+    """The engine a run uses and why (logged, and written into ``metrics.json``)."""
+
+    engine: str
+    reason: str
+
+    def as_dict(self) -> dict[str, str]:
+        """For ``run.engine`` in ``metrics.json``."""
+        return {"name": self.engine, "reason": self.reason}
+
+
+def break_even_rows(cpus: float, startup_s: float) -> int:
+    """Rows above which Ray's ``cpus`` pay back its ``startup_s`` (capped at :data:`MAX_LOCAL_ROWS`)."""
+    gain = 1.0 - 1.0 / (RAY_EFFICIENCY * max(cpus, 1e-9))
+    if gain <= 0:  # one CPU: Ray cannot beat one process; only the cap sends work to it
+        return MAX_LOCAL_ROWS
+    return min(MAX_LOCAL_ROWS, int(startup_s * ROWS_PER_S_PER_CORE / gain))
+
+
+def choose_engine(
+    requested: str, rows: int, *, cpus: float, nodes: int, standalone: bool, local_max_rows: int | None
+) -> EngineChoice:
+    """Decide the engine (pure).
+
+    :param requested: ``auto``, ``ray`` or ``local`` (the config's ``engine``).
+    :param rows: rows in the input; :param cpus: the cluster's CPUs; :param nodes: its alive nodes.
+    :param standalone: no Ray runs yet (choosing Ray means starting one).
+    :param local_max_rows: the config's threshold (``None``: :func:`break_even_rows`).
+    """
+    startup = RAY_STARTUP_S["standalone" if standalone else "connected"]
+    limit = local_max_rows if local_max_rows is not None else break_even_rows(cpus, startup)
+    where = f"{rows:,} rows, {nodes} node(s), {cpus:g} CPUs, in-process limit {limit:,} rows"
+    if requested == "ray":
+        return EngineChoice("ray", f"engine: ray in the config ({where})")
+    if requested == "local":
+        if nodes > 1 or rows > limit:
+            log.warning(
+                "engine: local on %s: one process scores everything; engine: auto would use Ray here", where
+            )
+        return EngineChoice("local", f"engine: local in the config ({where})")
+    if nodes > 1:
+        return EngineChoice("ray", f"auto: a multi-node cluster always uses Ray ({where})")
+    if rows > limit:
+        return EngineChoice("ray", f"auto: input above the in-process limit ({where})")
+    return EngineChoice("local", f"auto: too small for Ray's start-up to pay back ({where})")
+
+
+def ray_initialized() -> bool:
+    """Whether Ray is initialised in this process (without importing Ray when nothing imported it)."""
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and ray.is_initialized())
+
+
+def local_cpus() -> int:
+    """CPUs this process may use (what a private local Ray would get)."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
+def cluster_shape() -> tuple[float, int]:
+    """``(CPUs, alive nodes)`` of the connected Ray cluster."""
+    import ray
+
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    return float(ray.cluster_resources().get("CPU", 0.0)), max(len(nodes), 1)
+
+
+def run_engine(
+    cfg: EvalConfig, pre: Preflight, address: str | None, predictions_uri: str | None, clock: PhaseClock
+) -> tuple[Accumulator, EngineChoice, str]:
+    """Choose the engine, score everything with it; returns the merged partials, the choice, the session.
+
+    A standalone run that stays in-process never imports or starts Ray; otherwise the choice is made
+    once connected (the cluster's CPUs and nodes are known then).
+
+    :param address: the explicit Ray address (config or caller), if any.
+    :returns: ``(accumulator, choice, ray_session mode or "none")``.
+    """
+    from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
+    from airflow_ray_provider.workloads.evaluation.pipeline import stream_on_ray
+
+    planned = plan_session(address, environ=os.environ, initialized=ray_initialized())
+    if planned.mode is SessionMode.LOCAL and cfg.engine != "ray":
+        choice = choose_engine(
+            cfg.engine,
+            pre.rows,
+            cpus=local_cpus(),
+            nodes=1,
+            standalone=True,
+            local_max_rows=cfg.local_max_rows,
+        )
+        if choice.engine == "local":
+            log.info("engine local: %s", choice.reason)
+            return stream_in_process(cfg, pre, predictions_uri, clock), choice, "none"
+    with ray_session(address) as session:
+        clock.mark("ray")
+        cpus, nodes = cluster_shape()
+        standalone = session.mode is SessionMode.LOCAL
+        choice = choose_engine(
+            cfg.engine,
+            pre.rows,
+            cpus=cpus,
+            nodes=nodes,
+            standalone=standalone,
+            local_max_rows=cfg.local_max_rows,
+        )
+        log.info("engine %s: %s", choice.engine, choice.reason)
+        stream = stream_in_process if choice.engine == "local" else stream_on_ray
+        acc = stream(cfg, pre, predictions_uri, clock)
+    clock.mark("ray_closed")
+    return acc, choice, session.mode.value
+
+
+def stream_in_process(
+    cfg: EvalConfig, pre: Preflight, predictions_uri: str | None, clock: PhaseClock
+) -> Accumulator:
+    """Score every read unit here with the preflight's models; the next unit is read while one scores.
+
+    :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
+    """
+    from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
+    from airflow_ray_provider.workloads.evaluation.source import read_unit
+
+    acc = Accumulator(cfg, pre.has_proba)
+    clock.mark("pipeline")
+    evaluator = BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded)
+    progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
+    with progress.reporting(), concurrent.futures.ThreadPoolExecutor(1, "eval-read") as reader:
+        pending: Any = None
+        for i, unit in enumerate(pre.units):
+            current = pending.result() if pending else read_unit(unit, cfg.data_uri, pre.read_columns)
+            if i + 1 < len(pre.units):  # pyarrow reads without the GIL: overlap the next read
+                pending = reader.submit(read_unit, pre.units[i + 1], cfg.data_uri, pre.read_columns)
+            if i == 0:
+                clock.mark("first_scoring")
+            acc.add(evaluator.evaluate(current))
+            progress.add(current.num_rows)
+    if progress.first_at is not None and progress.last_at is not None:
+        clock.mark("first_row", progress.first_at)
+        clock.mark("last_row", progress.last_at)
+    else:
+        clock.mark("last_row", time.monotonic())
+    return acc

@@ -1,0 +1,76 @@
+"""Where an evaluation run's seconds go: one clock, named phases, written into ``metrics.json``.
+
+Phases, in the order a run passes them (``None`` where a phase did not happen, e.g. no Ray on the
+in-process engine)::
+
+    preflight_s        config, Parquet metadata, a sample, each model loaded and checked once
+    ray_init_s         connecting to (or starting) Ray
+    actor_startup_s    pipeline start -> the first block starts scoring (worker processes, imports)
+    first_row_s        run start -> the driver holds the first scored block
+    scoring_s          first block started -> last block merged
+    ray_shutdown_s     disconnecting from Ray (a private local Ray waits for its processes to exit)
+    finalize_s         exact metrics and bootstrap (the artifact write after it is not included)
+    total_s            the whole run (interpreter start and imports not included)
+"""
+
+from __future__ import annotations
+
+import time
+
+#: The phase keys, in order.
+PHASES = (
+    "preflight_s",
+    "ray_init_s",
+    "actor_startup_s",
+    "first_row_s",
+    "scoring_s",
+    "ray_shutdown_s",
+    "finalize_s",
+    "total_s",
+)
+
+
+class PhaseClock:
+    """Monotonic marks of one run; :meth:`timings` turns them into the ``timings`` mapping."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.marks: dict[str, float] = {}
+
+    def mark(self, name: str, at: float | None = None) -> float:
+        """Record ``name`` now (or at monotonic ``at``); returns the mark."""
+        self.marks[name] = time.monotonic() if at is None else at
+        return self.marks[name]
+
+    def between(self, start: str, end: str) -> float | None:
+        """Seconds from mark ``start`` to mark ``end`` (``None`` when either is missing)."""
+        if start not in self.marks or end not in self.marks:
+            return None
+        return round(self.marks[end] - self.marks[start], 3)
+
+    def timings(self, rows: int) -> dict[str, float | None]:
+        """Every phase of :data:`PHASES` plus two throughputs (rows/s over scoring and over the run).
+
+        Marks used: ``preflight``, ``ray``, ``pipeline`` (stream started), ``first_scoring`` (first
+        block started), ``first_row``, ``last_row``, ``ray_closed``, ``finalized``.
+        """
+        self.marks.setdefault("start", self.started)
+        total = round(time.monotonic() - self.started, 3)
+        scoring = self.between("first_scoring", "last_row") or self.between("first_row", "last_row")
+        return {
+            "preflight_s": self.between("start", "preflight"),
+            "ray_init_s": self.between("preflight", "ray"),
+            "actor_startup_s": self.between("pipeline", "first_scoring"),
+            "first_row_s": self.between("start", "first_row"),
+            "scoring_s": scoring,
+            "ray_shutdown_s": self.between("last_row", "ray_closed"),
+            "finalize_s": self.between("ray_closed", "finalized") or self.between("last_row", "finalized"),
+            "total_s": total,
+            "scoring_rows_per_s": round(rows / scoring, 1) if scoring else None,
+            "run_rows_per_s": round(rows / total, 1) if total else None,
+        }
+
+    @staticmethod
+    def from_wall(wall: float) -> float:
+        """The monotonic time of a wall-clock instant (actors report wall-clock spans)."""
+        return wall - (time.time() - time.monotonic())
