@@ -75,7 +75,8 @@ class DatasetPlan:
 def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> DatasetPlan:
     """Validate the dataset against the config and plan how tasks reach each zone's rows.
 
-    :param numeric_features: require numeric feature columns (the built-in trainers need them).
+    :param numeric_features: require numeric feature columns (array trainers, the built-ins among
+        them, need them).
     :raises DataError: missing path or columns, empty dataset, nulls in the zone column, bad features.
     """
     fs, path = artifacts.resolve(cfg.data_uri)
@@ -130,8 +131,8 @@ def _check_columns(cfg: ZoneTrainingConfig, schema: pa.Schema, numeric: bool) ->
         bad += [c for c in features if pat.is_boolean(schema.field(c).type)]
         if bad:
             raise DataError(
-                f"feature columns {sorted(set(bad))} are not numeric; the built-in trainer "
-                f"{cfg.trainer!r} needs numbers: list numeric 'feature_columns' or use a custom trainer"
+                f"feature columns {sorted(set(bad))} are not numeric; the trainer {cfg.trainer!r} "
+                "takes arrays and needs numbers: list numeric 'feature_columns' or use a DataFrame trainer"
             )
     return features
 
