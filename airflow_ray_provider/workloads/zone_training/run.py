@@ -41,7 +41,7 @@ from airflow_ray_provider.workloads.zone_training.manifest import (
     read_manifest,
     write_artifact,
 )
-from airflow_ray_provider.workloads.zone_training.trainers import array_entry, load_trainer
+from airflow_ray_provider.workloads.zone_training.trainers import check_trainer
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
@@ -63,8 +63,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     :raises ArtifactError: the output could not be written.
     """
     started_at, t0 = _now(), time.monotonic()
-    takes_arrays = array_entry(load_trainer(cfg.trainer)) is not None
-    plan = inspect_dataset(cfg, numeric_features=takes_arrays)
+    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     artifacts.resolve(cfg.output_uri)
     log.info(

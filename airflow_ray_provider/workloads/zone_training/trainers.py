@@ -116,6 +116,19 @@ def load_trainer(spec: str) -> TrainerFn:
     return fn
 
 
+def check_trainer(spec: str) -> bool:
+    """Validate a trainer spec before training; return whether it takes arrays.
+
+    A built-in name is known without importing scikit-learn (several seconds of a short job's
+    driver on this machine, and the workers import it anyway); a ``module:function`` is imported.
+
+    :raises ConfigError: as :func:`load_trainer`.
+    """
+    if spec in _ESTIMATORS:
+        return True
+    return array_entry(load_trainer(spec)) is not None
+
+
 def _builtin(name: str) -> TrainerFn:
     module_name, cls_name, task = _ESTIMATORS[name]
     estimator_cls = getattr(importlib.import_module(module_name), cls_name)  # import once, not per zone
