@@ -2,10 +2,10 @@
 
 Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-process). The batch's rows
 become one DataFrame, or for array trainers one feature block and one label array (:mod:`.frame`);
-each zone gets a 0-based slice or views of it. Zones go in groups:
-fit a group, then write its models, atomically (:mod:`zone_writes`: plain ``os`` calls on local
-paths, ``pyarrow.fs`` for remote URIs). A zone that raises or times out is recorded as failed and the
-batch goes on; only small result rows go back to the driver.
+each zone gets a 0-based slice or views of it. Zones go in groups: fit a group, then save its models
+(:mod:`.bundles`: one file per zone, or one bundle per task written once its zones are done; always
+atomically, see :mod:`.writes`). A zone that raises or times out is recorded as failed and the batch
+goes on; only small result rows go back to the driver.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from airflow_ray_provider.workloads.zone_training.bundles import ModelSaver
 from airflow_ray_provider.workloads.zone_training.frame import Segment, segments_arrays, segments_frame
-from airflow_ray_provider.workloads.zone_training.manifest import model_file_name
 from airflow_ray_provider.workloads.zone_training.trainers import (
     TrainerFn,
     array_entry,
@@ -29,7 +29,6 @@ from airflow_ray_provider.workloads.zone_training.trainers import (
     load_trainer,
 )
 from airflow_ray_provider.workloads.zone_training.watchdog import ZoneTimeout, watchdog
-from airflow_ray_provider.workloads.zone_training.writes import ModelWriter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -82,6 +81,8 @@ class WorkerContext:
     zone_timeout_s: float | None = None
     zone_retries: int = 0
     partitioned: bool = False
+    artifacts: str = "per_zone"
+    run_token: str = "run"
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -122,6 +123,7 @@ def run_batch(
     tables: Sequence[pa.Table],
     *,
     on_start: Callable[[], Any] | None = None,
+    task_key: int = 0,
 ) -> dict[str, Any]:
     """Train every zone of a batch; return ``{"results": [row, ...], "task_s", "zones_s", "rows", "wall"}``.
 
@@ -134,6 +136,7 @@ def run_batch(
     work around the fit from about 200 to 100 µs here, and the fits ran about 10 % faster too.
 
     :param on_start: called once the batch is ready and its first zone starts (after one-off imports).
+    :param task_key: the task's number in the run (names its model bundle, see :mod:`.bundles`).
     """
     started, started_wall = time.perf_counter(), time.time()
     apply_thread_budget(ctx.threads)
@@ -148,13 +151,14 @@ def run_batch(
     if on_start is not None:
         on_start()
     zones_started = time.perf_counter()
-    writer = ModelWriter(ctx.models_uri)
+    saver = ModelSaver(ctx.models_uri, ctx.artifacts, f"part-{ctx.run_token}-{task_key:05d}")
     results: list[dict[str, Any]] = []
     for first in range(0, len(zones), GROUP_ZONES):
         group = range(first, min(first + GROUP_ZONES, len(zones)))
         calls = [batch.zone_call(i) for i in group]
         fitted = [fit_zone(ctx, zones[i], rows, call) for i, (rows, call) in zip(group, calls, strict=True)]
-        results.extend(save_zone(writer, outcome) for outcome in fitted)
+        results.extend(save_zone(saver, outcome) for outcome in fitted)
+    saver.flush()
     done = time.perf_counter()
     return {
         "results": results,
@@ -308,29 +312,34 @@ def fit_zone(ctx: WorkerContext, zone: ZoneWork, rows: int, call: ZoneCall) -> F
     return FitOutcome(zone, rows, time.perf_counter() - started, cpu, error=error)
 
 
-def save_zone(writer: ModelWriter, outcome: FitOutcome) -> dict[str, Any]:
-    """Write a fitted zone's model (atomically) and return its manifest row; a failed fit's row as is."""
+def save_zone(saver: ModelSaver, outcome: FitOutcome) -> dict[str, Any]:
+    """Save a fitted zone's model (its file, or the task's bundle) and return its manifest row.
+
+    A failed fit's row is returned as is; a bundled zone's row is completed by ``saver.flush()``.
+    """
     zone, rows, duration, cpu = outcome.zone, outcome.rows, outcome.duration_s, outcome.cpu_s
     if outcome.error is not None:
         return _failed(zone, outcome.error, rows, duration, cpu)
-    try:
-        metrics_json = json.dumps(outcome.metrics, allow_nan=False)
-        uri = writer.write(model_file_name(zone.key), pickle.dumps(outcome.model, protocol=5))
-    except Exception as exc:
-        return _failed(
-            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
-        )
-    return {
+    row = {
         "zone": zone.key,
         "status": "succeeded",
         "error": None,
         "rows": rows,
         "duration_s": duration,
         "cpu_s": cpu,
-        "metrics": metrics_json,
-        "artifact": uri,
+        "metrics": None,
+        "artifact": None,
+        "artifact_key": None,
         "attempt": zone.attempt,
     }
+    try:
+        row["metrics"] = json.dumps(outcome.metrics, allow_nan=False)
+        saver.save(row, pickle.dumps(outcome.model, protocol=5))
+    except Exception as exc:
+        return _failed(
+            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
+        )
+    return row
 
 
 def _call_with_timeout(ctx: WorkerContext, call: ZoneCall) -> tuple[Any, dict]:
@@ -363,6 +372,7 @@ def _failed(zone: ZoneWork, error: str, rows: int, duration: float, cpu: float) 
         "cpu_s": cpu,
         "metrics": "{}",
         "artifact": None,
+        "artifact_key": None,
         "attempt": zone.attempt,
     }
 
