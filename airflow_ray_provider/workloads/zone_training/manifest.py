@@ -1,12 +1,16 @@
 """The zone-training artifact: model paths, ``manifest.parquet`` and ``summary.json`` (contracts.md).
 
-Layout under ``output_uri``: ``models/<zone>.joblib`` (pickle protocol 5, loadable with
-``joblib.load`` or ``pickle.load``; the zone is percent-encoded in the file name when it holds
-characters such as ``/``), ``manifest.parquet``, ``summary.json``, then ``_SUCCESS`` last.
+Layout under ``output_uri``: ``models/`` (per zone ``<zone>.joblib``, pickle protocol 5, the zone
+percent-encoded in the file name when it holds characters such as ``/``; or per task a bundle
+``part-<run>-<task>.joblib``, see :mod:`.bundles`), ``manifest.parquet`` (each zone's ``artifact``
+file and, for a bundle, its ``artifact_key``), ``summary.json``, then ``_SUCCESS`` last. Load models
+with :mod:`.loading`, which reads both layouts.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 import urllib.parse
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -21,10 +25,12 @@ MANIFEST_NAME = "manifest.parquet"
 SUMMARY_NAME = "summary.json"
 MODELS_DIR = "models"
 SCHEMA_VERSION = 1
-# Columns of contracts.md, then ``cpu_s`` (CPU seconds spent in the trainer, for utilisation figures).
+# Columns of contracts.md, then ``cpu_s`` (CPU seconds spent in the trainer, for utilisation figures)
+# and ``artifact_key`` (the zone's key in a bundle file; null for a file of its own).
 COLUMNS = ("application", "zone", "status", "error", "rows", "duration_s", "metrics", "artifact", "attempt")
-EXTRA_COLUMNS = ("cpu_s",)
+EXTRA_COLUMNS = ("cpu_s", "artifact_key")
 MAX_LISTED_FAILURES = 100
+_BUNDLE_NAME = re.compile(r"part-[0-9a-f]{12}-\d{5,}(-\d+)?\.joblib")
 
 
 def manifest_schema() -> pa.Schema:
@@ -43,6 +49,7 @@ def manifest_schema() -> pa.Schema:
             ("artifact", pa.string()),
             ("attempt", pa.int64()),
             ("cpu_s", pa.float64()),
+            ("artifact_key", pa.string()),
         ]
     )
 
@@ -88,7 +95,10 @@ def read_manifest(uri: str) -> list[dict[str, Any]]:
         raise ConfigError(
             f"--only-failed {uri!r} is not a zone-training manifest (missing columns {missing})"
         )
-    return table.to_pylist()
+    rows = table.to_pylist()
+    for row in rows:  # manifests written before bundles existed lack the column
+        row.setdefault("artifact_key", None)
+    return rows
 
 
 def failed_zones(previous: Sequence[dict[str, Any]], application: str, uri: str) -> list[str]:
@@ -144,7 +154,40 @@ def build_summary(
 
 
 def write_artifact(output_uri: str, application: str, rows: Sequence[dict[str, Any]], summary: dict) -> None:
-    """Write the manifest and the summary, then ``_SUCCESS`` (the models are already written)."""
+    """Write the manifest and the summary, then ``_SUCCESS`` (the models are already written).
+
+    Bundle files in ``models/`` that the manifest does not reference (an earlier run's, or of a task
+    that was cancelled and rerun) are removed once the manifest is in place.
+    """
     artifacts.write_parquet_atomic(artifacts.join(output_uri, MANIFEST_NAME), build_table(application, rows))
+    prune_bundles(artifacts.join(output_uri, MODELS_DIR), {r["artifact"] for r in rows if r.get("artifact")})
     artifacts.write_json_atomic(artifacts.join(output_uri, SUMMARY_NAME), summary)
     artifacts.mark_complete(output_uri)
+
+
+def prune_bundles(models_uri: str, referenced: set[str]) -> list[str]:
+    """Delete bundle files (``part-<run>-<task>*.joblib``) under ``models_uri`` not in ``referenced``.
+
+    :returns: the URIs deleted.
+    """
+    import pyarrow.fs as pafs
+
+    fs, path = artifacts.resolve(models_uri)
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+    except artifacts.pa_errors() as exc:
+        raise ArtifactError(f"could not list {models_uri!r}: {exc}") from exc
+    # Compared as resolved paths: the same folder may be spelled differently (relative, absolute) by
+    # the run that wrote a bundle and the --only-failed run that still references it.
+    kept = {posixpath.normpath(artifacts.resolve(uri)[1]) for uri in referenced if uri and uri != "None"}
+    deleted = []
+    for info in infos:
+        uri = artifacts.join(models_uri, info.base_name)
+        stale = _BUNDLE_NAME.fullmatch(info.base_name) and posixpath.normpath(info.path) not in kept
+        if info.type == pafs.FileType.File and stale:
+            try:
+                fs.delete_file(info.path)
+            except artifacts.pa_errors() as exc:
+                raise ArtifactError(f"could not remove the stale bundle {uri!r}: {exc}") from exc
+            deleted.append(uri)
+    return deleted

@@ -9,7 +9,8 @@ The config keys are described in :mod:`airflow_ray_provider.workloads.zone_train
 can be checked is checked before Ray starts (config, trainer, dataset columns, nulls, emptiness, the
 ``--only-failed`` manifest). Then zones are batched adaptively into Ray tasks
 (:mod:`~airflow_ray_provider.workloads.zone_training.batching`), each task trains its zones with the math
-libraries capped to ``num_cpus`` threads and writes one model per zone; the driver writes
+libraries capped to ``num_cpus`` threads and saves its models (one bundle per task or one file per
+zone, :mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver writes
 ``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
 (:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -41,7 +43,7 @@ from airflow_ray_provider.workloads.zone_training.manifest import (
     read_manifest,
     write_artifact,
 )
-from airflow_ray_provider.workloads.zone_training.trainers import BUILTIN_TRAINERS, load_trainer
+from airflow_ray_provider.workloads.zone_training.trainers import check_trainer
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
@@ -63,8 +65,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     :raises ArtifactError: the output could not be written.
     """
     started_at, t0 = _now(), time.monotonic()
-    load_trainer(cfg.trainer)
-    plan = inspect_dataset(cfg, numeric_features=cfg.trainer in BUILTIN_TRAINERS)
+    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     artifacts.resolve(cfg.output_uri)
     log.info(
@@ -88,6 +89,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         "ray_session": ray_mode,
         "run_info": cfg.run_info,
         "trainer": cfg.trainer,
+        "artifacts": cfg.artifacts,
         "data_uri": cfg.data_uri,
         "only_failed": only_failed,
         "timings_s": timings,
@@ -207,6 +209,8 @@ def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
         zone_timeout_s=cfg.zone_timeout_s,
         zone_retries=cfg.zone_retries,
         partitioned=plan.partitioned_by_zone,
+        artifacts=cfg.artifacts,
+        run_token=uuid.uuid4().hex[:12],
     )
 
 

@@ -38,7 +38,7 @@ def _batch_task(
     ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any
 ) -> dict[str, Any]:
     on_start = (lambda: board.started.remote(key)) if board is not None else None
-    return run_batch(ctx, zones, tables, on_start=on_start)
+    return run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
 
 
 @dataclass
@@ -201,6 +201,7 @@ class ZoneScheduler:
             "cpu_s": 0.0,
             "metrics": "{}",
             "artifact": None,
+            "artifact_key": None,
             "attempt": self._sources.attempt(zone.key),
         }
         self._add([row])

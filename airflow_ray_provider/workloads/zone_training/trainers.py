@@ -7,8 +7,19 @@ A trainer is any callable::
 
 ``frame`` holds one zone's rows: the zone column (a pandas ``Categorical`` holding the zone as a
 string), the label and the feature columns, indexed from 0; ``kwargs`` are the config's
-``trainer_kwargs``. It returns the fitted model (pickled to ``models/<zone>.joblib``) and a flat dict
-of metrics (JSON-serialisable numbers; NaN/inf are stored as null).
+``trainer_kwargs``. It returns the fitted model (pickled into ``models/``) and a flat dict of metrics
+(JSON-serialisable numbers; NaN/inf are stored as null).
+
+**Array trainers** skip the per-zone DataFrame: a function decorated with :func:`array_trainer` is
+called as::
+
+    def train_arrays(X: numpy.ndarray, y: numpy.ndarray, *, feature_names: list[str], **kwargs)
+        -> tuple[model, dict[str, float]]
+
+with ``X`` the zone's feature columns as float64 (rows x features, nulls as NaN) and ``y`` its
+labels (the label column's NumPy conversion). Any callable with a callable ``train_arrays``
+attribute is treated the same way (the worker calls that attribute). Feature columns must then be
+numeric (checked before training starts). The decorated function stays callable with a DataFrame.
 
 Built-ins (``trainer_kwargs``: ``validation_fraction`` (0.2; 0 scores on the training rows), every
 other key goes to the estimator): ``ridge``, ``hist_gradient_boosting`` (regression: rmse, mae, r2),
@@ -30,6 +41,45 @@ if TYPE_CHECKING:
     import pandas as pd
 
 TrainerFn = Callable[..., tuple[Any, dict[str, Any]]]
+
+
+class ArrayTrainer:
+    """A trainer taking NumPy arrays, also callable with a DataFrame (the classic trainer signature).
+
+    :param fn: ``fn(X, y, *, feature_names, **kwargs) -> (model, metrics)``.
+    :param name: shown in logs and errors.
+    """
+
+    def __init__(self, fn: TrainerFn, name: str | None = None) -> None:
+        self.train_arrays = fn
+        self.__name__ = name or getattr(fn, "__name__", "array_trainer")
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    def __call__(
+        self, frame: pd.DataFrame, *, label_column: str, feature_columns: list[str], **kwargs: Any
+    ) -> tuple[Any, dict[str, Any]]:
+        """Train on a DataFrame: its feature columns as float64 and its labels, then :attr:`train_arrays`."""
+        import numpy as np
+
+        x = frame[list(feature_columns)].to_numpy(dtype=np.float64)
+        return self.train_arrays(
+            x, frame[label_column].to_numpy(), feature_names=list(feature_columns), **kwargs
+        )
+
+
+def array_trainer(fn: TrainerFn) -> ArrayTrainer:
+    """Declare that ``fn`` takes ``(X, y, *, feature_names, **kwargs)`` arrays instead of a DataFrame.
+
+    :param fn: the array trainer function.
+    """
+    return ArrayTrainer(fn)
+
+
+def array_entry(trainer: Any) -> TrainerFn | None:
+    """The array entry point of ``trainer`` (its ``train_arrays``), or ``None`` for a DataFrame trainer."""
+    fn = getattr(trainer, "train_arrays", None)
+    return fn if callable(fn) else None
+
 
 _ESTIMATORS = {
     "ridge": ("sklearn.linear_model", "Ridge", "regression"),
@@ -66,30 +116,44 @@ def load_trainer(spec: str) -> TrainerFn:
     return fn
 
 
+def check_trainer(spec: str) -> bool:
+    """Validate a trainer spec before training; return whether it takes arrays.
+
+    A built-in name is known without importing scikit-learn (several seconds of a short job's
+    driver on this machine, and the workers import it anyway); a ``module:function`` is imported.
+
+    :raises ConfigError: as :func:`load_trainer`.
+    """
+    if spec in _ESTIMATORS:
+        return True
+    return array_entry(load_trainer(spec)) is not None
+
+
 def _builtin(name: str) -> TrainerFn:
     module_name, cls_name, task = _ESTIMATORS[name]
     estimator_cls = getattr(importlib.import_module(module_name), cls_name)  # import once, not per zone
 
-    def train(
-        frame: pd.DataFrame, *, label_column: str, feature_columns: list[str], **kwargs: Any
+    def train_arrays(
+        x: np.ndarray, y: np.ndarray, *, feature_names: list[str], **kwargs: Any
     ) -> tuple[Any, dict[str, Any]]:
         fraction = float(kwargs.pop("validation_fraction", 0.2))
-        return fit_and_score(estimator_cls(**kwargs), frame, label_column, feature_columns, task, fraction)
+        return fit_and_score(estimator_cls(**kwargs), x, y, feature_names, task, fraction)
 
-    train.__name__ = name
-    return train
+    return ArrayTrainer(train_arrays, name)
 
 
 def fit_and_score(
-    model: Any, frame: pd.DataFrame, label: str, features: list[str], task: str, validation_fraction: float
+    model: Any, x: np.ndarray, y: np.ndarray, features: list[str], task: str, validation_fraction: float
 ) -> tuple[Any, dict[str, Any]]:
-    """Fit ``model`` on the non-held-out rows and score it on the held-out ones (float64)."""
+    """Fit ``model`` on the non-held-out rows and score it on the held-out ones.
+
+    :param x: features, rows x columns (float64).
+    :param y: labels.
+    """
     import numpy as np
 
-    x = frame[features].to_numpy(dtype=np.float64)
-    y = frame[label].to_numpy()
-    held = holdout_mask(len(frame), validation_fraction)
-    train = ~held if held.any() and (~held).any() else np.ones(len(frame), dtype=bool)
+    held = holdout_mask(len(x), validation_fraction)
+    train = ~held if held.any() and (~held).any() else np.ones(len(x), dtype=bool)
     test = held if held.any() and (~held).any() else train
     model.fit(x[train], y[train])
     scorer = _regression_metrics if task == "regression" else _classification_metrics

@@ -1,14 +1,16 @@
-"""What one training task does: build its zones' frame once, then fit zones and write their models.
+"""What one training task does: build its zones' input once, then fit zones and write their models.
 
 Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-process). The batch's rows
-become one DataFrame (:mod:`zone_frame`); each zone gets a 0-based slice of it. Zones go in groups:
-fit a group, then write its models, atomically (:mod:`zone_writes`: plain ``os`` calls on local
-paths, ``pyarrow.fs`` for remote URIs). A zone that raises or times out is recorded as failed and the
-batch goes on; only small result rows go back to the driver.
+become one DataFrame, or for array trainers one feature block and one label array (:mod:`.frame`);
+each zone gets a 0-based slice or views of it. Zones go in groups: fit a group, then save its models
+(:mod:`.bundles`: one file per zone, or one bundle per task written once its zones are done; always
+atomically, see :mod:`.writes`). A zone that raises or times out is recorded as failed and the batch
+goes on; only small result rows go back to the driver.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -18,11 +20,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.workloads.zone_training.frame import Segment, segments_frame
-from airflow_ray_provider.workloads.zone_training.manifest import model_file_name
-from airflow_ray_provider.workloads.zone_training.trainers import TrainerFn, clean_metrics, load_trainer
+from airflow_ray_provider.workloads.zone_training.bundles import ModelSaver
+from airflow_ray_provider.workloads.zone_training.frame import Segment, segments_arrays, segments_frame
+from airflow_ray_provider.workloads.zone_training.trainers import (
+    TrainerFn,
+    array_entry,
+    clean_metrics,
+    load_trainer,
+)
 from airflow_ray_provider.workloads.zone_training.watchdog import ZoneTimeout, watchdog
-from airflow_ray_provider.workloads.zone_training.writes import ModelWriter
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,6 +81,8 @@ class WorkerContext:
     zone_timeout_s: float | None = None
     zone_retries: int = 0
     partitioned: bool = False
+    artifacts: str = "per_zone"
+    run_token: str = "run"
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -115,24 +123,25 @@ def run_batch(
     tables: Sequence[pa.Table],
     *,
     on_start: Callable[[], Any] | None = None,
+    task_key: int = 0,
 ) -> dict[str, Any]:
     """Train every zone of a batch; return ``{"results": [row, ...], "task_s", "zones_s", "rows", "wall"}``.
 
     ``task_s`` is the whole task; ``zones_s`` the zones' share (without one-off imports and the
     batch's data preparation); ``wall`` the task's (start, end) as epoch seconds.
 
-    Zones go in groups of :data:`GROUP_ZONES`: slice the group's frames, fit them, then write their
+    Zones go in groups of :data:`GROUP_ZONES`: slice the group's inputs, fit them, then write their
     models. Doing each step for a few zones in a row, rather than all steps zone by zone, keeps the
     interpreter's and the CPU's caches warm: with ~1 ms Ridge fits, in-process, it cut the per-zone
     work around the fit from about 200 to 100 µs here, and the fits ran about 10 % faster too.
 
     :param on_start: called once the batch is ready and its first zone starts (after one-off imports).
+    :param task_key: the task's number in the run (names its model bundle, see :mod:`.bundles`).
     """
     started, started_wall = time.perf_counter(), time.time()
     apply_thread_budget(ctx.threads)
     try:
-        trainer = _trainer(ctx.trainer)
-        frame, bounds = build_frame(ctx, zones, tables)
+        batch = BatchInput(ctx, _trainer(ctx.trainer), zones, tables)
     except Exception as exc:
         error = f"could not prepare the batch: {type(exc).__name__}: {exc}"[:_ERROR_CHARS]
         rows = [_failed(z, error, z.rows, 0.0, 0.0) for z in zones]
@@ -142,21 +151,60 @@ def run_batch(
     if on_start is not None:
         on_start()
     zones_started = time.perf_counter()
-    writer = ModelWriter(ctx.models_uri)
+    saver = ModelSaver(ctx.models_uri, ctx.artifacts, f"part-{ctx.run_token}-{task_key:05d}")
     results: list[dict[str, Any]] = []
     for first in range(0, len(zones), GROUP_ZONES):
-        group = zones[first : first + GROUP_ZONES]
-        parts = [zone_part(frame, lo, hi) for lo, hi in bounds[first : first + GROUP_ZONES]]
-        fitted = [fit_zone(ctx, trainer, zone, part) for zone, part in zip(group, parts, strict=True)]
-        results.extend(save_zone(writer, outcome) for outcome in fitted)
+        group = range(first, min(first + GROUP_ZONES, len(zones)))
+        calls = [batch.zone_call(i) for i in group]
+        fitted = [fit_zone(ctx, zones[i], rows, call) for i, (rows, call) in zip(group, calls, strict=True)]
+        results.extend(save_zone(saver, outcome) for outcome in fitted)
+    saver.flush()
     done = time.perf_counter()
     return {
         "results": results,
         "task_s": done - started,
         "zones_s": done - zones_started,
-        "rows": len(frame),
+        "rows": batch.rows,
         "wall": (started_wall, started_wall + done - started),
     }
+
+
+ZoneCall = Callable[[], Any]
+"""Calls the trainer on one zone's rows (bound arguments), returning what the trainer returns."""
+
+
+class BatchInput:
+    """The batch's rows in the form its trainer takes, built once; :meth:`zone_call` per zone.
+
+    DataFrame trainers get a 0-based slice of one batch DataFrame (:func:`build_frame`); array
+    trainers (:func:`~.trainers.array_entry`) get views of one float64 feature block and the labels.
+    """
+
+    def __init__(
+        self, ctx: WorkerContext, trainer: TrainerFn, zones: Sequence[ZoneWork], tables: Sequence[pa.Table]
+    ) -> None:
+        self._ctx = ctx
+        self._trainer = trainer
+        self._arrays = array_entry(trainer)
+        segments, sizes = _batch_segments(ctx, zones, tables)
+        ends = list(itertools.accumulate(sizes))
+        self.bounds = [(end - size, end) for end, size in zip(ends, sizes, strict=True)]
+        self.rows = ends[-1] if ends else 0
+        if self._arrays is not None:
+            self._x, self._y = segments_arrays(segments, ctx.label_column, ctx.feature_columns)
+        else:
+            self._frame = build_frame(ctx, zones, segments, sizes)
+
+    def zone_call(self, index: int) -> tuple[int, ZoneCall]:
+        """Zone ``index``'s row count and the trainer call on its rows (nothing is copied)."""
+        lo, hi = self.bounds[index]
+        ctx, kwargs = self._ctx, self._ctx.trainer_kwargs
+        if self._arrays is not None:
+            fn, x, y, names = self._arrays, self._x[lo:hi], self._y[lo:hi], list(ctx.feature_columns)
+            return hi - lo, lambda: fn(x, y, feature_names=names, **kwargs)
+        part, trainer = zone_part(self._frame, lo, hi), self._trainer
+        label, features = ctx.label_column, list(ctx.feature_columns)
+        return hi - lo, lambda: trainer(part, label_column=label, feature_columns=features, **kwargs)
 
 
 def zone_part(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
@@ -177,10 +225,23 @@ def _trainer(spec: str) -> TrainerFn:
     return _trainers[spec]
 
 
-def build_frame(
+def _batch_segments(
     ctx: WorkerContext, zones: Sequence[ZoneWork], tables: Sequence[pa.Table]
-) -> tuple[pd.DataFrame, list[tuple[int, int]]]:
-    """One DataFrame with the batch's zones one after another, and each zone's row range in it.
+) -> tuple[list[Segment], list[int]]:
+    """Every zone's row slices, zone after zone, and each zone's row count."""
+    segments: list[Segment] = []
+    sizes: list[int] = []
+    for zone in zones:
+        zone_segments = _zone_segments(ctx, zone, tables)
+        sizes.append(sum(rows for _, _, rows in zone_segments))
+        segments.extend(zone_segments)
+    return segments, sizes
+
+
+def build_frame(
+    ctx: WorkerContext, zones: Sequence[ZoneWork], segments: Sequence[Segment], sizes: Sequence[int]
+) -> pd.DataFrame:
+    """One DataFrame with the batch's zones one after another (zone ``i`` has ``sizes[i]`` rows).
 
     The zone column is rebuilt as a pandas ``Categorical`` of the zone keys: converting the original
     string column costs about as much as a small model's fit.
@@ -188,17 +249,10 @@ def build_frame(
     import numpy as np
     import pandas as pd
 
-    segments: list[Segment] = []
-    sizes: list[int] = []
-    for zone in zones:
-        zone_segments = _zone_segments(ctx, zone, tables)
-        sizes.append(sum(rows for _, _, rows in zone_segments))
-        segments.extend(zone_segments)
     frame = segments_frame(segments, [ctx.label_column, *ctx.feature_columns])
     codes = np.repeat(np.arange(len(zones), dtype=np.int32), sizes)
     frame.insert(0, ctx.zone_column, pd.Categorical.from_codes(codes, categories=[z.key for z in zones]))
-    ends = np.cumsum(sizes).tolist()
-    return frame, [(end - size, end) for end, size in zip(ends, sizes, strict=True)]
+    return frame
 
 
 def _zone_segments(ctx: WorkerContext, zone: ZoneWork, tables: Sequence[pa.Table]) -> list[Segment]:
@@ -229,10 +283,13 @@ class FitOutcome:
     error: str | None = None
 
 
-def fit_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.DataFrame) -> FitOutcome:
+def fit_zone(ctx: WorkerContext, zone: ZoneWork, rows: int, call: ZoneCall) -> FitOutcome:
     """Fit one zone, with ``zone_retries`` extra tries on exceptions and the ``zone_timeout_s`` limit.
 
     ``cpu_s`` is the CPU time of the trainer calls (all tries), the "per-fit CPU" of the benchmarks.
+
+    :param rows: the zone's rows.
+    :param call: the trainer call on the zone's rows (see :meth:`BatchInput.zone_call`).
     """
     started = time.perf_counter()
     tries = 1 + ctx.zone_retries
@@ -241,7 +298,7 @@ def fit_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.D
     for attempt in range(1, tries + 1):
         cpu_start = time.process_time()
         try:
-            model, metrics = _call_with_timeout(ctx, trainer, frame)
+            model, metrics = _call_with_timeout(ctx, call)
         except ZoneTimeout:
             error = f"timed out after {ctx.zone_timeout_s:g}s (zone_timeout_s)"
             cpu += time.process_time() - cpu_start
@@ -251,43 +308,47 @@ def fit_zone(ctx: WorkerContext, trainer: TrainerFn, zone: ZoneWork, frame: pd.D
             error = _describe(exc, zone.key, attempt, tries)
             continue
         cpu += time.process_time() - cpu_start
-        return FitOutcome(zone, len(frame), time.perf_counter() - started, cpu, model, metrics)
-    return FitOutcome(zone, len(frame), time.perf_counter() - started, cpu, error=error)
+        return FitOutcome(zone, rows, time.perf_counter() - started, cpu, model, metrics)
+    return FitOutcome(zone, rows, time.perf_counter() - started, cpu, error=error)
 
 
-def save_zone(writer: ModelWriter, outcome: FitOutcome) -> dict[str, Any]:
-    """Write a fitted zone's model (atomically) and return its manifest row; a failed fit's row as is."""
+def save_zone(saver: ModelSaver, outcome: FitOutcome) -> dict[str, Any]:
+    """Save a fitted zone's model (its file, or the task's bundle) and return its manifest row.
+
+    A failed fit's row is returned as is; a bundled zone's row is completed by ``saver.flush()``.
+    """
     zone, rows, duration, cpu = outcome.zone, outcome.rows, outcome.duration_s, outcome.cpu_s
     if outcome.error is not None:
         return _failed(zone, outcome.error, rows, duration, cpu)
-    try:
-        metrics_json = json.dumps(outcome.metrics, allow_nan=False)
-        uri = writer.write(model_file_name(zone.key), pickle.dumps(outcome.model, protocol=5))
-    except Exception as exc:
-        return _failed(
-            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
-        )
-    return {
+    row = {
         "zone": zone.key,
         "status": "succeeded",
         "error": None,
         "rows": rows,
         "duration_s": duration,
         "cpu_s": cpu,
-        "metrics": metrics_json,
-        "artifact": uri,
+        "metrics": None,
+        "artifact": None,
+        "artifact_key": None,
         "attempt": zone.attempt,
     }
+    try:
+        row["metrics"] = json.dumps(outcome.metrics, allow_nan=False)
+        saver.save(row, pickle.dumps(outcome.model, protocol=5))
+    except Exception as exc:
+        return _failed(
+            zone, f"could not save the model or metrics: {type(exc).__name__}: {exc}", rows, duration, cpu
+        )
+    return row
 
 
-def _call_with_timeout(ctx: WorkerContext, trainer: TrainerFn, frame: pd.DataFrame) -> tuple[Any, dict]:
-    kwargs = dict(label_column=ctx.label_column, feature_columns=list(ctx.feature_columns))
+def _call_with_timeout(ctx: WorkerContext, call: ZoneCall) -> tuple[Any, dict]:
     if ctx.zone_timeout_s is None:
-        return _checked(trainer(frame, **kwargs, **ctx.trainer_kwargs))
+        return _checked(call())
     dog = watchdog()
     dog.arm(ctx.zone_timeout_s)
     try:
-        result = trainer(frame, **kwargs, **ctx.trainer_kwargs)
+        result = call()
     finally:
         fired = dog.disarm()
     if fired:
@@ -311,6 +372,7 @@ def _failed(zone: ZoneWork, error: str, rows: int, duration: float, cpu: float) 
         "cpu_s": cpu,
         "metrics": "{}",
         "artifact": None,
+        "artifact_key": None,
         "attempt": zone.attempt,
     }
 

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_ray_provider.workloads.common import artifacts
+from airflow_ray_provider.workloads.zone_training import load_zone_model, load_zone_models
 from airflow_ray_provider.workloads.zone_training.config import parse_config
 from airflow_ray_provider.workloads.zone_training.run import run_zone_training
 
@@ -19,9 +20,11 @@ def manifest(out: str) -> dict[str, dict]:
     return {r["zone"]: r for r in pq.read_table(f"{out}/manifest.parquet").to_pylist()}
 
 
-@pytest.mark.parametrize("layout", ["file", "partitioned"])
-def test_every_zone_gets_a_model_manifest_row_and_summary(zone_ray, zone_data, zone_config, layout) -> None:
-    raw = zone_config(data_uri=zone_data[layout], run_info={"dag_id": "d", "run_id": "r"})
+@pytest.mark.parametrize(("layout", "models"), [("file", "auto"), ("partitioned", "per_zone")])
+def test_every_zone_gets_a_model_manifest_row_and_summary(
+    zone_ray, zone_data, zone_config, layout, models
+) -> None:
+    raw = zone_config(data_uri=zone_data[layout], run_info={"dag_id": "d", "run_id": "r"}, artifacts=models)
     summary = run_zone_training(parse_config(raw))
     out = raw["output_uri"]
     rows = manifest(out)
@@ -31,7 +34,13 @@ def test_every_zone_gets_a_model_manifest_row_and_summary(zone_ray, zone_data, z
     assert all(r["status"] == "succeeded" and r["attempt"] == 1 for r in rows.values())
     some = rows["z00003"]
     assert json.loads(some["metrics"])["r2"] > 0.5 and some["cpu_s"] > 0 and some["duration_s"] > 0
-    assert joblib.load(some["artifact"]).n_features_in_ == 4
+    assert load_zone_model(out, "z00003").n_features_in_ == 4
+    assert len(load_zone_models(out)) == 24
+    if models == "per_zone":
+        assert some["artifact_key"] is None and joblib.load(some["artifact"]).n_features_in_ == 4
+    else:  # small models: one bundle per task
+        assert some["artifact_key"] == "z00003"
+        assert len({r["artifact"] for r in rows.values()}) == summary["run"]["tasks"]["count"]
     assert artifacts.is_complete(out)
     assert summary == artifacts.read_json(f"{out}/summary.json")
     assert (summary["zones_total"], summary["succeeded"], summary["failed"]) == (24, 24, 0)
@@ -44,19 +53,28 @@ def test_every_zone_gets_a_model_manifest_row_and_summary(zone_ray, zone_data, z
 def test_failing_zones_then_only_failed_retrains_just_those(zone_ray, zone_config) -> None:
     bad = ["z00002", "z00017"]
     trainer = "tests.fixtures.zone_training:zone_flaky_trainer"
-    raw = zone_config(trainer=trainer, trainer_kwargs={"fail_zones": bad}, max_failed_fraction=0.5)
+    raw = zone_config(
+        trainer=trainer, trainer_kwargs={"fail_zones": bad}, max_failed_fraction=0.5, artifacts="bundled"
+    )
     first = run_zone_training(parse_config(raw))
     assert first["failed_zones"] == bad and first["succeeded"] == 22 and not first["threshold_exceeded"]
     before = manifest(raw["output_uri"])
     assert before["z00002"]["error"] == "ValueError: bad data in zone z00002"
 
     raw["trainer_kwargs"] = {"fail_zones": ["z00017"]}  # z00002 is fixed, z00017 still fails
+    raw["artifacts"] = "per_zone"  # the rerun writes the other layout; the merged manifest holds both
     second = run_zone_training(parse_config(raw), only_failed=first["manifest"])
     after = manifest(raw["output_uri"])
     assert second["failed_zones"] == ["z00017"] and second["zones_total"] == 24
     assert after["z00002"]["status"] == "succeeded" and after["z00002"]["attempt"] == 2
     assert after["z00017"]["attempt"] == 2 and after["z00005"]["attempt"] == 1
     assert after["z00005"]["duration_s"] == before["z00005"]["duration_s"]  # not retrained
+    assert after["z00002"]["artifact_key"] is None and after["z00002"]["artifact"].endswith("/z00002.joblib")
+    assert after["z00005"]["artifact"] == before["z00005"]["artifact"] and after["z00005"]["artifact_key"]
+    models = load_zone_models(raw["output_uri"])
+    assert sorted(models) == sorted(z for z in after if z != "z00017")
+    with pytest.raises(KeyError, match="z00017"):
+        load_zone_model(raw["output_uri"], "z00017")
 
 
 def test_crashing_zone_is_isolated_and_slow_zone_times_out(zone_ray, zone_config) -> None:

@@ -135,3 +135,63 @@ def test_only_failed_with_nothing_failed_rewrites_the_artifact_without_ray(tmp_p
     rows = {r["zone"]: r for r in pq.read_table(summary["manifest"]).to_pylist()}
     assert rows["z-gone"]["attempt"] == 2 and "is no longer in" in rows["z-gone"]["error"]
     assert rows["z00000"]["artifact"] == "m.joblib"
+
+
+def test_nulls_in_the_zone_partition_key(tmp_path) -> None:
+    root = tmp_path / "parts"
+    for value, rows in (("__HIVE_DEFAULT_PARTITION__", 2), ("a", 1)):
+        (root / f"zone={value}").mkdir(parents=True)
+        pq.write_table(
+            pa.table({"y": [1.0] * rows, "f0": [2.0] * rows}), root / f"zone={value}" / "p.parquet"
+        )
+    assert_rejected(config(tmp_path, str(root)), DataError, "2 of 3 rows have a null zone in column 'zone'")
+
+
+def test_empty_partitioned_dataset(tmp_path) -> None:
+    root = tmp_path / "parts"
+    (root / "zone=a").mkdir(parents=True)
+    schema = pa.schema([("y", pa.float64()), ("f0", pa.float64())])
+    pq.write_table(schema.empty_table(), root / "zone=a" / "p.parquet")
+    assert_rejected(config(tmp_path, str(root)), DataError, "is empty (0 rows)")
+
+
+def test_non_numeric_features_with_a_custom_array_trainer(tmp_path) -> None:
+    path = str(tmp_path / "text.parquet")
+    pq.write_table(pa.table({"zone": ["a"], "y": [1.0], "city": ["x"]}), path)
+    raw = config(tmp_path, path, trainer="tests.fixtures.zone_training:zone_array_trainer")
+    assert_rejected(raw, DataError, "feature columns ['city'] are not numeric; the trainer")
+
+
+def test_zone_counts_match_the_data_for_string_and_integer_zones(tmp_path) -> None:
+    path = str(tmp_path / "ints.parquet")
+    pq.write_table(pa.table({"zone": [3, 1, 3, 3, 2], "y": [1.0] * 5, "f0": [2.0] * 5}), path)
+    assert inspect_dataset(parse_config(config(tmp_path, path)), numeric_features=True).zone_rows == {
+        "1": 1,
+        "2": 1,
+        "3": 3,
+    }
+    many = str(tmp_path / "strings.parquet")
+    zones = pa.array([f"z{i % 7}" for i in range(1000)])
+    pq.write_table(pa.table({"zone": zones, "y": [1.0] * 1000, "f0": [0.0] * 1000}), many, row_group_size=300)
+    counts = inspect_dataset(parse_config(config(tmp_path, many)), numeric_features=True).zone_rows
+    assert counts == {f"z{i}": len(range(i, 1000, 7)) for i in range(7)}
+
+
+def test_validating_a_builtin_trainer_imports_no_scikit_learn(tmp_path, data) -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from airflow_ray_provider.workloads.zone_training.config import parse_config\n"
+        "from airflow_ray_provider.workloads.zone_training.dataset import inspect_dataset\n"
+        "from airflow_ray_provider.workloads.zone_training.trainers import check_trainer\n"
+        f"cfg = parse_config({config(tmp_path, data)!r})\n"
+        "plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))\n"
+        "assert len(plan.zone_rows) == 5, plan.zone_rows\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sklearn', 'ray')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"

@@ -170,3 +170,56 @@ def test_a_zone_part_is_indexed_from_zero_and_writes_to_it_leave_the_batch_alone
     assert list(part.index) == [0, 1, 2, 3] and part["y"].tolist() == [3.0, 4.0, 5.0, 6.0]
     part.loc[0, "y"] = -1.0
     assert batch.loc[3, "y"] == 3.0 and list(batch.index) == list(range(10))
+
+
+def test_builtin_trainers_take_the_array_path_and_build_no_dataframe(tmp_path, monkeypatch) -> None:
+    def no_frame(*args, **kwargs):
+        raise AssertionError("a DataFrame was built for an array trainer")
+
+    monkeypatch.setattr(zone_worker, "build_frame", no_frame)
+    zones = {"a": 30, "b": 50}
+    out = run_batch(context(tmp_path), work_items(zones), [make_table(zones)])
+    assert [r["status"] for r in out["results"]] == ["succeeded", "succeeded"]
+    model = joblib.load(out["results"][1]["artifact"])
+    assert model.coef_[0] == pytest.approx(2.0, abs=1e-3) and list(model.feature_names_in_) == ["f0", "f1"]
+
+
+def test_custom_array_trainer_gets_float64_views_and_fails_per_zone(tmp_path) -> None:
+    zones = {"a": 30, "b": 17, "c": 40}
+    table = make_table(zones).set_column(1, "f0", pa.array([float(i % 30) for i in range(87)], pa.int32()))
+    ctx = context(
+        tmp_path,
+        trainer="tests.fixtures.zone_training:zone_array_trainer",
+        trainer_kwargs={"fail_rows": [17]},
+    )
+    rows = {r["zone"]: r for r in run_batch(ctx, work_items(zones), [table])["results"]}
+    assert [rows[z]["status"] for z in zones] == ["succeeded", "failed", "succeeded"]
+    assert rows["b"]["error"] == "ValueError: bad zone of 17 rows"
+    metrics = json.loads(rows["c"]["metrics"])
+    assert metrics["x_is_float64_array"] and metrics["x_shares_the_batch_block"]
+    assert metrics["feature_names"] == "f0,f1" and metrics["train_rows"] + metrics["validation_rows"] == 40
+
+
+def test_dataframe_trainers_still_get_a_dataframe_and_array_trainers_accept_one(tmp_path) -> None:
+    import pandas as pd
+
+    from airflow_ray_provider.workloads.zone_training.trainers import array_entry, load_trainer
+
+    seen: list[type] = []
+
+    def frame_trainer(frame, *, label_column, feature_columns, **kwargs):
+        seen.append(type(frame))
+        assert list(frame.columns) == ["zone", "y", "f0", "f1"] and frame["zone"].iloc[0] == "a"
+        return load_trainer("ridge")(frame, label_column=label_column, feature_columns=feature_columns)
+
+    assert array_entry(frame_trainer) is None and array_entry(load_trainer("ridge")) is not None
+    zone_worker._trainers["frame-trainer"] = frame_trainer
+    try:
+        zones = {"a": 30}
+        (res,) = run_batch(
+            context(tmp_path, trainer="frame-trainer"), work_items(zones), [make_table(zones)]
+        )["results"]
+    finally:
+        del zone_worker._trainers["frame-trainer"]
+    assert seen == [pd.DataFrame] and res["status"] == "succeeded"
+    assert json.loads(res["metrics"])["r2"] > 0.999
