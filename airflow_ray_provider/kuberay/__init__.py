@@ -1,7 +1,8 @@
-"""KubeRay client layer: RayCluster CRs over the official ``kubernetes`` client. Never imports Airflow.
+"""KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
 The typed client (:mod:`.client`), the spec (:mod:`.spec`) and the body builder (:mod:`.builder`), the
-typed status (:mod:`.status`), ownership labels (:mod:`.labels`), field checks (:mod:`.validation`), the
+typed status (:mod:`.status`), RayJobs (:mod:`.rayjob`: client and typed status; :mod:`.rayjob_spec`: the
+body and KubeRay's rules), ownership labels (:mod:`.labels`), field checks (:mod:`.validation`), the
 RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`). Importing it stays light: the
 ``kubernetes`` package is imported only when a client call needs it, so DAG parsing never loads it.
 """
@@ -23,6 +24,13 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRaySpecError,
     KubeRayTimeoutError,
 )
+from airflow_ray_provider.kuberay.rayjob import RayJobClient, RayJobStatus
+from airflow_ray_provider.kuberay.rayjob_spec import (
+    SUBMISSION_MODES,
+    RayJobOptions,
+    build_rayjob_body,
+    check_rayjob_name,
+)
 from airflow_ray_provider.kuberay.rbac import role_manifest
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
@@ -36,6 +44,7 @@ from airflow_ray_provider.kuberay.status import ClusterStatus, Readiness, dashbo
 
 __all__ = [
     "AUTH_MODES",
+    "SUBMISSION_MODES",
     "ClusterStatus",
     "HeadGroup",
     "KubeRayApiError",
@@ -46,10 +55,15 @@ __all__ = [
     "KubeRaySpecError",
     "KubeRayTimeoutError",
     "RayClusterSpec",
+    "RayJobClient",
+    "RayJobOptions",
+    "RayJobStatus",
     "Readiness",
     "TokenRef",
     "WorkerGroup",
     "build_body",
+    "build_rayjob_body",
+    "check_rayjob_name",
     "dashboard_url",
     "generate_name",
     "is_transient",

@@ -5,11 +5,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# RayCluster verbs for create / wait / delete / janitor, and reading the token Secret KubeRay generates.
+# RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
+# create / wait / re-attach / suspend / delete, and reading the token Secret KubeRay generates.
 BASE_RULES: list[dict[str, Any]] = [
     {
         "apiGroups": ["ray.io"],
         "resources": ["rayclusters"],
+        "verbs": ["create", "get", "list", "patch", "delete"],
+    },
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs"],
         "verbs": ["create", "get", "list", "patch", "delete"],
     },
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
