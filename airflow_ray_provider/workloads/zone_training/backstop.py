@@ -64,7 +64,11 @@ class Backstop:
         if now - self._last_poll < POLL_INTERVAL_S:
             return []
         self._last_poll = now
-        for key in self._ray.get(self.board.take.remote()):
+        reported = self._ray.get(self.board.take.remote())
+        # Stamp starts after the call returns: the first one waits for the board actor to start, which
+        # takes seconds on a loaded node, and a stamp taken before it would age every task by that wait.
+        now = time.monotonic()
+        for key in reported:
             if key in self._zones:
                 self._started.setdefault(key, now)
         return [
