@@ -259,8 +259,9 @@ class KubeRayJobOperator(BaseOperator):
                 hook = self._announce(look, context)
             if hook is not None and self.stream_logs and look.status.job_id:
                 text, offset = self._stream(hook, look.status, text, offset)
-            if look.status.is_final:
-                return look, text
+            if look.status.is_final:  # its cluster may be gone already (TTL 0): keep the last one seen
+                cluster = look.cluster or (hook.cluster if hook is not None else None)
+                return RayJobLook(look.status, cluster), text
             if look.status.summary() != seen:
                 seen = look.status.summary()
                 self.log.info("RayJob %s/%s: %s", plan.namespace, plan.name, seen)

@@ -111,7 +111,10 @@ class KubeRayJobTrigger(BaseTrigger):
                     text = await self._stream(hook, look, text)
                 if look.status.is_final:
                     log_tail = "" if look.status.is_success else tail(text, self.log_tail_lines)
-                    yield self._event(EVENT_DONE, look, log_tail=log_tail)
+                    # Its cluster may be gone already (TTL 0): report the dashboard last seen.
+                    seen = look.cluster or (hook.cluster if hook is not None else None)
+                    url = seen.dashboard_url if seen is not None else None
+                    yield self._event(EVENT_DONE, look, log_tail=log_tail, dashboard_url=url)
                     return
                 await asyncio.sleep(self.poll_interval)
         except Exception as exc:  # an event, never an exception: execute_complete explains it
