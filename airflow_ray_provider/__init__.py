@@ -18,7 +18,8 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-ray-provider",
         "name": "Ray",
-        "description": "Ray on Kubernetes (KubeRay): ephemeral Ray clusters, Ray Job API operators, "
+        "description": "Ray on Kubernetes (KubeRay): ephemeral and standing Ray clusters, KubeRay RayJobs, "
+        "Ray Job API operators, "
         "sensors and deferrable triggers, model-evaluation and per-zone training workloads.",
         "versions": [__version__],
         "integrations": [
@@ -40,14 +41,31 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Ray",
-                "python-modules": [f"{_PKG}.operators.ray_job", f"{_PKG}.operators.metrics"],
+                "python-modules": [
+                    f"{_PKG}.operators.ray_job",
+                    f"{_PKG}.operators.ephemeral_job",
+                    f"{_PKG}.operators.metrics",
+                ],
             },
-            {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.operators.ray_cluster"]},
+            {
+                "integration-name": "KubeRay",
+                "python-modules": [
+                    f"{_PKG}.operators.ray_cluster",
+                    f"{_PKG}.operators.standing_cluster",
+                    f"{_PKG}.operators.kuberay_job",
+                ],
+            },
         ],
         "sensors": [{"integration-name": "Ray", "python-modules": [f"{_PKG}.sensors.ray_job"]}],
         "triggers": [
-            {"integration-name": "Ray", "python-modules": [f"{_PKG}.triggers.ray_job"]},
-            {"integration-name": "KubeRay", "python-modules": [f"{_PKG}.triggers.ray_cluster"]},
+            {
+                "integration-name": "Ray",
+                "python-modules": [f"{_PKG}.triggers.ray_job", f"{_PKG}.triggers.ephemeral_job"],
+            },
+            {
+                "integration-name": "KubeRay",
+                "python-modules": [f"{_PKG}.triggers.ray_cluster", f"{_PKG}.triggers.kuberay_job"],
+            },
         ],
         "connection-types": [RAY_CONNECTION_TYPE, KUBERAY_CONNECTION_TYPE],
         "extra-links": [f"{_PKG}.operators.ray_job.RayJobLink"],

@@ -18,7 +18,8 @@ Hierarchy::
     ├── RayJobError
     │   ├── RayJobFailedError
     │   ├── RayJobStoppedError
-    │   └── RayJobTimeoutError
+    │   ├── RayJobTimeoutError
+    │   └── KubeRayJobError
     ├── RayClusterError
     │   └── RayClusterNotReadyError
     └── MetricsArtifactError
@@ -115,6 +116,35 @@ class RayJobStoppedError(RayJobError):
 
 class RayJobTimeoutError(RayJobError):
     """The job ran past ``job_timeout``; it was stopped."""
+
+
+class KubeRayJobError(RayJobError):
+    """A KubeRay RayJob ended without success: ``Failed`` (its reason says why: ``AppFailed``,
+    ``DeadlineExceeded``, ``SubmissionFailed``, ...) or ``Complete`` with a Ray job that did not succeed.
+
+    :param name: the RayJob's name.
+    :param namespace: its namespace.
+    :param deployment_status: its final ``status.jobDeploymentStatus``.
+    :param reason: its ``status.reason``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        submission_id: str,
+        status: str,
+        name: str,
+        namespace: str,
+        deployment_status: str,
+        reason: str = "",
+        log_tail: str = "",
+    ) -> None:
+        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
+        self.name = name
+        self.namespace = namespace
+        self.deployment_status = deployment_status
+        self.reason = reason
 
 
 class RayClusterError(RayProviderError):

@@ -63,7 +63,8 @@ def ray_head() -> Iterator[object]:
     """
     from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
 
-    info = start_head(LocalHeadConfig(num_cpus=4, auth=True), name="pytest-head")
+    ready_timeout = float(os.environ.get("ARP_TEST_HEAD_READY_TIMEOUT", "90"))  # raise on a loaded machine
+    info = start_head(LocalHeadConfig(num_cpus=4, auth=True, ready_timeout=ready_timeout), name="pytest-head")
     try:
         yield info
     finally:

@@ -2,6 +2,8 @@
 
 :class:`ClusterBackend` is every step a cluster operator takes (plan, ensure, check, wait, handle, fail,
 delete, delete by labels, list expired); :class:`LocalBackend` and :class:`KubeRayBackend` implement it.
+:class:`KubeRayJobs` does the same for KubeRay RayJobs (cluster and job as one resource). A backend also
+attaches to a standing cluster by name; such a handle is not owned, and no delete path deletes it.
 Readiness is one typed look (:class:`ReadinessCheck`) and one event shape (:class:`ReadinessEvent`),
 shared by the sync wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here
 imports an operator: :mod:`airflow_ray_provider.hooks.cluster_backend` picks the backend for a
@@ -15,10 +17,21 @@ from airflow_ray_provider.clusters.backend import (
     TaskIdentity,
     TokenRef,
     check_spec,
+    keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BACKENDS, BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRayPlan, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
+from airflow_ray_provider.clusters.rayjob import (
+    ANNOTATION_SUSPENDED_ON_KILL,
+    KubeRayJobs,
+    RayJobLook,
+    RayJobPlan,
+    RayJobRequest,
+    check_options,
+    raise_for_rayjob,
+    rayjob_result,
+)
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
     EVENT_FAILED,
@@ -36,16 +49,20 @@ from airflow_ray_provider.clusters.readiness import (
     validate_event,
     wait_until_ready,
 )
+from airflow_ray_provider.kuberay.rayjob import RayJobStatus
+from airflow_ray_provider.kuberay.rayjob_spec import SUBMISSION_MODES, RayJobOptions
 from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup
 from airflow_ray_provider.local.cluster import LocalClusterOptions
 
 __all__ = [
+    "ANNOTATION_SUSPENDED_ON_KILL",
     "BACKENDS",
     "EVENT_ERROR",
     "EVENT_FAILED",
     "EVENT_READY",
     "EVENT_STATUSES",
     "EVENT_TIMEOUT",
+    "SUBMISSION_MODES",
     "BackendName",
     "ClusterBackend",
     "ClusterPlan",
@@ -53,6 +70,7 @@ __all__ = [
     "EventStatus",
     "HeadGroup",
     "KubeRayBackend",
+    "KubeRayJobs",
     "KubeRayPlan",
     "KubeRaySettings",
     "LocalBackend",
@@ -60,17 +78,26 @@ __all__ = [
     "LocalPlan",
     "RayClusterHandle",
     "RayClusterSpec",
+    "RayJobLook",
+    "RayJobOptions",
+    "RayJobPlan",
+    "RayJobRequest",
+    "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
     "TaskIdentity",
     "TokenRef",
     "Verdict",
     "WorkerGroup",
+    "check_options",
     "check_spec",
     "event_for",
+    "keeps_unowned",
     "local_options_for",
     "make_event",
     "probe_dashboard",
+    "raise_for_rayjob",
+    "rayjob_result",
     "timeout_message",
     "validate_event",
     "wait_until_ready",

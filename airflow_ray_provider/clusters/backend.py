@@ -6,10 +6,15 @@ LocalBackend` (an ephemeral head on this machine) and :class:`~airflow_ray_provi
 KubeRayBackend` (a RayCluster CR) implement them; the cluster operators and the readiness trigger talk to
 nothing else. Which backend a connection id or a cluster handle means is decided in one place,
 :mod:`airflow_ray_provider.hooks.cluster_backend`.
+
+A backend also attaches to a standing cluster by name (:meth:`ClusterBackend.attach`). That handle is not
+*owned*, and no delete path of any backend deletes a cluster through a handle it does not own
+(:func:`keeps_unowned`).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -26,6 +31,21 @@ from airflow_ray_provider.local.cluster import LocalClusterOptions
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
     from airflow_ray_provider.clusters.readiness import ReadinessCheck, ReadinessEvent
+
+log = logging.getLogger(__name__)
+
+
+def keeps_unowned(handle: RayClusterHandle) -> bool:
+    """Whether a delete must leave this cluster alone: the provider did not create it (``owned=False``).
+
+    Every backend's ``delete`` asks this first, so neither the teardown task nor the janitor can delete a
+    standing cluster someone else runs.
+    """
+    if handle.owned:
+        return False
+    where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
+    log.info("Not deleting Ray cluster %s: this provider did not create it (the handle is not owned)", where)
+    return True
 
 
 def check_spec(spec: RayClusterSpec) -> None:
@@ -204,7 +224,19 @@ class ClusterBackend(Protocol):
         ...
 
     def delete(self, handle: RayClusterHandle, *, wait: bool, timeout: float) -> bool:
-        """Delete a cluster (and what the provider created with it); ``False`` if it was already gone."""
+        """Delete a cluster (and what the provider created with it); ``False`` if it was already gone.
+
+        A handle that is not owned (:func:`keeps_unowned`) is never deleted: ``False``.
+        """
+        ...
+
+    def attach(self, name: str) -> RayClusterHandle:
+        """A handle (``owned=False``) to a standing cluster that is running now; no waiting.
+
+        :raises RayInvalidInputError: when no cluster has this name.
+        :raises RayClusterNotReadyError: when it is not ready or its dashboard does not answer, with the
+            cluster's conditions.
+        """
         ...
 
     def delete_labelled(self, labels: Mapping[str, str], *, wait: bool, timeout: float) -> list[str]:

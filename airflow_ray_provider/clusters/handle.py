@@ -30,6 +30,8 @@ class RayClusterHandle:
     :param auth_token_secret_key: key inside that Secret.
     :param conn_id: the cluster connection used to create it (lets hooks read the token Secret).
     :param extra: backend-specific details that are safe to show (pid, temp dir, service name, ...).
+    :param owned: whether this provider created the cluster; a handle with ``owned=False`` (a standing
+        cluster attached by name, or the cluster a RayJob made) is never deleted through it.
     """
 
     backend: BackendName
@@ -41,6 +43,7 @@ class RayClusterHandle:
     auth_token_secret_key: str | None = None
     conn_id: str | None = None
     extra: dict[str, Any] | None = None
+    owned: bool = True
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:

@@ -17,7 +17,13 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_ray_provider.clusters.backend import ClusterBackend, ClusterPlan, ClusterRequest, TaskIdentity
+from airflow_ray_provider.clusters.backend import (
+    ClusterBackend,
+    ClusterPlan,
+    ClusterRequest,
+    TaskIdentity,
+    keeps_unowned,
+)
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
@@ -40,6 +46,7 @@ from airflow_ray_provider.kuberay.errors import (
     KubeRaySpecError,
 )
 from airflow_ray_provider.kuberay.manifest import prepare_manifest
+from airflow_ray_provider.kuberay.rayjob import LABEL_ORIGINATED_FROM_CRD
 from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
 from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
 from airflow_ray_provider.kuberay.validation import check_dns_label
@@ -301,7 +308,12 @@ class KubeRayBackend(ClusterBackend):
         return deleted
 
     def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
-        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created."""
+        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created.
+
+        Never a cluster the handle does not own (a standing cluster, or one a RayJob created).
+        """
+        if keeps_unowned(handle):
+            return False
         token_ref = _token_ref_of_handle(handle)
         return self._delete(handle.name, self._namespace(handle), token_ref, wait=wait, timeout=timeout)
 
@@ -324,7 +336,7 @@ class KubeRayBackend(ClusterBackend):
     ) -> list[str]:
         """Delete every provider RayCluster in the namespace whose labels include ``labels``."""
         names = []
-        for obj in self.client.list_clusters(dict(labels), namespace=self.settings.namespace):
+        for obj in self._provider_clusters(dict(labels)):
             handle = self._handle_of(obj)
             self.delete(handle, wait=wait, timeout=timeout)
             names.append(handle.name)
@@ -332,10 +344,62 @@ class KubeRayBackend(ClusterBackend):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
-        owned = self.client.list_clusters(
-            {lb.LABEL_CREATED_BY: lb.CREATED_BY}, namespace=self.settings.namespace
-        )
+        owned = self._provider_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
         return [self._handle_of(obj) for obj in owned if lb.is_expired(obj, now)]
+
+    def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
+        """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
+        onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
+        found = self.client.list_clusters(labels, namespace=self.settings.namespace)
+        return [obj for obj in found if not lb.matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+
+    # ----------------------------------------------------------------- standing clusters
+    def attach(self, name: str) -> RayClusterHandle:
+        """A handle (not owned) to a standing RayCluster: ready, its dashboard answering with its token.
+
+        The token Secret is the one the cluster names (``authOptions``, or a ``RAY_AUTH_TOKEN``
+        ``secretKeyRef`` of its head); the handle refers to it and never deletes it.
+        """
+        namespace = self.settings.namespace
+        obj = self.client.find_cluster(name, namespace=namespace)
+        if obj is None:
+            raise RayInvalidInputError(
+                f"RayCluster {namespace}/{name} does not exist; check the name and the connection's "
+                f"namespace (kubectl get rayclusters -n {namespace})"
+            )
+        status = ClusterStatus.from_object(obj)
+        verdict = readiness(status)
+        if verdict.verdict != "ready":
+            raise self._not_usable(status, verdict.message)
+        url = dashboard_url(status, self.settings.dashboard_url_template)
+        ref = builder.token_ref_of(obj)
+        token = None
+        if ref is not None:
+            token = self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace)
+        answered, detail = probe_dashboard(url, token)
+        if not answered:
+            raise self._not_usable(
+                status, f"its dashboard {url}/api/version does not answer ({detail}); check the connection's "
+                "dashboard_url_template and that Airflow can reach the head service"
+            )  # fmt: skip
+        log.info(
+            "Attached to standing RayCluster %s/%s (Ray %s); it will not be deleted", namespace, name, detail
+        )
+        return RayClusterHandle(
+            backend="kuberay", name=name, namespace=namespace, dashboard_url=url,
+            auth_token_secret=ref.secret_name if ref else None,
+            auth_token_secret_key=ref.key if ref else None,
+            conn_id=self.settings.conn_id, extra={EXTRA_TOKEN_SECRET_CREATED: False}, owned=False,
+        )  # fmt: skip
+
+    @staticmethod
+    def _not_usable(status: ClusterStatus, why: str) -> RayClusterNotReadyError:
+        check = _look(status, "failed", why)
+        return RayClusterNotReadyError(
+            f"{check.cluster} cannot be used: {why}. Last status: {check.state}. "
+            f"Inspect it with: {check.inspect}",
+            name=status.name, namespace=status.namespace, conditions=check.conditions,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""

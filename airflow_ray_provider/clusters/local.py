@@ -21,6 +21,7 @@ from airflow_ray_provider.clusters.backend import (
     ClusterRequest,
     TaskIdentity,
     check_spec,
+    keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import (
@@ -29,7 +30,7 @@ from airflow_ray_provider.clusters.readiness import (
     probe_dashboard,
     wait_until_ready,
 )
-from airflow_ray_provider.exceptions import RayClusterNotReadyError
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.local.cluster import (
     LocalClusterOptions,
@@ -73,10 +74,10 @@ def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
     return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
 
 
-def _handle_of(info: LocalHeadInfo) -> RayClusterHandle:
+def _handle_of(info: LocalHeadInfo, *, owned: bool = True) -> RayClusterHandle:
     return RayClusterHandle(
         backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
-        extra=info.to_dict(),
+        extra=info.to_dict(), owned=owned,
     )  # fmt: skip
 
 
@@ -150,9 +151,24 @@ class LocalBackend(ClusterBackend):
         raise RayClusterNotReadyError(message, name=plan.name, conditions=event["conditions"])
 
     def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
-        """Stop a head from any process (always waits: stopping takes about a second)."""
+        """Stop a head from any process (always waits: about a second); never an unowned one."""
+        if keeps_unowned(handle):
+            return False
         info = LocalHeadInfo.from_dict(handle.extra) if handle.extra else find_cluster(handle.name)
         return stop_cluster(info) if info is not None else False
+
+    def attach(self, name: str) -> RayClusterHandle:
+        """A handle (not owned) to a running local head registered under ``name``, e.g. by another DAG."""
+        info = find_cluster(name)
+        if info is None:
+            raise RayInvalidInputError(
+                f"no local Ray head named {name!r} is running on this machine; start it first (e.g. with "
+                "CreateRayClusterOperator(cluster_name=...)) or check the name"
+            )
+        check = self.check(LocalPlan(name=name))
+        if check.verdict != "ready":
+            raise RayClusterNotReadyError(f"{check.cluster} is not usable: {check.message}", name=name)
+        return _handle_of(info, owned=False)
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300

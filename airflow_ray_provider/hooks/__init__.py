@@ -7,8 +7,10 @@ which cluster backend a cluster connection or handle means (:mod:`.cluster_backe
 
 from airflow_ray_provider.hooks.cluster_backend import (
     abackend_for_connection,
+    arayjobs_for_connection,
     backend_for_connection,
     backend_for_handle,
+    rayjobs_for_connection,
 )
 from airflow_ray_provider.hooks.kuberay import KubeRayHook
 from airflow_ray_provider.hooks.ray_connection import (
@@ -26,12 +28,14 @@ __all__ = [
     "RayApiConfig",
     "RayJobHook",
     "abackend_for_connection",
+    "arayjobs_for_connection",
     "backend_for_connection",
     "backend_for_handle",
     "config_from_connection",
     "config_from_handle",
     "emit_lines",
     "is_transient_ray_api_error",
+    "rayjobs_for_connection",
     "read_handle_token",
     "retry_kwargs",
     "validate_runtime_env",

@@ -3,7 +3,8 @@
 No connection (``None``) means the local backend, an ephemeral Ray head on this machine; a connection
 of type ``kuberay`` means the KubeRay backend, its client built from that connection by
 :class:`~airflow_ray_provider.hooks.kuberay.KubeRayHook`. A handle names its backend and, for KubeRay,
-its connection.
+its connection. The RayJob path (:class:`~airflow_ray_provider.clusters.rayjob.KubeRayJobs`) needs a
+``kuberay`` connection, and composes that connection's KubeRay backend.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
+from airflow_ray_provider.clusters.rayjob import KubeRayJobs
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import KubeRayHook
 
@@ -68,3 +70,27 @@ def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) 
     if not conn:
         raise RayInvalidInputError(f"handle of {handle.name} names no connection; set cluster_conn_id")
     return backend_for_connection(conn, namespace=handle.namespace)
+
+
+def _rayjob_conn(conn_id: str | None) -> str:
+    if not conn_id:
+        raise RayInvalidInputError(
+            "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
+            "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
+        )
+    return conn_id
+
+
+def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayJobs:
+    """RayJobs through a ``kuberay`` connection.
+
+    :raises RayInvalidInputError: without a connection, or for a connection of another type.
+    """
+    conn = _rayjob_conn(conn_id)
+    return KubeRayJobs(_kuberay(conn, KubeRayHook.get_connection(conn), namespace))
+
+
+async def arayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayJobs:
+    """:func:`rayjobs_for_connection` for the triggerer: the connection is fetched without blocking."""
+    conn = _rayjob_conn(conn_id)
+    return KubeRayJobs(_kuberay(conn, await KubeRayHook.aget_connection(conn), namespace))

@@ -1,7 +1,8 @@
-"""KubeRay client layer: RayCluster CRs over the official ``kubernetes`` client. Never imports Airflow.
+"""KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
 The typed client (:mod:`.client`), the spec (:mod:`.spec`) and the body builder (:mod:`.builder`), the
-typed status (:mod:`.status`) and events (:mod:`.events`), user manifests (:mod:`.manifest`), ownership
+typed status (:mod:`.status`) and events (:mod:`.events`), user manifests (:mod:`.manifest`), RayJobs
+(:mod:`.rayjob`: client and typed status; :mod:`.rayjob_spec`: the body and KubeRay's rules), ownership
 labels (:mod:`.labels`), field checks (:mod:`.validation`), KubeRay's controller rules
 (:mod:`.controller_rules`), the RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`).
 Importing it stays light: the ``kubernetes`` package is imported only when a client call needs it, so DAG
@@ -21,6 +22,13 @@ from airflow_ray_provider.kuberay.errors import (
 )
 from airflow_ray_provider.kuberay.events import ClusterEvent
 from airflow_ray_provider.kuberay.manifest import load_manifest, prepare_manifest
+from airflow_ray_provider.kuberay.rayjob import RayJobClient, RayJobStatus
+from airflow_ray_provider.kuberay.rayjob_spec import (
+    SUBMISSION_MODES,
+    RayJobOptions,
+    build_rayjob_body,
+    check_rayjob_name,
+)
 from airflow_ray_provider.kuberay.rbac import role_manifest
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
@@ -34,6 +42,7 @@ from airflow_ray_provider.kuberay.status import ClusterStatus, Readiness, dashbo
 
 __all__ = [
     "AUTH_MODES",
+    "SUBMISSION_MODES",
     "ClusterEvent",
     "ClusterStatus",
     "HeadGroup",
@@ -45,11 +54,16 @@ __all__ = [
     "KubeRaySpecError",
     "KubeRayTimeoutError",
     "RayClusterSpec",
+    "RayJobClient",
+    "RayJobOptions",
+    "RayJobStatus",
     "Readiness",
     "TokenRef",
     "WorkerGroup",
     "build_body",
+    "build_rayjob_body",
     "check_raycluster",
+    "check_rayjob_name",
     "dashboard_url",
     "generate_name",
     "is_transient",

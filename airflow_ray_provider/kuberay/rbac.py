@@ -5,10 +5,16 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-# RayCluster verbs for create / wait / delete / janitor, reading the token Secret KubeRay generates, and
+# RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
+# create / wait / re-attach / suspend (patch) / delete, reading the token Secret KubeRay generates, and
 # reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event).
 BASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs"],
+        "verbs": ["create", "get", "list", "patch", "delete"],
+    },
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
 ]

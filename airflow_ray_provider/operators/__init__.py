@@ -1,6 +1,8 @@
-"""Airflow operators: Ray jobs, ephemeral Ray clusters and the metrics collectors."""
+"""Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs, metrics collectors."""
 
+from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.job_target import RayJobTargetMixin
+from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_cluster import (
     CreateRayClusterOperator,
@@ -8,12 +10,16 @@ from airflow_ray_provider.operators.ray_cluster import (
     RayClusterJanitorOperator,
 )
 from airflow_ray_provider.operators.ray_job import RayJobLink, SubmitRayJobOperator
+from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
 
 __all__ = [
+    "AttachRayClusterOperator",
     "CollectRayMetricsOperator",
     "CollectZoneTrainingOperator",
     "CreateRayClusterOperator",
     "DeleteRayClusterOperator",
+    "EphemeralRayJobOperator",
+    "KubeRayJobOperator",
     "RayClusterJanitorOperator",
     "RayJobLink",
     "RayJobTargetMixin",

@@ -159,7 +159,12 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
 
     # ----------------------------------------------------------------- set-up (no I/O)
     def build_spec(self, context: Context) -> JobSpec:
-        """Validate the rendered arguments into a :class:`JobSpec`; raises before any I/O."""
+        """Validate the rendered arguments and the target into a :class:`JobSpec`; raises before any I/O."""
+        self._target  # noqa: B018 (validates cluster / ray_conn_id now)
+        return self.job_spec(context)
+
+    def job_spec(self, context: Context) -> JobSpec:
+        """Validate the rendered job arguments (not the target) into a :class:`JobSpec`; no I/O."""
         ti = context["ti"]
         airflow_keys = {
             "dag_id": ti.dag_id,
@@ -168,7 +173,6 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             "map_index": ti.map_index,
             "try_number": ti.try_number,
         }
-        self._target  # noqa: B018 (validates cluster / ray_conn_id now)
         return JobSpec(
             entrypoint=build_entrypoint(self.entrypoint),
             runtime_env=validate_runtime_env(self.runtime_env),

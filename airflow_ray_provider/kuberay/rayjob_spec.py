@@ -1,0 +1,244 @@
+"""The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
+
+A RayJob either carries a ``rayClusterSpec`` (KubeRay creates the cluster, runs the job, and with
+``shutdownAfterJobFinishes`` deletes the cluster when the job ends, whatever happens to Airflow) or a
+``clusterSelector`` naming a standing RayCluster (KubeRay never deletes that one). Every rule KubeRay's
+controller checks (``ValidateRayJobSpec`` / ``ValidateRayJobMetadata`` in its ``utils/validation.go``) is
+checked here first: KubeRay answers a bad RayJob with a Warning event and no status, so a caller that
+sent one would wait forever. Everything raises :class:`KubeRaySpecError` naming the field and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_ray_provider.kuberay import validation as v
+from airflow_ray_provider.kuberay.errors import KubeRaySpecError
+from airflow_ray_provider.kuberay.spec import API_VERSION
+
+KIND = "RayJob"
+#: KubeRay's submission modes this provider drives (the default submits through a Kubernetes Job).
+SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")
+#: The key KubeRay reads from ``clusterSelector`` (``RayJobDefaultClusterSelectorKey``).
+CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+#: Kueue's queue label: a suspended RayJob with it waits until Kueue admits it.
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+#: KubeRay's ``MaxRayJobNameLength``.
+RAYJOB_NAME_MAX = 47
+#: When ``shutdownAfterJobFinishes`` is on and no TTL is given: seconds the cluster stays after the job,
+#: so the task can still read the last lines of the job's log through the dashboard.
+DEFAULT_TTL_SECONDS = 30
+
+_REMOTE_URI = re.compile(r"^[a-z][a-z0-9+.-]*://")
+_DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class RayJobOptions:
+    """What the RayJob runs and the rules Kubernetes enforces on it (everything but the cluster).
+
+    :param entrypoint: the shell command of the Ray job.
+    :param job_id: the Ray submission id (``spec.jobId``); deterministic per task instance.
+    :param runtime_env: Ray runtime environment, sent as ``runtimeEnvYAML`` (remote URIs only).
+    :param metadata: Ray job metadata (strings).
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
+    :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends.
+    :param ttl_seconds_after_finished: seconds between the job's end and that deletion (``None``:
+        :data:`DEFAULT_TTL_SECONDS` when shutting down).
+    :param active_deadline_seconds: KubeRay fails the RayJob (reason ``DeadlineExceeded``) after this.
+    :param backoff_limit: KubeRay retries a failed RayJob this many times (on a new cluster).
+    :param submission_mode: ``K8sJobMode`` (a submitter Kubernetes Job) or ``HTTPMode`` (the operator
+        submits over HTTP).
+    :param suspend: create the RayJob suspended (Kueue admits it by resuming it).
+    :param queue_name: Kueue ``LocalQueue`` (the ``kueue.x-k8s.io/queue-name`` label).
+    """
+
+    entrypoint: str
+    job_id: str | None = None
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    entrypoint_num_cpus: float | None = None
+    entrypoint_num_gpus: float | None = None
+    entrypoint_resources: dict[str, float] | None = None
+    shutdown_after_job_finishes: bool = True
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+    submission_mode: str = "K8sJobMode"
+    suspend: bool = False
+    queue_name: str | None = None
+
+
+def check_rayjob_name(name: Any) -> None:
+    """A RayJob name: a DNS-1035 label of at most 47 characters (KubeRay derives cluster names from it)."""
+    if not isinstance(name, str) or len(name) > RAYJOB_NAME_MAX or not _DNS1035_LABEL.match(name):
+        raise KubeRaySpecError(
+            f"RayJob name {name!r} is not valid: use at most {RAYJOB_NAME_MAX} lowercase letters, digits "
+            "and '-', starting with a letter and ending with a letter or digit (e.g. 'nightly-eval')"
+        )
+
+
+def _integer(value: Any, where: str, *, minimum: int) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+        raise KubeRaySpecError(f"{where} must be {kind} (seconds or a count), got {value!r}")
+
+
+def _number(value: Any, where: str) -> None:
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or value < 0
+        or not math.isfinite(value)
+    ):
+        raise KubeRaySpecError(f"{where} must be a non-negative number, got {value!r}")
+
+
+def _check_runtime_env(runtime_env: Any) -> None:
+    if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
+        raise KubeRaySpecError("runtime_env must be a dict with string keys")
+    for key in ("working_dir", "py_modules"):
+        values = runtime_env.get(key)
+        values = values if isinstance(values, list) else [values] if values is not None else []
+        local = [item for item in values if not (isinstance(item, str) and _REMOTE_URI.match(item))]
+        if local:
+            raise KubeRaySpecError(
+                f"runtime_env[{key!r}] {local!r} is not a remote URI: KubeRay submits a RayJob from inside "
+                "the cluster, where this worker's folders do not exist; use s3://, gs:// or https://...zip"
+            )
+
+
+def validate_options(options: RayJobOptions, *, selector: bool) -> None:
+    """Check the options the way KubeRay's controller would, and more (every field named).
+
+    :param selector: the RayJob targets a standing cluster (``clusterSelector``).
+    """
+    if not isinstance(options.entrypoint, str) or not options.entrypoint.strip():
+        raise KubeRaySpecError("entrypoint is empty; pass a command such as 'python job.py'")
+    if options.submission_mode not in SUBMISSION_MODES:
+        raise KubeRaySpecError(
+            f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
+            f"got {options.submission_mode!r}"
+        )
+    _integer(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
+    _integer(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
+    _integer(options.backoff_limit, "backoff_limit", minimum=0)
+    if options.ttl_seconds_after_finished is not None and (
+        selector or not options.shutdown_after_job_finishes
+    ):
+        raise KubeRaySpecError(
+            "ttl_seconds_after_finished needs shutdown_after_job_finishes=True on a RayJob that creates its "
+            "cluster (it is the delay before KubeRay deletes that cluster); drop it or turn shutdown on"
+        )
+    if options.suspend and (selector or not options.shutdown_after_job_finishes):
+        raise KubeRaySpecError(
+            "suspend needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends a RayJob "
+            "by deleting its cluster; a standing cluster cannot be suspended)"
+        )
+    if selector and options.backoff_limit:
+        raise KubeRaySpecError("backoff_limit is not supported on a standing cluster (clusterSelector)")
+    for name in ("entrypoint_num_cpus", "entrypoint_num_gpus"):
+        _number(getattr(options, name), name)
+    if options.entrypoint_resources is not None:
+        if not isinstance(options.entrypoint_resources, dict):
+            raise KubeRaySpecError("entrypoint_resources must be a dict of resource name to amount")
+        for key, amount in options.entrypoint_resources.items():
+            _number(amount, f"entrypoint_resources[{key!r}]")
+    v.check_string_map(options.metadata, "metadata")
+    _check_runtime_env(options.runtime_env)
+    if options.queue_name is not None:
+        v.check_labels({KUEUE_QUEUE_LABEL: options.queue_name}, "queue_name")
+    if options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id):
+        raise KubeRaySpecError(f"job_id must be a non-empty string, got {options.job_id!r}")
+
+
+def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
+    import yaml
+
+    spec: dict[str, Any] = {
+        "entrypoint": options.entrypoint.strip(),
+        "submissionMode": options.submission_mode,
+    }
+    optional = {
+        "jobId": options.job_id,
+        "metadata": dict(options.metadata) or None,
+        "runtimeEnvYAML": yaml.safe_dump(options.runtime_env, sort_keys=True)
+        if options.runtime_env
+        else None,
+        "entrypointNumCpus": options.entrypoint_num_cpus,
+        "entrypointNumGpus": options.entrypoint_num_gpus,
+        "entrypointResources": (
+            json.dumps(options.entrypoint_resources, sort_keys=True) if options.entrypoint_resources else None
+        ),
+        "activeDeadlineSeconds": options.active_deadline_seconds,
+        "backoffLimit": options.backoff_limit,
+    }
+    spec.update({key: value for key, value in optional.items() if value is not None})
+    if not selector:
+        spec["shutdownAfterJobFinishes"] = options.shutdown_after_job_finishes
+        spec["suspend"] = options.suspend
+        if options.shutdown_after_job_finishes:
+            ttl = options.ttl_seconds_after_finished
+            spec["ttlSecondsAfterFinished"] = DEFAULT_TTL_SECONDS if ttl is None else ttl
+    return spec
+
+
+def build_rayjob_body(
+    options: RayJobOptions,
+    *,
+    name: str,
+    namespace: str,
+    cluster_spec: dict[str, Any] | None = None,
+    cluster_name: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The RayJob body; validates first (no API call is made here).
+
+    :param cluster_spec: the ``rayClusterSpec`` (a RayCluster body's ``spec``): KubeRay creates the cluster.
+    :param cluster_name: instead, a standing RayCluster in ``namespace`` (``clusterSelector``).
+    :param labels: labels of the RayJob (KubeRay copies them onto the cluster it creates).
+    :param annotations: annotations of the RayJob (copied onto the cluster too).
+    :raises KubeRaySpecError: for both or neither cluster, and every rule of :func:`validate_options`.
+    """
+    if (cluster_spec is None) == (cluster_name is None):
+        raise KubeRaySpecError(
+            "a RayJob needs exactly one cluster: a cluster spec (spec or manifest; KubeRay creates the "
+            "cluster) or a standing cluster's name (cluster; clusterSelector), "
+            + ("not both" if cluster_spec is not None else "got neither")
+        )
+    selector = cluster_name is not None
+    validate_options(options, selector=selector)
+    check_rayjob_name(name)
+    v.check_dns_label(namespace, "namespace")
+    spec = _spec_fields(options, selector)
+    if cluster_name is not None:
+        v.check_cluster_name(cluster_name)
+        spec["clusterSelector"] = {CLUSTER_SELECTOR_KEY: cluster_name}
+    else:
+        if not isinstance(cluster_spec, dict) or not isinstance(cluster_spec.get("headGroupSpec"), dict):
+            raise KubeRaySpecError("the RayJob's cluster spec needs a headGroupSpec (the head pod template)")
+        if (cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"):
+            raise KubeRaySpecError("KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode")
+        spec["rayClusterSpec"] = cluster_spec
+    all_labels = dict(labels or {})
+    if options.queue_name:
+        all_labels[KUEUE_QUEUE_LABEL] = options.queue_name
+    v.check_labels(all_labels, "labels")
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": all_labels,
+        "annotations": dict(annotations or {}),
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}

@@ -1,0 +1,340 @@
+"""``KubeRayJobOperator``: a KubeRay ``RayJob`` resource, so Kubernetes itself enforces cleanup and deadlines.
+
+The RayJob carries the cluster (``rayClusterSpec`` from the same spec and validation as
+``CreateRayClusterOperator``, or a manifest's spec) or targets a standing cluster (``clusterSelector``).
+KubeRay creates the cluster, submits the job, and deletes the cluster when the job ends
+(``shutdownAfterJobFinishes``), fails it after ``activeDeadlineSeconds``, retries it ``backoffLimit`` times:
+nothing depends on the Airflow worker staying alive. The RayJob's name is deterministic per task instance,
+so a retried or restarted task re-attaches to it (see :meth:`KubeRayJobs.ensure`) and never makes a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
+
+from airflow.sdk import BaseOperator, conf
+
+from airflow_ray_provider.clusters import (
+    KubeRayJobs,
+    RayClusterHandle,
+    RayClusterSpec,
+    RayJobLook,
+    RayJobOptions,
+    RayJobPlan,
+    RayJobRequest,
+    RayJobStatus,
+    check_options,
+    raise_for_rayjob,
+    rayjob_result,
+)
+from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.hooks.cluster_backend import rayjobs_for_connection
+from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
+from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, tail
+from airflow_ray_provider.jobs.outcome import dashboard_job_url
+from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
+from airflow_ray_provider.operators.ray_cluster import task_identity
+from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, RayJobLink
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+#: What a killed task does to its RayJob.
+OnKill = Literal["delete", "suspend", "none"]
+ON_KILL_ACTIONS: tuple[OnKill, ...] = get_args(OnKill)
+EVENT_DONE, EVENT_ERROR = "done", "error"
+
+
+def _standing_name(cluster: Any) -> str | None:
+    """A standing cluster given as its name or as a (KubeRay) cluster handle."""
+    if cluster is None or isinstance(cluster, str):
+        return cluster
+    handle = RayClusterHandle.from_dict(cluster)  # InvalidClusterHandleError: bad input
+    if handle.backend != "kuberay":
+        raise RayInvalidInputError(
+            f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"
+        )
+    return handle.name
+
+
+class KubeRayJobOperator(BaseOperator):
+    """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
+
+    XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
+    "dashboard_url", "job_url"}``; the "Ray job" extra link opens the job in the Ray dashboard.
+
+    :param entrypoint: shell command, or a list of arguments (quoted with ``shlex.join``).
+    :param cluster_conn_id: a ``kuberay`` connection.
+    :param spec: the cluster KubeRay creates for the job (:class:`RayClusterSpec` or a dict of its fields).
+    :param manifest: instead, a RayCluster manifest (dict, YAML text or file) whose spec is used.
+    :param cluster: instead, a standing RayCluster: its name or a cluster handle (``clusterSelector``).
+    :param rayjob_name: a fixed RayJob name (default: generated from dag, run, task and map index).
+    :param name_prefix: prefix of generated names.
+    :param namespace: overrides the connection's namespace.
+    :param dashboard_url_template: overrides how the cluster's dashboard is reached (see
+        ``CreateRayClusterOperator``).
+    :param runtime_env: Ray runtime environment (``runtimeEnvYAML``; ``working_dir`` must be a remote URI).
+    :param metadata: Ray job metadata; the ``airflow_*`` task-instance keys are added.
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
+    :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends (default).
+    :param ttl_seconds_after_finished: seconds before that deletion (default 30: time to read the log).
+    :param active_deadline_seconds: KubeRay fails the RayJob (``DeadlineExceeded``) after this many seconds.
+    :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
+    :param submission_mode: ``K8sJobMode`` (default: a submitter Kubernetes Job) or ``HTTPMode``.
+    :param suspend: create the RayJob suspended (Kueue resumes it when it admits it).
+    :param queue_name: the Kueue ``LocalQueue`` (label ``kueue.x-k8s.io/queue-name``).
+    :param on_kill: what a killed task does to its RayJob: ``delete`` (default), ``suspend`` (the next try
+        resumes it) or ``none``.
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param poll_interval: seconds between looks at the RayJob.
+    :param stream_logs: write the job's log into the task log (through the dashboard, with the token).
+    :param log_tail_lines: log lines carried by the error of a failed RayJob.
+    """
+
+    template_fields = (
+        "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
+        "entrypoint_resources", "queue_name",
+    )  # fmt: skip
+    template_fields_renderers = {
+        "runtime_env": "json",
+        "metadata": "json",
+        "spec": "json",
+        "manifest": "yaml",
+    }
+    operator_extra_links = (RayJobLink(),)
+    ui_color = "#d6f0ff"
+
+    def __init__(
+        self,
+        *,
+        entrypoint: str | list[str],
+        cluster_conn_id: str | None = None,
+        spec: RayClusterSpec | dict[str, Any] | None = None,
+        manifest: dict[str, Any] | str | None = None,
+        cluster: str | dict[str, Any] | None = None,
+        rayjob_name: str | None = None,
+        name_prefix: str = "rayjob",
+        namespace: str | None = None,
+        dashboard_url_template: str | None = None,
+        runtime_env: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
+        shutdown_after_job_finishes: bool = True,
+        ttl_seconds_after_finished: int | None = None,
+        active_deadline_seconds: int | None = None,
+        backoff_limit: int | None = None,
+        submission_mode: str = "K8sJobMode",
+        suspend: bool = False,
+        queue_name: str | None = None,
+        on_kill: OnKill = "delete",
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float = 5.0,
+        stream_logs: bool = True,
+        log_tail_lines: int = DEFAULT_TAIL_LINES,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.entrypoint = entrypoint
+        self.cluster_conn_id = cluster_conn_id
+        self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
+        self.manifest = manifest
+        self.cluster = cluster
+        self.rayjob_name = rayjob_name
+        self.name_prefix = name_prefix
+        self.namespace = namespace
+        self.dashboard_url_template = dashboard_url_template
+        self.runtime_env = runtime_env
+        self.metadata = metadata
+        self.entrypoint_num_cpus = entrypoint_num_cpus
+        self.entrypoint_num_gpus = entrypoint_num_gpus
+        self.entrypoint_resources = entrypoint_resources
+        self.shutdown_after_job_finishes = shutdown_after_job_finishes
+        self.ttl_seconds_after_finished = ttl_seconds_after_finished
+        self.active_deadline_seconds = active_deadline_seconds
+        self.backoff_limit = backoff_limit
+        self.submission_mode = submission_mode
+        self.suspend = suspend
+        self.queue_name = queue_name
+        self.on_kill_action = on_kill
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval
+        self.stream_logs = stream_logs
+        self.log_tail_lines = log_tail_lines
+        self._check_static()
+        self._rayjob: tuple[str, str] | None = None
+
+    # ----------------------------------------------------------------- checks (no I/O)
+    def _check_static(self) -> None:
+        """What can be checked before templates are rendered (numbers, modes, combinations)."""
+        if sum(x is not None for x in (self.spec, self.manifest, self.cluster)) > 1:
+            raise RayInvalidInputError(
+                "pass one cluster: spec or manifest (KubeRay creates it for the job), or cluster (a standing "
+                "RayCluster, by name or handle), not several"
+            )
+        if self.on_kill_action not in ON_KILL_ACTIONS:
+            raise RayInvalidInputError(
+                f"on_kill must be one of {ON_KILL_ACTIONS}, got {self.on_kill_action!r}"
+            )
+        if self.poll_interval <= 0:
+            raise RayInvalidInputError(f"poll_interval must be positive, got {self.poll_interval!r}")
+        standing = self.cluster is not None
+        check_options(self._options("-", runtime_env={}, metadata={}), standing=standing)
+        if self.on_kill_action == "suspend" and (standing or not self.shutdown_after_job_finishes):
+            raise RayInvalidInputError(
+                "on_kill='suspend' needs shutdown_after_job_finishes=True and a cluster spec (KubeRay "
+                "suspends a RayJob by deleting its cluster); use on_kill='delete' or 'none'"
+            )
+
+    def _options(
+        self,
+        entrypoint: str,
+        *,
+        runtime_env: dict[str, Any],
+        metadata: dict[str, str],
+        job_id: str | None = None,
+    ) -> RayJobOptions:
+        return RayJobOptions(
+            entrypoint=entrypoint, job_id=job_id, runtime_env=runtime_env, metadata=metadata,
+            entrypoint_num_cpus=self.entrypoint_num_cpus, entrypoint_num_gpus=self.entrypoint_num_gpus,
+            entrypoint_resources=self.entrypoint_resources,
+            shutdown_after_job_finishes=self.shutdown_after_job_finishes,
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            active_deadline_seconds=self.active_deadline_seconds, backoff_limit=self.backoff_limit,
+            submission_mode=self.submission_mode, suspend=self.suspend, queue_name=self.queue_name,
+        )  # fmt: skip
+
+    def build_request(self, context: Context) -> RayJobRequest:
+        """Validate the rendered arguments into a request; raises before any I/O."""
+        ti = context["ti"]
+        map_index = ti.map_index if ti.map_index is not None else -1
+        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": map_index,
+                "try_number": ti.try_number}  # fmt: skip
+        options = self._options(
+            build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
+            metadata=build_metadata(self.metadata, task_instance=keys),
+            job_id=base_submission_id(ti.dag_id, ti.run_id, ti.task_id, map_index),
+        )  # fmt: skip
+        try:
+            spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
+        except ValueError as exc:
+            raise RayInvalidInputError(str(exc)) from exc
+        return RayJobRequest(
+            options=options, spec=spec, manifest=self.manifest, cluster_name=_standing_name(self.cluster),
+            rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
+            dashboard_url_template=self.dashboard_url_template,
+        )  # fmt: skip
+
+    # ----------------------------------------------------------------- execution
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Create (or re-attach to) the task instance's RayJob, then wait until KubeRay is done with it."""
+        request = self.build_request(context)
+        jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        try:
+            plan = jobs.plan(request, task_identity(context))  # every check; still no API call
+            self._rayjob = (plan.name, plan.namespace)
+            jobs.check_standing_cluster(plan)  # a standing cluster must be there, ready and answering
+            action, status = jobs.ensure(plan, suspend=self.suspend)
+            self.log.info("RayJob %s/%s %s: %s", plan.namespace, plan.name, action, status.summary())
+            if self.deferrable and not status.is_final:
+                self._defer(plan)
+            look, text = self._wait(jobs, plan, context)
+        finally:
+            jobs.close()
+        url = look.cluster.dashboard_url if look.cluster else None
+        return self._finish(look.status, url, tail(text, self.log_tail_lines))
+
+    def _wait(self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context) -> tuple[RayJobLook, str]:
+        """Look until the RayJob is final, streaming the job's log once its dashboard answers."""
+        text, offset, seen, hook = "", 0, "", None
+        while True:
+            look = self._look(jobs, plan.name, plan.namespace, plan.dashboard_url_template)
+            if look.cluster is not None and (hook is None or hook.cluster != look.cluster):
+                hook = self._announce(look, context)
+            if hook is not None and self.stream_logs and look.status.job_id:
+                text, offset = self._stream(hook, look.status, text, offset)
+            if look.status.is_final:  # its cluster may be gone already (TTL 0): keep the last one seen
+                cluster = look.cluster or (hook.cluster if hook is not None else None)
+                return RayJobLook(look.status, cluster), text
+            if look.status.summary() != seen:
+                seen = look.status.summary()
+                self.log.info("RayJob %s/%s: %s", plan.namespace, plan.name, seen)
+            time.sleep(self.poll_interval)
+
+    @staticmethod
+    def _look(jobs: KubeRayJobs, name: str, namespace: str, template: str | None) -> RayJobLook:
+        from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
+
+        try:
+            return jobs.look(name, namespace=namespace, template=template)
+        except KubeRayNotFoundError as exc:
+            raise RayProviderError(
+                f"RayJob {namespace}/{name} was deleted while this task waited for it (by a user or a kill)"
+            ) from exc
+
+    def _announce(self, look: RayJobLook, context: Context) -> RayJobHook:
+        """The cluster answers: push the job's dashboard link; a hook for its log."""
+        assert look.cluster is not None
+        job_url = dashboard_job_url(look.cluster.dashboard_url, look.status.job_id)
+        context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
+        return RayJobHook(None, cluster=look.cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0)
+
+    def _stream(self, hook: RayJobHook, status: RayJobStatus, text: str, offset: int) -> tuple[str, int]:
+        """Write new log lines; best effort (the job may not be submitted yet, or its cluster gone)."""
+        try:
+            text = hook.get_job_logs(status.job_id)
+        except Exception as exc:
+            self.log.debug("No log of Ray job %s yet: %s", status.job_id, exc)
+            return text, offset
+        lines, offset = new_log_lines(text, offset, final=status.is_final)
+        emit_lines(self.log, lines)
+        return text, offset
+
+    def _defer(self, plan: RayJobPlan) -> NoReturn:
+        from airflow_ray_provider.triggers.kuberay_job import KubeRayJobTrigger
+
+        trigger = KubeRayJobTrigger(
+            conn_id=self.cluster_conn_id, namespace=plan.namespace, name=plan.name,
+            dashboard_url_template=plan.dashboard_url_template, poll_interval=self.poll_interval,
+            stream_logs=self.stream_logs, on_kill=self.on_kill_action, log_tail_lines=self.log_tail_lines,
+        )  # fmt: skip
+        self.defer(trigger=trigger, method_name="execute_complete")
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Resume after the trigger: succeed, or raise with the RayJob's reason, message and log tail."""
+        if not isinstance(event, dict) or event.get("status") not in (EVENT_DONE, EVENT_ERROR):
+            raise RayProviderError(f"unexpected RayJob trigger event: {event!r}")
+        if event["status"] == EVENT_ERROR or not isinstance(event.get("rayjob"), dict):
+            raise RayProviderError(f"waiting for RayJob {event.get('name')!r} failed: {event.get('message')}")
+        status = RayJobStatus.from_dict(event["rayjob"])
+        url = event.get("dashboard_url")
+        if url and status.job_id:
+            context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=dashboard_job_url(url, status.job_id))
+        return self._finish(status, url, str(event.get("log_tail") or ""))
+
+    def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:
+        raise_for_rayjob(status, log_tail)
+        self.log.info("RayJob %s/%s: %s", status.namespace, status.name, status.summary())
+        return rayjob_result(status.name, status.namespace, status, url)
+
+    def on_kill(self) -> None:
+        """Delete or suspend the RayJob when the task is killed (``on_kill``)."""
+        if self._rayjob is None or self.on_kill_action == "none":
+            return
+        name, namespace = self._rayjob
+        jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=namespace)
+        try:
+            if self.on_kill_action == "suspend":
+                jobs.suspend(name, namespace=namespace)
+            else:
+                jobs.delete(name, namespace=namespace)
+        finally:
+            jobs.close()
+        self.log.info("RayJob %s/%s: %s on kill", namespace, name, self.on_kill_action)

@@ -1,0 +1,396 @@
+"""RayJob, standing-cluster and one-task modes end to end: the official ``kubernetes`` client against the
+emulator, the test KubeRay controllers (RayCluster and RayJob) and a real Ray head's Job API.
+
+Every cluster here is annotated ``test.kuberay/head: shared``: the test controller puts the session's Ray
+head behind it instead of starting one (6-40 s each on this machine), so a test costs seconds. Isolation
+holds because each test's Ray job has its own submission id; deleting such a cluster stops its job but
+not the shared head.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from airflow_ray_provider.exceptions import (
+    KubeRayJobError,
+    RayClusterNotReadyError,
+    RayInvalidInputError,
+)
+from tests.fixtures.dag_runs import task_states, xcom_value
+from tests.fixtures.dag_runs import write_dag as write_dag_file
+from tests.fixtures.kuberay import BEHAVIOUR, CONTROLLER_AGENT, HEAD_MODE, TEST_NAMESPACE
+from tests.fixtures.ray_job import StandInTI, context_for
+
+pytestmark = pytest.mark.integration
+
+SHARED = {"annotations": {HEAD_MODE: "shared"}}
+RAYJOBS = f"/apis/ray.io/v1/namespaces/{TEST_NAMESPACE}/rayjobs"
+FAST = {"poll_interval": 0.3, "ttl_seconds_after_finished": 0}
+
+
+def _python(code: str) -> list[str]:
+    """An entrypoint for the shared head (its PATH has no venv; a KubeRay image would say ``python``)."""
+    return [sys.executable, "-c", code]
+
+
+def _provider_calls(kube: Any, since: int) -> list[tuple[str, str]]:
+    return [(method, path) for agent, method, path in kube.calls[since:] if agent != CONTROLLER_AGENT]
+
+
+def _eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} not reached within {timeout:.0f}s")
+
+
+def _rayjob_op(kuberay_conn: str, task_id: str, **kwargs: Any) -> Any:
+    from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+
+    arguments = {"spec": SHARED, **FAST, **kwargs}
+    return KubeRayJobOperator(task_id=task_id, cluster_conn_id=kuberay_conn, **arguments)
+
+
+@pytest.fixture
+def rayjobs(kube_emulator: Any) -> Iterator[Any]:
+    """The RayJob client on the emulator; deletes every RayJob a test left (their clusters go with them)."""
+    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.kuberay.rayjob import RayJobClient
+
+    api = kube_emulator.api_client()
+    client = RayJobClient(KubeRayClient(api, namespace=TEST_NAMESPACE))
+    try:
+        yield client
+    finally:
+        for item in client.list_labelled():
+            client.delete(item["metadata"]["name"])
+        api.close()
+
+
+def _job_status(ray_head: Any, token: str, job_id: str) -> str:
+    import json
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{ray_head.dashboard_url}/api/jobs/{job_id}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return json.loads(response.read())["status"]
+
+
+def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattaches(
+    kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd
+):
+    from airflow_ray_provider.jobs.submission import base_submission_id
+    from airflow_ray_provider.kuberay.rbac import BASE_RULES, allowed
+
+    since = len(kube_emulator.calls)
+    ti = StandInTI(dag_id="rayjob_e2e", task_id="success")
+    op = _rayjob_op(kuberay_conn, "success", entrypoint=_python("print('hello from the rayjob', 6 * 7)"))
+
+    result = op.execute(context_for(ti))
+    captured = capfd.readouterr()
+
+    assert (result["status"], result["deployment_status"]) == ("SUCCEEDED", "Complete")
+    assert result["dashboard_url"] == ray_head.dashboard_url and result["job_url"].endswith(result["job_id"])
+    assert result["job_id"] == base_submission_id("rayjob_e2e", ti.run_id, "success", -1)
+    assert "hello from the rayjob 42" in captured.out + captured.err  # the job's log reached the task log
+    assert ti.xcoms["ray_job_url"] == result["job_url"]  # the "Ray job" extra link
+    transitions = rayjob_controller.transitions[result["rayjob_name"]]
+    assert transitions[0] == "Initializing" and transitions[-1] == "Complete" and "Running" in transitions
+    assert result["rayjob_name"] not in rayjob_controller.invalid  # KubeRay and the strict CRD accept it
+    # shutdownAfterJobFinishes (TTL 0): Kubernetes deleted the cluster, the RayJob stays with its verdict.
+    _eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
+    assert rayjobs.get(result["rayjob_name"])["status"]["jobDeploymentStatus"] == "Complete"
+
+    # A rerun of the same task instance (a restarted worker, try 2) re-attaches: no second RayJob.
+    again = _rayjob_op(kuberay_conn, "success", entrypoint=_python("print('never run')"))
+    rerun = again.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="success", try_number=2)))
+
+    assert rerun["job_id"] == result["job_id"] and rerun["status"] == "SUCCEEDED"
+    calls = _provider_calls(kube_emulator, since)
+    assert [path for method, path in calls if method == "POST"] == [RAYJOBS]
+    for method, path in calls:  # every request stays inside the namespaced Role
+        match = re.fullmatch(rf"/apis/ray\.io/v1/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path)
+        assert match, f"call outside the namespace or to an unexpected path: {method} {path}"
+        verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
+            "get" if match.group(2) else "list"
+        )
+        assert allowed(BASE_RULES, group="ray.io", resource=match.group(1), verb=verb), (method, path)
+
+
+def test_rayjob_failure_carries_reason_message_and_log_tail(rayjob_controller, kuberay_conn, rayjobs):
+    code = "import sys; print('the-marker-line-before-failing'); sys.exit(3)"
+    op = _rayjob_op(kuberay_conn, "failure", entrypoint=_python(code))
+
+    with pytest.raises(KubeRayJobError) as excinfo:
+        op.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="failure")))
+
+    error = excinfo.value
+    assert (error.deployment_status, error.reason, error.status) == ("Failed", "AppFailed", "FAILED")
+    message = str(error)
+    assert "reason AppFailed" in message and "the-marker-line-before-failing" in message
+    assert f"kubectl describe rayjob {error.name} -n {TEST_NAMESPACE}" in message
+
+
+def test_active_deadline_fails_the_rayjob_and_stops_its_job(
+    rayjob_controller, kuberay_conn, rayjobs, ray_head, ray_head_token
+):
+    op = _rayjob_op(
+        kuberay_conn,
+        "deadline",
+        entrypoint=_python("import time; time.sleep(120)"),
+        active_deadline_seconds=3,
+    )
+    started = time.monotonic()
+
+    with pytest.raises(KubeRayJobError) as excinfo:
+        op.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="deadline")))
+
+    assert excinfo.value.reason == "DeadlineExceeded" and "activeDeadlineSeconds" in str(excinfo.value)
+    assert time.monotonic() - started < 60
+    job_id = excinfo.value.submission_id
+    _eventually(
+        lambda: _job_status(ray_head, ray_head_token, job_id) == "STOPPED", what="Ray job stopped by shutdown"
+    )
+
+
+def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_controller, kuberay_conn, rayjobs):
+    """Try 1's worker is lost mid-wait (it keeps polling, as a zombie would); try 2 re-attaches to it."""
+    from airflow_ray_provider.kuberay import labels as lb
+
+    since = len(kube_emulator.calls)
+    code = "import time; time.sleep(4); print('one run only')"
+    first = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
+    outcome: dict[str, Any] = {}
+
+    def try_one() -> None:
+        try:
+            outcome["first"] = first.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="rerun")))
+        except Exception as exc:  # surfaced by the assertion below
+            outcome["first"] = exc
+
+    thread = threading.Thread(target=try_one, daemon=True)
+    thread.start()
+    running = _eventually(
+        lambda: [o for o in rayjobs.list_labelled() if (o.get("status") or {}).get("jobStatus") == "RUNNING"],
+        what="try 1's RayJob running",
+    )
+    second = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
+    result = second.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="rerun", try_number=2)))
+    thread.join(60)
+
+    assert result["status"] == "SUCCEEDED" and result["rayjob_name"] == running[0]["metadata"]["name"]
+    assert isinstance(outcome["first"], dict) and outcome["first"]["job_id"] == result["job_id"]
+    assert [path for method, path in _provider_calls(kube_emulator, since) if method == "POST"] == [RAYJOBS]
+    assert len(rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})) == 1
+
+
+@pytest.fixture
+def standing_cluster(kuberay_controller, kuberay_client) -> Iterator[str]:
+    """A RayCluster someone else made (no provider labels, token auth), ready behind the shared head."""
+    from airflow_ray_provider.kuberay.builder import build_body
+    from airflow_ray_provider.kuberay.spec import RayClusterSpec
+
+    name = "team-standing-ray"
+    body = build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE)
+    kuberay_client.create_cluster(body)
+    try:
+        _eventually(
+            lambda: ((kuberay_client.find_cluster(name) or {}).get("status") or {}).get("state") == "ready",
+            what="standing cluster ready",
+        )
+        yield name
+    finally:
+        kuberay_client.delete_cluster(name)
+
+
+def test_standing_cluster_is_used_by_name_and_never_deleted(
+    rayjob_controller, kuberay_conn, kuberay_client, rayjobs, standing_cluster, ray_head
+):
+    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator, RayClusterJanitorOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+
+    attach = AttachRayClusterOperator(
+        task_id="attach", cluster_name=standing_cluster, cluster_conn_id=kuberay_conn
+    )
+    handle = attach.execute(context_for(StandInTI(dag_id="standing", task_id="attach")))
+
+    assert handle["owned"] is False and handle["dashboard_url"] == ray_head.dashboard_url
+    assert handle["auth_token_secret"] == standing_cluster  # KubeRay's Secret, referred to, never copied
+    # The Job API path on the standing cluster, with the token read from its Secret.
+    submit = SubmitRayJobOperator(
+        task_id="submit",
+        cluster=handle,
+        entrypoint=_python("print('job api on standing')"),
+        poll_interval=0.3,
+    )
+    assert (
+        submit.execute(context_for(StandInTI(dag_id="standing", task_id="submit")))["status"] == "SUCCEEDED"
+    )
+    # The RayJob path on it (clusterSelector): KubeRay never shuts a selected cluster down.
+    rayjob = _rayjob_op(
+        kuberay_conn, "rayjob", spec=None, cluster=handle, ttl_seconds_after_finished=None,
+        entrypoint=_python("print('rayjob on standing')"),
+    )  # fmt: skip
+    result = rayjob.execute(context_for(StandInTI(dag_id="standing", task_id="rayjob")))
+    assert result["status"] == "SUCCEEDED" and result["cluster_name"] == standing_cluster
+
+    deleted = DeleteRayClusterOperator(task_id="delete", cluster=handle).execute(context_for(StandInTI("d")))
+    janitor = RayClusterJanitorOperator(task_id="janitor", cluster_conn_id=kuberay_conn).execute({})
+
+    assert deleted["deleted"] is False and standing_cluster not in janitor
+    time.sleep(1)  # give the controllers a few reconciles: nothing may delete it
+    assert kuberay_client.find_cluster(standing_cluster) is not None
+    assert rayjob_controller.clusters.head_of(TEST_NAMESPACE, standing_cluster) is ray_head
+
+
+def test_standing_cluster_problems_fail_at_once_with_its_conditions(
+    kube_emulator, rayjob_controller, kuberay_conn, kuberay_client
+):
+    from airflow_ray_provider.kuberay.builder import build_body
+    from airflow_ray_provider.kuberay.spec import RayClusterSpec
+    from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+
+    since = len(kube_emulator.calls)
+    missing = AttachRayClusterOperator(
+        task_id="a", cluster_name="no-such-cluster", cluster_conn_id=kuberay_conn
+    )
+    with pytest.raises(RayInvalidInputError, match=r"RayCluster .*/no-such-cluster does not exist"):
+        missing.execute(context_for(StandInTI("standing_bad")))
+    rayjob = _rayjob_op(
+        kuberay_conn, "rj", spec=None, cluster="no-such-cluster", ttl_seconds_after_finished=None,
+        entrypoint="python x.py",
+    )  # fmt: skip
+    with pytest.raises(RayInvalidInputError, match="does not exist"):
+        rayjob.execute(context_for(StandInTI("standing_bad", task_id="rj")))
+    assert not [p for m, p in _provider_calls(kube_emulator, since) if m == "POST"]  # no RayJob made
+
+    name = "stuck-standing-ray"
+    spec = RayClusterSpec(annotations={BEHAVIOUR: "never-ready"})
+    kuberay_client.create_cluster(build_body(spec, name=name, namespace=TEST_NAMESPACE))
+    try:
+        _eventually(lambda: (kuberay_client.find_cluster(name) or {}).get("status"), what="stuck status")
+        stuck = AttachRayClusterOperator(task_id="a", cluster_name=name, cluster_conn_id=kuberay_conn)
+        started = time.monotonic()
+        with pytest.raises(RayClusterNotReadyError) as excinfo:
+            stuck.execute(context_for(StandInTI("standing_bad")))
+        assert time.monotonic() - started < 10  # no waiting for a cluster someone else runs
+        assert "ReplicaFailure" in str(excinfo.value) and excinfo.value.conditions
+        assert kuberay_client.find_cluster(name) is not None  # not ours: never deleted
+    finally:
+        kuberay_client.delete_cluster(name)
+
+
+def _one_task(kuberay_conn: str, task_id: str, code: str, **kwargs: Any) -> Any:
+    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+
+    return EphemeralRayJobOperator(
+        task_id=task_id, cluster_conn_id=kuberay_conn, cluster_spec=SHARED, entrypoint=_python(code),
+        poll_interval=0.3, ready_timeout=60, **kwargs,
+    )  # fmt: skip
+
+
+def _clusters_of(kuberay_client: Any, dag_id: str, task_id: str | None = None) -> list[str]:
+    from airflow_ray_provider.kuberay import labels as lb
+
+    wanted = {lb.LABEL_DAG_ID: dag_id, **({lb.LABEL_TASK_ID: task_id} if task_id else {})}
+    return [o["metadata"]["name"] for o in kuberay_client.list_clusters() if lb.matches(o, wanted)]
+
+
+def test_one_task_mode_runs_the_job_and_deletes_its_cluster_on_success_and_failure(
+    kube_emulator, kuberay_controller, kuberay_conn, kuberay_client
+):
+    since = len(kube_emulator.calls)
+    ok = _one_task(kuberay_conn, "ok", "print('one task, one cluster')")
+    result = ok.execute(context_for(StandInTI("one_task", task_id="ok")))
+
+    assert result["status"] == "SUCCEEDED"
+    assert _clusters_of(kuberay_client, "one_task") == []
+    posts = [p for m, p in _provider_calls(kube_emulator, since) if m == "POST" and "rayclusters" in p]
+    assert len(posts) == 1
+
+    bad = _one_task(kuberay_conn, "bad", "import sys; print('one-task-failure-marker'); sys.exit(2)")
+    with pytest.raises(Exception, match="one-task-failure-marker"):
+        bad.execute(context_for(StandInTI("one_task", task_id="bad")))
+    assert _clusters_of(kuberay_client, "one_task") == []
+
+
+def test_one_task_mode_kill_deletes_the_cluster(kuberay_controller, kuberay_conn, kuberay_client):
+    op = _one_task(kuberay_conn, "killed", "import time; time.sleep(120)")
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = op.execute(context_for(StandInTI("one_task_kill", task_id="killed")))
+        except BaseException as exc:
+            outcome["result"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    _eventually(lambda: getattr(op, "_submission_id", None), what="job submitted")
+    assert _clusters_of(kuberay_client, "one_task_kill")
+
+    op.on_kill()
+
+    assert _clusters_of(kuberay_client, "one_task_kill") == []
+    thread.join(30)
+    assert isinstance(outcome.get("result"), BaseException)  # the killed wait does not report a success
+
+
+DEFERRED_DAG = """
+import sys
+from datetime import datetime
+
+from airflow.sdk import DAG
+
+from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+
+SHARED = {{"annotations": {{"{head_mode}": "shared"}}}}
+
+with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+    KubeRayJobOperator(
+        task_id="ok", cluster_conn_id="{conn_id}", spec=SHARED, deferrable=True, poll_interval=0.3,
+        ttl_seconds_after_finished=0, entrypoint=[sys.executable, "-c", "print('deferred rayjob')"],
+    )
+    KubeRayJobOperator(
+        task_id="bad", cluster_conn_id="{conn_id}", spec=SHARED, deferrable=True, poll_interval=0.3,
+        ttl_seconds_after_finished=0, entrypoint=[sys.executable, "-c", "import sys; sys.exit(4)"],
+    )
+    EphemeralRayJobOperator(
+        task_id="one_task", cluster_conn_id="{conn_id}", cluster_spec=SHARED, deferrable=True,
+        poll_interval=0.3, entrypoint=[sys.executable, "-c", "print('deferred one task')"],
+    )
+"""
+
+
+def test_deferrable_rayjob_and_one_task_under_dag_test(
+    airflow_db, kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs
+):
+    dag_id = "rayjob_deferred"
+    source = DEFERRED_DAG.format(dag_id=dag_id, conn_id=kuberay_conn, head_mode=HEAD_MODE)
+    dag = write_dag_file(dag_id, source)
+
+    dag_run = dag.test()
+
+    assert task_states(dag_run) == {"ok": "success", "bad": "failed", "one_task": "success"}
+    assert xcom_value(dag_run, "one_task")["status"] == "SUCCEEDED"
+    assert _clusters_of(kuberay_client, dag_id, "one_task") == []  # deleted in the task, after the trigger
+    result = xcom_value(dag_run, "ok")
+    assert result["status"] == "SUCCEEDED" and result["deployment_status"] == "Complete"
+    assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]
+    failed = rayjobs.list_labelled({"airflow-ray-provider/task-id": "bad"})
+    assert failed and failed[0]["status"]["reason"] == "AppFailed"
+    _eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
