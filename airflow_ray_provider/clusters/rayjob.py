@@ -23,6 +23,7 @@ from airflow_ray_provider.exceptions import KubeRayJobError, RayClusterError, Ra
 from airflow_ray_provider.kuberay import builder
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.kuberay.errors import KubeRayConflictError, KubeRaySpecError
+from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.rayjob import RayJobClient, RayJobStatus
 from airflow_ray_provider.kuberay.rayjob_spec import (
     RayJobOptions,
@@ -183,7 +184,9 @@ class KubeRayJobs:
         if request.cluster_name is not None:
             return None, {}, {}
         if request.manifest is not None:
-            body = builder.prepare_manifest(request.manifest, name=name, labels={}, annotations={})
+            body = prepare_manifest(
+                request.manifest, name=name, namespace=namespace, labels={}, annotations={}
+            )
             meta = body["metadata"]
             return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
         spec = request.spec or RayClusterSpec()

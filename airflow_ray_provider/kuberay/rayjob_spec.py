@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_ray_provider.kuberay import validation as v
+from airflow_ray_provider.kuberay.controller_rules import check_cluster_name
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import API_VERSION
 
@@ -223,7 +224,7 @@ def build_rayjob_body(
     v.check_dns_label(namespace, "namespace")
     spec = _spec_fields(options, selector)
     if cluster_name is not None:
-        v.check_cluster_name(cluster_name)
+        check_cluster_name(cluster_name, "cluster")
         spec["clusterSelector"] = {CLUSTER_SELECTOR_KEY: cluster_name}
     else:
         if not isinstance(cluster_spec, dict) or not isinstance(cluster_spec.get("headGroupSpec"), dict):
