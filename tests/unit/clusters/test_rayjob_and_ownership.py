@@ -71,7 +71,14 @@ def test_plan_from_a_raycluster_manifest_and_for_a_standing_cluster() -> None:
         "apiVersion": "ray.io/v1",
         "kind": "RayCluster",
         "metadata": {"labels": {"team": "ml"}},
-        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}}},
+        "spec": {
+            "headGroupSpec": {
+                "rayStartParams": {},
+                "template": {
+                    "spec": {"containers": [{"name": "ray-head", "image": "rayproject/ray:2.60.0"}]}
+                },
+            }
+        },
     }
     from_manifest = _jobs().plan(RayJobRequest(options=OPTIONS, manifest=manifest), IDENTITY)
     standing = _jobs().plan(RayJobRequest(options=OPTIONS, cluster_name="shared-ray"), IDENTITY)
