@@ -59,7 +59,7 @@ def _fail_on_connection(*args: Any, **kwargs: Any) -> Any:
         ({"runtime_env": {"working_dir": "./local/code"}}, "working_dir"),
         ({"rayjob_name": "Bad_Name"}, "RayJob name 'Bad_Name' is not valid"),
         ({"spec": {"head": {"cpus": "2"}}}, r"unknown field\(s\) \['cpus'\]"),
-        ({"cluster": "Shared_Ray"}, "cluster name 'Shared_Ray' is not valid"),
+        ({"cluster": "Shared_Ray"}, "cluster 'Shared_Ray': RayCluster name should be a valid DNS1035 label"),
         ({"cluster": {"backend": "local", "name": "h", "dashboard_url": "http://x:1"}}, "KubeRay cluster"),
     ],
 )
