@@ -170,7 +170,11 @@ def test_standing_cluster_uses_the_selector_and_never_asks_for_shutdown() -> Non
         (dataclasses.replace(OPTIONS, queue_name="bad queue"), {}, "queue_name"),
         (OPTIONS, {"name": "x" * 48}, "at most 47"),
         (OPTIONS, {"name": "Nightly_Eval"}, "RayJob name 'Nightly_Eval' is not valid"),
-        (OPTIONS, {"cluster_name": "Shared_Ray"}, "cluster 'Shared_Ray': RayCluster name should be a valid DNS1035 label"),
+        (
+            OPTIONS,
+            {"cluster_name": "Shared_Ray"},
+            "cluster 'Shared_Ray': RayCluster name should be a valid DNS1035 label",
+        ),
         (
             OPTIONS,
             {
