@@ -153,7 +153,9 @@ def run(work: str, zones: int, rows: int, repeats: int) -> dict[str, Any]:
 
 def _ratios(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     base = min(r["wall_s"] for r in results["baseline"])
-    best = {k: min(r["wall_s"] for r in v) for k, v in results.items()}
+    best = {
+        k: min((r["wall_s"] for r in v if "wall_s" in r), default=float("nan")) for k, v in results.items()
+    }
     return {
         "baseline_wall_s": round(base, 3),
         "cli_wall_s": round(best["cli"], 3),
