@@ -256,9 +256,22 @@ def test_standing_cluster_is_used_by_name_and_never_deleted(
     assert rayjob_controller.clusters.head_of(TEST_NAMESPACE, standing_cluster) is ray_head
 
 
+STUCK_STATUS = {  # what KubeRay writes for a cluster whose head pod cannot be scheduled
+    "conditions": [
+        {"type": "HeadPodReady", "status": "False", "reason": "HeadPodNotFound", "message": "Pending"},
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreateHeadPod",
+         "message": "0/3 nodes are available: 3 Insufficient nvidia.com/gpu"},
+    ],
+}  # fmt: skip
+
+
 def test_standing_cluster_problems_fail_at_once_with_its_conditions(
-    kube_emulator, rayjob_controller, kuberay_conn, kuberay_client
+    kube_emulator, kuberay_conn, kuberay_client
 ):
+    """No Ray head needed: the stuck cluster's status is written here as KubeRay (or the test controller,
+    for the ``never-ready`` annotation, when it runs) would."""
+    from kubernetes import client
+
     from airflow_ray_provider.kuberay.builder import build_body
     from airflow_ray_provider.kuberay.spec import RayClusterSpec
     from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
@@ -281,7 +294,11 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
     spec = RayClusterSpec(annotations={BEHAVIOUR: "never-ready"})
     kuberay_client.create_cluster(build_body(spec, name=name, namespace=TEST_NAMESPACE))
     try:
-        _eventually(lambda: (kuberay_client.find_cluster(name) or {}).get("status"), what="stuck status")
+        api = kube_emulator.api_client()
+        client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
+            "ray.io", "v1", TEST_NAMESPACE, "rayclusters", name, {"status": STUCK_STATUS}
+        )
+        api.close()
         stuck = AttachRayClusterOperator(task_id="a", cluster_name=name, cluster_conn_id=kuberay_conn)
         started = time.monotonic()
         with pytest.raises(RayClusterNotReadyError) as excinfo:
