@@ -121,12 +121,15 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     calls = _provider_calls(kube_emulator, since)
     assert [path for method, path in calls if method == "POST"] == [RAYJOBS]
     for method, path in calls:  # every request stays inside the namespaced Role
-        match = re.fullmatch(rf"/apis/ray\.io/v1/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path)
+        match = re.fullmatch(
+            rf"/(?:apis/(ray\.io)/v1|api/v1)/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path
+        )
         assert match, f"call outside the namespace or to an unexpected path: {method} {path}"
         verb = {"POST": "create", "PATCH": "patch", "DELETE": "delete"}.get(method) or (
-            "get" if match.group(2) else "list"
+            "get" if match.group(3) else "list"
         )
-        assert allowed(BASE_RULES, group="ray.io", resource=match.group(1), verb=verb), (method, path)
+        group, resource = match.group(1) or "", match.group(2)
+        assert allowed(BASE_RULES, group=group, resource=resource, verb=verb), (method, path)
 
 
 def test_rayjob_failure_carries_reason_message_and_log_tail(rayjob_controller, kuberay_conn, rayjobs):
@@ -183,7 +186,11 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
     thread = threading.Thread(target=try_one, daemon=True)
     thread.start()
     running = _eventually(
-        lambda: [o for o in rayjobs.list_labelled() if (o.get("status") or {}).get("jobStatus") == "RUNNING"],
+        lambda: [
+            o
+            for o in rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})
+            if (o.get("status") or {}).get("jobStatus") == "RUNNING"
+        ],
         what="try 1's RayJob running",
     )
     second = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
