@@ -51,6 +51,12 @@ def test_empty_dataset(eval_config: Callable[..., dict[str, Any]], tmp_path: Any
     _assert_fails(cfg, DataError, "has no rows")
 
 
+def test_a_folder_without_parquet_files(eval_config: Callable[..., dict[str, Any]], tmp_path: Any) -> None:
+    """It used to be reported as a missing label column."""
+    (tmp_path / "empty_export").mkdir()
+    _assert_fails(eval_config(data_uri=str(tmp_path / "empty_export")), DataError, "no Parquet files")
+
+
 def test_missing_data_path(eval_config: Callable[..., dict[str, Any]], tmp_path: Any) -> None:
     _assert_fails(eval_config(data_uri=str(tmp_path / "nope")), DataError, "cannot open the evaluation data")
 
