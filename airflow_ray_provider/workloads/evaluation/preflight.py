@@ -67,7 +67,7 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
     from airflow_ray_provider.workloads.evaluation.source import plan_units
 
     try:
-        artifacts.resolve(cfg.output_uri)
+        artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
     dataset = open_dataset(cfg.data_uri)
