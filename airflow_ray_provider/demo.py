@@ -47,6 +47,20 @@ def configure_environment(root: Path, rows: int, verbose: bool) -> None:
     for key in ("AIRFLOW_RAY_CONN_ID", "AIRFLOW_RAY_CLUSTER_CONN_ID", "RAY_ADDRESS"):
         os.environ.pop(key, None)  # the demo is the embedded default: an ephemeral local head
     Path(os.environ["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("AIRFLOW__CORE__FERNET_KEY"):  # else Airflow warns "empty cryptography key"
+        os.environ["AIRFLOW__CORE__FERNET_KEY"] = demo_fernet_key(Path(os.environ["AIRFLOW_HOME"]))
+
+
+def demo_fernet_key(airflow_home: Path) -> str:
+    """The demo's Fernet key, made once and kept (0600) in its Airflow home so reruns read their data."""
+    path = airflow_home / "fernet.key"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(Fernet.generate_key().decode())
+    return path.read_text().strip()
 
 
 def migrate_db() -> None:

@@ -8,6 +8,7 @@ artifacts additionally get a ``_SUCCESS`` marker written last; readers check it 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 import uuid
@@ -86,6 +87,35 @@ def write_bytes_atomic(uri: str, data: bytes) -> None:
                 fs.delete_file(tmp)
     except pa_errors() as exc:
         raise ArtifactError(f"could not write {uri!r}: {exc}") from exc
+
+
+def probe_writable(dir_uri: str) -> None:
+    """Write and delete a probe file in ``dir_uri``; folders made for it are removed again.
+
+    Run before any work, so a folder nobody can write fails in a second instead of after the run.
+
+    :raises ArtifactError: when the probe cannot be written (the message names the URI and the reason).
+    """
+    fs, path = resolve(dir_uri)
+    missing, folder = [], path
+    while folder and fs.get_file_info(folder).type.name == "NotFound" and folder != posixpath.dirname(folder):
+        missing.append(folder)
+        folder = posixpath.dirname(folder)
+    probe = posixpath.join(path, f".write-probe-{uuid.uuid4().hex}")
+    try:
+        if is_local(fs):  # an object store needs no folder (and would keep a folder marker)
+            fs.create_dir(path, recursive=True)
+        with fs.open_output_stream(probe) as out:
+            out.write(b"")
+        fs.delete_file(probe)
+    except pa_errors() as exc:
+        raise ArtifactError(
+            f"{dir_uri!r} is not writable ({exc}): fix its permissions or choose another"
+        ) from exc
+    finally:
+        for made in missing if is_local(fs) else ():  # deepest first; object stores have no folders
+            with contextlib.suppress(*pa_errors()):
+                fs.delete_dir(made)
 
 
 def write_json_atomic(uri: str, obj: Any) -> None:

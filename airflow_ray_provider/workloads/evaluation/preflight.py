@@ -53,11 +53,17 @@ def open_dataset(uri: str) -> pads.Dataset:
 
     fs, path = artifacts.resolve(uri)
     try:
-        return pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
+        dataset = pads.dataset(path, filesystem=fs, format="parquet", partitioning="hive")
     except artifacts.pa_errors() as exc:  # a missing path is an OSError too
         raise DataError(
             f"cannot open the evaluation data {uri!r}: {exc}. Check data_uri (a Parquet file or folder)"
         ) from exc
+    if not dataset.files:  # else reported as the label column missing from an empty schema
+        raise DataError(
+            f"the evaluation data {uri!r} is a folder with no Parquet files: check data_uri and the "
+            f"upstream export"
+        )
+    return dataset
 
 
 def run_preflight(cfg: EvalConfig) -> Preflight:
@@ -70,7 +76,7 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
     from airflow_ray_provider.workloads.evaluation.source import plan_units
 
     try:
-        artifacts.resolve(cfg.output_uri)
+        artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
     dataset = open_dataset(cfg.data_uri)

@@ -179,11 +179,10 @@ def _kill_create_task_mid_wait(registry: Path, run_id: str, ready_timeout: float
 
 
 @pytest.mark.integration
-def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_registry, caplog):
+def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_registry):
     from airflow_ray_provider.local import LocalHeadInfo, is_running
     from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator, DeleteRayClusterOperator
 
-    caplog.set_level("INFO", logger="airflow_ray_provider.local")
     run_id = "manual__orphan_rerun"
     record = _kill_create_task_mid_wait(local_registry, run_id, ready_timeout=120)
     orphan = LocalHeadInfo.from_dict(record["info"])
@@ -194,9 +193,9 @@ def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_regi
     create = CreateRayClusterOperator(task_id="create", local_options={"num_cpus": 1, "ready_timeout": 300})
     handle = create.execute({"ti": ti, "run_id": run_id})
     try:
-        assert any(r.message.startswith("Adopting local Ray head") for r in caplog.records)
-        if handle["extra"]["pid"] != orphan.pid:  # only when `ray start` itself gave up (a starved machine)
-            assert any("gave up during startup; starting a fresh one" in r.message for r in caplog.records)
+        # Adopted: the same head. Only when `ray start` itself gave up during startup (a starved
+        # machine) is a fresh head started, and then the orphan must be gone.
+        if handle["extra"]["pid"] != orphan.pid:
             assert not is_running(orphan) and _processes_using(orphan.temp_dir) == []
         (path,) = local_registry.glob("*.json")  # exactly one head registered
         assert json.loads(path.read_text())["state"] == "ready"

@@ -51,6 +51,29 @@ def test_empty_dataset(eval_config: Callable[..., dict[str, Any]], tmp_path: Any
     _assert_fails(cfg, DataError, "has no rows")
 
 
+def test_a_folder_without_parquet_files(eval_config: Callable[..., dict[str, Any]], tmp_path: Any) -> None:
+    """It used to be reported as a missing label column."""
+    (tmp_path / "empty_export").mkdir()
+    _assert_fails(eval_config(data_uri=str(tmp_path / "empty_export")), DataError, "no Parquet files")
+
+
+def test_an_output_uri_that_cannot_be_written_fails_before_any_work(
+    eval_config: Callable[..., dict[str, Any]], tmp_path: Any
+) -> None:
+    """It used to fail only after the whole scoring pass (exit 1, work lost)."""
+    from airflow_ray_provider.workloads.common.errors import ArtifactError
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
+
+    (tmp_path / "a_file").write_text("not a folder")
+    blocked = eval_config(output_uri=str(tmp_path / "a_file" / "eval"))
+    with pytest.raises(ArtifactError, match=r"output_uri: .*a_file/eval.* is not writable"):
+        run_preflight(EvalConfig.from_dict(blocked))
+    fresh = eval_config(output_uri=str(tmp_path / "new" / "deeper" / "eval"))
+    run_preflight(EvalConfig.from_dict(fresh))
+    assert not (tmp_path / "new").exists()  # the probe left nothing behind, not even its folders
+
+
 def test_missing_data_path(eval_config: Callable[..., dict[str, Any]], tmp_path: Any) -> None:
     _assert_fails(eval_config(data_uri=str(tmp_path / "nope")), DataError, "cannot open the evaluation data")
 
