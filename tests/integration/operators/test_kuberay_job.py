@@ -181,7 +181,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
     from airflow_ray_provider.kuberay import labels as lb
 
     since = len(kube_emulator.calls)
-    code = "import time; time.sleep(4); print('one run only')"
+    code = "import time; time.sleep(10); print('one run only')"
     first = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
     outcome: dict[str, Any] = {}
 
@@ -199,6 +199,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
             for o in rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})
             if (o.get("status") or {}).get("jobStatus") == "RUNNING"
         ],
+        timeout=120.0,  # cluster provisioning and the submitter come first
         what="try 1's RayJob running",
     )
     second = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
