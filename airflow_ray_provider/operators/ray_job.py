@@ -246,7 +246,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
                 stopped = self.hook.stop_job(sid)
                 raise timeout_error(sid, self.job_timeout, self._logs_best_effort(sid), stopped=stopped)
             time.sleep(self.poll_interval)
-            if getattr(self, "_kill_requested", False):  # on_kill ran (another thread): never report success
+            if getattr(self, "_left_running_on_kill", False):  # on_kill left the job running: stop waiting
                 raise RayProviderError(f"the task was killed while it waited for Ray job {sid!r}")
             state = self._get(sid)
 
@@ -300,7 +300,8 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
 
     def on_kill(self) -> None:
         """SIGTERM of the running task: stop the job only when ``stop_on_kill=True`` (see the class doc)."""
-        self._kill_requested = True
+        # A stopped job ends the wait by itself (STOPPED); one left running must not be waited for.
+        self._left_running_on_kill = not self.stop_on_kill
         if self._submission_id and not self.stop_on_kill:
             self.log.info(
                 "Leaving Ray job %s running on kill: a retry re-attaches to it (stop_on_kill=True stops it)",
