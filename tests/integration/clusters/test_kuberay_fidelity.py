@@ -21,6 +21,7 @@ from tests.fixtures.kuberay import (
     SAMPLE_FILES,
     SAMPLES_DIR,
 )
+from tests.fixtures.waiting import eventually
 
 RUN_ID = "manual__2024-01-01T00:00:00+00:00"
 NAMESPACE = "fidelity"  # watched by this module's controller, which never needs to start a Ray head
@@ -73,18 +74,6 @@ def test_53_character_name_is_ready_through_the_truncated_token_secret(
     assert kuberay_client.find_cluster(name) is None
 
 
-def _wait_for(predicate: Any, timeout: float = 30.0) -> Any:
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = predicate()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("condition not met in time")
-
-
 @pytest.mark.integration
 def test_controller_refuses_an_invalid_object_with_an_event_and_no_status(
     controller, kuberay_conn, kube_emulator
@@ -100,7 +89,7 @@ def test_controller_refuses_an_invalid_object_with_an_event_and_no_status(
     client = backend.client  # type: ignore[attr-defined]
     client.create_cluster(body)
     try:
-        events = _wait_for(lambda: client.list_events(name))
+        events = eventually(lambda: client.list_events(name), what="the refusal event")
         assert [(e.type, e.reason) for e in events] == [("Warning", "InvalidRayClusterMetadata")]
         assert "no more than 53 characters" in events[0].message
         assert "status" not in client.get_cluster(name)  # KubeRay writes no status

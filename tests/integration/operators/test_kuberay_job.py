@@ -13,7 +13,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,6 +27,7 @@ from tests.fixtures.dag_runs import task_states, xcom_value
 from tests.fixtures.dag_runs import write_dag as write_dag_file
 from tests.fixtures.kuberay import BEHAVIOUR, CONTROLLER_AGENT, HEAD_MODE, TEST_NAMESPACE
 from tests.fixtures.ray_job import StandInTI, context_for
+from tests.fixtures.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -42,16 +43,6 @@ def _python(code: str) -> list[str]:
 
 def _provider_calls(kube: Any, since: int) -> list[tuple[str, str]]:
     return [(method, path) for agent, method, path in kube.calls[since:] if agent != CONTROLLER_AGENT]
-
-
-def _eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} not reached within {timeout:.0f}s")
 
 
 def _rayjob_op(kuberay_conn: str, task_id: str, **kwargs: Any) -> Any:
@@ -116,7 +107,7 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     assert transitions[0] == "Initializing" and transitions[-1] == "Complete" and "Running" in transitions
     assert result["rayjob_name"] not in rayjob_controller.invalid  # KubeRay and the strict CRD accept it
     # shutdownAfterJobFinishes (TTL 0): Kubernetes deleted the cluster, the RayJob stays with its verdict.
-    _eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
+    eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
     assert rayjobs.get(result["rayjob_name"])["status"]["jobDeploymentStatus"] == "Complete"
 
     # A rerun of the same task instance (a restarted worker, try 2) re-attaches: no second RayJob.
@@ -170,7 +161,7 @@ def test_active_deadline_fails_the_rayjob_and_stops_its_job(
     assert time.monotonic() - started < 60
     job_id = excinfo.value.submission_id
     # Under load the deadline can pass before the submitter submitted: then there is no job to stop.
-    _eventually(
+    eventually(
         lambda: _job_status(ray_head, ray_head_token, job_id) in ("STOPPED", "NOT_SUBMITTED"),
         what="Ray job stopped by shutdown (or never submitted)",
     )
@@ -193,7 +184,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
 
     thread = threading.Thread(target=try_one, daemon=True)
     thread.start()
-    running = _eventually(
+    running = eventually(
         lambda: [
             o
             for o in rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})
@@ -222,7 +213,7 @@ def standing_cluster(kuberay_controller, kuberay_client) -> Iterator[str]:
     body = build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE)
     kuberay_client.create_cluster(body)
     try:
-        _eventually(
+        eventually(
             lambda: ((kuberay_client.find_cluster(name) or {}).get("status") or {}).get("state") == "ready",
             what="standing cluster ready",
         )
@@ -372,7 +363,7 @@ def test_one_task_mode_kill_deletes_the_cluster(kuberay_controller, kuberay_conn
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    _eventually(lambda: getattr(op, "_submission_id", None), what="job submitted")
+    eventually(lambda: getattr(op, "_submission_id", None), what="job submitted")
     assert _clusters_of(kuberay_client, "one_task_kill")
 
     op.on_kill()
@@ -426,4 +417,4 @@ def test_deferrable_rayjob_and_one_task_under_dag_test(
     assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]
     failed = rayjobs.list_labelled({"airflow-ray-provider/task-id": "bad"})
     assert failed and failed[0]["status"]["reason"] == "AppFailed"
-    _eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
+    eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
