@@ -33,9 +33,12 @@ lock:
 demo: $(STAMP)
 	$(BIN)/python -m airflow_ray_provider.demo
 
-# pytest exits 5 when it collected nothing: that is a failure, not a pass.
+# The full suite on TEST_WORKERS pytest-xdist workers (each with its own Ray head, Airflow home and
+# emulator; an idle worker takes queued tests from the busy one). It ends with the 20 slowest tests and
+# the number of Ray heads the session started. pytest exits 5 when it collected nothing: that is a failure, not a pass.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	@$(BIN)/python -m pytest tests -q -p no:cacheprovider; rc=$$?; \
+	@$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=20; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi; exit $$rc
 
 test-unit: $(STAMP)

@@ -83,6 +83,7 @@ dag = build_champion_challenger_dag(
     },
     prepare_entrypoint=PREPARE,
     job_timeout=1800,
+    poll_interval=defaults.poll_interval(),
     dag_kwargs={"tags": ["ray", "model-validation", "example"], "max_active_runs": 1},
 )
 # [END nightly_model_validation]

@@ -67,6 +67,7 @@ dag = build_zone_training_dag(
     max_failed_fraction_after_retry=0.0,
     schedule="@weekly",
     job_timeout=3600,
+    poll_interval=defaults.poll_interval(),
     dag_kwargs={"tags": ["ray", "zone-training", "example"], "max_active_runs": 1},
 )
 # [END zone_training]

@@ -23,6 +23,9 @@ os.environ.update(
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         "RAY_USAGE_STATS_ENABLED": "0",
+        # The local backend's registry of running heads, private to this test process (its default is
+        # one folder per user in /tmp, which another test run's janitor would read).
+        "AIRFLOW_RAY_LOCAL_REGISTRY": os.path.join(_AIRFLOW_HOME, "local-registry"),
     }
 )
 os.environ.pop("RAY_ADDRESS", None)
@@ -31,6 +34,7 @@ os.environ.pop("RAY_AUTH_TOKEN", None)
 # Each area keeps its fixtures in its own module (helpers and tests of one layer live together); DAG runs
 # (write a DAG file, ``dag.test()``, task states, XComs) have one module that every area uses.
 pytest_plugins = [
+    "tests.fixtures.head_count",
     "tests.fixtures.dag_runs",
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",

@@ -8,6 +8,7 @@
 ``AIRFLOW_RAY_LOCAL_CPUS``       logical CPUs of an ephemeral local head (default 4)
 ``AIRFLOW_RAY_SAMPLE_DATA``      ``true`` (default): a ``prepare`` job generates missing sample data
 ``AIRFLOW_RAY_EVAL_ROWS``        rows of a generated daily log partition (default 100000)
+``AIRFLOW_RAY_POLL_INTERVAL``    seconds between Ray job status polls (default 2; tests use less)
 =============================== ===================================================================
 
 With none of them set, the DAGs run on an ephemeral local Ray head per run (the embedded default).
@@ -54,3 +55,18 @@ def sample_data_enabled() -> bool:
 def eval_rows() -> int:
     """Rows of a generated daily partition."""
     return int(_env("AIRFLOW_RAY_EVAL_ROWS") or 100_000)
+
+
+def poll_interval() -> float:
+    """Seconds between the shipped DAGs' Ray job status polls (``AIRFLOW_RAY_POLL_INTERVAL``, default 2).
+
+    :raises ValueError: when it is not a positive number (named, when the DAG file is parsed).
+    """
+    raw = _env("AIRFLOW_RAY_POLL_INTERVAL")
+    try:
+        seconds = float(raw) if raw else 2.0
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"AIRFLOW_RAY_POLL_INTERVAL must be a positive number of seconds, got {raw!r}")
+    return seconds

@@ -207,17 +207,19 @@ def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_regi
 
 @pytest.mark.integration
 def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_is_over(local_registry):
+    """The orphan's record expires when the killed task's wait would have ended (here 6 s, so the test
+    waits 6 s, not the 15 s it once did): the janitor leaves it alone before then and stops it after."""
     import time
 
     from airflow_ray_provider.local import LocalHeadInfo, is_running
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
-    record = _kill_create_task_mid_wait(local_registry, "manual__orphan_janitor", ready_timeout=15)
+    record = _kill_create_task_mid_wait(local_registry, "manual__orphan_janitor", ready_timeout=6)
     orphan = LocalHeadInfo.from_dict(record["info"])
     expires_at = datetime.fromisoformat(record["expires_at"])
     assert is_running(orphan)
     # It expires when the killed task's wait would have ended, not after the cluster's 24 h lifetime.
-    assert expires_at <= datetime.now(timezone.utc) + timedelta(seconds=15)
+    assert expires_at <= datetime.now(timezone.utc) + timedelta(seconds=6)
     try:
         # Until then a rerun may still adopt it: the janitor leaves it alone.
         assert RayClusterJanitorOperator(task_id="janitor").execute({}) == []

@@ -29,6 +29,7 @@ def shipped_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     monkeypatch.setenv("AIRFLOW_RAY_DATA_ROOT", str(root))
     monkeypatch.setenv("AIRFLOW_RAY_EVAL_ROWS", "12000")  # 20 zones x ~600 rows: above the slice min_rows
     monkeypatch.setenv("AIRFLOW_RAY_LOCAL_CPUS", "2")
+    monkeypatch.setenv("AIRFLOW_RAY_POLL_INTERVAL", "0.3")  # the job-status polls: not waited out
     return root
 
 
@@ -89,6 +90,7 @@ dag = build_zone_training_dag(
     ],
     output_uri={out!r} + "/{{{{ ds }}}}",
     cluster=ClusterSettings(local_options={{"num_cpus": 2}}),
+    poll_interval=0.3,
     schedule=None,
 )
 """
@@ -140,6 +142,7 @@ dag = build_champion_challenger_dag(
     artifact_uri={out!r},
     policy=DecisionPolicy(PrimaryMetric("roc_auc")),
     cluster=ClusterSettings(local_options={{"num_cpus": 2}}),
+    poll_interval=0.3,
     schedule=None,
 )
 """

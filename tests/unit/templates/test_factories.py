@@ -224,3 +224,17 @@ def test_a_test_or_backfill_for_an_earlier_date_gets_task_instances() -> None:
         assert dag.start_date <= earlier and late == []
     own = _cc(dag_kwargs={"start_date": pendulum.datetime(2025, 1, 1, tz="UTC")})
     assert own.start_date.year == 2025  # dag_kwargs still win
+
+
+def test_the_shipped_dags_poll_interval_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AIRFLOW_RAY_POLL_INTERVAL`` sets the shipped DAGs' job polls (tests: 0.3 s); bad values are named."""
+    from airflow_ray_provider.templates import defaults
+
+    monkeypatch.delenv("AIRFLOW_RAY_POLL_INTERVAL", raising=False)
+    assert defaults.poll_interval() == 2.0
+    monkeypatch.setenv("AIRFLOW_RAY_POLL_INTERVAL", "0.3")
+    assert defaults.poll_interval() == 0.3
+    for bad in ("0", "-1", "soon"):
+        monkeypatch.setenv("AIRFLOW_RAY_POLL_INTERVAL", bad)
+        with pytest.raises(ValueError, match="AIRFLOW_RAY_POLL_INTERVAL must be a positive number"):
+            defaults.poll_interval()
