@@ -26,6 +26,8 @@ from airflow_ray_provider.launch.ray_job import (
     wait_for_job,
 )
 from airflow_ray_provider.launch.rayjob import await_rayjob, rayjob_plan, wait_for_rayjob
+from airflow_ray_provider.launch.runner import RunResult, job_spec, run
+from airflow_ray_provider.launch.target import JobApiTarget, KubeRayCluster, LocalHead, RayAddress, Target
 from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
 from airflow_ray_provider.launch.wait import Action, Observation, Step, WaitPlan, step
 
@@ -36,8 +38,14 @@ __all__ = [
     "CleanupActions",
     "Ending",
     "JobApi",
+    "JobApiTarget",
+    "KubeRayCluster",
+    "LocalHead",
     "Observation",
+    "RayAddress",
+    "RunResult",
     "Step",
+    "Target",
     "WaitOutcome",
     "WaitPlan",
     "actions_for",
@@ -48,9 +56,11 @@ __all__ = [
     "finish",
     "from_on_kill",
     "from_stop_on_kill",
+    "job_spec",
     "observe",
     "rayjob_plan",
     "resolve_cleanup",
+    "run",
     "step",
     "wait_async",
     "wait_blocking",
