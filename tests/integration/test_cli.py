@@ -217,3 +217,41 @@ def test_bad_input_exits_2_with_one_line_naming_the_flag_before_any_cluster(
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("airflow-ray: error: ") and flag in lines[0], lines
     assert _heads() == [] and out.stdout == ""
+
+
+def test_kuberay_context_creates_a_raycluster_runs_the_job_and_deletes_it(
+    kube_emulator, kuberay_controller, kuberay_client, tmp_path: Path
+):
+    """Against the Kubernetes emulator and the test KubeRay controller (which backs RayClusters with real
+    Ray heads), through a kubeconfig file as a laptop has one."""
+    import json
+
+    from tests.fixtures.kuberay_emulator import TEST_NAMESPACE
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(kube_emulator.kubeconfig()))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("worker_groups: []\n")
+    out = _cli(
+        "run",
+        "--kuberay-context",
+        "emulator",
+        "--namespace",
+        TEST_NAMESPACE,
+        "--spec",
+        str(spec),
+        "--dashboard-url-template",
+        "http://{service_ip}:{dashboard_port}",
+        "--name",
+        _name(),
+        "--",
+        "python",
+        "-c",
+        "print('kuberay-cli-marker')",
+        KUBECONFIG=str(kubeconfig),
+    )
+    assert out.returncode == 0, out.stderr
+    assert "kuberay-cli-marker" in out.stdout
+    created = [line.split()[-1] for line in out.stderr.splitlines() if "Started Ray cluster" in line]
+    assert created and "Deleted Ray cluster" in out.stderr, out.stderr
+    assert kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None

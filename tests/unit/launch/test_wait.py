@@ -95,7 +95,7 @@ def test_a_kill_stops_the_wait_at_once_and_the_job_as_cleanup_says(cleanup, endi
     [
         (JobStatus.RUNNING, "a\nb\npart", 0, ("a", "b"), 4),  # a line still being written waits
         (JobStatus.RUNNING, "a\nb\npart", 4, (), 4),
-        (JobStatus.SUCCEEDED, "a\nb\npart", 4, ("part",), 10),  # the final look writes the rest
+        (JobStatus.SUCCEEDED, "a\nb\npart", 4, ("part",), 8),  # the final look writes the rest
         (JobStatus.FAILED, "a\n", 0, ("a",), 2),
         (JobStatus.RUNNING, None, 3, (), 3),  # the log could not be read: nothing written, offset kept
     ],
@@ -118,10 +118,12 @@ def test_the_step_is_pure():
 
 def _script(*statuses: JobStatus):
     looks = iter(statuses)
+    log: list[str] = []
 
     def observe(plan: WaitPlan) -> Observation:
         status = next(looks)
-        return _seen(status, now=START + 1, log=f"line {status.value}\n")
+        log.append(f"line {status.value}\n")  # the Job API returns the whole log so far
+        return _seen(status, now=START + 1, log="".join(log))
 
     return observe
 
@@ -151,7 +153,7 @@ def test_both_transports_drive_the_same_step_to_the_same_end():
     asynced = asyncio.run(wait_async(plan, observe, emit=async_lines.extend, stop_job=stop, poll_interval=0))
     assert sync.step == asynced.step and sync.step.action is Action.FAIL
     assert sync_lines == async_lines == ["line PENDING", "line RUNNING", "line FAILED"]
-    assert sync.plan.log_offset == asynced.plan.log_offset == len("line PENDING\n" * 3)
+    assert sync.plan.log_offset == asynced.plan.log_offset == len("line PENDING\nline RUNNING\nline FAILED\n")
     assert event_for("s", sync).to_payload()["status"] == "done"
 
 
