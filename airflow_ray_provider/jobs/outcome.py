@@ -1,7 +1,7 @@
 """How a finished Ray job ends the task: the XCom result, or a clear provider exception.
 
 Shared by the operator's sync path, its ``execute_complete`` and the sensor, so a FAILED job reads
-the same however it was waited on. Also the trigger event shape, built and checked in one place.
+the same however it was waited on. Trigger events are typed in :mod:`.events`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,22 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
     RayProviderError,
 )
+from airflow_ray_provider.jobs.events import (
+    DONE,
+    ERROR,
+    TIMEOUT,
+    JobDone,
+    JobEvent,
+    JobTimedOut,
+    JobWaitFailed,
+    parse_job_event,
+)
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 
-EVENT_DONE = "done"
-EVENT_TIMEOUT = "timeout"
-EVENT_ERROR = "error"
-_EVENT_STATUSES = (EVENT_DONE, EVENT_TIMEOUT, EVENT_ERROR)
+EVENT_DONE = DONE
+EVENT_TIMEOUT = TIMEOUT
+EVENT_ERROR = ERROR
 
 
 def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:
@@ -118,25 +127,26 @@ def make_event(
     log_offset: int = 0,
     message: str = "",
 ) -> dict[str, Any]:
-    """The payload of a :class:`~airflow_ray_provider.triggers.ray_job.RayJobTrigger` event."""
-    return {
-        "status": status,
-        "submission_id": submission_id,
-        "job": state.to_dict() if state is not None else None,
-        "log_offset": log_offset,
-        "message": message,
-    }
+    """The payload of a :class:`~airflow_ray_provider.triggers.ray_job.RayJobTrigger` event.
+
+    Kept for callers of earlier releases: build a :mod:`~airflow_ray_provider.jobs.events` class instead.
+    """
+    event: JobEvent
+    if status == EVENT_DONE and state is not None:
+        event = JobDone(submission_id, state, log_offset)
+    elif status == EVENT_TIMEOUT:
+        event = JobTimedOut(submission_id, message == "stopped", log_offset, state)
+    elif status == EVENT_ERROR:
+        event = JobWaitFailed(submission_id, message, log_offset)
+    else:
+        raise RayProviderError(f"cannot make a trigger event {status!r} (a 'done' one needs the job's state)")
+    return event.to_payload()
 
 
 def validate_event(event: Any) -> dict[str, Any]:
-    """Check an event before acting on it (``execute_complete``).
+    """Check an event payload (:func:`~airflow_ray_provider.jobs.events.parse_job_event`); returns it.
 
     :raises RayProviderError: for anything that is not a well-formed trigger event.
     """
-    if not isinstance(event, dict) or event.get("status") not in _EVENT_STATUSES:
-        raise RayProviderError(f"unexpected trigger event: {event!r}")
-    if not event.get("submission_id"):
-        raise RayProviderError(f"trigger event without submission_id: {event!r}")
-    if event["status"] == EVENT_DONE and not isinstance(event.get("job"), dict):
-        raise RayProviderError(f"trigger event 'done' without the job's state: {event!r}")
-    return event
+    parse_job_event(event)
+    return dict(event) if not isinstance(event, dict) else event

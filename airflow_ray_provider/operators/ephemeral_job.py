@@ -4,17 +4,24 @@ It is :class:`SubmitRayJobOperator` (same submission ids, re-attach table, waiti
 deferral, timeouts and errors) wrapped in the lifecycle of a cluster of its own, through the same
 :class:`~airflow_ray_provider.clusters.ClusterBackend` as ``CreateRayClusterOperator``: a local ephemeral
 head by default, a KubeRay RayCluster through a ``kuberay`` connection. The cluster is deleted in the
-same task whatever happens: success, failure, ``job_timeout``, ``execution_timeout``, a trigger timeout,
-a kill (``on_kill``, or the trigger's when the task was deferred). A retry re-attaches: the cluster's name
-and the job's submission id both come from the task instance, never the try number.
+same task as the cleanup table says (docs/launch.md; the default ``cleanup="always"`` deletes it whatever
+happens: success, failure, ``job_timeout``, ``execution_timeout``, a trigger timeout, a kill, ``on_kill`` or
+the trigger's when the task was deferred). A retry re-attaches: the cluster's name and the job's
+submission id both come from the task instance, never the try number.
+
+It composes rather than overrides: the job part is :class:`SubmitRayJobOperator`'s, told through
+:attr:`~SubmitRayJobOperator.owned_cluster_conn` that the cluster is its own (so its trigger deletes the
+cluster on a user's kill); the cluster part is one :class:`OwnedClusterLifecycle` with one delete path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk.exceptions import TaskDeferred
 
@@ -31,13 +38,85 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+from airflow_ray_provider.launch import Cleanup, Ending, actions_for
 from airflow_ray_provider.operators.ray_cluster import task_identity
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+from airflow_ray_provider.operators.ray_job import OwnedCluster, SubmitRayJobOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.triggers.base import BaseTrigger
+
+
+@dataclass
+class OwnedClusterLifecycle:
+    """The cluster of one task: made ready, then deleted once (whichever path ends the task first).
+
+    :param backend: its backend.
+    :param plan: its plan (name, namespace, labels).
+    :param delete_timeout: seconds to wait for it to be gone.
+    :param handle: its handle once it answers.
+    """
+
+    backend: ClusterBackend
+    plan: ClusterPlan
+    delete_timeout: float
+    handle: RayClusterHandle | None = None
+    done: bool = False
+
+    def ready(self, *, timeout: float, poll_interval: float) -> RayClusterHandle:
+        """Create (or re-attach to) the cluster and wait until its dashboard answers."""
+        self.backend.ensure(self.plan)
+        event = self.backend.wait(self.plan, timeout=timeout, poll_interval=poll_interval)
+        if event["status"] != EVENT_READY or not event["dashboard_url"]:
+            self.done = True
+            self.backend.fail(self.plan, event)  # deletes the cluster and raises with its conditions
+        self.handle = self.backend.handle(self.plan, event["dashboard_url"])
+        return self.handle
+
+    def still_ready(self) -> RayClusterHandle:
+        """The handle of a cluster that must still be up (after a deferral)."""
+        check = self.backend.check(self.plan)
+        if check.verdict != "ready" or not check.dashboard_url:
+            raise RayClusterNotReadyError(
+                f"the Ray cluster {self.plan.name} of this task stopped while the job ran: {check.message}",
+                name=self.plan.name,
+                namespace=self.plan.namespace,
+            )
+        self.handle = self.backend.handle(self.plan, check.dashboard_url)
+        return self.handle
+
+    def end(self, delete: bool, log: logging.Logger | Any) -> None:
+        """Delete the cluster when ``delete`` (the cleanup table's answer); a failed delete fails the task
+        only when nothing else did. Then release the backend."""
+        failing = sys.exc_info()[1] is not None
+        try:
+            if delete and not self.done:
+                self.done = True
+                self._delete(log)
+            elif not delete:
+                log.info(
+                    "Keeping Ray cluster %s (cleanup); the janitor deletes it after expiry", self.plan.name
+                )
+        except Exception as exc:
+            log.error(
+                "Deleting Ray cluster %s failed: %s (the janitor removes it after expiry)",
+                self.plan.name,
+                exc,
+            )
+            if not failing:
+                raise
+        finally:
+            self.backend.close()
+
+    def _delete(self, log: logging.Logger | Any) -> None:
+        if self.handle is not None:
+            deleted = self.backend.delete(self.handle, wait=True, timeout=self.delete_timeout)
+            log.info("Deleted this task's Ray cluster %s (existed: %s)", self.plan.name, deleted)
+            return
+        # It never answered: ``fail`` deletes whatever ``ensure`` made, then raises (expected here).
+        with contextlib.suppress(RayClusterNotReadyError):
+            self.backend.fail(
+                self.plan, make_event(EVENT_ERROR, message=f"cluster {self.plan.name} was not used")
+            )
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -65,6 +144,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
     )
     template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
     ui_color = "#d6e9f0"
+    default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
 
     def __init__(
         self,
@@ -101,93 +181,62 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.ready_timeout = ready_timeout
         self.delete_timeout = delete_timeout
         self.expiry = expiry
+        self._owned: OwnedClusterLifecycle | None = None
 
-    def _cluster_plan(self, context: Context) -> tuple[ClusterBackend, ClusterPlan]:
-        """The backend and the cluster's plan: every check, no API call."""
+    def _lifecycle(self, context: Context) -> OwnedClusterLifecycle:
+        """The cluster's lifecycle: every check, no API call."""
         request = ClusterRequest.from_arguments(
-            spec=self.cluster_spec, local_options=self.local_options, manifest=self.manifest,
-            name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
-        )  # fmt: skip
+            spec=self.cluster_spec,
+            local_options=self.local_options,
+            manifest=self.manifest,
+            name_prefix=self.name_prefix,
+            namespace=self.namespace,
+            expiry=self.expiry,
+        )
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        return backend, backend.plan(request, task_identity(context))
+        plan = backend.plan(request, task_identity(context))
+        return OwnedClusterLifecycle(backend, plan, self.delete_timeout)
+
+    def _deletes(self, ending: Ending) -> bool:
+        return actions_for(self.cleanup, ending).delete_cluster
 
     def execute(self, context: Context) -> dict[str, str]:
         """Check everything, start (or re-attach to) the cluster, run the job, delete the cluster."""
         self.job_spec(context)  # bad job arguments fail before any cluster exists
-        backend, plan = self._cluster_plan(context)
-        self._cleanup = (backend, plan)
-        deferred = False
+        lifecycle = self._owned = self._lifecycle(context)
+        deferred, ending = False, Ending.FAILED
         try:
-            backend.ensure(plan)
-            event = backend.wait(plan, timeout=self.ready_timeout, poll_interval=min(self.poll_interval, 5.0))
-            if event["status"] != EVENT_READY or not event["dashboard_url"]:
-                backend.fail(plan, event)  # deletes the cluster and raises with its conditions
-            self.cluster = backend.handle(plan, event["dashboard_url"]).to_dict()
-            self.log.info("Ray cluster %s ready for this task's job", plan.name)
-            return super().execute(context)
+            handle = lifecycle.ready(timeout=self.ready_timeout, poll_interval=min(self.poll_interval, 5.0))
+            self.cluster = handle.to_dict()
+            self.owned_cluster_conn = OwnedCluster(self.cluster_conn_id)
+            self.log.info("Ray cluster %s ready for this task's job", lifecycle.plan.name)
+            result = super().execute(context)
+            ending = Ending.SUCCEEDED
+            return result
         except TaskDeferred:
-            deferred = True  # the cluster stays for the trigger; resume_execution deletes it
+            deferred = True  # the cluster stays for the trigger; resume_execution ends it
             raise
         finally:
             if not deferred:
-                self._delete_cluster(backend, plan)
-                backend.close()
-
-    def defer(
-        self,
-        *,
-        trigger: BaseTrigger,
-        method_name: str,
-        kwargs: dict[str, Any] | None = None,
-        timeout: timedelta | int | float | None = None,
-    ) -> NoReturn:
-        """Defer as :class:`SubmitRayJobOperator` does; the trigger also deletes the cluster on kill."""
-        if isinstance(trigger, RayJobTrigger):
-            from airflow_ray_provider.triggers.ephemeral_job import EphemeralClusterJobTrigger
-
-            _, arguments = trigger.serialize()
-            trigger = EphemeralClusterJobTrigger(cluster_conn_id=self.cluster_conn_id, **arguments)
-        super().defer(trigger=trigger, method_name=method_name, kwargs=kwargs, timeout=timeout)
+                lifecycle.end(self._deletes(ending), self.log)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """After the trigger (or its timeout): finish the job as usual, then delete the cluster."""
-        backend, plan = self._cluster_plan(context)
+        """After the trigger (or its timeout): finish the job as usual, then end the cluster."""
+        lifecycle = self._owned = self._lifecycle(context)
+        ending = Ending.FAILED
         try:
-            check = backend.check(plan)
-            if check.verdict != "ready" or not check.dashboard_url:
-                raise RayClusterNotReadyError(
-                    f"the Ray cluster {plan.name} of this task stopped while the job ran: {check.message}",
-                    name=plan.name, namespace=plan.namespace,
-                )  # fmt: skip
-            self.cluster = backend.handle(plan, check.dashboard_url).to_dict()
-            return super().resume_execution(next_method, next_kwargs, context)
+            self.cluster = lifecycle.still_ready().to_dict()
+            self.owned_cluster_conn = OwnedCluster(self.cluster_conn_id)
+            result = super().resume_execution(next_method, next_kwargs, context)
+            ending = Ending.SUCCEEDED
+            return result
         finally:
-            self._delete_cluster(backend, plan)
-            backend.close()
-
-    def _delete_cluster(self, backend: ClusterBackend, plan: ClusterPlan) -> None:
-        """Delete this task's cluster; a failed delete fails the task only when nothing else did."""
-        failing = sys.exc_info()[1] is not None
-        try:
-            if self.cluster:
-                handle = RayClusterHandle.from_dict(self.cluster)
-                deleted = backend.delete(handle, wait=True, timeout=self.delete_timeout)
-                self.log.info("Deleted this task's Ray cluster %s (existed: %s)", plan.name, deleted)
-            else:  # it never became usable: ``fail`` deletes whatever ``ensure`` made, then raises
-                with contextlib.suppress(RayClusterNotReadyError):
-                    backend.fail(plan, make_event(EVENT_ERROR, message=f"cluster {plan.name} was not used"))
-        except Exception as exc:
-            self.log.error(
-                "Deleting Ray cluster %s failed: %s (the janitor removes it after expiry)", plan.name, exc
-            )
-            if not failing:
-                raise
+            lifecycle.end(self._deletes(ending), self.log)
 
     def on_kill(self) -> None:
-        """Stop the job (``stop_on_kill``), then delete the cluster."""
+        """A SIGTERM: the job and the cluster as the cleanup table says for a worker's SIGTERM."""
         try:
             super().on_kill()
         finally:
-            cleanup = getattr(self, "_cleanup", None)
-            if cleanup is not None:
-                self._delete_cluster(*cleanup)
+            if self._owned is not None:
+                self._owned.end(self._deletes(Ending.WORKER_SIGTERM), self.log)

@@ -11,7 +11,7 @@ so a retried or restarted task re-attaches to it (see :meth:`KubeRayJobs.ensure`
 from __future__ import annotations
 
 import dataclasses
-import time
+import warnings
 from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 from airflow.sdk import BaseOperator, conf
@@ -31,11 +31,13 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.cluster_backend import rayjobs_for_connection
-from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
+from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, tail
+from airflow_ray_provider.jobs.events import RayJobWaitFailed, parse_rayjob_event
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
+from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, RayJobLink
 
@@ -45,7 +47,21 @@ if TYPE_CHECKING:
 #: What a killed task does to its RayJob.
 OnKill = Literal["delete", "suspend", "none"]
 ON_KILL_ACTIONS: tuple[OnKill, ...] = get_args(OnKill)
-EVENT_DONE, EVENT_ERROR = "done", "error"
+
+
+def _legacy_on_kill(on_kill: str | None) -> Cleanup | None:
+    """The cleanup a deprecated ``on_kill`` stands for (``suspend`` is not deprecated: it is a verb)."""
+    if on_kill is None or on_kill == "suspend":
+        return None
+    if on_kill not in ON_KILL_ACTIONS:
+        raise RayInvalidInputError(f"on_kill must be one of {ON_KILL_ACTIONS}, got {on_kill!r}")
+    new = Cleanup.ALWAYS if on_kill == "delete" else Cleanup.NEVER
+    warnings.warn(
+        f"on_kill={on_kill!r} is deprecated: pass cleanup={new.value!r} (see docs/launch.md, 'Cleanup')",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    return new
 
 
 def _standing_name(cluster: Any) -> str | None:
@@ -88,8 +104,12 @@ class KubeRayJobOperator(BaseOperator):
     :param submission_mode: ``K8sJobMode`` (default: a submitter Kubernetes Job) or ``HTTPMode``.
     :param suspend: create the RayJob suspended (Kueue resumes it when it admits it).
     :param queue_name: the Kueue ``LocalQueue`` (label ``kueue.x-k8s.io/queue-name``).
-    :param on_kill: what a killed task does to its RayJob: ``delete`` (default), ``suspend`` (the next try
-        resumes it) or ``none``.
+    :param cleanup: what a kill does to the RayJob (docs/launch.md, "Cleanup"): ``always`` (default): a
+        worker's SIGTERM and a user's kill delete it (KubeRay then deletes its cluster); ``on_exception``:
+        only a user's kill of the deferred task does; ``never``: nothing does. KubeRay itself deletes the
+        cluster after the job (``shutdown_after_job_finishes``) and enforces ``active_deadline_seconds``.
+    :param on_kill: ``suspend``: a kill suspends the RayJob instead of deleting it (the next try resumes
+        it). ``delete`` and ``none`` are deprecated: use ``cleanup="always"`` / ``cleanup="never"``.
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between looks at the RayJob.
     :param stream_logs: write the job's log into the task log (through the dashboard, with the token).
@@ -133,11 +153,12 @@ class KubeRayJobOperator(BaseOperator):
         submission_mode: str = "K8sJobMode",
         suspend: bool = False,
         queue_name: str | None = None,
-        on_kill: OnKill = "delete",
+        on_kill: OnKill | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
         stream_logs: bool = True,
         log_tail_lines: int = DEFAULT_TAIL_LINES,
+        cleanup: str | Cleanup | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -162,13 +183,17 @@ class KubeRayJobOperator(BaseOperator):
         self.submission_mode = submission_mode
         self.suspend = suspend
         self.queue_name = queue_name
-        self.on_kill_action = on_kill
+        self.on_kill_action: str = on_kill or "delete"
+        self.cleanup = resolve_cleanup(
+            cleanup, _legacy_on_kill(on_kill), default=Cleanup.ALWAYS, legacy_name="on_kill"
+        )
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self._check_static()
         self._rayjob: tuple[str, str] | None = None
+        self._announced: RayClusterHandle | None = None
 
     # ----------------------------------------------------------------- checks (no I/O)
     def _check_static(self) -> None:
@@ -251,51 +276,44 @@ class KubeRayJobOperator(BaseOperator):
         return self._finish(look.status, url, tail(text, self.log_tail_lines))
 
     def _wait(self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context) -> tuple[RayJobLook, str]:
-        """Look until the RayJob is final, streaming the job's log once its dashboard answers."""
-        text, offset, seen, hook = "", 0, "", None
-        while True:
-            look = self._look(jobs, plan.name, plan.namespace, plan.dashboard_url_template)
-            if look.cluster is not None and (hook is None or hook.cluster != look.cluster):
-                hook = self._announce(look, context)
-            if hook is not None and self.stream_logs and look.status.job_id:
-                text, offset = self._stream(hook, look.status, text, offset)
-            if look.status.is_final:  # its cluster may be gone already (TTL 0): keep the last one seen
-                cluster = look.cluster or (hook.cluster if hook is not None else None)
-                return RayJobLook(look.status, cluster), text
-            if look.status.summary() != seen:
-                seen = look.status.summary()
-                self.log.info("RayJob %s/%s: %s", plan.namespace, plan.name, seen)
-            time.sleep(self.poll_interval)
-
-    @staticmethod
-    def _look(jobs: KubeRayJobs, name: str, namespace: str, template: str | None) -> RayJobLook:
+        """Look until the RayJob is final (the wait's one step function), streaming its log."""
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
+        from airflow_ray_provider.triggers.kuberay_job import RayJobWatch
 
-        try:
-            return jobs.look(name, namespace=namespace, template=template)
-        except KubeRayNotFoundError as exc:
+        watch = RayJobWatch(self.log)
+
+        def look() -> RayJobLook | None:
+            try:
+                seen = jobs.look(plan.name, namespace=plan.namespace, template=plan.dashboard_url_template)
+            except KubeRayNotFoundError:
+                return None
+            watch.seen(seen)
+            if seen.cluster is not None and self._announced != seen.cluster:
+                self._announce(seen, context)
+            return seen
+
+        outcome = wait_for_rayjob(
+            rayjob_plan(stream_logs=self.stream_logs),
+            look=look,
+            read_logs=watch.read,
+            emit=lambda lines: emit_lines(self.log, lines),
+            poll_interval=self.poll_interval,
+        )
+        final = outcome.seen.subject
+        if final is None:
             raise RayProviderError(
-                f"RayJob {namespace}/{name} was deleted while this task waited for it (by a user or a kill)"
-            ) from exc
+                f"RayJob {plan.namespace}/{plan.name} was deleted while this task waited for it "
+                "(by a user or a kill)"
+            )
+        return RayJobLook(final.status, watch.cluster(final)), watch.text
 
-    def _announce(self, look: RayJobLook, context: Context) -> RayJobHook:
-        """The cluster answers: push the job's dashboard link; a hook for its log."""
+    def _announce(self, look: RayJobLook, context: Context) -> None:
+        """The cluster answers: push the job's dashboard link."""
         assert look.cluster is not None
+        self._announced = look.cluster
         job_url = dashboard_job_url(look.cluster.dashboard_url, look.status.job_id)
         context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
         self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
-        return RayJobHook(None, cluster=look.cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0)
-
-    def _stream(self, hook: RayJobHook, status: RayJobStatus, text: str, offset: int) -> tuple[str, int]:
-        """Write new log lines; best effort (the job may not be submitted yet, or its cluster gone)."""
-        try:
-            text = hook.get_job_logs(status.job_id)
-        except Exception as exc:
-            self.log.debug("No log of Ray job %s yet: %s", status.job_id, exc)
-            return text, offset
-        lines, offset = new_log_lines(text, offset, final=status.is_final)
-        emit_lines(self.log, lines)
-        return text, offset
 
     def _defer(self, plan: RayJobPlan) -> NoReturn:
         from airflow_ray_provider.triggers.kuberay_job import KubeRayJobTrigger
@@ -304,20 +322,26 @@ class KubeRayJobOperator(BaseOperator):
             conn_id=self.cluster_conn_id, namespace=plan.namespace, name=plan.name,
             dashboard_url_template=plan.dashboard_url_template, poll_interval=self.poll_interval,
             stream_logs=self.stream_logs, on_kill=self.on_kill_action, log_tail_lines=self.log_tail_lines,
+            cleanup_policy=self.cleanup.value,
         )  # fmt: skip
         self.defer(trigger=trigger, method_name="execute_complete")
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Resume after the trigger: succeed, or raise with the RayJob's reason, message and log tail."""
-        if not isinstance(event, dict) or event.get("status") not in (EVENT_DONE, EVENT_ERROR):
-            raise RayProviderError(f"unexpected RayJob trigger event: {event!r}")
-        if event["status"] == EVENT_ERROR or not isinstance(event.get("rayjob"), dict):
-            raise RayProviderError(f"waiting for RayJob {event.get('name')!r} failed: {event.get('message')}")
-        status = RayJobStatus.from_dict(event["rayjob"])
-        url = event.get("dashboard_url")
-        if url and status.job_id:
-            context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=dashboard_job_url(url, status.job_id))
-        return self._finish(status, url, str(event.get("log_tail") or ""))
+        """Resume after the trigger: succeed, or raise with the RayJob's reason, message and log tail.
+
+        Without an event (the worker was killed and the task rerun) it looks at the RayJob again.
+        """
+        if event is None:
+            self.log.info("Resumed without a trigger event: looking at this task instance's RayJob again")
+            return self.execute(context)
+        typed = parse_rayjob_event(event)
+        if isinstance(typed, RayJobWaitFailed):
+            raise RayProviderError(f"waiting for RayJob {typed.name!r} failed: {typed.message}")
+        status = RayJobStatus.from_dict(typed.rayjob)
+        if typed.dashboard_url and status.job_id:
+            job_url = dashboard_job_url(typed.dashboard_url, status.job_id)
+            context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        return self._finish(status, typed.dashboard_url, typed.log_tail)
 
     def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:
         raise_for_rayjob(status, log_tail)
@@ -325,16 +349,19 @@ class KubeRayJobOperator(BaseOperator):
         return rayjob_result(status.name, status.namespace, status, url)
 
     def on_kill(self) -> None:
-        """Delete or suspend the RayJob when the task is killed (``on_kill``)."""
-        if self._rayjob is None or self.on_kill_action == "none":
+        """A SIGTERM: delete or suspend the RayJob as the cleanup table says for a worker's SIGTERM."""
+        from airflow_ray_provider.triggers.kuberay_job import kill_verb
+
+        verb = kill_verb(self.cleanup, self.on_kill_action, Ending.WORKER_SIGTERM)
+        if self._rayjob is None or verb == "none":
             return
         name, namespace = self._rayjob
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=namespace)
         try:
-            if self.on_kill_action == "suspend":
+            if verb == "suspend":
                 jobs.suspend(name, namespace=namespace)
             else:
                 jobs.delete(name, namespace=namespace)
         finally:
             jobs.close()
-        self.log.info("RayJob %s/%s: %s on kill", namespace, name, self.on_kill_action)
+        self.log.info("RayJob %s/%s: %s on kill", namespace, name, verb)

@@ -8,24 +8,18 @@ after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.jobs.reatt
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
+from airflow_ray_provider.jobs.events import JobDone, JobEvent, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, resume_offset
-from airflow_ray_provider.jobs.outcome import (
-    EVENT_ERROR,
-    EVENT_TIMEOUT,
-    dashboard_job_url,
-    job_result,
-    raise_for_state,
-    timeout_error,
-    validate_event,
-)
+from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result
 from airflow_ray_provider.jobs.reattach import Action, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import (
@@ -33,6 +27,17 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
+)
+from airflow_ray_provider.launch import (
+    Cleanup,
+    Ending,
+    WaitPlan,
+    actions_for,
+    event_for,
+    finish,
+    from_stop_on_kill,
+    resolve_cleanup,
+    wait_for_job,
 )
 from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
@@ -61,6 +66,16 @@ class RayJobLink(BaseOperatorLink):
         from airflow.sdk.execution_time.xcom import XCom
 
         return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
+
+
+@dataclass(frozen=True)
+class OwnedCluster:
+    """The cluster a task created itself, as its trigger needs it to delete it on a user's kill.
+
+    :param conn_id: the connection it was created through (``None``: a local head).
+    """
+
+    conn_id: str | None
 
 
 def _seconds(value: float | timedelta | None, name: str) -> float | None:
@@ -95,10 +110,13 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         task fails.
     :param stream_logs: write the job's log into the task log while it runs.
     :param log_tail_lines: log lines carried by the error of a failed job.
-    :param stop_on_kill: what a kill does to the job. ``None`` (default): a user's kill of a deferred task
-        (mark failed/success, clear) stops it, a SIGTERM of the worker (pod eviction, worker shutdown,
-        deploy) leaves it running so the retry re-attaches; ``True``: both stop it (a retry then submits
-        ``-a2``); ``False``: neither does.
+    :param cleanup: what a timeout or a kill does to the job (docs/launch.md, "Cleanup"):
+        ``on_exception`` (default): ``job_timeout`` and a user's kill (mark failed/success, clear) stop it,
+        a SIGTERM of the worker (pod eviction, worker shutdown, deploy) leaves it running so the retry
+        re-attaches; ``always``: a SIGTERM stops it too (a retry then submits ``-a2``); ``never``: nothing
+        stops it.
+    :param stop_on_kill: deprecated: ``None`` is ``cleanup="on_exception"``, ``True`` is ``"always"``,
+        ``False`` is ``"never"``.
     :param retry_attempts: attempts per Job API call on transient failures.
     """
 
@@ -113,6 +131,8 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
     template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
     operator_extra_links = (RayJobLink(),)
     ui_color = "#d6e9ff"
+    #: ``cleanup`` when neither it nor ``stop_on_kill`` is given.
+    default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
 
     def __init__(
         self,
@@ -134,6 +154,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         stop_on_kill: bool | None = None,
         retry_attempts: int = 5,
+        cleanup: str | Cleanup | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -154,8 +175,15 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self.stop_on_kill = stop_on_kill
+        legacy = from_stop_on_kill(stop_on_kill) if stop_on_kill is not None else None
+        self.cleanup = resolve_cleanup(
+            cleanup, legacy, default=self.default_cleanup, legacy_name="stop_on_kill"
+        )
+        #: Set while the task runs on a cluster it created itself (the one-task operator).
+        self.owned_cluster_conn: OwnedCluster | None = None
         self.retry_attempts = retry_attempts
         self._submission_id: str | None = None
+        self._killed: Ending | None = None
 
     # ----------------------------------------------------------------- set-up (no I/O)
     def build_spec(self, context: Context) -> JobSpec:
@@ -204,8 +232,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         offset = self._resume_offset(sid) if plan.action is Action.ATTACH and self.stream_logs else 0
         if self.deferrable and not state.is_terminal:
             self._defer(sid, start, offset)
-        state, _ = self._wait(sid, state, start, offset)
-        return self._finish(state)
+        return self._wait(sid, start, offset)
 
     def _resume_offset(self, sid: str) -> int:
         """A re-attached try streams from the last lines on (the earlier try's task log has the rest)."""
@@ -230,25 +257,27 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             raise RayProviderError(f"Ray job {sid!r} disappeared from {self.hook.config.dashboard_url}")
         return state
 
-    def _stream(self, sid: str, offset: int, *, final: bool) -> int:
-        lines, offset = new_log_lines(self.hook.get_job_logs(sid), offset, final=final)
-        emit_lines(self.log, lines)
-        return offset
+    def wait_plan(self, start: float, offset: int = 0) -> WaitPlan:
+        """How this task waits for its job, in the worker or in the triggerer."""
+        return WaitPlan(
+            start_time=start,
+            timeout=self.job_timeout,
+            log_offset=offset,
+            stream_logs=self.stream_logs,
+            cleanup=self.cleanup,
+        )
 
-    def _wait(self, sid: str, state: JobState, start: float, offset: int = 0) -> tuple[JobState, int]:
-        """Poll in this worker until the job is terminal; stop it and fail on ``job_timeout``."""
-        while True:
-            if self.stream_logs:
-                offset = self._stream(sid, offset, final=state.is_terminal)
-            if state.is_terminal:
-                return state, offset
-            if self.job_timeout is not None and time.time() >= start + self.job_timeout:
-                stopped = self.hook.stop_job(sid)
-                raise timeout_error(sid, self.job_timeout, self._logs_best_effort(sid), stopped=stopped)
-            time.sleep(self.poll_interval)
-            if getattr(self, "_left_running_on_kill", False):  # on_kill left the job running: stop waiting
-                raise RayProviderError(f"the task was killed while it waited for Ray job {sid!r}")
-            state = self._get(sid)
+    def _wait(self, sid: str, start: float, offset: int = 0) -> dict[str, str]:
+        """Wait in this worker (the one step function of :mod:`airflow_ray_provider.launch`), then finish."""
+        outcome = wait_for_job(
+            self.hook,
+            sid,
+            self.wait_plan(start, offset),
+            emit=lambda lines: emit_lines(self.log, lines),
+            poll_interval=self.poll_interval,
+            killed=lambda: self._killed,
+        )
+        return self._end(event_for(sid, outcome))
 
     def _defer(self, sid: str, start: float, offset: int = 0) -> None:
         from airflow_ray_provider.triggers.ray_job import RayJobTrigger
@@ -263,9 +292,10 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             start_time=start,
             log_offset=offset,
             stream_logs=self.stream_logs,
-            stop_on_timeout=True,
-            stop_on_cancel=self.stop_on_kill is not False,  # the trigger's on_kill is a user's kill
             retry_attempts=self.retry_attempts,
+            cleanup_policy=self.cleanup.value,
+            owns_cluster=self.owned_cluster_conn is not None,
+            cluster_conn_id=self.owned_cluster_conn.conn_id if self.owned_cluster_conn else None,
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -277,36 +307,48 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
             return ""
 
-    def _finish(self, state: JobState) -> dict[str, str]:
-        logs = "" if state.is_success else self._logs_best_effort(state.submission_id)
-        raise_for_state(state, logs, tail_lines=self.log_tail_lines)
+    def _end(self, event: JobEvent, *, where: str = "") -> dict[str, str]:
+        """End the task as the wait ended: the XCom of a succeeded job, else the matching error."""
+        state = finish(
+            event,
+            logs=self._logs_best_effort,
+            timeout=self.job_timeout,
+            where=where,
+            tail_lines=self.log_tail_lines,
+        )
         self.log.info("Ray job %s SUCCEEDED", state.submission_id)
         return job_result(state, self.hook.config.dashboard_url)
 
+    def _finish(self, state: JobState) -> dict[str, str]:
+        """End the task with a finished job's state."""
+        return self._end(JobDone(state.submission_id, state))
+
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, str]:
-        """Resume after the trigger fired: flush the log tail, then succeed or raise."""
-        event = validate_event(event)
-        sid = self._submission_id = event["submission_id"]
-        if event["status"] == EVENT_ERROR:
-            raise RayProviderError(f"waiting for Ray job {sid!r} failed in the triggerer: {event['message']}")
-        if event["status"] == EVENT_TIMEOUT:
-            stopped = event["message"] == "stopped"
-            raise timeout_error(sid, self.job_timeout or 0, self._logs_best_effort(sid), stopped=stopped)
-        state = JobState.from_dict(event["job"])
-        if self.stream_logs:  # lines the trigger had not written yet (normally none)
-            text = self._logs_best_effort(sid)
-            emit_lines(self.log, new_log_lines(text, int(event.get("log_offset") or 0), final=True)[0])
-        return self._finish(state)
+        """Resume after the trigger fired: flush the log tail, then succeed or raise.
+
+        A resume without an event (the worker was killed between the trigger firing and this call, and
+        the task was rerun) looks at the job again by the re-attach rule instead of failing.
+        """
+        if event is None:
+            self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
+            return self.execute(context)
+        typed = parse_job_event(event)
+        self._submission_id = typed.submission_id
+        if isinstance(typed, JobDone) and self.stream_logs:  # lines the trigger had not written yet
+            text = self._logs_best_effort(typed.submission_id)
+            emit_lines(self.log, new_log_lines(text, typed.log_offset, final=True)[0])
+        return self._end(typed, where=" in the triggerer")
 
     def on_kill(self) -> None:
-        """SIGTERM of the running task: stop the job only when ``stop_on_kill=True`` (see the class doc)."""
+        """SIGTERM of the running task: stop the job only when ``cleanup="always"`` (see the class doc)."""
+        stop = actions_for(self.cleanup, Ending.WORKER_SIGTERM).stop_job
         # A stopped job ends the wait by itself (STOPPED); one left running must not be waited for.
-        self._left_running_on_kill = not self.stop_on_kill
-        if self._submission_id and not self.stop_on_kill:
+        self._killed = None if stop else Ending.WORKER_SIGTERM
+        if self._submission_id and not stop:
             self.log.info(
-                "Leaving Ray job %s running on kill: a retry re-attaches to it (stop_on_kill=True stops it)",
+                "Leaving Ray job %s running on kill: a retry re-attaches to it (cleanup='always' stops it)",
                 self._submission_id,
             )
-        if self._submission_id and self.stop_on_kill:
+        if self._submission_id and stop:
             stopped = self.hook.stop_job(self._submission_id)
             self.log.info("Stopped Ray job %s on kill (was running: %s)", self._submission_id, stopped)

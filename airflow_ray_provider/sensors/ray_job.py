@@ -8,15 +8,11 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.jobs.events import JobDone, JobTimedOut, JobWaitFailed, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES
-from airflow_ray_provider.jobs.outcome import (
-    EVENT_ERROR,
-    EVENT_TIMEOUT,
-    job_result,
-    raise_for_state,
-    validate_event,
-)
+from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
 from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.launch import Action, Observation, WaitPlan, observe, step
 from airflow_ray_provider.operators.job_target import RayJobTargetMixin, check_target_arguments
 
 if TYPE_CHECKING:
@@ -69,19 +65,21 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
             self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
             return ""
 
-    def _check(self, state: JobState | None) -> PokeReturnValue:
-        if state is None:
-            if self.missing_ok:
+    def _check(self, seen: Observation[JobState]) -> PokeReturnValue:
+        """One look through the wait's step function (a poke is one step of the wait)."""
+        decided = step(WaitPlan(start_time=seen.now, stream_logs=False, missing_ok=self.missing_ok), seen)
+        if seen.subject is None:
+            if decided.action is Action.WAIT:
                 self.log.info("No Ray job %s yet", self.submission_id)
                 return PokeReturnValue(is_done=False)
             raise RayProviderError(
                 f"no Ray job {self.submission_id!r} on {self.hook.config.dashboard_url}; "
                 "check the id (or set missing_ok=True to wait for it to appear)"
             )
-        self.log.info("Ray job %s is %s", state.submission_id, state.status.value)
-        if not state.is_terminal:
+        self.log.info("Ray job %s is %s", seen.subject.submission_id, seen.subject.status.value)
+        if decided.action is Action.WAIT:
             return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=self._result(state))
+        return PokeReturnValue(is_done=True, xcom_value=self._result(seen.subject))
 
     def _result(self, state: JobState) -> dict[str, str]:
         """The XCom of a SUCCEEDED job; a FAILED / STOPPED one raises with its log tail."""
@@ -93,7 +91,8 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
         """One status check."""
         if not self.submission_id or not str(self.submission_id).strip():
             raise RayInvalidInputError("submission_id is empty")
-        return self._check(self.hook.get_job(self.submission_id))
+        plan = WaitPlan(start_time=0.0, stream_logs=False)
+        return self._check(observe(self.hook, self.submission_id, plan))
 
     def execute(self, context: Context) -> Any:
         """Poke / reschedule as usual, or check once and defer."""
@@ -112,23 +111,24 @@ class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
             poll_interval=self.poke_interval,
             timeout=self.timeout,
             stream_logs=False,
-            stop_on_timeout=False,
-            stop_on_cancel=False,
             retry_attempts=self.retry_attempts,
+            cleanup_policy="never",  # a sensor watches a job it does not own: it never stops it
         )
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, str]:
-        """Resume after the trigger fired."""
+        """Resume after the trigger fired (without an event, e.g. after a worker crash: look again)."""
         from airflow.exceptions import AirflowSensorTimeout
 
-        event = validate_event(event)
-        if event["status"] == EVENT_ERROR:
+        if event is None:
+            self.log.info("Resumed without a trigger event: looking at Ray job %s again", self.submission_id)
+            return self.execute(context)
+        typed = parse_job_event(event)
+        if isinstance(typed, JobWaitFailed):
             raise RayProviderError(
-                f"waiting for Ray job {event['submission_id']!r} failed in the triggerer: {event['message']}"
+                f"waiting for Ray job {typed.submission_id!r} failed in the triggerer: {typed.message}"
             )
-        if event["status"] == EVENT_TIMEOUT:
-            raise AirflowSensorTimeout(
-                f"Ray job {event['submission_id']!r} did not finish in {self.timeout}s"
-            )
-        return self._result(JobState.from_dict(event["job"]))
+        if isinstance(typed, JobTimedOut):
+            raise AirflowSensorTimeout(f"Ray job {typed.submission_id!r} did not finish in {self.timeout}s")
+        assert isinstance(typed, JobDone)
+        return self._result(typed.state)

@@ -9,6 +9,7 @@ deleted or suspended as the operator was told.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -16,19 +17,81 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_ray_provider.hooks.cluster_backend import arayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
-from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, tail
+from airflow_ray_provider.jobs.events import RayJobDone, RayJobWaitFailed
+from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
+from airflow_ray_provider.launch import Cleanup, Ending, actions_for, await_rayjob, rayjob_plan
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import KubeRayJobs, RayJobLook
+    from airflow_ray_provider.clusters import KubeRayJobs, RayClusterHandle, RayJobLook
 
-EVENT_DONE, EVENT_ERROR = "done", "error"
+#: What a killed task does to its RayJob: KubeRay's own verbs (``suspend`` pauses it for the next try).
+KILL_VERBS = ("delete", "suspend", "none")
+
+
+class RayJobWatch:
+    """What a wait for a RayJob carries between looks (operator and trigger alike).
+
+    The hook to its cluster's dashboard (made again when the cluster changes: ``backoffLimit`` retries run
+    on new clusters), the job's log so far, and the last status line logged.
+    """
+
+    def __init__(self, log: logging.Logger | Any) -> None:
+        self.log = log
+        self.hook: RayJobHook | None = None
+        self.text = ""
+        self.summary = ""
+
+    def seen(self, look: RayJobLook) -> RayJobHook | None:
+        """Take in a look; returns the hook it replaced when its cluster is new (to close), else ``None``."""
+        replaced = None
+        if look.cluster is not None and (self.hook is None or self.hook.cluster != look.cluster):
+            replaced = self.hook
+            self.hook = RayJobHook(None, cluster=look.cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0)
+        if look.status.summary() != self.summary:
+            self.summary = look.status.summary()
+            self.log.info("RayJob %s/%s: %s", look.status.namespace, look.status.name, self.summary)
+        return replaced
+
+    def read(self, look: RayJobLook) -> str | None:
+        """The job's log, best effort (not submitted yet, or its cluster going away: ``None``)."""
+        if self.hook is None or not look.status.job_id:
+            return None
+        try:
+            self.text = self.hook.get_job_logs(look.status.job_id)
+        except Exception as exc:
+            self.log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
+            return None
+        return self.text
+
+    async def aread(self, look: RayJobLook) -> str | None:
+        """:meth:`read` on an event loop."""
+        if self.hook is None or not look.status.job_id:
+            return None
+        try:
+            self.text = await self.hook.aget_job_logs(look.status.job_id)
+        except Exception as exc:
+            self.log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
+            return None
+        return self.text
+
+    def cluster(self, look: RayJobLook) -> RayClusterHandle | None:
+        """Its cluster, or the one last seen (KubeRay may have deleted it already: TTL 0)."""
+        return look.cluster or (self.hook.cluster if self.hook is not None else None)
+
+
+def kill_verb(cleanup: Cleanup, on_kill: str | None, ending: Ending) -> str:
+    """What a kill does to the RayJob: ``delete``, ``suspend`` (when ``on_kill="suspend"``) or ``none``."""
+    if not actions_for(cleanup, ending).stop_job:
+        return "none"
+    return "suspend" if on_kill == "suspend" else "delete"
 
 
 class KubeRayJobTrigger(BaseTrigger):
     """Look at a RayJob until KubeRay is done with it (``Complete`` or ``Failed``), then fire one event.
 
-    Event: ``{"status": "done" | "error", "name", "rayjob": RayJobStatus dict or None, "dashboard_url",
-    "log_offset", "log_tail", "message"}``.
+    A shell over :func:`airflow_ray_provider.launch.await_rayjob`; the event is a
+    :class:`~airflow_ray_provider.jobs.events.RayJobDone` or
+    :class:`~airflow_ray_provider.jobs.events.RayJobWaitFailed`.
 
     :param conn_id: the ``kuberay`` connection.
     :param namespace: the RayJob's namespace.
@@ -37,8 +100,10 @@ class KubeRayJobTrigger(BaseTrigger):
     :param poll_interval: seconds between looks.
     :param log_offset: characters of the job's log already written to the task log.
     :param stream_logs: write new log lines into the task log.
-    :param on_kill: ``delete``, ``suspend`` or ``none``: what a user's kill does to the RayJob.
+    :param on_kill: ``delete``, ``suspend`` or ``none``: what a user's kill does to the RayJob (``none``
+        wins over ``cleanup_policy``; ``suspend`` replaces deleting).
     :param log_tail_lines: lines of the log a failure event carries.
+    :param cleanup_policy: ``never``, ``on_exception`` or ``always`` (docs/launch.md, "Cleanup").
     """
 
     def __init__(
@@ -53,6 +118,7 @@ class KubeRayJobTrigger(BaseTrigger):
         stream_logs: bool = True,
         on_kill: str = "delete",
         log_tail_lines: int = DEFAULT_TAIL_LINES,
+        cleanup_policy: str | None = None,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -64,6 +130,13 @@ class KubeRayJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.on_kill_action = on_kill
         self.log_tail_lines = log_tail_lines
+        self.cleanup_policy = (
+            Cleanup.parse(cleanup_policy, field_name="cleanup_policy")
+            if cleanup_policy is not None
+            else Cleanup.NEVER
+            if on_kill == "none"
+            else Cleanup.ALWAYS
+        )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument (no secrets)."""
@@ -79,73 +152,71 @@ class KubeRayJobTrigger(BaseTrigger):
                 "stream_logs": self.stream_logs,
                 "on_kill": self.on_kill_action,
                 "log_tail_lines": self.log_tail_lines,
+                "cleanup_policy": self.cleanup_policy.value,
             },
         )
 
-    def _event(self, status: str, look: RayJobLook | None, **fields: Any) -> TriggerEvent:
-        payload = {
-            "status": status, "name": self.name, "rayjob": look.status.to_dict() if look else None,
-            "dashboard_url": look.cluster.dashboard_url if look and look.cluster else None,
-            "log_offset": self.log_offset, "log_tail": "", "message": "", **fields,
-        }  # fmt: skip
-        return TriggerEvent(payload)
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Look until the RayJob is final; stream the log while its dashboard answers."""
+        from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
+
         jobs: KubeRayJobs | None = None
-        hook: RayJobHook | None = None
-        text = ""
+        watch = RayJobWatch(self.log)
         try:
             jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
-            while True:
-                look = await asyncio.to_thread(
-                    jobs.look, self.name, namespace=self.namespace, template=self.dashboard_url_template
-                )
-                if look.cluster is not None and (hook is None or hook.cluster != look.cluster):
-                    if hook is not None:
-                        await hook.aclose()
-                    hook = RayJobHook(
-                        None, cluster=look.cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0
+
+            async def look() -> RayJobLook | None:
+                assert jobs is not None
+                try:
+                    seen = await asyncio.to_thread(
+                        jobs.look, self.name, namespace=self.namespace, template=self.dashboard_url_template
                     )
-                if hook is not None and self.stream_logs and look.status.job_id:
-                    text = await self._stream(hook, look, text)
-                if look.status.is_final:
-                    log_tail = "" if look.status.is_success else tail(text, self.log_tail_lines)
-                    # Its cluster may be gone already (TTL 0): report the dashboard last seen.
-                    seen = look.cluster or (hook.cluster if hook is not None else None)
-                    url = seen.dashboard_url if seen is not None else None
-                    yield self._event(EVENT_DONE, look, log_tail=log_tail, dashboard_url=url)
-                    return
-                await asyncio.sleep(self.poll_interval)
+                except KubeRayNotFoundError:
+                    return None
+                replaced = watch.seen(seen)
+                if replaced is not None:
+                    await replaced.aclose()
+                return seen
+
+            outcome = await await_rayjob(
+                rayjob_plan(log_offset=self.log_offset, stream_logs=self.stream_logs),
+                look=look,
+                read_logs=watch.aread,
+                emit=lambda lines: emit_lines(self.log, lines),
+                poll_interval=self.poll_interval,
+            )
+            self.log_offset = outcome.plan.log_offset
+            final = outcome.seen.subject
+            if final is None:
+                message = f"RayJob {self.namespace}/{self.name} was deleted while the task waited for it"
+                yield TriggerEvent(RayJobWaitFailed(self.name, message, self.log_offset).to_payload())
+                return
+            log_tail = "" if final.status.is_success else tail(watch.text, self.log_tail_lines)
+            seen_cluster = watch.cluster(final)
+            url = seen_cluster.dashboard_url if seen_cluster is not None else None
+            done = RayJobDone(self.name, final.status.to_dict(), url, self.log_offset, log_tail)
+            yield TriggerEvent(done.to_payload())
         except Exception as exc:  # an event, never an exception: execute_complete explains it
             self.log.warning("Waiting for RayJob %s/%s failed: %s", self.namespace, self.name, exc)
-            yield self._event(EVENT_ERROR, None, message=f"{type(exc).__name__}: {exc}")
+            failed = RayJobWaitFailed(self.name, f"{type(exc).__name__}: {exc}", self.log_offset)
+            yield TriggerEvent(failed.to_payload())
         finally:
-            if hook is not None:
-                await hook.aclose()
+            if watch.hook is not None:
+                await watch.hook.aclose()
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
 
-    async def _stream(self, hook: RayJobHook, look: RayJobLook, text: str) -> str:
-        try:
-            text = await hook.aget_job_logs(look.status.job_id)
-        except Exception as exc:  # not submitted yet, or its cluster going away: keep what we have
-            self.log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return text
-        lines, self.log_offset = new_log_lines(text, self.log_offset, final=look.status.is_final)
-        emit_lines(self.log, lines)
-        return text
-
     async def on_kill(self) -> None:
-        """A user killed the deferred task: delete or suspend the RayJob, as the operator was told."""
-        if self.on_kill_action == "none":
+        """A user killed the deferred task: delete or suspend the RayJob, as the cleanup table says."""
+        verb = kill_verb(self.cleanup_policy, self.on_kill_action, Ending.USER_KILL)
+        if verb == "none":
             return
         jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
         try:
-            if self.on_kill_action == "suspend":
+            if verb == "suspend":
                 await asyncio.to_thread(jobs.suspend, self.name, namespace=self.namespace)
             else:
                 await asyncio.to_thread(jobs.delete, self.name, namespace=self.namespace)
-            self.log.info("RayJob %s/%s: %s on task kill", self.namespace, self.name, self.on_kill_action)
+            self.log.info("RayJob %s/%s: %s on task kill", self.namespace, self.name, verb)
         finally:
             await asyncio.to_thread(jobs.close)

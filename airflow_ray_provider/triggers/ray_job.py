@@ -12,20 +12,30 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
-from airflow_ray_provider.jobs.log_stream import new_log_lines
-from airflow_ray_provider.jobs.outcome import EVENT_DONE, EVENT_ERROR, EVENT_TIMEOUT, make_event
+from airflow_ray_provider.jobs.events import JobWaitFailed
+from airflow_ray_provider.launch import Cleanup, Ending, WaitPlan, actions_for, await_job, event_for
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import RayClusterHandle
+
+
+def legacy_cleanup(stop_on_timeout: bool | None, stop_on_cancel: bool | None) -> Cleanup | None:
+    """The cleanup of a trigger serialised by an earlier release (``stop_on_timeout``, ``stop_on_cancel``)."""
+    if stop_on_timeout is None and stop_on_cancel is None:
+        return None
+    return Cleanup.ON_EXCEPTION if stop_on_cancel is not False else Cleanup.NEVER
 
 
 class RayJobTrigger(BaseTrigger):
     """Poll a Ray job until it finishes or times out, then fire one event.
 
-    Event payload: ``{"status": "done"|"timeout"|"error", "submission_id": str, "job": JobState dict
-    or None, "log_offset": int, "message": str}``.
+    It is a shell over :func:`airflow_ray_provider.launch.await_job` (the wait's one step function); the
+    event is one of :mod:`airflow_ray_provider.jobs.events` (``JobDone``, ``JobTimedOut``, ``JobWaitFailed``).
 
     :param submission_id: the job to wait for.
     :param ray_conn_id: the ``ray`` connection (when no ``cluster`` is given).
@@ -35,9 +45,14 @@ class RayJobTrigger(BaseTrigger):
     :param start_time: epoch seconds the timeout counts from (defaults to now).
     :param log_offset: characters of the job log already written to the task log.
     :param stream_logs: write new job-log lines into the task log at every poll.
-    :param stop_on_timeout: stop the job when the timeout expires.
-    :param stop_on_cancel: stop the job when a user kills the deferred task (``on_kill``).
+    :param stop_on_timeout: deprecated (triggers of earlier releases); use ``cleanup_policy``.
+    :param stop_on_cancel: deprecated (triggers of earlier releases); use ``cleanup_policy``.
     :param retry_attempts: attempts per API call on transient failures.
+    :param cleanup_policy: ``never``, ``on_exception`` or ``always``: whether the timeout and a user's kill
+        of the deferred task stop the job (docs/launch.md, "Cleanup").
+    :param owns_cluster: ``cluster`` is the task's own cluster (the one-task operator): a user's kill
+        deletes it too, as ``cleanup_policy`` says.
+    :param cluster_conn_id: the connection that cluster was created through (``None``: local).
     """
 
     def __init__(
@@ -51,9 +66,12 @@ class RayJobTrigger(BaseTrigger):
         start_time: float | None = None,
         log_offset: int = 0,
         stream_logs: bool = True,
-        stop_on_timeout: bool = True,
-        stop_on_cancel: bool = True,
+        stop_on_timeout: bool | None = None,
+        stop_on_cancel: bool | None = None,
         retry_attempts: int = 5,
+        cleanup_policy: str | None = None,
+        owns_cluster: bool = False,
+        cluster_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self.submission_id = submission_id
@@ -64,9 +82,24 @@ class RayJobTrigger(BaseTrigger):
         self.start_time = float(start_time) if start_time is not None else time.time()
         self.log_offset = int(log_offset)
         self.stream_logs = stream_logs
-        self.stop_on_timeout = stop_on_timeout
-        self.stop_on_cancel = stop_on_cancel
+        legacy = legacy_cleanup(stop_on_timeout, stop_on_cancel)
+        if cleanup_policy is not None:
+            self.cleanup_policy = Cleanup.parse(cleanup_policy, field_name="cleanup_policy")
+        else:
+            self.cleanup_policy = legacy or Cleanup.ON_EXCEPTION
         self.retry_attempts = retry_attempts
+        self.owns_cluster = owns_cluster
+        self.cluster_conn_id = cluster_conn_id
+
+    @property
+    def stop_on_cancel(self) -> bool:
+        """Whether a user's kill of the deferred task stops the job."""
+        return actions_for(self.cleanup_policy, Ending.USER_KILL).stop_job
+
+    @property
+    def stop_on_timeout(self) -> bool:
+        """Whether the timeout stops the job."""
+        return actions_for(self.cleanup_policy, Ending.TIMED_OUT).stop_job
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument (JSON-safe, no secrets)."""
@@ -81,9 +114,12 @@ class RayJobTrigger(BaseTrigger):
                 "start_time": self.start_time,
                 "log_offset": self.log_offset,
                 "stream_logs": self.stream_logs,
-                "stop_on_timeout": self.stop_on_timeout,
-                "stop_on_cancel": self.stop_on_cancel,
+                "stop_on_timeout": None,
+                "stop_on_cancel": None,
                 "retry_attempts": self.retry_attempts,
+                "cleanup_policy": self.cleanup_policy.value,
+                "owns_cluster": self.owns_cluster,
+                "cluster_conn_id": self.cluster_conn_id,
             },
         )
 
@@ -92,52 +128,63 @@ class RayJobTrigger(BaseTrigger):
         """The hook (resolves its connection on first use, off the event loop)."""
         return RayJobHook(self.ray_conn_id, cluster=self.cluster, retry_attempts=self.retry_attempts)
 
-    def _timed_out(self) -> bool:
-        return self.timeout is not None and time.time() >= self.start_time + self.timeout
-
-    async def _stream(self, offset: int, *, final: bool) -> int:
-        text = await self.hook.aget_job_logs(self.submission_id)
-        lines, offset = new_log_lines(text, offset, final=final)
-        emit_lines(self.log, lines)
-        return offset
+    def wait_plan(self) -> WaitPlan:
+        """The wait this trigger carries (every field came through its kwargs)."""
+        return WaitPlan(
+            start_time=self.start_time,
+            timeout=self.timeout,
+            log_offset=self.log_offset,
+            stream_logs=self.stream_logs,
+            cleanup=self.cleanup_policy,
+        )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll until the job is terminal, the timeout expires, or an error occurs."""
-        sid, offset = self.submission_id, self.log_offset
+        """Wait until the job is terminal, the timeout expires, or an error occurs; fire one event."""
+        sid = self.submission_id
         try:
-            while True:
-                state = await self.hook.aget_job(sid)
-                if state is None:
-                    yield TriggerEvent(
-                        make_event(EVENT_ERROR, sid, log_offset=offset, message="job not found")
-                    )
-                    return
-                if self.stream_logs:
-                    offset = await self._stream(offset, final=state.is_terminal)
-                if state.is_terminal:
-                    yield TriggerEvent(make_event(EVENT_DONE, sid, state=state, log_offset=offset))
-                    return
-                if self._timed_out():
-                    stopped = await self.hook.astop_job(sid) if self.stop_on_timeout else False
-                    message = "stopped" if stopped else "left running"
-                    yield TriggerEvent(
-                        make_event(EVENT_TIMEOUT, sid, state=state, log_offset=offset, message=message)
-                    )
-                    return
-                await asyncio.sleep(self.poll_interval)
+            outcome = await await_job(
+                self.hook,
+                sid,
+                self.wait_plan(),
+                emit=lambda lines: emit_lines(self.log, lines),
+                poll_interval=self.poll_interval,
+            )
+            yield TriggerEvent(event_for(sid, outcome).to_payload())
         except Exception as exc:  # an event, never an exception: execute_complete explains it
             self.log.warning("Waiting for Ray job %s failed: %s", sid, exc)
             message = f"{type(exc).__name__}: {exc}"
-            yield TriggerEvent(make_event(EVENT_ERROR, sid, log_offset=offset, message=message))
+            yield TriggerEvent(JobWaitFailed(sid, message, self.log_offset).to_payload())
         finally:
             await self.hook.aclose()
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task (mark failed/success, clear): stop the job if asked to."""
-        if not self.stop_on_cancel:
-            return
+        """A user killed the deferred task (mark failed/success, clear): clean up as the policy says."""
+        actions = actions_for(self.cleanup_policy, Ending.USER_KILL)
         try:
-            stopped = await self.hook.astop_job(self.submission_id)
-            self.log.info("Stopped Ray job %s on task kill (was running: %s)", self.submission_id, stopped)
+            if actions.stop_job:
+                stopped = await self.hook.astop_job(self.submission_id)
+                self.log.info(
+                    "Stopped Ray job %s on task kill (was running: %s)", self.submission_id, stopped
+                )
         finally:
             await self.hook.aclose()
+            if actions.delete_cluster and self.owns_cluster and self.cluster is not None:
+                await self._delete_cluster()
+
+    async def _delete_cluster(self) -> None:
+        from airflow_ray_provider.clusters import RayClusterHandle
+
+        handle = RayClusterHandle.from_dict(self.cluster)
+        deleted = await asyncio.to_thread(delete_cluster, handle, self.cluster_conn_id)
+        self.log.info("Deleted the task's Ray cluster %s on kill (existed: %s)", handle.name, deleted)
+
+
+def delete_cluster(handle: RayClusterHandle, conn_id: str | None, *, wait: bool = False) -> bool:
+    """Delete a cluster through its backend (blocking; the trigger runs it in a thread)."""
+    from airflow_ray_provider.hooks.cluster_backend import backend_for_handle
+
+    backend = backend_for_handle(handle, conn_id=conn_id)
+    try:
+        return backend.delete(handle, wait=wait, timeout=60)
+    finally:
+        backend.close()

@@ -348,6 +348,17 @@ LAYER_RULES = [
     ),
     LayerRule("jobs/ holds pure rules: it never imports Airflow or Ray", _pkg("jobs"), ("airflow", "ray")),
     LayerRule(
+        "launch/ (the run lifecycle) never imports Airflow, nor the Airflow face above it",
+        _pkg("launch"),
+        ("airflow", *_pkg("operators", "sensors", "triggers", "hooks", "decorators", "templates")),
+    ),
+    LayerRule(
+        "the CLI imports no Airflow when it is imported (connections are optional)",
+        _pkg("cli"),
+        ("airflow", *_pkg("operators", "sensors", "triggers", "hooks", "decorators", "templates")),
+        at_import_time_only=True,
+    ),
+    LayerRule(
         "the evaluation workload never imports the zone-training workload",
         _pkg("workloads.evaluation"),
         _pkg("workloads.zone_training"),
@@ -377,7 +388,16 @@ LAYER_RULES = [
     LayerRule(
         "only DAG files and the demo import the DAG templates",
         _pkg(
-            "clusters", "hooks", "jobs", "kuberay", "local", "operators", "sensors", "triggers", "workloads"
+            "clusters",
+            "hooks",
+            "jobs",
+            "kuberay",
+            "launch",
+            "local",
+            "operators",
+            "sensors",
+            "triggers",
+            "workloads",
         ),
         _pkg("templates"),
     ),
@@ -459,7 +479,7 @@ def test_parsing_dag_files_and_templates_loads_no_heavy_library(start: str) -> N
 def test_the_checks_see_the_whole_repository() -> None:
     """Guards the checks above against passing on nothing."""
     packages = {name for name, module in MODULES.items() if module.is_package}
-    assert set(_pkg("workloads", "kuberay", "local", "jobs", "templates", "operators")) <= packages
+    assert set(_pkg("workloads", "kuberay", "local", "jobs", "launch", "templates", "operators")) <= packages
     assert {"dags.nightly_model_validation", "dags.zone_training"} <= set(MODULES)
     assert any(i.target.startswith("airflow.") for i in IMPORTS)
     assert any(not i.module_level for i in IMPORTS) and any(i.type_checking for i in IMPORTS)

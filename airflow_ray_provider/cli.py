@@ -1,0 +1,320 @@
+"""``airflow-ray``: launch a Ray job from a laptop the way a DAG does, through the same lifecycle.
+
+::
+
+    airflow-ray run [--local | --kuberay-context CTX --namespace NS [--spec FILE] | --ray-address URL
+                     | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR] [--name NAME]
+                     [--cleanup never|on_exception|always] [--timeout SECONDS] -- ENTRYPOINT...
+    airflow-ray jobs list|logs ID|stop ID (--ray-address URL | --conn CONN_ID | --local-cluster NAME)
+    airflow-ray clusters list|delete NAME|janitor [--kuberay-context CTX --namespace NS]
+
+``run`` streams the job's log, exits with the job's outcome (0, or 1 with the log's last lines), and on
+Ctrl-C stops the job and deletes the cluster it created (exit 130). A rerun with the same ``--name``
+re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag, before any
+cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
+
+This module imports neither Airflow nor the lifecycle when it is imported (``--help`` is instant); the
+terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.launch import Target
+
+EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+CLEANUP_WORDS = ("never", "on_exception", "always")
+
+
+class BadInput(Exception):
+    """A flag's value is wrong; the message names the flag."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Argparse, with its errors on one line (``airflow-ray: error: ...``) and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail_input(message)
+
+
+def _fail_input(message: str) -> NoReturn:
+    print(f"airflow-ray: error: {message}", file=sys.stderr, flush=True)
+    raise SystemExit(EXIT_BAD_INPUT)
+
+
+def _add_job_target(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265")
+    group.add_argument(
+        "--conn", metavar="CONN_ID", help="an Airflow `ray` connection (needs Airflow configured)"
+    )
+    group.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``airflow-ray`` argument parser."""
+    parser = _Parser(prog="airflow-ray", description="Run Ray jobs from a laptop as a DAG would.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="run a command as a Ray job and stream its log")
+    target = run.add_mutually_exclusive_group()
+    target.add_argument(
+        "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
+    )
+    target.add_argument(
+        "--kuberay-context", metavar="CTX", help="an ephemeral RayCluster via this kube context"
+    )
+    target.add_argument(
+        "--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265"
+    )
+    target.add_argument(
+        "--conn", metavar="CONN_ID", help="an Airflow `ray` connection (needs Airflow configured)"
+    )
+    run.add_argument("--namespace", metavar="NS", help="the namespace of --kuberay-context's RayCluster")
+    run.add_argument("--spec", metavar="FILE", help="the RayCluster spec (YAML/JSON) for --kuberay-context")
+    run.add_argument("--dashboard-url-template", metavar="TEMPLATE", help="how to reach a KubeRay dashboard")
+    run.add_argument("--runtime-env", metavar="FILE", help="a Ray runtime_env (YAML or JSON mapping)")
+    run.add_argument("--working-dir", metavar="DIR", help="a local folder Ray ships with the job")
+    run.add_argument("--name", metavar="NAME", help="the run's name: a rerun with it re-attaches")
+    run.add_argument("--cleanup", choices=CLEANUP_WORDS, default="on_exception", help="docs/launch.md")
+    run.add_argument("--timeout", metavar="SECONDS", type=float, help="stop the job after this long")
+    run.add_argument("--poll-interval", metavar="SECONDS", type=float, default=1.0, help=argparse.SUPPRESS)
+    run.add_argument("entrypoint", nargs=argparse.REMAINDER, help="-- then the command, e.g. python job.py")
+
+    jobs = sub.add_parser("jobs", help="list, read or stop jobs of a cluster")
+    jobs_sub = jobs.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    for action in ("list", "logs", "stop"):
+        one = jobs_sub.add_parser(action)
+        if action != "list":
+            one.add_argument("submission_id")
+        _add_job_target(one)
+
+    clusters = sub.add_parser("clusters", help="list or delete the clusters this provider started")
+    clusters_sub = clusters.add_subparsers(dest="action", required=True, parser_class=_Parser)
+    for action in ("list", "delete", "janitor"):
+        one = clusters_sub.add_parser(action)
+        if action == "delete":
+            one.add_argument("name")
+        one.add_argument("--kuberay-context", metavar="CTX", help="KubeRay clusters (default: local heads)")
+        one.add_argument("--namespace", metavar="NS", default="default")
+    return parser
+
+
+# --------------------------------------------------------------------------- checking flags (no I/O)
+def _read_mapping(flag: str, path: str) -> dict[str, Any]:
+    import yaml
+
+    try:
+        value = yaml.safe_load(Path(path).read_text())
+    except OSError as exc:
+        raise BadInput(f"{flag}: cannot read {path!r}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise BadInput(f"{flag}: {path!r} is not YAML or JSON: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(value, dict):
+        raise BadInput(f"{flag}: {path!r} must hold a mapping, got {type(value).__name__}")
+    return value
+
+
+def _check_context(context: str) -> None:
+    try:
+        from kubernetes import config
+    except ImportError as exc:
+        raise BadInput("--kuberay-context: install the kubernetes extra (pip install kubernetes)") from exc
+    try:
+        contexts, _ = config.list_kube_config_contexts()
+    except Exception as exc:
+        raise BadInput(f"--kuberay-context: cannot read the kubeconfig: {exc}") from exc
+    names = sorted(c["name"] for c in contexts or [])
+    if context not in names:
+        raise BadInput(
+            f"--kuberay-context: no context {context!r} in the kubeconfig (it has: {', '.join(names)})"
+        )
+
+
+def run_target(args: argparse.Namespace) -> Target:
+    """The target the flags name; every check, before any cluster exists."""
+    from airflow_ray_provider.launch import JobApiTarget, KubeRayCluster, LocalHead, RayAddress
+
+    if (args.namespace or args.spec or args.dashboard_url_template) and not args.kuberay_context:
+        flag = "--namespace" if args.namespace else "--spec" if args.spec else "--dashboard-url-template"
+        raise BadInput(f"{flag}: only with --kuberay-context")
+    if args.kuberay_context:
+        if not args.namespace:
+            raise BadInput("--namespace: needed with --kuberay-context")
+        spec = _read_mapping("--spec", args.spec) if args.spec else None
+        _check_context(args.kuberay_context)
+        return KubeRayCluster(args.kuberay_context, args.namespace, spec, args.dashboard_url_template)
+    if args.ray_address:
+        try:
+            return RayAddress(args.ray_address)
+        except ValueError as exc:
+            raise BadInput(f"--ray-address: {exc}") from exc
+    if args.conn:
+        hook = _airflow_hook(args.conn)
+        return JobApiTarget(hook, hook.config.dashboard_url)
+    return LocalHead()
+
+
+def _airflow_hook(conn_id: str) -> Any:
+    """The Airflow hook of a ``ray`` connection (imports Airflow: only ``--conn`` does)."""
+    from airflow_ray_provider.exceptions import RayProviderError
+    from airflow_ray_provider.hooks.ray_job import RayJobHook
+
+    hook = RayJobHook(conn_id)
+    try:
+        hook.config  # noqa: B018 (resolves the connection now: a missing one is bad input)
+    except RayProviderError as exc:
+        raise BadInput(f"--conn: {exc}") from exc
+    return hook
+
+
+def _job_target(args: argparse.Namespace) -> Any:
+    """The Job API of ``jobs`` subcommands."""
+    from airflow_ray_provider.launch.job_api import JobApiClient, ray_token_from_environment
+
+    if args.conn:
+        return _airflow_hook(args.conn)
+    if args.local_cluster:
+        from airflow_ray_provider.clusters import LocalBackend
+
+        try:
+            handle = LocalBackend().attach(args.local_cluster)
+        except ValueError as exc:
+            raise BadInput(f"--local-cluster: {exc}") from exc
+        token = Path(handle.auth_token_file).read_text().strip() if handle.auth_token_file else None
+        return JobApiClient(handle.dashboard_url, token=token)
+    if not args.ray_address.startswith(("http://", "https://")):
+        raise BadInput(f"--ray-address: must be http(s)://host:port, got {args.ray_address!r}")
+    return JobApiClient(args.ray_address, token=ray_token_from_environment())
+
+
+# --------------------------------------------------------------------------- commands
+def _interrupt_on_sigterm() -> None:
+    """A SIGTERM (``kill``) is treated as Ctrl-C: the job is stopped and the run's cluster deleted."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``airflow-ray run``."""
+    entrypoint = (
+        [part for part in args.entrypoint if part != "--"]
+        if args.entrypoint[:1] == ["--"]
+        else args.entrypoint
+    )
+    if not entrypoint:
+        raise BadInput("ENTRYPOINT: pass the command after --, e.g. airflow-ray run --local -- python job.py")
+    if args.working_dir and not Path(args.working_dir).is_dir():
+        raise BadInput(f"--working-dir: {args.working_dir!r} is not a folder")
+    if args.timeout is not None and args.timeout <= 0:
+        raise BadInput(f"--timeout: must be positive, got {args.timeout:g}")
+    runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
+    target = run_target(args)
+
+    from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobError, RayProviderError
+    from airflow_ray_provider.launch import job_spec, run
+
+    try:
+        job_spec(entrypoint, runtime_env=runtime_env, working_dir=args.working_dir, name=args.name or "x")
+    except RayInvalidInputError as exc:
+        flag = "--runtime-env" if "runtime_env" in str(exc) else "ENTRYPOINT"
+        raise BadInput(f"{flag}: {exc}") from exc
+    _interrupt_on_sigterm()
+    try:
+        result = run(
+            entrypoint,
+            target=target,
+            name=args.name,
+            runtime_env=runtime_env,
+            working_dir=args.working_dir,
+            cleanup=args.cleanup,
+            timeout=args.timeout,
+            poll_interval=args.poll_interval,
+        )
+    except KeyboardInterrupt:
+        print("airflow-ray: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except RayJobError as exc:
+        print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
+        return EXIT_JOB_FAILED
+    except RayProviderError as exc:
+        print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
+        return EXIT_JOB_FAILED
+    print(
+        f"airflow-ray: Ray job {result.state.submission_id} SUCCEEDED (run {result.name!r})", file=sys.stderr
+    )
+    return EXIT_OK
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    """``airflow-ray jobs list|logs|stop``."""
+    api = _job_target(args)
+    if args.action == "list":
+        for job in api.list_jobs():
+            print(f"{job.submission_id}\t{job.status.value}\t{job.entrypoint or ''}")
+    elif args.action == "logs":
+        print(api.get_job_logs(args.submission_id), end="")
+    else:
+        print(json.dumps({"submission_id": args.submission_id, "stopped": api.stop_job(args.submission_id)}))
+    return EXIT_OK
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    """``airflow-ray clusters list|delete|janitor`` (local heads, or KubeRay through a context)."""
+    from airflow_ray_provider.clusters import ClusterBackend, LocalBackend
+
+    backend: ClusterBackend
+    if args.kuberay_context:
+        from airflow_ray_provider.launch.target import KubeRayCluster, kuberay_backend
+
+        _check_context(args.kuberay_context)
+        backend = kuberay_backend(KubeRayCluster(args.kuberay_context, args.namespace))
+    else:
+        backend = LocalBackend()
+    try:
+        if args.action == "list":
+            from datetime import datetime, timedelta, timezone
+
+            far = datetime.now(timezone.utc) + timedelta(days=36500)
+            for handle in backend.expired(far):  # every cluster of this provider, expired or not
+                print(f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}")
+        elif args.action == "delete":
+            handle = backend.attach(args.name)
+            deleted = backend.delete(
+                type(handle)(**{**handle.to_dict(), "owned": True}), wait=True, timeout=300
+            )
+            print(json.dumps({"name": args.name, "deleted": deleted}))
+        else:
+            for handle in backend.expired():
+                backend.delete(handle, wait=True, timeout=300)
+                print(f"deleted {handle.name} (expired)")
+    finally:
+        backend.close()
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console script."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    args = build_parser().parse_args(argv)
+    commands = {"run": cmd_run, "jobs": cmd_jobs, "clusters": cmd_clusters}
+    try:
+        return commands[args.command](args)
+    except BadInput as exc:
+        _fail_input(str(exc))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
