@@ -205,7 +205,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         if self.deferrable and not state.is_terminal:
             self._defer(sid, start, offset)
         state, _ = self._wait(sid, state, start, offset)
-        return self._finish(state)
+        return self.finish_job(state)
 
     def _resume_offset(self, sid: str) -> int:
         """A re-attached try streams from the last lines on (the earlier try's task log has the rest)."""
@@ -277,6 +277,15 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
             return ""
 
+    def finish_job(self, state: JobState) -> Any:
+        """The task's result for a terminal job: raises for a failed one, else the XCom.
+
+        Called once per task with the final state, in the sync and the deferred path, while the job's
+        cluster still exists (the one-task operator deletes it afterwards); ``@task.ray`` overrides it
+        to read the function's value from the job.
+        """
+        return self._finish(state)
+
     def _finish(self, state: JobState) -> dict[str, str]:
         logs = "" if state.is_success else self._logs_best_effort(state.submission_id)
         raise_for_state(state, logs, tail_lines=self.log_tail_lines)
@@ -296,7 +305,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         if self.stream_logs:  # lines the trigger had not written yet (normally none)
             text = self._logs_best_effort(sid)
             emit_lines(self.log, new_log_lines(text, int(event.get("log_offset") or 0), final=True)[0])
-        return self._finish(state)
+        return self.finish_job(state)
 
     def on_kill(self) -> None:
         """SIGTERM of the running task: stop the job only when ``stop_on_kill=True`` (see the class doc)."""
