@@ -43,7 +43,9 @@ def test_shipped_example_returns_a_number_and_a_dataframe_downstream(
     assert task_states(dag_run) == dict.fromkeys(("extract", "mean_squared", "bucketed", "report"), "success")
     values = [12.5, 3.0, 7.25, 9.0, 1.5, 4.75]
     assert xcom_value(dag_run, "mean_squared") == pytest.approx(sum(v * v for v in values) / len(values))
-    frame = xcom_value(dag_run, "bucketed")
+    from airflow.sdk.serde import deserialize
+
+    frame = deserialize(xcom_value(dag_run, "bucketed"))  # the metadata DB holds Airflow's serde form
     assert list(frame["bucket"].astype(str)) == ["low", "mid", "high"]
     assert list(frame["count"]) == [3, 2, 1]
     summary = xcom_value(dag_run, "report")
@@ -158,6 +160,8 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)) as
         print("slow function started", flush=True)
         time.sleep(6)
         return uuid.uuid4().hex
+
+    slow()
 """
 
 _WORKER = """
@@ -178,14 +182,18 @@ def test_kill_and_rerun_returns_the_value_of_the_one_job(
     sid = base_submission_id(job_prefix, RUN_ID, "slow")
     worker_file = tmp_path / "worker.py"
     worker_file.write_text(_WORKER)
-    worker = subprocess.Popen(
-        [sys.executable, str(worker_file), job_prefix, module.__file__],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    worker_log = tmp_path / "worker.log"
+    with worker_log.open("wb") as sink:
+        worker = subprocess.Popen(
+            [sys.executable, str(worker_file), job_prefix, module.__file__],
+            start_new_session=True, stdout=sink, stderr=subprocess.STDOUT,
+        )  # fmt: skip
     try:
         deadline = time.monotonic() + 150
         while (state := ray_job_hook.get_job(sid)) is None or state.status is not JobStatus.RUNNING:
-            assert worker.poll() is None, "the worker exited before its job ran"
+            assert worker.poll() is None, (
+                f"the worker exited before its job ran:\n{worker_log.read_text()[-3000:]}"
+            )
             assert time.monotonic() < deadline, "the job never started"
             time.sleep(0.3)
     finally:
