@@ -38,7 +38,7 @@ with DAG(
         return [12.5, 3.0, 7.25, 9.0, 1.5, 4.75]
 
     @task.ray(**on_ray, entrypoint_num_cpus=1, poll_interval=1.0)
-    def mean_squared(values: list[float]) -> float:
+    def mean_squared(values) -> float:
         import ray
 
         @ray.remote
@@ -49,7 +49,7 @@ with DAG(
         return sum(squares) / len(squares)
 
     @task.ray(**on_ray, result_uri=RESULTS, poll_interval=1.0)
-    def bucketed(values: list[float]) -> Any:
+    def bucketed(values) -> Any:
         import pandas as pd
 
         frame = pd.DataFrame({"value": values})
@@ -57,7 +57,7 @@ with DAG(
         return frame.groupby("bucket", observed=True)["value"].agg(["count", "mean"]).reset_index()
 
     @task
-    def report(mean_square: float, buckets: Any) -> dict[str, Any]:
+    def report(mean_square, buckets) -> dict[str, Any]:
         summary = {"mean_square": round(mean_square, 4), "buckets": buckets.to_dict(orient="records")}
         print(f"Mean squared value: {summary['mean_square']}; buckets: {summary['buckets']}")
         return summary

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
@@ -131,7 +131,7 @@ _TEMPLATE_FIELDS = (*DecoratedOperator.template_fields, "result_uri")
 class RayTaskOperator(_RayTaskBase, SubmitRayJobOperator):
     """``@task.ray(cluster=... | ray_conn_id=...)``: the function as a job on an existing cluster."""
 
-    template_fields: Sequence[str] = (*_TEMPLATE_FIELDS, *SubmitRayJobOperator.template_fields)
+    template_fields = (*_TEMPLATE_FIELDS, *SubmitRayJobOperator.template_fields)  # type: ignore[assignment]
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **DecoratedOperator.template_fields_renderers,
         **SubmitRayJobOperator.template_fields_renderers,
@@ -141,7 +141,7 @@ class RayTaskOperator(_RayTaskBase, SubmitRayJobOperator):
 class OneTaskRayTaskOperator(_RayTaskBase, EphemeralRayJobOperator):
     """``@task.ray(cluster_spec=... | cluster_conn_id=...)``: a cluster of its own, deleted in the task."""
 
-    template_fields: Sequence[str] = (*_TEMPLATE_FIELDS, *EphemeralRayJobOperator.template_fields)
+    template_fields = (*_TEMPLATE_FIELDS, *EphemeralRayJobOperator.template_fields)  # type: ignore[assignment]
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **DecoratedOperator.template_fields_renderers,
         **EphemeralRayJobOperator.template_fields_renderers,
