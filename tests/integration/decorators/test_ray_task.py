@@ -16,7 +16,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from airflow_ray_provider.exceptions import RayTaskFunctionError
+from airflow_ray_provider.exceptions import RayTaskError, RayTaskFunctionError
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.dag_runs import load_dag, run_dag, task_states, write_dag_module, xcom_value
@@ -134,6 +134,20 @@ def test_a_remote_exception_carries_its_type_message_and_traceback(ray_conn_id, 
     assert (error.remote_type, error.remote_message) == ("KeyError", "'missing 2'")
     assert "in _helper" in error.remote_traceback and "in _fails" in error.remote_traceback
     assert "driver.py" not in error.remote_traceback  # the driver's own frames are left out
+
+
+def test_an_interpreter_mismatch_fails_in_the_job_naming_both_sides(ray_conn_id, job_prefix, monkeypatch):
+    from airflow_ray_provider.decorators import payload
+    from airflow_ray_provider.workloads.function import runtime_versions
+
+    job_side = runtime_versions()
+    monkeypatch.setattr(payload, "runtime_versions", lambda: {"python": "3.9", "cloudpickle": "2.2.1"})
+    with pytest.raises(RayTaskError) as excinfo:
+        _op("mismatch", ray_conn_id, _token).execute(context_for(StandInTI(job_prefix, task_id="mismatch")))
+    error = excinfo.value
+    assert error.stage == "setup" and error.remote_type.endswith("InterpreterMismatchError")
+    assert "pickled by Python 3.9 with cloudpickle 2.2.1" in str(error)
+    assert f"runs Python {job_side['python']} with cloudpickle {job_side['cloudpickle']}" in str(error)
 
 
 def test_a_retry_after_success_returns_the_same_value_without_a_second_job(
