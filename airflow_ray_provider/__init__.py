@@ -67,6 +67,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [f"{_PKG}.triggers.ray_cluster", f"{_PKG}.triggers.kuberay_job"],
             },
         ],
+        "task-decorators": [{"class-name": f"{_PKG}.decorators.ray_task.ray_task", "name": "ray"}],
         "connection-types": [RAY_CONNECTION_TYPE, KUBERAY_CONNECTION_TYPE],
         "extra-links": [f"{_PKG}.operators.ray_job.RayJobLink"],
     }

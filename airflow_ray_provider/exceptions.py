@@ -19,7 +19,9 @@ Hierarchy::
     │   ├── RayJobFailedError
     │   ├── RayJobStoppedError
     │   ├── RayJobTimeoutError
-    │   └── KubeRayJobError
+    │   ├── KubeRayJobError
+    │   └── RayTaskError (a ``@task.ray`` job could not run or return its function)
+    │       └── RayTaskFunctionError (the function raised)
     ├── RayClusterError
     │   └── RayClusterNotReadyError
     └── MetricsArtifactError
@@ -145,6 +147,39 @@ class KubeRayJobError(RayJobError):
         self.namespace = namespace
         self.deployment_status = deployment_status
         self.reason = reason
+
+
+class RayTaskError(RayJobError):
+    """A ``@task.ray`` job did not return its function's value (the driver said why, or the job died).
+
+    :param stage: where it failed in the job: ``setup`` (interpreter mismatch, unpickling), ``function``
+        or ``result`` (the value could not travel back); ``""`` when the job left no message.
+    :param remote_type: the exception's type in the job (``ValueError``, ``mypkg.MyError``).
+    :param remote_message: its message.
+    :param remote_traceback: its formatted traceback, as the job printed it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        submission_id: str,
+        status: str = "FAILED",
+        stage: str = "",
+        remote_type: str = "",
+        remote_message: str = "",
+        remote_traceback: str = "",
+        log_tail: str = "",
+    ) -> None:
+        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
+        self.stage = stage
+        self.remote_type = remote_type
+        self.remote_message = remote_message
+        self.remote_traceback = remote_traceback
+
+
+class RayTaskFunctionError(RayTaskError):
+    """The ``@task.ray`` function raised in the Ray job; carries the remote type, message and traceback."""
 
 
 class RayClusterError(RayProviderError):

@@ -307,13 +307,24 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
             self.log.warning("Could not read the log of Ray job %s: %s", sid, exc)
             return ""
 
-    def _end(self, event: JobEvent, *, where: str = "") -> dict[str, str]:
-        """End the task as the wait ended: the XCom of a succeeded job, else the matching error."""
-        state = finish(
-            event,
+    def _end(self, event: JobEvent, *, where: str = "") -> Any:
+        """End the task as the wait ended: a finished job goes to :meth:`finish_job`, any other ending
+        (time-out, stop, a wait that failed) raises the matching error."""
+        if isinstance(event, JobDone):
+            return self.finish_job(event.state)
+        return finish(event, logs=self._logs_best_effort, timeout=self.job_timeout, where=where)  # raises
+
+    def finish_job(self, state: JobState) -> Any:
+        """The task's result for a finished job: raises for a failed or stopped one, else the XCom.
+
+        Called once per task with the final state, in the sync and the deferred path, while the job's
+        cluster still exists (the one-task operator deletes it afterwards); ``@task.ray`` overrides it
+        to read the function's value from the job.
+        """
+        finish(
+            JobDone(state.submission_id, state),
             logs=self._logs_best_effort,
             timeout=self.job_timeout,
-            where=where,
             tail_lines=self.log_tail_lines,
         )
         self.log.info("Ray job %s SUCCEEDED", state.submission_id)

@@ -1,0 +1,207 @@
+"""Pack a ``@task.ray`` call for its Ray job: cloudpickle it, name what cannot be pickled, stage the package.
+
+The package (an importable folder) goes to the cluster as a ``py_modules`` entry of the job's runtime
+env, which Ray's Job API client uploads: no file system shared with the cluster, no size limit of
+environment variables or command lines. Functions and classes from the DAG file's folder (the DAG module
+itself and the helpers it imports from there) are pickled *by value*, since the cluster cannot import
+them; installed libraries go by reference and must exist on the cluster.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import CodeType, FunctionType, ModuleType
+from typing import Any
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.workloads.function import (
+    INLINE_RESULT_LIMIT,
+    MANIFEST_FILE,
+    PAYLOAD_FILE,
+    runtime_versions,
+)
+
+#: The importable name of the uploaded package (``python -m airflow_ray_task`` in the job).
+PACKAGE_NAME = "airflow_ray_task"
+#: The largest pickled call sent to the cluster (Ray's package upload allows a few hundred MiB).
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+_SHIPPED = {"__main__.py": "driver.py", "protocol.py": "protocol.py"}
+
+
+def function_name(function: Callable[..., Any]) -> str:
+    """``module.qualname`` of a function, for messages."""
+    return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
+
+
+def local_modules(roots: Iterable[str | Path]) -> list[ModuleType]:
+    """Imported modules whose file lies under one of ``roots`` (the DAG file's folder)."""
+    folders = [Path(root).resolve() for root in roots if root]
+    found = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if not file or not folders:
+            continue
+        path = Path(file).resolve()
+        installed = "site-packages" in path.parts or "dist-packages" in path.parts
+        if not installed and any(path.is_relative_to(folder) for folder in folders):
+            found.append(module)
+    return found
+
+
+@contextmanager
+def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iterator[Any]:
+    """Ray's cloudpickle with the function's module and the DAG folder's modules registered by value."""
+    from ray import cloudpickle
+
+    modules = {m.__name__: m for m in local_modules(roots)}
+    home = sys.modules.get(getattr(function, "__module__", "") or "")
+    if home is not None and home.__name__ not in ("__main__", "builtins"):
+        modules.setdefault(home.__name__, home)
+    already = set(cloudpickle.list_registry_pickle_by_value())
+    registered = []
+    for name, module in modules.items():
+        if name in already:
+            continue
+        try:
+            cloudpickle.register_pickle_by_value(module)
+        except (ValueError, TypeError):  # not in sys.modules under that name
+            continue
+        registered.append(module)
+    try:
+        yield cloudpickle
+    finally:
+        for module in registered:
+            cloudpickle.unregister_pickle_by_value(module)
+
+
+def _referenced_names(code: CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _referenced_names(const)
+    return names
+
+
+def _parts(function: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+    """What pickling a function by value pickles: its globals, closure variables and defaults."""
+    if not isinstance(function, FunctionType):
+        return
+    code = function.__code__
+    for name in sorted(_referenced_names(code)):
+        if name in function.__globals__:
+            yield f"global {name!r}", function.__globals__[name]
+    for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
+        try:
+            yield f"closure variable {name!r}", cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    for index, default in enumerate(function.__defaults__ or ()):
+        yield f"default #{index + 1}", default
+    for name, default in (function.__kwdefaults__ or {}).items():
+        yield f"default of {name!r}", default
+
+
+def _culprit(pickler: Any, function: Callable[..., Any], depth: int = 0) -> str | None:
+    """Which part of ``function`` cannot be pickled, e.g. ``global 'helper' -> closure variable 'lock'``."""
+    for where, obj in _parts(function):
+        try:
+            pickler.dumps(obj)
+        except Exception as exc:
+            inner = _culprit(pickler, obj, depth + 1) if depth < 3 and inspect.isfunction(obj) else None
+            kind = type(obj)
+            here = f"{where} ({kind.__module__}.{kind.__qualname__}: {exc})"
+            return f"{where} -> {inner}" if inner else here
+    return None
+
+
+def dumps_call(
+    function: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    *,
+    local_roots: Iterable[str | Path] = (),
+) -> bytes:
+    """cloudpickle ``(function, args, kwargs)``; a failure names the object that cannot be pickled.
+
+    :param local_roots: folders whose modules the cluster cannot import (pickled by value).
+    :raises RayInvalidInputError: naming the function's global, closure variable, default or argument.
+    """
+    with _by_value(function, local_roots) as pickler:
+        name = function_name(function)
+        try:
+            pickler.dumps(function)
+        except Exception as exc:
+            culprit = _culprit(pickler, function) or f"{type(exc).__name__}: {exc}"
+            raise RayInvalidInputError(
+                f"@task.ray function {name} cannot be pickled: its {culprit}. Create such objects inside "
+                "the function (or pass what builds them as arguments)"
+            ) from exc
+        arguments = [(f"argument #{i + 1}", value) for i, value in enumerate(args)]
+        arguments += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+        for where, value in arguments:
+            try:
+                pickler.dumps(value)
+            except Exception as exc:
+                kind = type(value)
+                raise RayInvalidInputError(
+                    f"@task.ray function {name}: its {where} ({kind.__module__}.{kind.__qualname__}) cannot "
+                    f"be pickled ({exc}); pass plain data (or a URI the function reads)"
+                ) from exc
+        data: bytes = pickler.dumps((function, args, kwargs), protocol=5)
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise RayInvalidInputError(
+            f"@task.ray function {name}: the pickled call is {len(data):,} bytes, over the "
+            f"{MAX_PAYLOAD_BYTES:,}-byte limit; pass a URI of the data and read it inside the function"
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class StagedPackage:
+    """The task package in a temporary folder, ready for ``runtime_env["py_modules"]``.
+
+    :param root: the temporary folder (remove it with :meth:`remove` once the job is submitted).
+    :param path: the package folder inside it.
+    :param payload_bytes: size of the pickled call.
+    """
+
+    root: Path
+    path: Path
+    payload_bytes: int
+
+    def remove(self) -> None:
+        """Delete the temporary folder."""
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def stage_package(
+    payload: bytes, *, function: str, result_uri: str | None, inline_limit: int = INLINE_RESULT_LIMIT
+) -> StagedPackage:
+    """Write the task package: driver, protocol, pickled call and manifest (versions, result options)."""
+    from airflow_ray_provider.workloads import function as shipped
+
+    root = Path(tempfile.mkdtemp(prefix="arp-task-"))
+    package = root / PACKAGE_NAME
+    package.mkdir()
+    source = Path(shipped.__file__).parent
+    (package / "__init__.py").write_text("")
+    for target, origin in _SHIPPED.items():
+        shutil.copyfile(source / origin, package / target)
+    (package / PAYLOAD_FILE).write_bytes(payload)
+    manifest = {
+        "format": 1,
+        "function": function,
+        "versions": runtime_versions(),
+        "result_uri": result_uri,
+        "inline_limit": inline_limit,
+    }
+    (package / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
+    return StagedPackage(root=root, path=package, payload_bytes=len(payload))

@@ -1,0 +1,22 @@
+"""``docs/task_ray.md`` shows the shipped example DAG as it is (between its ``[START]``/``[END]`` markers)."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def test_the_docs_example_is_the_shipped_dag():
+    dag = (REPO / "dags" / "ray_taskflow.py").read_text()
+    section = re.search(r"# \[START ray_taskflow\]\n(.*?)\n\s*# \[END ray_taskflow\]", dag, re.S)
+    assert section is not None
+    docs = (REPO / "docs" / "task_ray.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", docs, re.S)
+    assert textwrap.dedent(section.group(1)).strip() in [block.strip() for block in blocks]
