@@ -38,7 +38,6 @@ from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, RayJobLink
-from airflow_ray_provider.operators.templated import coerce_rendered
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -99,7 +98,7 @@ class KubeRayJobOperator(BaseOperator):
 
     template_fields = (
         "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
-        "entrypoint_resources", "queue_name", "entrypoint_num_cpus", "entrypoint_num_gpus",
+        "entrypoint_resources", "queue_name",
     )  # fmt: skip
     template_fields_renderers = {
         "runtime_env": "json",
@@ -169,11 +168,6 @@ class KubeRayJobOperator(BaseOperator):
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self._check_static()
-
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
-        super().render_template_fields(context, jinja_env)
-        coerce_rendered(self, floats=("entrypoint_num_cpus", "entrypoint_num_gpus"))
         self._rayjob: tuple[str, str] | None = None
 
     # ----------------------------------------------------------------- checks (no I/O)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import warnings
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.workloads.common.errors import workload_error_from
@@ -67,24 +68,28 @@ def build_dataset(
     low, high = min(low, len(items)), min(high, len(items))
     # map_batches refuses batch_size=None with GPUs; the actor micro-batches itself (scoring.batch_size).
     mapper = ds.map_batches_internal if gpu else ds.map_batches
-    out = mapper(
-        BlockEvaluator,
-        fn_constructor_kwargs={
-            "cfg": cfg,
-            "features": pre.features,
-            "has_proba": pre.has_proba,
-            "predictions_uri": predictions_uri,
-            "models": ship_models(cfg, pre),
-        },
-        batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
-        num_cpus=cfg.scoring.num_cpus,
-        num_gpus=cfg.scoring.num_gpus if gpu else None,
-        # Ray Data restarts dead actors and retries their tasks without limit by default
-        # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
-        ray_remote_args_fn=None if restart_actors else _no_actor_restarts,
-    )
+    with warnings.catch_warnings():
+        # The one way to set an actor pool's max_restarts, deprecated (Ray 2.64 drops it; this
+        # argument is passed only on a private one-node Ray).
+        warnings.filterwarnings("ignore", message="`ray_remote_args_fn` is deprecated")
+        out = mapper(
+            BlockEvaluator,
+            fn_constructor_kwargs={
+                "cfg": cfg,
+                "features": pre.features,
+                "has_proba": pre.has_proba,
+                "predictions_uri": predictions_uri,
+                "models": ship_models(cfg, pre),
+            },
+            batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
+            num_cpus=cfg.scoring.num_cpus,
+            num_gpus=cfg.scoring.num_gpus if gpu else None,
+            # Ray Data restarts dead actors and retries their tasks without limit by default
+            # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
+            ray_remote_args_fn=None if restart_actors else _no_actor_restarts,
+        )
     out.context.raise_original_map_exception = True
     if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
         limit = cfg.scoring.object_store_mb * 1024 * 1024

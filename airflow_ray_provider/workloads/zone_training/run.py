@@ -156,8 +156,7 @@ def _train_on_ray(
     connect_from = time.monotonic()
     with ray_session(cfg.ray_address) as session:
         timings["connect"] = time.monotonic() - connect_from
-        if session.mode is not SessionMode.LOCAL:
-            wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)
+        wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
         rows = _train(cfg, plan, todo, attempts, timings, tasks)
     return rows, session.mode.value
 

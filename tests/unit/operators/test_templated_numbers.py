@@ -7,7 +7,6 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay.spec import KubeRaySpecError, RayClusterSpec, validate_spec
-from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
 pytestmark = pytest.mark.unit
@@ -49,17 +48,6 @@ def test_a_rendered_value_that_is_no_number_names_the_argument(params: dict, nee
 def test_literal_numbers_are_still_checked_when_the_dag_is_parsed() -> None:
     with pytest.raises(RayInvalidInputError, match="job_timeout must be positive"):
         _submit(job_timeout=0)
-
-
-def test_kuberay_job_entrypoint_numbers_render_to_numbers() -> None:
-    op = KubeRayJobOperator(
-        task_id="rj",
-        entrypoint="python job.py",
-        cluster_conn_id="kuberay_x",
-        entrypoint_num_cpus="{{ params.c }}",
-    )
-    op.render_template_fields({"params": {"c": "2"}})
-    assert op.entrypoint_num_cpus == 2.0
 
 
 def test_a_rendered_replicas_count_is_an_integer() -> None:
