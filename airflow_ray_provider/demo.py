@@ -49,6 +49,28 @@ def configure_environment(root: Path, rows: int, verbose: bool) -> None:
     Path(os.environ["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
     if not os.environ.get("AIRFLOW__CORE__FERNET_KEY"):  # else Airflow warns "empty cryptography key"
         os.environ["AIRFLOW__CORE__FERNET_KEY"] = demo_fernet_key(Path(os.environ["AIRFLOW_HOME"]))
+    quiet_dependency_warnings()
+
+
+#: Printed on ``dag.test()``: Airflow's execution API imports ``svcs.fastapi``, which imports
+#: ``starlette.testclient`` (for a type hint); that module warns about ``httpx``, which Airflow pins.
+#: Nothing a user of the demo can act on.
+STARLETTE_HTTPX_WARNING = "Using `httpx` with `starlette.testclient` is deprecated"
+
+
+def quiet_dependency_warnings() -> None:
+    """Silence the warnings of Airflow's own dependencies that the demo's user cannot act on.
+
+    In this process (a filter) and in its child processes (``PYTHONWARNINGS``, a literal message prefix).
+    """
+    import re
+    import warnings
+
+    warnings.filterwarnings("ignore", message=re.escape(STARLETTE_HTTPX_WARNING))
+    rule = f"ignore:{STARLETTE_HTTPX_WARNING}"
+    current = os.environ.get("PYTHONWARNINGS", "")
+    if rule not in current:
+        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
 
 
 def demo_fernet_key(airflow_home: Path) -> str:

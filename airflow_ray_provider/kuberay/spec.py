@@ -166,7 +166,8 @@ class RayClusterSpec:
             if not isinstance(groups, list):
                 raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
             values["worker_groups"] = [
-                _to_dataclass(WorkerGroup, g, f"spec.worker_groups[{i}]") for i, g in enumerate(groups)
+                _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
+                for i, g in enumerate(groups)
             ]
         return cls(**values)
 
@@ -199,6 +200,22 @@ def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
     if not isinstance(data, dict):
         raise KubeRaySpecError(f"{where} must be a dict, got {type(data).__name__}")
     return cls(**_known_keys(cls, data, where))
+
+
+#: Worker-group counts that a templated (Jinja) spec renders as strings such as ``"3"``.
+_COUNT_KEYS = ("replicas", "min_replicas", "max_replicas", "gpu")
+
+
+def _rendered_counts(group: Any) -> Any:
+    """A worker-group dict with rendered whole-number strings (``"3"``) as ints; anything else as given."""
+    if not isinstance(group, dict):
+        return group
+    return {
+        key: int(value)
+        if key in _COUNT_KEYS and isinstance(value, str) and value.strip().isdigit()
+        else value
+        for key, value in group.items()
+    }
 
 
 def _cpu_value(quantity: str | int | float) -> float:

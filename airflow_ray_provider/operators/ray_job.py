@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
@@ -43,6 +43,7 @@ from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
 )
+from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -127,6 +128,10 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         "cluster",
         "ray_conn_id",
         "entrypoint_resources",
+        "entrypoint_num_cpus",
+        "entrypoint_num_gpus",
+        "entrypoint_memory",
+        "job_timeout",
     )
     template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
     operator_extra_links = (RayJobLink(),)
@@ -171,7 +176,10 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
         self.poll_interval = _seconds(poll_interval, "poll_interval") or 5.0
-        self.job_timeout = _seconds(job_timeout, "job_timeout")
+        # a Jinja string stays one until rendered, then render_template_fields makes it seconds
+        self.job_timeout: float | None = (
+            cast("float", job_timeout) if is_template(job_timeout) else _seconds(job_timeout, "job_timeout")
+        )
         self.stream_logs = stream_logs
         self.log_tail_lines = log_tail_lines
         self.stop_on_kill = stop_on_kill
@@ -184,6 +192,14 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         self.retry_attempts = retry_attempts
         self._submission_id: str | None = None
         self._killed: Ending | None = None
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
+        super().render_template_fields(context, jinja_env)
+        coerce_rendered(
+            self, floats=("entrypoint_num_cpus", "entrypoint_num_gpus"), integers=("entrypoint_memory",)
+        )
+        self.job_timeout = _seconds(rendered_number(self.job_timeout, "job_timeout"), "job_timeout")
 
     # ----------------------------------------------------------------- set-up (no I/O)
     def build_spec(self, context: Context) -> JobSpec:

@@ -216,8 +216,19 @@ def _dunder_all(tree: ast.Module) -> list[str] | None:
 
 
 def _bound_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at its top level; a lazy module (PEP 562 ``__getattr__``) also binds what it
+    imports under ``if TYPE_CHECKING:`` (its ``__getattr__`` loads those on first use)."""
     bound: set[str] = set()
-    for node in tree.body:
+    lazy = any(isinstance(n, ast.FunctionDef) and n.name == "__getattr__" for n in tree.body)
+    body = list(tree.body)
+    if lazy:
+        body += [
+            inner
+            for node in tree.body
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for inner in node.body
+        ]
+    for node in body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -522,3 +533,17 @@ def test_checker_finds_cycles_private_imports_and_layer_breaks() -> None:
     assert lazy_ok.violations(imports) == []
     loaded = import_time_closure(modules, imports, "app.jobs.rule")  # parents run first; type-only never
     assert sorted(i.target for i in loaded) == ["airflow_extras", "typing"]
+
+
+def test_a_lazy_package_binds_what_it_imports_for_type_checking_only() -> None:
+    lazy = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from lazy.m import A\n__all__ = ['A']\n"
+    eager_only = lazy.replace("__all__", "X = 1\n__all__")
+    modules, _ = _fake(
+        {
+            "lazy/__init__.py": lazy + "def __getattr__(name):\n    return name\n",
+            "lazy/m.py": "A = 1\n",
+            "plain/__init__.py": eager_only.replace("lazy.m", "plain.m"),
+            "plain/m.py": "A = 1\n",
+        }
+    )
+    assert packages_without_all(modules) == ([], ["plain/__init__.py: 'A'"])

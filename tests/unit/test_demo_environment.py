@@ -26,3 +26,30 @@ def test_the_demo_sets_a_kept_fernet_key(tmp_path, monkeypatch):
     del os.environ["AIRFLOW__CORE__FERNET_KEY"]
     configure_environment(tmp_path, 1000, verbose=False)
     assert os.environ["AIRFLOW__CORE__FERNET_KEY"] == first  # a rerun reads what the first run stored
+
+
+def test_the_demo_hides_the_starlette_httpx_warning_airflow_triggers(tmp_path):
+    """``dag.test()`` imports svcs.fastapi -> starlette.testclient, which warned on every ``make demo``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import os, pathlib\n"
+        "from airflow_ray_provider.demo import configure_environment\n"
+        f"configure_environment(pathlib.Path({str(tmp_path)!r}), 1000, verbose=False)\n"
+        "import svcs.fastapi\n"
+        "import subprocess, sys\n"
+        "subprocess.run([sys.executable, '-c', 'import starlette.testclient'], check=True)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONWARNINGS"))}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "httpx" not in done.stderr
+    bare = subprocess.run(
+        [sys.executable, "-c", "import starlette.testclient"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert "Using `httpx` with `starlette.testclient` is deprecated" in bare.stderr  # the test can fail

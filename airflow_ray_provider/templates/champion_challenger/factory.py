@@ -26,6 +26,7 @@ from airflow_ray_provider.templates.common import (
     job_target,
     workload_entrypoint,
 )
+from airflow_ray_provider.workloads.evaluation import DEFAULT_METRICS, metric_directions
 
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Asset
@@ -35,21 +36,15 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
-_METRIC_KEYS = {
-    "accuracy": ("accuracy",),
-    "roc_auc": ("roc_auc",),
-    "log_loss": ("log_loss",),
-    "calibration": ("calibration_ratio", "calibration_error", "mean_predicted_ctr", "observed_ctr"),
-}
-DEFAULT_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
 
 
 def produced_metrics(metrics: Sequence[str], ndcg_k: Sequence[int]) -> set[str]:
-    """The metric keys ``metrics.json`` will hold for these metric families and k values."""
-    keys = {key for family in metrics for key in _METRIC_KEYS.get(family, ())}
-    if "ndcg" in metrics:
-        keys |= {f"ndcg@{k}" for k in ndcg_k}
-    return keys
+    """The metric keys ``metrics.json`` will hold for these metric families and k values.
+
+    The table is the evaluation workload's own (:func:`~airflow_ray_provider.workloads.evaluation.
+    metric_directions`, an import-free module), so the two never disagree.
+    """
+    return set(metric_directions(metrics, ndcg_k))
 
 
 def _check_policy(

@@ -4,7 +4,14 @@
 ``from airflow_ray_provider.workloads.common import artifacts``; the Airflow side reads artifacts with it.
 """
 
-from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv, load_config, run_main
+from airflow_ray_provider.workloads.common.cli import (
+    ExitCode,
+    build_parser,
+    config_from_argv,
+    exit_code_for,
+    load_config,
+    run_main,
+)
 from airflow_ray_provider.workloads.common.errors import (
     ArtifactError,
     ConfigError,
@@ -26,12 +33,14 @@ __all__ = [
     "ConfigError",
     "ConfigSection",
     "DataError",
+    "ExitCode",
     "Progress",
     "RaySession",
     "SessionMode",
     "WorkloadError",
     "build_parser",
     "config_from_argv",
+    "exit_code_for",
     "load_config",
     "plan_session",
     "ray_session",

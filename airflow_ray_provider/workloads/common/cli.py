@@ -1,14 +1,39 @@
-"""Command-line and config-file handling shared by the workloads (``--config FILE`` or ``--config-json``)."""
+"""Command-line and config-file handling shared by the workloads (``--config FILE`` or ``--config-json``).
+
+Both workload commands exit with the same codes (:class:`ExitCode`, documented in docs/workloads.md):
+
+== ===========================================================================================
+0  success: the artifact is written
+1  the work ran and failed: an evaluation block or Ray failed; zone training: more zones failed
+   than ``max_failed_fraction`` allows (its artifact is still written, for ``--only-failed``)
+2  bad input, found before any work: config, data, models, ``--only-failed`` manifest, or an
+   output location that cannot be written; nothing was scored or trained
+== ===========================================================================================
+"""
 
 from __future__ import annotations
 
 import argparse
+import enum
 import gc
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_ray_provider.workloads.common.errors import ConfigError
+from airflow_ray_provider.workloads.common.errors import ArtifactError, ConfigError, DataError, WorkloadError
+
+
+class ExitCode(enum.IntEnum):
+    """The exit status of a workload command (the table in the module docstring)."""
+
+    OK = 0
+    FAILED = 1
+    BAD_INPUT = 2
+
+
+def exit_code_for(exc: WorkloadError) -> ExitCode:
+    """Bad input (config, data, an output that cannot be written) is 2; a failure of the work is 1."""
+    return ExitCode.BAD_INPUT if isinstance(exc, ConfigError | DataError | ArtifactError) else ExitCode.FAILED
 
 
 def build_parser(prog: str, description: str) -> argparse.ArgumentParser:

@@ -18,6 +18,11 @@ In this order:
 
 On exit, Ray is shut down only if this session initialised it (rules 2-5); the private folder of
 rule 5 is removed.
+
+A private local Ray is quiet (:func:`quiet_private_ray`): a standalone run prints its own progress
+lines, not Ray's start-up notes (the token-auth notice of a cluster nobody else can reach) or Ray
+Data's execution plan and progress log (the workload logs rows and rows/s itself). Real failures
+still raise.
 """
 
 from __future__ import annotations
@@ -126,18 +131,54 @@ def ray_session(address: str | None = None) -> Iterator[RaySession]:
     try:
         if session.mode is SessionMode.LOCAL:
             private_dir = tempfile.mkdtemp(prefix="rayw", dir=_temp_root())
-            _start_private_ray(private_dir)
-        else:
-            ray.init(address=session.address, logging_level=logging.WARNING)
-        try:
-            yield session
-        finally:
-            # A private Ray's processes write into its folder until they exit: wait for them (Ray
-            # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
-            ray.shutdown(wait_for_processes=private_dir is not None)
+        with quiet_private_ray(private_dir is not None):
+            if private_dir is not None:
+                _start_private_ray(private_dir)
+            else:
+                ray.init(address=session.address, logging_level=logging.WARNING)
+            try:
+                yield session
+            finally:
+                # A private Ray's processes write into its folder until they exit: wait for them (Ray
+                # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
+                ray.shutdown(wait_for_processes=private_dir is not None)
     finally:
         if private_dir is not None:
             shutil.rmtree(private_dir, ignore_errors=True)
+
+
+#: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.
+_TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
+_RAY_DATA_LOGGER = "ray.data"  # configured from RAY_DATA_LOG_LEVEL when ray.data is first imported
+_QUIET_ENV = {"RAY_DATA_LOG_LEVEL": "WARNING"}  # read when ray.data is imported (here, or in a worker)
+
+
+@contextlib.contextmanager
+def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
+    """Turn Ray's notes down for a private local Ray (see the module docstring); undone on exit.
+
+    A setting the user made in the environment is kept as it is.
+
+    :param enabled: ``False`` changes nothing (a cluster the workload connects to keeps its logging).
+    """
+    if not enabled:
+        yield
+        return
+    changed = [key for key in _QUIET_ENV if key not in os.environ]
+    quieter = {_TOKEN_NOTICE_LOGGER: logging.ERROR}
+    if "ray.data" in sys.modules and "RAY_DATA_LOG_LEVEL" in changed:  # its logger is configured already
+        quieter[_RAY_DATA_LOGGER] = logging.WARNING
+    levels = {name: logging.getLogger(name).level for name in quieter}
+    os.environ.update({key: _QUIET_ENV[key] for key in changed})
+    for name, level in quieter.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for key in changed:
+            os.environ.pop(key, None)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def _start_private_ray(private_dir: str) -> None:

@@ -16,7 +16,8 @@ import numpy as np
 
 from airflow_ray_provider.workloads.common.errors import DataError
 from airflow_ray_provider.workloads.evaluation import bootstrap, metrics, ranking
-from airflow_ray_provider.workloads.evaluation.block import ALL, add_stats, group_partial
+from airflow_ray_provider.workloads.evaluation.block import ALL, BlockPartial, add_stats, group_partial
+from airflow_ray_provider.workloads.evaluation.names import metric_directions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
@@ -67,7 +68,7 @@ class Accumulator:
             out[i] = ids[v]
         return out
 
-    def add(self, partial: dict[str, Any]) -> None:
+    def add(self, partial: BlockPartial) -> None:
         """Merge one block's partial."""
         self.rows += int(partial["rows"])
         if "span" in partial:
@@ -118,7 +119,7 @@ class Accumulator:
         if "roc_auc" in self.cfg.metrics:
             pos, neg = self._auc_scores(col, gid, model)
             values["roc_auc"] = metrics.auc_from_scores(pos, neg)
-        for name in metrics.metric_directions(self.cfg.metrics, self.cfg.ndcg_k):
+        for name in metric_directions(self.cfg.metrics, self.cfg.ndcg_k):
             out[name] = values.get(name)
         return out
 

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import pickle
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
 
@@ -28,6 +28,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ALL = "__all__"
+
+
+class BlockPartial(TypedDict):
+    """What one block reduces to (merged on the driver by :class:`.aggregate.Accumulator`).
+
+    :param slices: per slice column (and :data:`ALL`): ``values``, per-model integer ``stats``, and
+        for AUC the per-(value, label) ``counts`` with the sorted ``scores``.
+    :param buckets: per model, integer statistics per bootstrap bucket.
+    :param hist: per model, ``(keys, counts)`` of the bootstrap's AUC score histogram.
+    :param complete_gkeys: hashes of the groups complete inside the block (``None``: no group column).
+    :param fragments: the rows of the groups touching the block's first or last row (``None``: no groups).
+    :param span: wall-clock ``(start, end)`` of the work (set by the Ray actor, for throughput).
+    """
+
+    rows: int
+    slices: dict[str, dict[str, Any]]
+    buckets: dict[str, dict[str, np.ndarray]]
+    hist: dict[str, tuple[np.ndarray, np.ndarray]]
+    complete_gkeys: np.ndarray | None
+    fragments: dict[str, Any] | None
+    span: NotRequired[tuple[float, float]]
+
+
+def block_partial(
+    *,
+    rows: int,
+    slices: dict[str, dict[str, Any]],
+    buckets: dict[str, dict[str, np.ndarray]],
+    hist: dict[str, tuple[np.ndarray, np.ndarray]],
+) -> BlockPartial:
+    """The one way a block's partial is made (group keys and fragments are filled in by the group pass)."""
+    return BlockPartial(
+        rows=rows, slices=slices, buckets=buckets, hist=hist, complete_gkeys=None, fragments=None
+    )
 
 
 def labels_of(table: pa.Table, column: str) -> np.ndarray:
@@ -162,7 +196,7 @@ class BlockEvaluator:
         partial["span"] = (started, time.time())  # wall clock of the work, for throughput figures
         return {"partial": np.array([pickle.dumps(partial, protocol=5)], dtype=object)}
 
-    def evaluate(self, table: pa.Table) -> dict[str, Any]:
+    def evaluate(self, table: pa.Table) -> BlockPartial:
         """The partial aggregate of one block (merged by :class:`.aggregate.Accumulator`)."""
         from airflow_ray_provider.workloads.evaluation.scoring import score
 
@@ -172,7 +206,7 @@ class BlockEvaluator:
         scores = {}
         for name, loaded in self.models.items():
             try:
-                scores[name] = score(loaded, x, cfg.scoring.batch_size)
+                scores[name] = score(loaded, x, cfg.scoring.batch_size, self.features)
             except DataError:
                 raise
             except Exception as exc:
@@ -200,7 +234,7 @@ class BlockEvaluator:
         scores: dict[str, np.ndarray],
         codes: dict[str, tuple[list[Any], np.ndarray]],
         buckets: np.ndarray,
-    ) -> dict[str, Any]:
+    ) -> BlockPartial:
         cfg, n_buckets = self.cfg, self.cfg.bootstrap.buckets
         auc_cols = {cfg.columns.slices[0] if cfg.columns.slices else ALL, *cfg.columns.slices}
         slices: dict[str, Any] = {}
@@ -224,18 +258,11 @@ class BlockEvaluator:
             for m, s in scores.items():
                 key = (buckets * bootstrap.N_BINS + bootstrap.score_bins(s, self.has_proba[m])) * 2 + y
                 hist[m] = np.unique(key, return_counts=True)
-        return {
-            "rows": len(y),
-            "slices": slices,
-            "buckets": bucket_stats,
-            "hist": hist,
-            "complete_gkeys": None,
-            "fragments": None,
-        }
+        return block_partial(rows=len(y), slices=slices, buckets=bucket_stats, hist=hist)
 
     def _add_groups(
         self,
-        partial: dict[str, Any],
+        partial: BlockPartial,
         gkey: np.ndarray,
         y: np.ndarray,
         scores: dict[str, np.ndarray],

@@ -13,12 +13,13 @@ from typing import Any
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
 from airflow_ray_provider.workloads.common.validation import ConfigSection
-from airflow_ray_provider.workloads.evaluation.engine import ENGINES
-
-KNOWN_METRICS = ("accuracy", "roc_auc", "log_loss", "calibration", "ndcg")
-DEFAULT_METRICS = KNOWN_METRICS
-#: Metrics that need a probability (``predict_proba``), not only a ranking score.
-PROBABILITY_METRICS = frozenset({"accuracy", "log_loss", "calibration"})
+from airflow_ray_provider.workloads.evaluation.names import (
+    DEFAULT_METRICS,
+    ENGINES,
+    KNOWN_METRICS,
+    PROBABILITY_METRICS,
+    SCORE_METHODS,
+)
 
 
 @dataclass(frozen=True)
@@ -39,12 +40,18 @@ class ColumnsConfig:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """How to load one model: a joblib/pickle file URI, or a ``module:function`` factory."""
+    """How to load one model: a joblib/pickle file URI, or a ``module:function`` factory.
+
+    :param score_method: ``predict_proba``, ``decision_function`` or ``predict`` (``None``: the rule of
+        :mod:`~.scoring`: ``predict_proba`` when the model has it, else ``predict``, never hard labels
+        for ranking metrics).
+    """
 
     name: str
     uri: str | None = None
     factory: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    score_method: str | None = None
 
     @property
     def loader(self) -> str:
@@ -219,7 +226,7 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
         if not isinstance(spec, dict):
             raise ConfigError(f"models.{name} must be a mapping with 'uri' or 'factory', got {spec!r}")
         section = ConfigSection(spec, f"models.{name}")
-        section.reject_unknown({"uri", "factory", "kwargs"})
+        section.reject_unknown({"uri", "factory", "kwargs", "score_method"})
         uri, factory = spec.get("uri"), spec.get("factory")
         if bool(uri) == bool(factory):
             raise ConfigError(
@@ -236,11 +243,23 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
                 uri=section.optional_str("uri", hint="a .joblib/.pkl file") if uri else None,
                 factory=factory or None,
                 kwargs=section.mapping("kwargs"),
+                score_method=_score_method(section, str(name)),
             )
         )
     if len(specs) < 2:
         raise ConfigError("'models' needs at least two models (a baseline and a challenger) to compare")
     return tuple(specs)
+
+
+def _score_method(section: ConfigSection, name: str) -> str | None:
+    method = section.optional_str("score_method", hint=" | ".join(SCORE_METHODS))
+    if method is not None and method not in SCORE_METHODS:
+        raise ConfigError(
+            f"models.{name}.score_method must be one of {list(SCORE_METHODS)}, got {method!r}: "
+            "predict_proba for probabilities (every metric), decision_function for a ranking score "
+            "(roc_auc, ndcg), predict for the model's own predictions"
+        )
+    return method
 
 
 def _metrics(top: ConfigSection) -> tuple[str, ...]:

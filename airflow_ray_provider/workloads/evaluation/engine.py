@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENGINES = ("auto", "ray", "local")
 #: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.87-1.8M on the 2-core machine).
 ROWS_PER_S_PER_CORE = 1_000_000
 #: Share of ``cpus`` x one core's speed the Ray pool reaches (reads, driver and merge share the cores).
@@ -153,8 +152,10 @@ def run_engine(
             local_max_rows=cfg.local_max_rows,
         )
         log.info("engine %s: %s", choice.engine, choice.reason)
-        stream = stream_in_process if choice.engine == "local" else stream_on_ray
-        acc = stream(cfg, pre, predictions_uri, clock)
+        if choice.engine == "local":
+            acc = stream_in_process(cfg, pre, predictions_uri, clock)
+        else:  # a private one-node Ray has no other node to restart an actor on
+            acc = stream_on_ray(cfg, pre, predictions_uri, clock, restart_actors=not standalone)
     clock.mark("ray_closed")
     return acc, choice, session.mode.value
 

@@ -145,24 +145,3 @@ def point_metrics(
             total = fixed_to_float(stats[f"ndcg@{k}_hi"], stats[f"ndcg@{k}_lo"], RANGE_BITS["ndcg"])
             out[f"ndcg@{k}"] = total / groups if groups else None
     return out
-
-
-def metric_directions(metrics: tuple[str, ...], ks: tuple[int, ...]) -> dict[str, str]:
-    """Which way is better for each reported metric (``higher``, ``lower``, ``target_1`` or ``none``)."""
-    out: dict[str, str] = {}
-    if "accuracy" in metrics:
-        out["accuracy"] = "higher"
-    if "roc_auc" in metrics:
-        out["roc_auc"] = "higher"
-    if "log_loss" in metrics:
-        out["log_loss"] = "lower"
-    if "calibration" in metrics:
-        out.update(
-            mean_predicted_ctr="none",
-            observed_ctr="none",
-            calibration_ratio="target_1",
-            calibration_error="lower",
-        )
-    if "ndcg" in metrics:
-        out.update({f"ndcg@{k}": "higher" for k in ks})
-    return out

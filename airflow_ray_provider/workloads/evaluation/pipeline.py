@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import pickle
+import warnings
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.workloads.common.errors import workload_error_from
@@ -36,11 +37,17 @@ def read_stage_options(cfg: EvalConfig) -> dict[str, Any]:
     return {"batch_size": 1, "batch_format": "numpy", "num_cpus": cfg.scoring.read_num_cpus}
 
 
-def build_dataset(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) -> ray.data.Dataset:
+def build_dataset(
+    cfg: EvalConfig, pre: Preflight, predictions_uri: str | None, *, restart_actors: bool = True
+) -> ray.data.Dataset:
     """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool.
 
     :param cfg: the validated config; :param pre: what preflight found (units, features, models);
     :param predictions_uri: where actors write prediction files (None: they do not).
+    :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
+        private one-node Ray (standalone): there is no other node to restart on, and a restartable
+        actor makes Ray's core worker print an error-level note about its constructor arguments in the
+        object store (ray-project/ray#53727) that a user cannot act on.
     """
     import functools
 
@@ -57,30 +64,42 @@ def build_dataset(cfg: EvalConfig, pre: Preflight, predictions_uri: str | None) 
     gpu = cfg.scoring.num_gpus > 0
     conc = cfg.scoring.concurrency
     low, high = conc if isinstance(conc, tuple) else (conc, conc)
+    # More actors than blocks would idle (and Ray Data warns that the pool cannot fill).
+    low, high = min(low, len(items)), min(high, len(items))
     # map_batches refuses batch_size=None with GPUs; the actor micro-batches itself (scoring.batch_size).
     mapper = ds.map_batches_internal if gpu else ds.map_batches
-    out = mapper(
-        BlockEvaluator,
-        fn_constructor_kwargs={
-            "cfg": cfg,
-            "features": pre.features,
-            "has_proba": pre.has_proba,
-            "predictions_uri": predictions_uri,
-            "models": ship_models(cfg, pre),
-        },
-        batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
-        batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
-        num_cpus=cfg.scoring.num_cpus,
-        num_gpus=cfg.scoring.num_gpus if gpu else None,
-        # Ray Data restarts dead actors and retries their tasks without limit by default
-        # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
-    )
+    with warnings.catch_warnings():
+        # The one way to set an actor pool's max_restarts, deprecated (Ray 2.64 drops it; this
+        # argument is passed only on a private one-node Ray).
+        warnings.filterwarnings("ignore", message="`ray_remote_args_fn` is deprecated")
+        out = mapper(
+            BlockEvaluator,
+            fn_constructor_kwargs={
+                "cfg": cfg,
+                "features": pre.features,
+                "has_proba": pre.has_proba,
+                "predictions_uri": predictions_uri,
+                "models": ship_models(cfg, pre),
+            },
+            batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
+            batch_format="pyarrow",
+            compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
+            num_cpus=cfg.scoring.num_cpus,
+            num_gpus=cfg.scoring.num_gpus if gpu else None,
+            # Ray Data restarts dead actors and retries their tasks without limit by default
+            # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
+            ray_remote_args_fn=None if restart_actors else _no_actor_restarts,
+        )
     out.context.raise_original_map_exception = True
     if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
         limit = cfg.scoring.object_store_mb * 1024 * 1024
         out.context.execution_options.resource_limits = ray.data.ExecutionResources(object_store_memory=limit)
     return out
+
+
+def _no_actor_restarts() -> dict[str, Any]:
+    """Remote arguments of a scoring actor on a private one-node Ray (see :func:`build_dataset`)."""
+    return {"max_restarts": 0, "max_task_retries": 0}
 
 
 def ship_models(cfg: EvalConfig, pre: Preflight) -> dict[str, Any]:
@@ -103,11 +122,17 @@ def ship_models(cfg: EvalConfig, pre: Preflight) -> dict[str, Any]:
 
 
 def stream_on_ray(
-    cfg: EvalConfig, pre: Preflight, predictions_uri: str | None, clock: PhaseClock
+    cfg: EvalConfig,
+    pre: Preflight,
+    predictions_uri: str | None,
+    clock: PhaseClock,
+    *,
+    restart_actors: bool = True,
 ) -> Accumulator:
     """Run the pipeline and merge every block's partial as it arrives.
 
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
+    :param restart_actors: see :func:`build_dataset`.
     :raises WorkloadError: the one a scoring actor raised (bad labels deep in the data, a model that
         fails on a block), with its own class and message.
     """
@@ -115,7 +140,7 @@ def stream_on_ray(
 
     acc = Accumulator(cfg, pre.has_proba)
     clock.mark("pipeline")
-    ds = build_dataset(cfg, pre, predictions_uri)
+    ds = build_dataset(cfg, pre, predictions_uri, restart_actors=restart_actors)
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
     with progress.reporting():
         try:

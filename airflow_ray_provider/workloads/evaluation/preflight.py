@@ -72,7 +72,12 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
     :raises ConfigError | DataError | ArtifactError: with the problem and the fix.
     """
     from airflow_ray_provider.workloads.evaluation.block import features_of, labels_of
-    from airflow_ray_provider.workloads.evaluation.scoring import check_model_for_metrics, load_model, score
+    from airflow_ray_provider.workloads.evaluation.scoring import (
+        check_model_for_metrics,
+        check_scores_for_metrics,
+        load_model,
+        score,
+    )
     from airflow_ray_provider.workloads.evaluation.source import plan_units
 
     try:
@@ -81,7 +86,8 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         raise ArtifactError(f"output_uri: {exc}") from exc
     dataset = open_dataset(cfg.data_uri)
     features = _check_columns(cfg, dataset.schema.names)
-    units = plan_units(dataset, cfg.scoring.block_rows)  # every footer read once, here
+    footers: list[tuple[str, Any]] = []
+    units = plan_units(dataset, cfg.scoring.block_rows, footers)  # every footer read once, here
     rows = sum(int(u["rows"]) for u in units)
     if rows == 0:
         raise DataError(
@@ -92,23 +98,32 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
             [c for c in (cfg.columns.label, cfg.columns.group, *cfg.columns.slices) if c] + list(features)
         )
     )
+    _check_whole_input(cfg, units, footers)
     sample = _sample(cfg, units, read_columns)
     labels_of(sample, cfg.columns.label)
     x = features_of(sample, features)
     has_proba, models, loaded = {}, {}, {}
     for spec in cfg.models:
         loaded[spec.name] = model = load_model(spec)
-        check_model_for_metrics(model, cfg.needs_probabilities, cfg.metrics)
+        check_model_for_metrics(model, cfg.metrics)
         try:
-            score(model, x, len(x))
+            sample_scores = score(model, x, len(x), features)
+        except DataError:
+            raise
         except Exception as exc:
             raise DataError(
                 f"model {spec.name!r} cannot score the data ({type(exc).__name__}: {exc}): "
                 f"check columns.features "
                 f"(now {list(features)}) against the features the model was trained on"
             ) from exc
+        check_scores_for_metrics(model, sample_scores, cfg.metrics)
         has_proba[spec.name] = model.has_proba
-        models[spec.name] = {"uri": spec.uri or spec.factory, "loader": spec.loader, "sha256": model.sha256}
+        models[spec.name] = {
+            "uri": spec.uri or spec.factory,
+            "loader": spec.loader,
+            "sha256": model.sha256,
+            "score_method": model.method,
+        }
     log.info(
         "preflight ok: %d rows, %d blocks, %d features, models %s",
         rows,
@@ -117,6 +132,18 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         list(models),
     )
     return Preflight(rows, features, read_columns, has_proba, models, units, loaded)
+
+
+def _check_whole_input(cfg: EvalConfig, units: list[dict[str, Any]], footers: list[tuple[str, Any]]) -> None:
+    """Label nulls and range from every footer, and groups stored together (see :mod:`~.layout`)."""
+    from airflow_ray_provider.workloads.evaluation.layout import (
+        check_groups_together,
+        check_labels,
+        read_footer,
+    )
+
+    check_labels(cfg, read_footer(footers, cfg.columns.label))
+    check_groups_together(cfg, units)
 
 
 def _sample(cfg: EvalConfig, units: list[dict[str, Any]], columns: list[str]) -> pa.Table:

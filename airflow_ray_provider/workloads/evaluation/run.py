@@ -44,9 +44,10 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     :raises WorkloadError: on bad input (before heavy work) or failed work; no artifact is written then.
     """
     from airflow_ray_provider.workloads.evaluation import artifact as eval_artifact
-    from airflow_ray_provider.workloads.evaluation import bootstrap, metrics
+    from airflow_ray_provider.workloads.evaluation import bootstrap
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.engine import run_engine
+    from airflow_ray_provider.workloads.evaluation.names import metric_directions
     from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
 
     started = dt.datetime.now(dt.timezone.utc)
@@ -59,7 +60,7 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
         predictions = artifacts.join(staging, "predictions") if staging else None
         acc, engine, session_mode = run_engine(cfg, pre, ray_address or cfg.ray_address, predictions, clock)
         result = acc.finalize()
-        directions = metrics.metric_directions(cfg.metrics, cfg.ndcg_k)
+        directions = metric_directions(cfg.metrics, cfg.ndcg_k)
         result.deltas = bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, list(directions))
         clock.mark("finalized")
         finished = dt.datetime.now(dt.timezone.utc)
@@ -89,9 +90,13 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point; exit 0 on success, 2 on bad input/config, 1 on other failures."""
-    from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv
-    from airflow_ray_provider.workloads.common.errors import ConfigError, DataError
+    """CLI entry point; the exit status of :class:`~airflow_ray_provider.workloads.common.cli.ExitCode`."""
+    from airflow_ray_provider.workloads.common.cli import (
+        ExitCode,
+        build_parser,
+        config_from_argv,
+        exit_code_for,
+    )
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stdout
@@ -100,14 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         _, raw = config_from_argv(parser, argv)
         doc = run_evaluation(raw)
-    except (ConfigError, DataError) as exc:
-        print(f"evaluation failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 2
     except WorkloadError as exc:
         print(f"evaluation failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
+        return exit_code_for(exc)
     summary = {
         m: {k: doc["metrics"][m].get(k) for k in ("rows", "roc_auc", "log_loss")} for m in doc["metrics"]
     }
     log.info("metrics: %s", summary)
-    return 0
+    return ExitCode.OK

@@ -18,13 +18,17 @@ from airflow_ray_provider.workloads.common import artifacts
 if TYPE_CHECKING:
     import pyarrow as pa
     import pyarrow.dataset as pads
+    import pyarrow.parquet as pq
 
 
-def plan_units(dataset: pads.Dataset, block_rows: int) -> list[dict[str, Any]]:
+def plan_units(
+    dataset: pads.Dataset, block_rows: int, footers: list[tuple[str, pq.FileMetaData]] | None = None
+) -> list[dict[str, Any]]:
     """Read units: ``{"path", "row_groups", "rows", "partition"}``, in file order.
 
     :param dataset: an opened (possibly hive-partitioned) Parquet dataset.
     :param block_rows: target rows per unit (whole row groups; a big row group is one unit).
+    :param footers: if given, receives ``(path, metadata)`` of each file (footers are read once).
     """
     import pyarrow.dataset as pads
 
@@ -32,6 +36,8 @@ def plan_units(dataset: pads.Dataset, block_rows: int) -> list[dict[str, Any]]:
     for fragment in dataset.get_fragments():
         partition = {k: _plain(v) for k, v in pads.get_partition_keys(fragment.partition_expression).items()}
         meta = fragment.metadata
+        if footers is not None:
+            footers.append((fragment.path, meta))
         current: list[int] = []
         rows = 0
         for rg in range(meta.num_row_groups):

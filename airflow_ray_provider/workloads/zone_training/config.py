@@ -14,7 +14,10 @@ Keys (JSON or YAML mapping):
 ``trainer`` (str, default ``"ridge"``) and ``trainer_kwargs`` (mapping)
     A built-in trainer name (see :mod:`.trainers`) or ``"module:function"``.
 ``num_cpus`` (number, default 1)
-    CPU budget per zone: Ray CPUs per task and the OMP/MKL/OpenBLAS thread count inside it.
+    CPU budget per zone: Ray CPUs per task and the OMP/MKL/OpenBLAS thread count inside it. A budget
+    no node can hold fails before any zone is trained (see :mod:`.capacity`).
+``capacity_wait_s`` (number, default 300)
+    On a cluster with an autoscaler: how long to wait for a node that holds ``num_cpus``.
 ``max_retries`` (int, default 3)
     Ray retries of a task after a system failure (worker or node died).
 ``zone_retries`` (int, default 0)
@@ -68,6 +71,7 @@ _TOP_KEYS = {
     "trainer",
     "trainer_kwargs",
     "num_cpus",
+    "capacity_wait_s",
     "max_retries",
     "zone_retries",
     "zone_timeout_s",
@@ -112,6 +116,7 @@ class ZoneTrainingConfig:
     trainer: str = "ridge"
     trainer_kwargs: dict[str, Any] = field(default_factory=dict)
     num_cpus: float = 1.0
+    capacity_wait_s: float = 300.0
     max_retries: int = 3
     zone_retries: int = 0
     zone_timeout_s: float | None = None
@@ -148,6 +153,7 @@ def parse_config(raw: dict[str, Any]) -> ZoneTrainingConfig:
         trainer=top.optional_str("trainer", hint="a built-in trainer or 'module:function'") or "ridge",
         trainer_kwargs=top.mapping("trainer_kwargs"),
         num_cpus=top.number("num_cpus", 1.0, low=0.0, low_open=True),
+        capacity_wait_s=top.number("capacity_wait_s", 300.0, low=0.0),
         max_retries=top.integer("max_retries", 3),
         zone_retries=top.integer("zone_retries", 0),
         zone_timeout_s=top.optional_number("zone_timeout_s", low=0.0, low_open=True),

@@ -30,7 +30,47 @@ SCHEMA_VERSION = 1
 COLUMNS = ("application", "zone", "status", "error", "rows", "duration_s", "metrics", "artifact", "attempt")
 EXTRA_COLUMNS = ("cpu_s", "artifact_key")
 MAX_LISTED_FAILURES = 100
+STATUSES = ("succeeded", "failed")
 _BUNDLE_NAME = re.compile(r"part-[0-9a-f]{12}-\d{5,}(-\d+)?\.joblib")
+
+
+def manifest_row(
+    zone: str,
+    status: str,
+    *,
+    rows: int,
+    attempt: int,
+    error: str | None = None,
+    duration_s: float = 0.0,
+    cpu_s: float = 0.0,
+    metrics: str | None = "{}",
+    artifact: str | None = None,
+    artifact_key: str | None = None,
+) -> dict[str, Any]:
+    """The one way a zone's manifest row is made (succeeded or failed; every column but ``application``).
+
+    A plain mapping, since a bundled zone's row gets its ``artifact`` when the bundle is written.
+
+    :param status: ``succeeded`` or ``failed``; a failed row carries ``error`` and no artifact.
+    :param metrics: the trainer's metrics as JSON (``"{}"`` for a failed zone).
+    :raises ValueError: on an unknown status, or a failed row without an error.
+    """
+    if status not in STATUSES:
+        raise ValueError(f"manifest status must be one of {STATUSES}, got {status!r}")
+    if status == "failed" and not error:
+        raise ValueError(f"a failed zone's manifest row needs its error (zone {zone!r})")
+    return {
+        "zone": zone,
+        "status": status,
+        "error": error,
+        "rows": rows,
+        "duration_s": duration_s,
+        "cpu_s": cpu_s,
+        "metrics": metrics,
+        "artifact": artifact,
+        "artifact_key": artifact_key,
+        "attempt": attempt,
+    }
 
 
 def manifest_schema() -> pa.Schema:

@@ -14,14 +14,16 @@ zone, :mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver 
 ``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
 (:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
 
-Exit status: 0 success; 1 failed zones above ``max_failed_fraction`` (the artifact is still written,
-so ``--only-failed`` can retrain them); 2 bad config, data or manifest (nothing was trained);
-3 an artifact could not be written.
+Exit status (:class:`~airflow_ray_provider.workloads.common.cli.ExitCode`, the same for both workloads):
+0 success; 1 failed zones above ``max_failed_fraction`` (the artifact is still written, so
+``--only-failed`` can retrain them); 2 bad config, data, manifest or an ``output_uri`` that cannot be
+written (probed first: nothing was trained).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 import uuid
@@ -30,15 +32,16 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common import artifacts
-from airflow_ray_provider.workloads.common.cli import build_parser, config_from_argv
+from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
-from airflow_ray_provider.workloads.common.ray_session import ray_session
+from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
 from airflow_ray_provider.workloads.zone_training.manifest import (
     MODELS_DIR,
     build_summary,
     failed_zones,
+    manifest_row,
     merge,
     read_manifest,
     write_artifact,
@@ -49,8 +52,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.worker import WorkerContext
 
 log = logging.getLogger(__name__)
-
-EXIT_OK, EXIT_TOO_MANY_FAILED, EXIT_BAD_INPUT, EXIT_ARTIFACT = 0, 1, 2, 3
 
 
 def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None) -> dict[str, Any]:
@@ -65,9 +66,12 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     :raises ArtifactError: the output could not be written.
     """
     started_at, t0 = _now(), time.monotonic()
+    try:
+        artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
+    except ArtifactError as exc:
+        raise ArtifactError(f"output_uri: {exc}") from exc
     plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
-    artifacts.resolve(cfg.output_uri)
     log.info(
         "application %s: %d zones to train (%d rows), trainer %s, %g CPU(s) per zone, data %s",
         cfg.application,
@@ -119,17 +123,9 @@ def _select_zones(
     attempts = {r["zone"]: int(r["attempt"] or 0) + 1 for r in previous if r["zone"] in failed_set}
     todo = [z for z in failed if z in plan.zone_rows]
     gone = [
-        {
-            "zone": z,
-            "status": "failed",
-            "error": f"zone {z!r} is no longer in {cfg.data_uri!r}",
-            "rows": 0,
-            "duration_s": 0.0,
-            "cpu_s": 0.0,
-            "metrics": "{}",
-            "artifact": None,
-            "attempt": attempts[z],
-        }
+        manifest_row(
+            z, "failed", error=f"zone {z!r} is no longer in {cfg.data_uri!r}", rows=0, attempt=attempts[z]
+        )
         for z in failed
         if z not in plan.zone_rows
     ]
@@ -149,11 +145,18 @@ def _train_on_ray(
 
     :returns: the result rows, and how Ray was found (``None`` when it was not needed).
     """
+    from airflow_ray_provider.workloads.zone_training.capacity import check_local, wait_for_capacity
+
     if not todo:
         return [], None
+    ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
+    initialized = bool(ray_module is not None and ray_module.is_initialized())
+    if plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is SessionMode.LOCAL:
+        check_local(cfg.num_cpus)  # before the private Ray starts
     connect_from = time.monotonic()
     with ray_session(cfg.ray_address) as session:
         timings["connect"] = time.monotonic() - connect_from
+        wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
         rows = _train(cfg, plan, todo, attempts, timings, tasks)
     return rows, session.mode.value
 
@@ -233,12 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, raw = config_from_argv(parser, argv)
         cfg = parse_config(raw)
         summary = run_zone_training(cfg, only_failed=args.only_failed)
-    except ArtifactError as exc:
-        print(f"zone_training: error: {exc}", file=sys.stderr)
-        return EXIT_ARTIFACT
     except WorkloadError as exc:
         print(f"zone_training: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exit_code_for(exc)
     log.info(
         "done: %d zones, %d succeeded, %d failed (%.1f%%) in %.1fs; summary %s",
         summary["zones_total"],
@@ -256,5 +256,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{summary['manifest']}",
             file=sys.stderr,
         )
-        return EXIT_TOO_MANY_FAILED
-    return EXIT_OK
+        return ExitCode.FAILED
+    return ExitCode.OK

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_ray_provider.workloads.common.progress import Progress
 from airflow_ray_provider.workloads.zone_training.backstop import Backstop
 from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
+from airflow_ray_provider.workloads.zone_training.manifest import manifest_row
 from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
 
 if TYPE_CHECKING:
@@ -192,19 +193,13 @@ class ZoneScheduler:
             self._batcher.isolate(flight.zones)
             return
         zone = flight.zones[0]
-        row = {
-            "zone": zone.key,
-            "status": "failed",
-            "error": reason,
-            "rows": zone.rows,
-            "duration_s": 0.0,
-            "cpu_s": 0.0,
-            "metrics": "{}",
-            "artifact": None,
-            "artifact_key": None,
-            "attempt": self._sources.attempt(zone.key),
-        }
-        self._add([row])
+        self._add(
+            [
+                manifest_row(
+                    zone.key, "failed", error=reason, rows=zone.rows, attempt=self._sources.attempt(zone.key)
+                )
+            ]
+        )
 
     def _add(self, rows: list[dict[str, Any]]) -> None:
         failed = sum(1 for r in rows if r["status"] != "succeeded")

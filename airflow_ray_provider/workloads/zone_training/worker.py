@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.zone_training.bundles import ModelSaver
 from airflow_ray_provider.workloads.zone_training.frame import Segment, segments_arrays, segments_frame
+from airflow_ray_provider.workloads.zone_training.manifest import manifest_row
 from airflow_ray_provider.workloads.zone_training.trainers import (
     TrainerFn,
     array_entry,
@@ -320,18 +321,9 @@ def save_zone(saver: ModelSaver, outcome: FitOutcome) -> dict[str, Any]:
     zone, rows, duration, cpu = outcome.zone, outcome.rows, outcome.duration_s, outcome.cpu_s
     if outcome.error is not None:
         return _failed(zone, outcome.error, rows, duration, cpu)
-    row = {
-        "zone": zone.key,
-        "status": "succeeded",
-        "error": None,
-        "rows": rows,
-        "duration_s": duration,
-        "cpu_s": cpu,
-        "metrics": None,
-        "artifact": None,
-        "artifact_key": None,
-        "attempt": zone.attempt,
-    }
+    row = manifest_row(
+        zone.key, "succeeded", rows=rows, attempt=zone.attempt, duration_s=duration, cpu_s=cpu, metrics=None
+    )
     try:
         row["metrics"] = json.dumps(outcome.metrics, allow_nan=False)
         saver.save(row, pickle.dumps(outcome.model, protocol=5))
@@ -363,18 +355,15 @@ def _checked(result: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def _failed(zone: ZoneWork, error: str, rows: int, duration: float, cpu: float) -> dict[str, Any]:
-    return {
-        "zone": zone.key,
-        "status": "failed",
-        "error": error[:_ERROR_CHARS],
-        "rows": rows,
-        "duration_s": duration,
-        "cpu_s": cpu,
-        "metrics": "{}",
-        "artifact": None,
-        "artifact_key": None,
-        "attempt": zone.attempt,
-    }
+    return manifest_row(
+        zone.key,
+        "failed",
+        error=error[:_ERROR_CHARS],
+        rows=rows,
+        attempt=zone.attempt,
+        duration_s=duration,
+        cpu_s=cpu,
+    )
 
 
 def _describe(exc: Exception, zone: str, attempt: int, tries: int) -> str:

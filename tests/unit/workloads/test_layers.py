@@ -135,3 +135,12 @@ def test_no_import_cycles_among_the_workload_modules() -> None:
 def test_all_names_exist(package: str) -> None:
     module = importlib.import_module(f"{PREFIX}.{package}")
     assert module.__all__ and all(hasattr(module, name) for name in module.__all__)
+
+
+def test_the_evaluation_config_sits_below_its_engine_and_the_names_module_imports_nothing() -> None:
+    """config.py imported engine.py (the layer above it) for the engine names; both read names.py now."""
+    config_imports = {imported for imported, _ in SOURCES[f"{PREFIX}.evaluation.config"]}
+    assert f"{PREFIX}.evaluation.engine" not in config_imports
+    assert f"{PREFIX}.evaluation.names" in config_imports
+    names_imports = {imported.split(".")[0] for imported, _ in SOURCES[f"{PREFIX}.evaluation.names"]}
+    assert names_imports <= {"__future__", "collections"}, names_imports

@@ -61,11 +61,12 @@ def _scored_blocks(out: Any) -> int:
 
 def _without_ray(raw: dict[str, Any]) -> dict[str, Any]:
     """The same evaluation computed in this process, block by block, with no Ray and no node loss."""
-    from airflow_ray_provider.workloads.evaluation import bootstrap, metrics
+    from airflow_ray_provider.workloads.evaluation import bootstrap
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
     from airflow_ray_provider.workloads.evaluation.artifact import clean_floats
     from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.names import metric_directions
     from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
     from airflow_ray_provider.workloads.evaluation.source import read_unit
 
@@ -76,7 +77,7 @@ def _without_ray(raw: dict[str, Any]) -> dict[str, Any]:
     for unit in pre.units:
         acc.add(evaluator.evaluate(read_unit(unit, cfg.data_uri, pre.read_columns)))
     result = acc.finalize()
-    names = list(metrics.metric_directions(cfg.metrics, cfg.ndcg_k))
+    names = list(metric_directions(cfg.metrics, cfg.ndcg_k))
     deltas = bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, names)
     return clean_floats({"metrics": result.overall, "slice_rows": result.slice_rows, "deltas": deltas})
 

@@ -126,3 +126,19 @@ def test_zone_stuck_in_c_code_is_killed_by_the_backstop(zone_ray, zone_config, m
     assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23, errors
     assert "ran past the zone_timeout_s (2s) backstop" in manifest(raw["output_uri"])["z00004"]["error"]
     assert summary["duration_s"] < 40  # the 60 s sleep was cut short
+
+
+def test_a_zone_no_node_can_hold_fails_before_any_zone_on_a_real_cluster(zone_ray, zone_config) -> None:
+    """It used to hang ("0/24 done, 1 in flight"): the 4-CPU head has no autoscaler, so it fails at once."""
+    import time
+
+    from airflow_ray_provider.workloads.common.errors import ConfigError
+
+    raw = zone_config(num_cpus=64)
+    started = time.monotonic()
+    with pytest.raises(
+        ConfigError, match=r"num_cpus: each zone asks for 64 CPUs, but this Ray cluster has at most 4"
+    ):
+        run_zone_training(parse_config(raw))
+    assert time.monotonic() - started < 30
+    assert not artifacts.exists(f"{raw['output_uri']}/manifest.parquet")

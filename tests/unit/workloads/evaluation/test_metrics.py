@@ -18,6 +18,7 @@ from airflow_ray_provider.workloads.evaluation import bootstrap, metrics
 from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
 from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
 from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+from airflow_ray_provider.workloads.evaluation.names import metric_directions
 from airflow_ray_provider.workloads.samples.click_log import make_frame
 
 pytestmark = pytest.mark.unit
@@ -143,7 +144,7 @@ def test_block_boundaries_and_order_do_not_change_anything(table: pa.Table, seed
     assert split.overall == whole.overall
     assert split.slice_rows == whole.slice_rows
     assert split.groups == whole.groups
-    names = list(metrics.metric_directions(cfg.metrics, cfg.ndcg_k))
+    names = list(metric_directions(cfg.metrics, cfg.ndcg_k))
     d_whole = bootstrap.paired_deltas(cfg, acc_whole.buckets, acc_whole.hist, whole.overall, names)
     d_split = bootstrap.paired_deltas(cfg, acc_split.buckets, acc_split.hist, split.overall, names)
     assert d_split == d_whole

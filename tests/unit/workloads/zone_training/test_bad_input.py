@@ -8,11 +8,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_ray_provider.workloads.common.errors import ConfigError, DataError
+from airflow_ray_provider.workloads.common.errors import ArtifactError, ConfigError, DataError
 from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
+from airflow_ray_provider.workloads.zone_training.capacity import (
+    local_cpus,
+    scales_from_status,
+    wait_for_capacity,
+)
 from airflow_ray_provider.workloads.zone_training.config import parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import inspect_dataset
-from airflow_ray_provider.workloads.zone_training.manifest import build_table
+from airflow_ray_provider.workloads.zone_training.manifest import (
+    COLUMNS,
+    EXTRA_COLUMNS,
+    build_table,
+    manifest_row,
+)
 from airflow_ray_provider.workloads.zone_training.run import main, run_zone_training
 
 pytestmark = pytest.mark.unit
@@ -195,3 +205,79 @@ def test_validating_a_builtin_trainer_imports_no_scikit_learn(tmp_path, data) ->
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_an_output_uri_that_cannot_be_written_is_probed_before_any_zone(tmp_path, data, capsys) -> None:
+    """It used to train every zone and fail on save, with exit 3 and no field name."""
+    assert_rejected(config(tmp_path, data, output_uri="/proc/x"), ArtifactError, "output_uri: '/proc/x'")
+    assert main(["--config-json", json.dumps(config(tmp_path, data, output_uri="/proc/x"))]) == 2
+    assert "zone_training: error: output_uri: '/proc/x' is not writable" in capsys.readouterr().err
+
+
+def test_a_zone_no_machine_can_hold_fails_before_ray_starts(tmp_path, data, monkeypatch) -> None:
+    """It used to wait for ever ("0/5 done, 1 in flight"): a private local Ray has this machine's CPUs."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    raw = config(tmp_path, data, num_cpus=local_cpus() + 1)
+    del raw["ray_address"]  # standalone: the check runs before the private Ray would start
+    assert_rejected(raw, ConfigError, f"num_cpus: each zone asks for {local_cpus() + 1:g} CPUs")
+
+
+class FakeCluster:
+    """The largest node's CPUs over time, and a clock that jumps by each sleep (no waiting for real)."""
+
+    def __init__(self, cpus: list[float]) -> None:
+        self.cpus, self.now, self.slept = cpus, 0.0, 0.0
+
+    def largest(self) -> float:
+        return self.cpus[min(int(self.now // 2), len(self.cpus) - 1)]
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+def test_an_autoscaling_cluster_is_given_capacity_wait_s_then_refused(caplog) -> None:
+    never = FakeCluster([2.0])
+    with pytest.raises(ConfigError, match=r"num_cpus: .* 64 CPUs.*within capacity_wait_s=10s"):
+        wait_for_capacity(
+            64, 10, largest=never.largest, scales=lambda: True, clock=lambda: never.now, sleep=never.sleep
+        )
+    assert never.slept == pytest.approx(10)
+    assert "waiting up to 10s (capacity_wait_s) for the autoscaler to add a node with 64 CPUs" in caplog.text
+    grows = FakeCluster([2.0, 2.0, 64.0])
+    wait_for_capacity(
+        64, 60, largest=grows.largest, scales=lambda: True, clock=lambda: grows.now, sleep=grows.sleep
+    )
+    assert grows.slept == pytest.approx(4)
+    fixed = FakeCluster([2.0])
+    with pytest.raises(ConfigError, match="at most 2 CPUs on one node") as err:
+        wait_for_capacity(
+            64, 60, largest=fixed.largest, scales=lambda: False, clock=lambda: 0.0, sleep=fixed.sleep
+        )
+    assert fixed.slept == 0 and "capacity_wait_s" not in str(err.value)
+
+
+def test_capacity_wait_s_is_validated(tmp_path, data) -> None:
+    with pytest.raises(ConfigError, match="capacity_wait_s"):
+        parse_config(config(tmp_path, data, capacity_wait_s=-1))
+    assert parse_config(config(tmp_path, data)).capacity_wait_s == 300
+
+
+def test_manifest_rows_come_from_one_constructor() -> None:
+    row = manifest_row("z1", "failed", error="boom", rows=3, attempt=2)
+    assert set(row) == {*COLUMNS, *EXTRA_COLUMNS} - {"application"}
+    assert (row["metrics"], row["artifact"], row["duration_s"]) == ("{}", None, 0.0)
+    with pytest.raises(ValueError, match="needs its error"):
+        manifest_row("z1", "failed", rows=3, attempt=1)
+    with pytest.raises(ValueError, match="one of"):
+        manifest_row("z1", "done", rows=3, attempt=1)
+
+
+def test_an_autoscaler_is_told_from_the_read_only_monitor_every_head_runs() -> None:
+    readonly = {"autoscaler_report": {"active_nodes": {"node_3f2a": 1}, "pending_launches": {}}}
+    kuberay = {
+        "autoscaler_report": {"active_nodes": {"headgroup": 1}, "pending_launches": {"cpu-workers": 1}}
+    }
+    assert not scales_from_status(readonly) and not scales_from_status({})
+    assert scales_from_status(kuberay)
