@@ -31,7 +31,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
-from airflow_ray_provider.operators.ray_cluster import task_identity
+from airflow_ray_provider.operators.ray_cluster import check_spec_when_parsed, task_identity
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
@@ -91,6 +91,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             raise RayInvalidInputError("pass either cluster_spec or manifest, not both")
         if ready_timeout <= 0 or delete_timeout <= 0:
             raise RayInvalidInputError("ready_timeout and delete_timeout must be positive")
+        check_spec_when_parsed(cluster_spec, cluster_conn_id)
         super().__init__(**kwargs)
         self.cluster_conn_id = cluster_conn_id
         self.cluster_spec = cluster_spec

@@ -67,6 +67,28 @@ def task_identity(context: Context) -> TaskIdentity:
     )
 
 
+def _has_jinja(value: Any) -> bool:
+    """Whether a (JSON-like) value holds a Jinja expression, statement or comment anywhere."""
+    import json
+
+    text = json.dumps(value, default=str)
+    return any(mark in text for mark in ("{{", "{%", "{#"))
+
+
+def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster_conn_id: str | None) -> None:
+    """Check a cluster spec when the DAG is parsed, unless it holds Jinja (then it is checked at run time).
+
+    Every rule that does not depend on the connection applies: unknown or malformed fields, and KubeRay's
+    controller rules (on both backends). The auth rules assume the local backend's token auth when there
+    is no connection; with a ``kuberay`` connection its ``ray_auth`` decides, at run time.
+
+    :raises RayInvalidInputError: naming the bad field.
+    """
+    if spec is None or (isinstance(spec, dict) and _has_jinja(spec)):
+        return
+    check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
+
+
 def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
     result = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
     if result.total_seconds() <= 0:
@@ -128,8 +150,7 @@ class CreateRayClusterOperator(BaseOperator):
         super().__init__(**kwargs)
         if spec is not None and manifest is not None:
             raise RayInvalidInputError("pass either spec or manifest, not both")
-        if isinstance(spec, RayClusterSpec):
-            check_spec(spec)
+        check_spec_when_parsed(spec, cluster_conn_id)  # a spec without Jinja fails when the DAG is parsed
         if ready_timeout <= 0 or poll_interval <= 0:
             raise RayInvalidInputError("ready_timeout and poll_interval must be positive")
         self.cluster_conn_id = cluster_conn_id
