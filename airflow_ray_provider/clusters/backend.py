@@ -81,6 +81,20 @@ def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | Non
 
 
 @dataclass(frozen=True)
+class RunCluster:
+    """A provider-created cluster and the DAG run that created it.
+
+    :param handle: its handle (for ``delete``).
+    :param dag_id: the DAG that created it.
+    :param run_id: the DAG run that created it.
+    """
+
+    handle: RayClusterHandle
+    dag_id: str
+    run_id: str
+
+
+@dataclass(frozen=True)
 class TaskIdentity:
     """Who asks for the cluster; its name and ownership labels derive from it (not from the try number).
 
@@ -266,6 +280,10 @@ class ClusterBackend(Protocol):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Provider-created clusters whose expiry has passed (handles for :meth:`delete`)."""
+        ...
+
+    def owned_runs(self) -> list[RunCluster]:
+        """Provider-created clusters with the DAG run that created them, for the janitor to check that run."""
         ...
 
     def close(self) -> None:
