@@ -84,8 +84,8 @@ def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster
 
     :raises RayInvalidInputError: naming the bad field.
     """
-    if spec is None or (isinstance(spec, dict) and _has_jinja(spec)):
-        return
+    if not isinstance(spec, (dict, RayClusterSpec)) or (isinstance(spec, dict) and _has_jinja(spec)):
+        return  # nothing, an upstream XCom or a template: checked once it is rendered
     check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
 
 

@@ -37,7 +37,7 @@ def _start_head(dag_id: str, run_id: str) -> Any:
     from airflow_ray_provider.local import find_cluster
 
     backend = LocalBackend()
-    request = ClusterRequest.from_arguments(local_options={"num_cpus": 1})
+    request = ClusterRequest.from_arguments(spec=None, local_options={"num_cpus": 1})
     plan = backend.plan(request, TaskIdentity(dag_id, run_id, "create_cluster"))
     backend.ensure(plan)
     return find_cluster(plan.name)

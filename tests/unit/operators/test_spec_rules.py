@@ -16,7 +16,9 @@ IDENTITY_ARGS = ("d", "manual__2026-01-01", "create_cluster")
 def _local_plan(spec: dict) -> object:
     from airflow_ray_provider.clusters import ClusterRequest, LocalBackend, TaskIdentity
 
-    return LocalBackend().plan(ClusterRequest.from_arguments(spec=spec), TaskIdentity(*IDENTITY_ARGS))
+    return LocalBackend().plan(
+        ClusterRequest.from_arguments(spec=spec, local_options=None), TaskIdentity(*IDENTITY_ARGS)
+    )
 
 
 def test_the_local_backend_refuses_what_kuberay_refuses():
