@@ -48,7 +48,6 @@ def rayjob_env(
     monkeypatch.setenv("AIRFLOW_RAY_CLUSTER_SPEC", json.dumps({"annotations": {HEAD_MODE: "shared"}}))
     monkeypatch.setenv("AIRFLOW_RAY_PYTHON", sys.executable)
     yield root
-    print("RayJob controller: invalid", rayjob_controller.invalid, "transitions", rayjob_controller.transitions)
     api = kube_emulator.api_client()
     client = RayJobClient(KubeRayClient(api, namespace=TEST_NAMESPACE))
     for item in client.list_labelled():
