@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import TokenRef
+from airflow_ray_provider.kuberay.builder import TokenRef, build_body
 from airflow_ray_provider.kuberay.controller_rules import check_cluster_name
 from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import RayClusterSpec, generate_name, validate_spec
@@ -36,27 +36,62 @@ log = logging.getLogger(__name__)
 
 
 def keeps_unowned(handle: RayClusterHandle) -> bool:
-    """Whether a delete must leave this cluster alone: the provider did not create it (``owned=False``).
+    """Whether a delete must leave this cluster alone: the handle is not owned (``owned=False``).
 
     Every backend's ``delete`` asks this first, so neither the teardown task nor the janitor can delete a
-    standing cluster someone else runs.
+    standing cluster someone else runs. An attached handle is never owned, whoever created the cluster (a
+    team, or this provider for another DAG): the task that attached it does not own it.
     """
     if handle.owned:
         return False
     where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
-    log.info("Not deleting Ray cluster %s: this provider did not create it (the handle is not owned)", where)
+    log.info(
+        "Not deleting Ray cluster %s: this task does not own it (it was attached, not created, here; its "
+        "owner deletes it)", where,
+    )  # fmt: skip
     return True
 
 
-def check_spec(spec: RayClusterSpec) -> None:
-    """Validate a typed spec (e.g. when a DAG is parsed).
+#: The name a spec is built under when only its rules are checked (no cluster of that name is made).
+SPEC_CHECK_NAME = "spec-check"
 
+
+def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
+    """Validate a typed spec as KubeRay would, on any backend (e.g. when a DAG is parsed).
+
+    Its fields, then KubeRay's controller rules on the RayCluster body it builds (token auth needs
+    ``ray_version`` >= 2.52, image tags agree with ``ray_version``, ...): a spec the local backend runs
+    is one KubeRay accepts, so a DAG that passes locally does not fail on KubeRay.
+
+    :param default_auth: the auth mode assumed when the spec names none (a ``kuberay`` connection's
+        ``ray_auth``; ``auth_options`` by default, as on the local backend); ``None`` when the
+        connection is not known yet: the auth-dependent rules are then checked when the task runs.
+    :param spec: the spec, or a dict of its fields (unknown or malformed fields are refused).
     :raises RayInvalidInputError: naming the bad field and what to change.
     """
+    import dataclasses
+
     try:
-        validate_spec(spec)
-    except KubeRaySpecError as exc:
+        typed = RayClusterSpec.from_dict(spec)
+        validate_spec(typed)
+        auth = typed.auth or default_auth or "disabled"
+        build_body(dataclasses.replace(typed, auth=auth), name=SPEC_CHECK_NAME, namespace="default")
+    except (KubeRaySpecError, ValueError, TypeError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
+
+
+@dataclass(frozen=True)
+class RunCluster:
+    """A provider-created cluster and the DAG run that created it.
+
+    :param handle: its handle (for ``delete``).
+    :param dag_id: the DAG that created it.
+    :param run_id: the DAG run that created it.
+    """
+
+    handle: RayClusterHandle
+    dag_id: str
+    run_id: str
 
 
 @dataclass(frozen=True)
@@ -245,6 +280,10 @@ class ClusterBackend(Protocol):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Provider-created clusters whose expiry has passed (handles for :meth:`delete`)."""
+        ...
+
+    def owned_runs(self) -> list[RunCluster]:
+        """Provider-created clusters with the DAG run that created them, for the janitor to check that run."""
         ...
 
     def close(self) -> None:

@@ -21,6 +21,7 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RunCluster,
     TaskIdentity,
     keeps_unowned,
 )
@@ -346,6 +347,11 @@ class KubeRayBackend(ClusterBackend):
         """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
         owned = self._provider_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
         return [self._handle_of(obj) for obj in owned if lb.is_expired(obj, now)]
+
+    def owned_runs(self) -> list[RunCluster]:
+        """None: a namespace may hold the clusters of several Airflow deployments, and a run unknown to
+        this one's database may well be running in another; the expiry annotation applies instead."""
+        return []
 
     def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels

@@ -19,6 +19,7 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RunCluster,
     TaskIdentity,
     check_spec,
     keeps_unowned,
@@ -50,11 +51,14 @@ class LocalPlan(ClusterPlan):
     :param options: the head's options, CPUs and GPUs summarised from the spec.
     :param auth: whether the head requires a Ray auth token.
     :param expires_at: when the janitor may stop it.
+    :param owner: the DAG run that starts it (``dag_id``, ``run_id``): the janitor stops it once that run
+        has finished or no longer exists.
     """
 
     options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
     auth: bool = True
     expires_at: datetime | None = None
+    owner: dict[str, str] = field(default_factory=dict)
 
 
 def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
@@ -101,6 +105,7 @@ class LocalBackend(ClusterBackend):
             name=name, labels=identity.labels(), options=local_options_for(request),
             auth=request.spec is None or request.spec.auth != "disabled",
             expires_at=datetime.now(timezone.utc) + request.expiry,
+            owner={"dag_id": identity.dag_id, "run_id": identity.run_id},
         )  # fmt: skip
 
     def ensure(self, plan: ClusterPlan) -> bool:
@@ -109,7 +114,12 @@ class LocalBackend(ClusterBackend):
             raise TypeError(f"LocalBackend cannot create from a {type(plan).__name__}")
         try:
             _, created = start_cluster(
-                plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at
+                plan.name,
+                plan.options,
+                auth=plan.auth,
+                labels=plan.labels,
+                expires_at=plan.expires_at,
+                owner=plan.owner,
             )
         except LocalHeadError as exc:  # start_head stopped what it started before raising
             raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
@@ -185,6 +195,17 @@ class LocalBackend(ClusterBackend):
         """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
         owned = list_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
         return [_handle_of(LocalHeadInfo.from_dict(r["info"])) for r in owned if is_record_expired(r, now)]
+
+    def owned_runs(self) -> list[RunCluster]:
+        """Registered heads of this provider with the DAG run that started them (when recorded)."""
+        owned = list_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
+        return [
+            RunCluster(
+                _handle_of(LocalHeadInfo.from_dict(r["info"])), r["owner"]["dag_id"], r["owner"]["run_id"]
+            )
+            for r in owned
+            if {"dag_id", "run_id"} <= set(r.get("owner") or {})
+        ]
 
     def close(self) -> None:
         """Nothing to release."""

@@ -10,6 +10,7 @@ sent one would wait forever. Everything raises :class:`KubeRaySpecError` naming 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -22,8 +23,14 @@ from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import API_VERSION
 
 KIND = "RayJob"
-#: KubeRay's submission modes this provider drives (the default submits through a Kubernetes Job).
-SUBMISSION_MODES = ("K8sJobMode", "HTTPMode")
+#: KubeRay's submission modes this provider drives: a submitter Kubernetes Job (the default), the operator
+#: over HTTP, or a submitter container beside the head (``SidecarMode``, KubeRay 1.6+: no extra pod).
+SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
+#: KubeRay's ``DeletionPolicyType`` values, in the order a ``deletionRules`` TTL must not decrease.
+DELETION_POLICIES = ("DeleteWorkers", "DeleteCluster", "DeleteSelf", "DeleteNone")
+#: What a deletion rule's ``condition`` may wait for (``jobStatus``) or, instead, ``jobDeploymentStatus``.
+DELETION_JOB_STATUSES = ("SUCCEEDED", "FAILED")
+DELETION_DEPLOYMENT_STATUSES = ("Failed",)
 #: The key KubeRay reads from ``clusterSelector`` (``RayJobDefaultClusterSelectorKey``).
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
 #: Kueue's queue label: a suspended RayJob with it waits until Kueue admits it.
@@ -58,6 +65,14 @@ class RayJobOptions:
         submits over HTTP).
     :param suspend: create the RayJob suspended (Kueue admits it by resuming it).
     :param queue_name: Kueue ``LocalQueue`` (the ``kueue.x-k8s.io/queue-name`` label).
+    :param deletion_rules: KubeRay's ``deletionStrategy.deletionRules`` (1.6+; its ``RayJobDeletionPolicy``
+        feature gate on): ``[{"policy": "DeleteWorkers" | "DeleteCluster" | "DeleteSelf" | "DeleteNone",
+        "condition": {"jobStatus": "SUCCEEDED" | "FAILED"} or {"jobDeploymentStatus": "Failed"}, plus
+        "ttlSeconds"}]``; each fires that long after the job ends. Needs
+        ``shutdown_after_job_finishes=False`` (KubeRay refuses both).
+    :param pre_running_deadline_seconds: KubeRay fails the RayJob (reason ``PreRunningDeadlineExceeded``)
+        when it has not reached ``Running`` this long after it started, e.g. while its pods wait for
+        scarce resources (KubeRay 1.6+).
     """
 
     entrypoint: str
@@ -74,6 +89,8 @@ class RayJobOptions:
     submission_mode: str = "K8sJobMode"
     suspend: bool = False
     queue_name: str | None = None
+    deletion_rules: list[dict[str, Any]] | None = None
+    pre_running_deadline_seconds: int | None = None
 
 
 def check_rayjob_name(name: Any) -> None:
@@ -134,6 +151,7 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
     _integer(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
     _integer(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
     _integer(options.backoff_limit, "backoff_limit", minimum=0)
+    _integer(options.pre_running_deadline_seconds, "pre_running_deadline_seconds", minimum=1)
     if options.ttl_seconds_after_finished is not None and (
         selector or not options.shutdown_after_job_finishes
     ):
@@ -148,6 +166,15 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
         )
     if selector and options.backoff_limit:
         raise KubeRaySpecError("backoff_limit is not supported on a standing cluster (clusterSelector)")
+    if selector and options.submission_mode == "SidecarMode":
+        raise KubeRaySpecError(
+            "submission_mode='SidecarMode' runs the submitter beside the head of the cluster KubeRay "
+            "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"
+        )
+    if options.deletion_rules is not None:
+        check_deletion_rules(
+            options.deletion_rules, shutdown=options.shutdown_after_job_finishes, selector=selector
+        )
     for name in ("entrypoint_num_cpus", "entrypoint_num_gpus"):
         _number(getattr(options, name), name)
     if options.entrypoint_resources is not None:
@@ -161,6 +188,112 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
         v.check_labels({KUEUE_QUEUE_LABEL: options.queue_name}, "queue_name")
     if options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id):
         raise KubeRaySpecError(f"job_id must be a non-empty string, got {options.job_id!r}")
+
+
+def _check_rule(rule: Any, where: str, *, selector: bool) -> tuple[str, str, int]:
+    """One deletion rule, as the CRD and KubeRay check it: ``(condition key, policy, ttl)``."""
+    if not isinstance(rule, dict) or set(rule) != {"policy", "condition"}:
+        raise KubeRaySpecError(
+            f"{where} must be a dict with exactly 'policy' and 'condition', e.g. "
+            "{'policy': 'DeleteCluster', 'condition': {'jobStatus': 'SUCCEEDED', 'ttlSeconds': 60}}; "
+            f"got {rule!r}"
+        )
+    policy, condition = rule["policy"], rule["condition"]
+    if policy not in DELETION_POLICIES:
+        raise KubeRaySpecError(f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}")
+    if not isinstance(condition, dict) or not set(condition) <= {
+        "jobStatus",
+        "jobDeploymentStatus",
+        "ttlSeconds",
+    }:
+        raise KubeRaySpecError(
+            f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"
+        )
+    if ("jobStatus" in condition) == ("jobDeploymentStatus" in condition):
+        raise KubeRaySpecError(
+            f"{where}.condition needs exactly one of jobStatus {DELETION_JOB_STATUSES} or "
+            f"jobDeploymentStatus {DELETION_DEPLOYMENT_STATUSES}, got {condition!r}"
+        )
+    if "jobStatus" in condition and condition["jobStatus"] not in DELETION_JOB_STATUSES:
+        raise KubeRaySpecError(
+            f"{where}.condition.jobStatus must be one of {DELETION_JOB_STATUSES}, "
+            f"got {condition['jobStatus']!r}"
+        )
+    if (
+        "jobDeploymentStatus" in condition
+        and condition["jobDeploymentStatus"] not in DELETION_DEPLOYMENT_STATUSES
+    ):
+        raise KubeRaySpecError(
+            f"{where}.condition.jobDeploymentStatus must be one of {DELETION_DEPLOYMENT_STATUSES}, got "
+            f"{condition['jobDeploymentStatus']!r}"
+        )
+    ttl = condition.get("ttlSeconds", 0)
+    _integer(ttl, f"{where}.condition.ttlSeconds", minimum=0)
+    if selector and policy in ("DeleteCluster", "DeleteWorkers"):
+        raise KubeRaySpecError(
+            f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"
+        )
+    key = f"jobStatus={condition['jobStatus']}" if "jobStatus" in condition else "jobDeploymentStatus=Failed"
+    return key, policy, ttl
+
+
+def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
+    """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``.
+
+    Per condition, each policy at most once, and TTLs that do not decrease from ``DeleteWorkers`` to
+    ``DeleteCluster`` to ``DeleteSelf`` (workers go first, the RayJob last).
+
+    :param shutdown: ``shutdown_after_job_finishes``; KubeRay refuses it together with deletion rules.
+    :param selector: the RayJob targets a standing cluster.
+    """
+    if shutdown:
+        raise KubeRaySpecError(
+            "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive (KubeRay refuses the "
+            "RayJob): pass shutdown_after_job_finishes=False and say when to delete the cluster with a "
+            "DeleteCluster rule"
+        )
+    if not isinstance(rules, list) or not rules:
+        raise KubeRaySpecError(f"deletion_rules must be a non-empty list of rules, got {rules!r}")
+    ttls: dict[str, dict[str, int]] = {}
+    for index, rule in enumerate(rules):
+        key, policy, ttl = _check_rule(rule, f"deletion_rules[{index}]", selector=selector)
+        if policy in ttls.setdefault(key, {}):
+            raise KubeRaySpecError(f"deletion_rules[{index}]: a second {policy} rule for {key}")
+        ttls[key][policy] = ttl
+    for key, by_policy in ttls.items():
+        ordered = [(p, by_policy[p]) for p in DELETION_POLICIES[:3] if p in by_policy]
+        for (first, low), (then, high) in itertools.pairwise(ordered):
+            if high < low:
+                raise KubeRaySpecError(
+                    f"deletion_rules for {key}: the {then} TTL ({high}) must be >= the {first} TTL ({low}) "
+                    "(workers go first, then the cluster, then the RayJob)"
+                )
+
+
+def _check_cluster_rules(options: RayJobOptions, cluster_spec: dict[str, Any]) -> None:
+    """The rules that need the cluster spec: SidecarMode's head restart policy, DeleteWorkers."""
+    if options.submission_mode == "SidecarMode":
+        head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+        restart = (head.get("spec") or {}).get("restartPolicy")
+        if restart not in (None, "", "Never"):
+            raise KubeRaySpecError(
+                "submission_mode='SidecarMode' needs the head pod's restartPolicy Never or unset, "
+                f"got {restart!r}"
+            )
+    autoscaling = bool(cluster_spec.get("enableInTreeAutoscaling"))
+    if autoscaling and any(rule.get("policy") == "DeleteWorkers" for rule in options.deletion_rules or ()):
+        raise KubeRaySpecError(
+            "deletion_rules: DeleteWorkers is not supported with autoscaling (KubeRay refuses it); use "
+            "DeleteCluster, or turn enable_autoscaling off"
+        )
+
+
+def _rules_body(rules: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The rules as KubeRay stores them (``ttlSeconds`` written out, its default 0)."""
+    return [
+        {"policy": rule["policy"], "condition": {"ttlSeconds": 0, **rule["condition"]}}
+        for rule in rules or ()
+    ]
 
 
 def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
@@ -183,6 +316,10 @@ def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
         ),
         "activeDeadlineSeconds": options.active_deadline_seconds,
         "backoffLimit": options.backoff_limit,
+        "preRunningDeadlineSeconds": options.pre_running_deadline_seconds,
+        "deletionStrategy": {"deletionRules": _rules_body(options.deletion_rules)}
+        if options.deletion_rules
+        else None,
     }
     spec.update({key: value for key, value in optional.items() if value is not None})
     if not selector:
@@ -231,6 +368,7 @@ def build_rayjob_body(
             raise KubeRaySpecError("the RayJob's cluster spec needs a headGroupSpec (the head pod template)")
         if (cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"):
             raise KubeRaySpecError("KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode")
+        _check_cluster_rules(options, cluster_spec)
         spec["rayClusterSpec"] = cluster_spec
     all_labels = dict(labels or {})
     if options.queue_name:

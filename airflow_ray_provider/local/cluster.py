@@ -123,16 +123,18 @@ def start_cluster(
     auth: bool = True,
     labels: dict[str, str] | None = None,
     expires_at: datetime | None = None,
+    owner: dict[str, str] | None = None,
 ) -> tuple[LocalHeadInfo, bool]:
     """Start (or find, on a retry) the head named ``name``; it is registered before the wait for it.
 
     A head an earlier try left ``starting`` (that try was killed while it waited) is adopted: waited for
     here, not started twice.
 
+    :param owner: who started it (``dag_id``, ``run_id``), kept in the record for the janitor.
     :returns: the head's info and whether it was created now (``False``: reused).
     :raises LocalHeadError: when the head does not come up (it is stopped and unregistered).
     """
-    record = {"labels": dict(labels or {}), "expires_at": _iso(expires_at)}
+    record = {"labels": dict(labels or {}), "expires_at": _iso(expires_at), "owner": dict(owner or {})}
     existing = find_cluster(name)
     if existing is not None:
         if (read_record(name) or {}).get("state", READY) != STARTING:

@@ -39,7 +39,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
 from airflow_ray_provider.launch import Cleanup, Ending, actions_for
-from airflow_ray_provider.operators.ray_cluster import task_identity
+from airflow_ray_provider.operators.ray_cluster import check_spec_when_parsed, task_identity
 from airflow_ray_provider.operators.ray_job import OwnedCluster, SubmitRayJobOperator
 
 if TYPE_CHECKING:
@@ -171,6 +171,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             raise RayInvalidInputError("pass either cluster_spec or manifest, not both")
         if ready_timeout <= 0 or delete_timeout <= 0:
             raise RayInvalidInputError("ready_timeout and delete_timeout must be positive")
+        check_spec_when_parsed(cluster_spec, cluster_conn_id)
         super().__init__(**kwargs)
         self.cluster_conn_id = cluster_conn_id
         self.cluster_spec = cluster_spec

@@ -104,6 +104,10 @@ class KubeRayJobOperator(BaseOperator):
     :param submission_mode: ``K8sJobMode`` (default: a submitter Kubernetes Job) or ``HTTPMode``.
     :param suspend: create the RayJob suspended (Kueue resumes it when it admits it).
     :param queue_name: the Kueue ``LocalQueue`` (label ``kueue.x-k8s.io/queue-name``).
+    :param deletion_rules: KubeRay's ``deletionStrategy.deletionRules`` (1.6+): delete workers, cluster
+        or the RayJob itself, each a TTL after the job ends; needs ``shutdown_after_job_finishes=False``.
+    :param pre_running_deadline_seconds: KubeRay fails the RayJob (``PreRunningDeadlineExceeded``) when it
+        is not running this long after it started (pods waiting for scarce resources).
     :param cleanup: what a kill does to the RayJob (docs/launch.md, "Cleanup"): ``always`` (default): a
         worker's SIGTERM and a user's kill delete it (KubeRay then deletes its cluster); ``on_exception``:
         only a user's kill of the deferred task does; ``never``: nothing does. KubeRay itself deletes the
@@ -153,6 +157,8 @@ class KubeRayJobOperator(BaseOperator):
         submission_mode: str = "K8sJobMode",
         suspend: bool = False,
         queue_name: str | None = None,
+        deletion_rules: list[dict[str, Any]] | None = None,
+        pre_running_deadline_seconds: int | None = None,
         on_kill: OnKill | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 5.0,
@@ -183,6 +189,8 @@ class KubeRayJobOperator(BaseOperator):
         self.submission_mode = submission_mode
         self.suspend = suspend
         self.queue_name = queue_name
+        self.deletion_rules = deletion_rules
+        self.pre_running_deadline_seconds = pre_running_deadline_seconds
         self.on_kill_action: str = on_kill or "delete"
         self.cleanup = resolve_cleanup(
             cleanup, _legacy_on_kill(on_kill), default=Cleanup.ALWAYS, legacy_name="on_kill"
@@ -233,6 +241,8 @@ class KubeRayJobOperator(BaseOperator):
             ttl_seconds_after_finished=self.ttl_seconds_after_finished,
             active_deadline_seconds=self.active_deadline_seconds, backoff_limit=self.backoff_limit,
             submission_mode=self.submission_mode, suspend=self.suspend, queue_name=self.queue_name,
+            deletion_rules=self.deletion_rules,
+            pre_running_deadline_seconds=self.pre_running_deadline_seconds,
         )  # fmt: skip
 
     def build_request(self, context: Context) -> RayJobRequest:

@@ -67,6 +67,28 @@ def task_identity(context: Context) -> TaskIdentity:
     )
 
 
+def _has_jinja(value: Any) -> bool:
+    """Whether a (JSON-like) value holds a Jinja expression, statement or comment anywhere."""
+    import json
+
+    text = json.dumps(value, default=str)
+    return any(mark in text for mark in ("{{", "{%", "{#"))
+
+
+def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster_conn_id: str | None) -> None:
+    """Check a cluster spec when the DAG is parsed, unless it holds Jinja (then it is checked at run time).
+
+    Every rule that does not depend on the connection applies: unknown or malformed fields, and KubeRay's
+    controller rules (on both backends). The auth rules assume the local backend's token auth when there
+    is no connection; with a ``kuberay`` connection its ``ray_auth`` decides, at run time.
+
+    :raises RayInvalidInputError: naming the bad field.
+    """
+    if not isinstance(spec, (dict, RayClusterSpec)) or (isinstance(spec, dict) and _has_jinja(spec)):
+        return  # nothing, an upstream XCom or a template: checked once it is rendered
+    check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
+
+
 def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
     result = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
     if result.total_seconds() <= 0:
@@ -128,8 +150,7 @@ class CreateRayClusterOperator(BaseOperator):
         super().__init__(**kwargs)
         if spec is not None and manifest is not None:
             raise RayInvalidInputError("pass either spec or manifest, not both")
-        if isinstance(spec, RayClusterSpec):
-            check_spec(spec)
+        check_spec_when_parsed(spec, cluster_conn_id)  # a spec without Jinja fails when the DAG is parsed
         if ready_timeout <= 0 or poll_interval <= 0:
             raise RayInvalidInputError("ready_timeout and poll_interval must be positive")
         self.cluster_conn_id = cluster_conn_id
@@ -273,13 +294,38 @@ class DeleteRayClusterOperator(BaseOperator):
         return {"name": None, "backend": backend.kind, "deleted": names}
 
 
+#: DAG run states after which no task of the run needs its cluster any more.
+FINISHED_RUN_STATES = ("success", "failed")
+
+
+def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
+    """Why a cluster of this DAG run is an orphan (``None``: the run still runs, or cannot be asked).
+
+    A run that no longer exists (``airflow tasks test`` deletes the temporary run it made) or that has
+    finished needs no cluster: its teardown did not run, or ran elsewhere.
+
+    :param ti: the running task instance (Airflow's Task SDK answers from the metadata database).
+    """
+    count = getattr(ti, "get_dr_count", None)
+    state_of = getattr(ti, "get_dagrun_state", None)
+    if count is None or state_of is None:
+        return None
+    if count(dag_id=dag_id, run_ids=[run_id]) == 0:
+        return f"its DAG run {dag_id}/{run_id} no longer exists"
+    state = str(state_of(dag_id=dag_id, run_id=run_id))
+    return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in FINISHED_RUN_STATES else None
+
+
 class RayClusterJanitorOperator(BaseOperator):
-    """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs).
+    """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), and
+    local heads whose DAG run no longer exists or has finished.
 
     :param cluster_conn_id: a ``kuberay`` connection, or ``None`` for this machine's local heads.
     :param namespace: overrides the connection's namespace.
     :param list_only: only list what would be deleted (a dry run).
     :param wait_for_deletion: wait until each cluster is gone.
+    :param orphans_of_finished_runs: also delete the clusters whose DAG run is gone or finished (local
+        heads; a KubeRay namespace may serve several Airflow deployments, so there only expiry counts).
     """
 
     template_fields = ("namespace",)
@@ -291,6 +337,7 @@ class RayClusterJanitorOperator(BaseOperator):
         namespace: str | None = None,
         list_only: bool = False,
         wait_for_deletion: bool = False,
+        orphans_of_finished_runs: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -298,18 +345,25 @@ class RayClusterJanitorOperator(BaseOperator):
         self.namespace = namespace
         self.list_only = list_only
         self.wait_for_deletion = wait_for_deletion
+        self.orphans_of_finished_runs = orphans_of_finished_runs
 
     def execute(self, context: Context) -> list[str]:
         """Return the names of the expired clusters (deleted unless ``list_only``)."""
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
         verb = "Would delete" if self.list_only else "Deleting"
         try:
-            expired = backend.expired()
-            for handle in expired:
+            expired = [(handle, "its expiry has passed") for handle in backend.expired()]
+            if self.orphans_of_finished_runs:
+                seen = {handle.name for handle, _ in expired}
+                for owned in backend.owned_runs():
+                    why = orphan_reason(context.get("ti"), owned.dag_id, owned.run_id)
+                    if why is not None and owned.handle.name not in seen:
+                        expired.append((owned.handle, why))
+            for handle, why in expired:
                 where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
-                self.log.info("%s expired Ray cluster %s (%s)", verb, where, backend.kind)
+                self.log.info("%s Ray cluster %s (%s): %s", verb, where, backend.kind, why)
                 if not self.list_only:
                     backend.delete(handle, wait=self.wait_for_deletion, timeout=300)
         finally:
             backend.close()
-        return [handle.name for handle in expired]
+        return [handle.name for handle, _ in expired]

@@ -8,9 +8,10 @@ templates parse fast.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, get_args
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, XComArg
@@ -27,27 +28,42 @@ RUN_INFO = {
 }
 
 
+#: How a template runs its Ray work (:attr:`ClusterSettings.mode`).
+Mode = Literal["ephemeral", "rayjob", "standing", "one_task"]
+MODES: tuple[Mode, ...] = get_args(Mode)
+
+
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Where the template's Ray jobs run.
+    """Where and how the template's Ray jobs run; ``mode`` switches between the four ways.
 
-    Three modes:
+    * ``ephemeral`` (the default): a cluster per run (per application for zone training), created by a
+      setup task and deleted by a teardown task; a **local** Ray head without ``conn_id``, a **KubeRay**
+      RayCluster through that ``kuberay`` connection, shaped by ``spec``;
+    * ``rayjob``: every Ray job is a KubeRay **RayJob** (``KubeRayJobOperator``) on a cluster of its own
+      that KubeRay creates from ``spec`` and deletes; needs ``conn_id`` (a ``kuberay`` connection);
+    * ``standing``: jobs run on a **standing cluster** never deleted by the DAG: ``cluster_name`` (a
+      RayCluster in ``conn_id``'s namespace, or a running local head without ``conn_id``, attached by an
+      ``attach_cluster`` task), or ``ray_conn_id`` (a ``ray`` connection, e.g. the Ray head of
+      ``docker-compose.yaml``);
+    * ``one_task``: every Ray job is one task that creates its cluster, runs the job and deletes the
+      cluster (``EphemeralRayJobOperator``; local without ``conn_id``, KubeRay with it).
 
-    * default (nothing set): an ephemeral **local** Ray head, started by the setup task and stopped by
-      the teardown task (Airflow and Ray on one machine, no Kubernetes);
-    * ``conn_id`` set: an ephemeral **KubeRay** RayCluster through that ``kuberay`` connection, shaped by
-      ``spec`` (see :class:`airflow_ray_provider.kuberay.spec.RayClusterSpec`);
-    * ``ray_conn_id`` set: an **existing** Ray cluster behind that ``ray`` connection (no setup/teardown;
-      e.g. the Ray head of ``docker-compose.yaml``).
+    Without ``mode``: ``standing`` when ``ray_conn_id`` or ``cluster_name`` is set, else ``ephemeral``.
 
-    :param conn_id: cluster connection for :class:`CreateRayClusterOperator` (``None``: local backend).
+    :param conn_id: ``kuberay`` connection (``None``: local backend).
     :param spec: cluster spec dict (image, head, worker groups, ...); the local backend sizes itself from it.
-    :param ray_conn_id: submit to this standing cluster instead of creating one.
+    :param ray_conn_id: submit to this standing cluster's ``ray`` connection.
     :param local_options: options of the local backend (``num_cpus``, ``env``, ...; see
         :class:`airflow_ray_provider.local.cluster.LocalClusterOptions`).
     :param create_kwargs: extra keyword arguments for :class:`CreateRayClusterOperator`.
     :param python: interpreter used in job entrypoints; default ``python`` on a cluster, and the
         interpreter running Airflow for the local backend (the local head shares its environment).
+    :param mode: ``ephemeral``, ``rayjob``, ``standing`` or ``one_task`` (see above).
+    :param cluster_name: the standing cluster to attach (``standing`` mode).
+    :param job_kwargs: extra keyword arguments of every job operator of the mode (e.g. ``backoff_limit``
+        or ``ttl_seconds_after_finished`` of a RayJob, ``ready_timeout`` of one task).
+    :raises ValueError: for a combination the mode cannot run.
     """
 
     conn_id: str | None = None
@@ -56,23 +72,48 @@ class ClusterSettings:
     local_options: dict[str, Any] | None = None
     create_kwargs: dict[str, Any] = field(default_factory=dict)
     python: str | None = None
+    mode: Mode | None = None
+    cluster_name: str | None = None
+    job_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.ray_conn_id and (self.conn_id or self.spec):
+        if self.mode is not None and self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.ray_conn_id and (self.conn_id or self.spec or self.cluster_name):
             raise ValueError(
-                "ray_conn_id submits to an existing cluster; drop cluster_conn_id/cluster_spec, "
+                "ray_conn_id submits to an existing cluster; drop cluster_conn_id/cluster_spec/cluster_name, "
                 "or drop ray_conn_id to create an ephemeral cluster per run"
+            )
+        mode = self.resolved_mode
+        standing = bool(self.ray_conn_id or self.cluster_name)
+        if mode == "standing" and not standing:
+            raise ValueError("mode='standing' needs cluster_name (a RayCluster or local head) or ray_conn_id")
+        if mode == "standing" and self.spec:
+            raise ValueError("mode='standing' runs on a cluster someone else sized: drop spec")
+        if mode != "standing" and standing:
+            raise ValueError(f"mode={mode!r} makes its own clusters: drop ray_conn_id/cluster_name")
+        if mode == "rayjob" and (not self.conn_id or self.local_options):
+            raise ValueError(
+                "mode='rayjob' runs each job as a KubeRay RayJob: set conn_id to a kuberay connection (and "
+                "drop local_options); for a local run use mode='one_task' or 'ephemeral'"
             )
 
     @property
+    def resolved_mode(self) -> Mode:
+        """The mode in effect (``mode``, else derived from ``ray_conn_id`` / ``cluster_name``)."""
+        if self.mode is not None:
+            return self.mode
+        return "standing" if self.ray_conn_id or self.cluster_name else "ephemeral"
+
+    @property
     def ephemeral(self) -> bool:
-        """Whether the template creates (and deletes) a cluster per run."""
-        return not self.ray_conn_id
+        """Whether the template creates (and deletes) a cluster per run in setup/teardown tasks."""
+        return self.resolved_mode == "ephemeral"
 
     @property
     def is_local(self) -> bool:
-        """Whether jobs run on an ephemeral local head (same machine and Python as Airflow)."""
-        return self.ephemeral and not self.conn_id
+        """Whether jobs run on a local head (same machine and Python as Airflow)."""
+        return not self.conn_id and not self.ray_conn_id and self.resolved_mode != "rayjob"
 
     @property
     def interpreter(self) -> str:
@@ -127,6 +168,94 @@ def create_cluster_task(
     elif settings.local_options:
         kwargs["local_options"] = dict(settings.local_options)
     return CreateRayClusterOperator(task_id=task_id, **kwargs)
+
+
+def setup_task(settings: ClusterSettings, *, spec: Any = None) -> BaseOperator | None:
+    """The task the mode's jobs run after: create the cluster (``ephemeral``), attach it (``standing`` by
+    name), or none (``rayjob``, ``one_task`` and ``ray_conn_id``: each job brings or names its cluster)."""
+    mode = settings.resolved_mode
+    if mode == "ephemeral":
+        return create_cluster_task(settings, spec=spec)
+    if mode == "standing" and settings.cluster_name:
+        from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+
+        return AttachRayClusterOperator(
+            task_id="attach_cluster", cluster_name=settings.cluster_name, cluster_conn_id=settings.conn_id
+        )
+    return None
+
+
+def teardown_task(setup: BaseOperator | None, settings: ClusterSettings) -> BaseOperator | None:
+    """The teardown paired with :func:`setup_task`: only an ephemeral cluster is deleted by the DAG."""
+    if setup is None or not settings.ephemeral:
+        return None
+    return delete_cluster_task(setup, settings)
+
+
+def job_operator_class(settings: ClusterSettings) -> type[BaseOperator]:
+    """The operator that runs one Ray job in the mode."""
+    mode = settings.resolved_mode
+    if mode == "rayjob":
+        from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+
+        return KubeRayJobOperator
+    if mode == "one_task":
+        from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+
+        return EphemeralRayJobOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    return SubmitRayJobOperator
+
+
+def ray_job_task(
+    settings: ClusterSettings,
+    setup: BaseOperator | None,
+    *,
+    task_id: str,
+    entrypoint: Any,
+    deferrable: bool,
+    poll_interval: float,
+    job_timeout: float | None,
+    runtime_env: Any = None,
+    spec: Any = None,
+    metadata: dict[str, str] | None = None,
+    operator_class: type[BaseOperator] | None = None,
+) -> BaseOperator:
+    """One Ray job of a template, as the mode runs it.
+
+    ``ephemeral`` / ``standing``: :class:`SubmitRayJobOperator` on the setup's cluster (or the ``ray``
+    connection); ``rayjob``: :class:`KubeRayJobOperator` with ``spec`` (``job_timeout`` becomes
+    ``activeDeadlineSeconds``); ``one_task``: :class:`EphemeralRayJobOperator` with ``spec``.
+
+    :param spec: this job's cluster spec (``rayjob``, ``one_task``; default ``settings.spec``); may be an
+        upstream XCom.
+    :param operator_class: a subclass of the mode's operator to use instead (see :func:`job_operator_class`).
+    """
+    cls = operator_class or job_operator_class(settings)
+    mode = settings.resolved_mode
+    kwargs: dict[str, Any] = {"task_id": task_id, "entrypoint": entrypoint, "deferrable": deferrable,
+                              "poll_interval": poll_interval}  # fmt: skip
+    if runtime_env is not None:
+        kwargs["runtime_env"] = runtime_env
+    if metadata:
+        kwargs["metadata"] = metadata
+    chosen = spec if spec is not None else settings.spec
+    if mode == "rayjob":
+        kwargs.update(cluster_conn_id=settings.conn_id, spec=chosen)
+        if job_timeout:
+            kwargs["active_deadline_seconds"] = math.ceil(job_timeout)
+    elif mode == "one_task":
+        kwargs.update(
+            cluster_conn_id=settings.conn_id, cluster_spec=chosen, local_options=settings.local_options
+        )
+        if job_timeout:
+            kwargs["job_timeout"] = job_timeout
+    else:
+        kwargs.update(job_target(settings, setup), wait_for_completion=True)
+        if job_timeout:
+            kwargs["job_timeout"] = job_timeout
+    return cls(**kwargs, **settings.job_kwargs)
 
 
 def delete_cluster_task(

@@ -5,6 +5,14 @@
                                  beside the ``dags/`` folder); must be visible to Airflow *and* Ray
 ``AIRFLOW_RAY_CONN_ID``          run on this existing Ray cluster (a ``ray`` connection), no setup/teardown
 ``AIRFLOW_RAY_CLUSTER_CONN_ID``  create ephemeral KubeRay clusters through this ``kuberay`` connection
+``AIRFLOW_RAY_MODE``             ``ephemeral`` (default), ``rayjob`` (KubeRay RayJobs; needs the
+                                 connection above), ``standing`` (with ``AIRFLOW_RAY_CLUSTER_NAME``) or
+                                 ``one_task`` (see :class:`~.common.ClusterSettings`)
+``AIRFLOW_RAY_CLUSTER_NAME``     the standing RayCluster (or local head) to run on, never deleted
+``AIRFLOW_RAY_CLUSTER_SPEC``     the cluster spec as JSON (e.g. ``{"worker_groups": [...]}``) for the
+                                 clusters the DAGs create
+``AIRFLOW_RAY_PYTHON``           the ``python`` of the jobs' entrypoints (default: ``python`` on a
+                                 cluster, Airflow's interpreter on a local head)
 ``AIRFLOW_RAY_LOCAL_CPUS``       logical CPUs of an ephemeral local head (default 4)
 ``AIRFLOW_RAY_SAMPLE_DATA``      ``true`` (default): a ``prepare`` job generates missing sample data
 ``AIRFLOW_RAY_EVAL_ROWS``        rows of a generated daily log partition (default 100000)
@@ -16,6 +24,7 @@ With none of them set, the DAGs run on an ephemeral local Ray head per run (the 
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -43,8 +52,15 @@ def cluster_settings() -> ClusterSettings:
     ray_conn = _env("AIRFLOW_RAY_CONN_ID")
     if ray_conn:
         return ClusterSettings(ray_conn_id=ray_conn)
+    mode, conn_id = _env("AIRFLOW_RAY_MODE"), _env("AIRFLOW_RAY_CLUSTER_CONN_ID")
+    name = _env("AIRFLOW_RAY_CLUSTER_NAME")
     cpus = int(_env("AIRFLOW_RAY_LOCAL_CPUS") or 4)
-    return ClusterSettings(conn_id=_env("AIRFLOW_RAY_CLUSTER_CONN_ID"), local_options={"num_cpus": cpus})
+    local = {"num_cpus": cpus} if not conn_id and mode in (None, "ephemeral", "one_task") else None
+    spec = json.loads(_env("AIRFLOW_RAY_CLUSTER_SPEC") or "null")
+    return ClusterSettings(
+        conn_id=conn_id, spec=spec, local_options=local, mode=mode,  # type: ignore[arg-type]
+        cluster_name=name, python=_env("AIRFLOW_RAY_PYTHON"),
+    )  # fmt: skip
 
 
 def sample_data_enabled() -> bool:

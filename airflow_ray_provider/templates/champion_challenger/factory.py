@@ -5,6 +5,10 @@ The DAG it builds::
     create_cluster (setup) -> [prepare] -> evaluate (Ray job, deferrable) -> collect_metrics -> decide
         -> report -> branch -> promote | keep_champion -> delete_cluster (teardown, runs on failure too)
 
+in the default ``ephemeral`` mode; ``ClusterSettings(mode=...)`` runs ``prepare`` and ``evaluate`` as
+KubeRay RayJobs (``rayjob``: no create/delete tasks, KubeRay cleans up), on a standing cluster
+(``standing``: an ``attach_cluster`` task, nothing deleted) or as one task each (``one_task``).
+
 Call :func:`build_champion_challenger_dag` from a DAG file; see ``dags/nightly_model_validation.py``.
 """
 
@@ -19,11 +23,10 @@ from airflow_ray_provider.templates.champion_challenger.decision import PROMOTE,
 from airflow_ray_provider.templates.common import (
     RUN_INFO,
     ClusterSettings,
-    create_cluster_task,
     dag_arguments,
-    delete_cluster_task,
-    job_options,
-    job_target,
+    ray_job_task,
+    setup_task,
+    teardown_task,
     workload_entrypoint,
 )
 from airflow_ray_provider.workloads.evaluation import DEFAULT_METRICS, metric_directions
@@ -155,7 +158,8 @@ def build_champion_challenger_dag(
     :param job_timeout: seconds before a Ray job is stopped and the task fails.
     :param deferrable: wait for the Ray job in the triggerer instead of a worker slot.
     :param poll_interval: seconds between Ray job status polls.
-    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments above).
+    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments above); its
+        ``mode`` runs the Ray jobs as an ephemeral cluster, RayJobs, on a standing cluster or one task each.
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments (``start_date``, ``default_args``, ...).
     :raises RayInvalidInputError: on a policy that names metrics the evaluation does not compute.
     """
@@ -193,24 +197,21 @@ def _wire(
     poll_interval: float,
 ) -> None:
     from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator
-    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
     from airflow_ray_provider.templates.champion_challenger import tasks as steps
 
-    create = create_cluster_task(settings) if settings.ephemeral else None
-    target = job_target(settings, create)
-    job = job_options(
-        deferrable=deferrable, poll_interval=poll_interval, job_timeout=job_timeout, runtime_env=runtime_env
-    )
-    evaluate = SubmitRayJobOperator(
-        task_id="evaluate",
+    setup = setup_task(settings)  # create (ephemeral), attach (standing by name) or none
+    job: dict[str, Any] = {
+        "deferrable": deferrable, "poll_interval": poll_interval, "job_timeout": job_timeout,
+        "runtime_env": runtime_env,
+    }  # fmt: skip
+    evaluate = ray_job_task(
+        settings, setup, task_id="evaluate",
         entrypoint=workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config),
-        metadata={"dag_id": dag_id, "step": "evaluate"},
-        **target,
-        **job,
-    )
+        metadata={"dag_id": dag_id, "step": "evaluate"}, **job,
+    )  # fmt: skip
     first = evaluate
     if prepare_entrypoint:
-        first = SubmitRayJobOperator(task_id="prepare", entrypoint=prepare_entrypoint, **target, **job)
+        first = ray_job_task(settings, setup, task_id="prepare", entrypoint=prepare_entrypoint, **job)
         first >> evaluate
     collect = CollectRayMetricsOperator(
         task_id="collect_metrics", artifact_uri=config["output_uri"], slice_metrics=policy.metrics
@@ -222,7 +223,9 @@ def _wire(
     keep = steps.keep_champion(decision, report)
     evaluate >> collect
     report >> branch >> [promote, keep]
-    if create is not None:
-        create >> first
-        [promote, keep] >> delete_cluster_task(create, settings)
+    if setup is not None:
+        setup >> first
+    teardown = teardown_task(setup, settings)
+    if teardown is not None:
+        [promote, keep] >> teardown
     log.debug("built %s (promote outcome id %s)", dag_id, PROMOTE)

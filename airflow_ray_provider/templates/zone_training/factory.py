@@ -8,7 +8,10 @@ For each application (dynamic task mapping over a task group)::
 
 By default every application gets its **own ephemeral cluster** (its own image, Python dependencies and
 resource sizing, as at Instacart); ``shared_cluster=True`` runs every application's job on one cluster
-created once for the run. Call :func:`build_zone_training_dag` from a DAG file (``dags/zone_training.py``).
+created once for the run. ``ClusterSettings(mode=...)`` runs each Ray job (``prepare``, ``train``,
+``retry_failed``) as a KubeRay RayJob (``rayjob``: no create/delete tasks), on a standing cluster
+(``standing``) or as one task with its own cluster (``one_task``). Call :func:`build_zone_training_dag`
+from a DAG file (``dags/zone_training.py``).
 """
 
 from __future__ import annotations
@@ -62,7 +65,8 @@ def build_zone_training_dag(
     :param job_timeout: seconds before a Ray job is stopped.
     :param deferrable: wait for Ray jobs in the triggerer.
     :param poll_interval: seconds between Ray job status polls.
-    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments).
+    :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments); its ``mode``
+        runs the jobs on ephemeral clusters, as RayJobs, on a standing cluster or one task each.
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments.
     :raises RayInvalidInputError: on empty or duplicate applications, bad names, bad fractions.
     """
@@ -75,6 +79,11 @@ def build_zone_training_dag(
     if not 0.0 <= max_failed_fraction_after_retry <= 1.0:
         raise RayInvalidInputError("max_failed_fraction_after_retry must be in [0, 1]")
     settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
+    if shared_cluster and settings.resolved_mode in ("rayjob", "one_task"):
+        raise RayInvalidInputError(
+            f"shared_cluster=True creates one cluster for the run, but mode={settings.resolved_mode!r} gives "
+            "every job a cluster of its own: use mode='ephemeral' (or 'standing') to share one"
+        )
     if shared_cluster and any(a.cluster_spec for a in apps):
         raise RayInvalidInputError(
             "shared_cluster=True runs every application on one cluster: move per-application cluster_spec "

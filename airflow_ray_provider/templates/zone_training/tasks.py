@@ -13,15 +13,18 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import task, task_group
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
+from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.templates.common import (
     ClusterSettings,
     create_cluster_task,
     delete_cluster_task,
-    job_options,
-    job_target,
+    ray_job_task,
     resolved,
+    setup_task,
+    teardown_task,
     upstream,
     workload_entrypoint,
 )
@@ -54,7 +57,12 @@ def _run_info(context: dict[str, Any], application: str) -> dict[str, Any]:
 
 @task(task_id="plan", multiple_outputs=True)
 def plan(
-    app: dict[str, Any], output_uri: str, python: str, runtime_env: dict[str, Any] | None, **context: Any
+    app: dict[str, Any],
+    output_uri: str,
+    python: str,
+    runtime_env: dict[str, Any] | None,
+    cluster_spec: dict[str, Any] | None = None,
+    **context: Any,
 ) -> dict[str, Any]:
     """Resolve one application: its artifact folder, job config and entrypoint (Jinja rendered here)."""
     render = context["task"].render_template
@@ -69,22 +77,42 @@ def plan(
         "config": config,
         "entrypoint": workload_entrypoint(python, ZONE_MODULE, config),
         "prepare": prepare,
-        "cluster_spec": application.cluster_spec,
+        "cluster_spec": application.cluster_spec or cluster_spec,  # the application's own, else the DAG's
         "runtime_env": application.runtime_env or runtime_env or {},
     }
 
 
-class RetryFailedZonesOperator(SubmitRayJobOperator):
-    """Submit the retry job, or skip when the plan says there is nothing to retry (no entrypoint).
+class _SkipWithoutEntrypoint:
+    """Run the retry job, or skip when the plan says there is nothing to retry (no entrypoint).
 
     Skipping here instead of in a short-circuit task: a short-circuit inside a *mapped* task group does
     not skip its mapped downstream tasks in Airflow 3.3 (``SkipMixin`` only raises for unmapped tasks).
     """
 
+    entrypoint: Any
+
     def execute(self, context: Any) -> Any:
         if not self.entrypoint:
             raise AirflowSkipException("no failed zones: nothing to retry")
-        return super().execute(context)
+        return super().execute(context)  # type: ignore[misc]  # the operator it is mixed into
+
+
+class RetryFailedZonesOperator(_SkipWithoutEntrypoint, SubmitRayJobOperator):
+    """The retry job on the run's cluster (``ephemeral`` and ``standing`` modes)."""
+
+
+class RetryFailedZonesRayJobOperator(_SkipWithoutEntrypoint, KubeRayJobOperator):
+    """The retry job as a RayJob (``rayjob`` mode)."""
+
+
+class RetryFailedZonesOneTaskOperator(_SkipWithoutEntrypoint, EphemeralRayJobOperator):
+    """The retry job on a cluster of its own, in one task (``one_task`` mode)."""
+
+
+RETRY_OPERATORS: dict[str, type[BaseOperator]] = {
+    "ephemeral": RetryFailedZonesOperator, "standing": RetryFailedZonesOperator,
+    "rayjob": RetryFailedZonesRayJobOperator, "one_task": RetryFailedZonesOneTaskOperator,
+}  # fmt: skip
 
 
 @task(task_id="retry_plan", multiple_outputs=True)
@@ -152,28 +180,35 @@ class ZoneWiring:
     def wire(self, apps: list[dict[str, Any]]) -> None:
         """Create the mapped per-application group (and the shared cluster, when asked)."""
         shared = None
-        if self.settings.ephemeral and self.shared_cluster:
-            shared = create_cluster_task(self.settings)
+        if not self.settings.ephemeral or self.shared_cluster:
+            shared = setup_task(self.settings)  # the shared cluster, the attached one, or none (per job)
         group = self._group(shared, prepare=any(a.get("prepare_entrypoint") for a in apps))
         mapped = group.expand(app=apps)
         if shared is not None:
-            shared >> mapped >> delete_cluster_task(shared, self.settings)
+            shared >> mapped
+            teardown = teardown_task(shared, self.settings)
+            if teardown is not None:
+                mapped >> teardown
 
     def _group(self, shared: BaseOperator | None, *, prepare: bool) -> Any:
         python = self.settings.interpreter
 
         @task_group(group_id="application")
         def application(app: dict[str, Any]) -> None:
-            planned = plan(app, self.output_uri, python, self.runtime_env)
+            planned = plan(app, self.output_uri, python, self.runtime_env, self.settings.spec)
             create = None
             if self.settings.ephemeral and shared is None:
                 create = create_cluster_task(self.settings, spec=upstream(planned, "cluster_spec"))
                 planned >> create
-            job = job_target(self.settings, create or shared) | job_options(
-                deferrable=self.deferrable, poll_interval=self.poll_interval, job_timeout=self.job_timeout
+            job: dict[str, Any] = {
+                "deferrable": self.deferrable, "poll_interval": self.poll_interval,
+                "job_timeout": self.job_timeout, "spec": upstream(planned, "cluster_spec"),
+                "runtime_env": upstream(planned, "runtime_env"),  # the application's own, else the DAG's
+            }  # fmt: skip
+            cluster = create or shared
+            train = ray_job_task(
+                self.settings, cluster, task_id="train", entrypoint=upstream(planned, "entrypoint"), **job
             )
-            job["runtime_env"] = upstream(planned, "runtime_env")  # the application's own, else the DAG's
-            train = SubmitRayJobOperator(task_id="train", entrypoint=upstream(planned, "entrypoint"), **job)
             collect = CollectZoneTrainingOperator(
                 task_id="collect_manifest",
                 artifact_uri=upstream(planned, "artifact_uri"),
@@ -181,23 +216,28 @@ class ZoneWiring:
             )
             planned >> train >> collect
             if prepare:
-                prep = SubmitRayJobOperator(task_id="prepare", entrypoint=upstream(planned, "prepare"), **job)
+                prep = ray_job_task(
+                    self.settings, cluster, task_id="prepare", entrypoint=upstream(planned, "prepare"), **job
+                )
                 planned >> prep >> train
                 if create is not None:
                     create >> prep
-            retried = self._retry(planned, collect, job) if self.retry_failed_zones else None
+            retried = self._retry(planned, collect, cluster, job) if self.retry_failed_zones else None
             final = result(collect.output, retried, self.max_failed_after_retry)
             if create is not None:
                 final >> delete_cluster_task(create, self.settings)
 
         return application
 
-    def _retry(self, planned: XComArg, collect: BaseOperator, job: dict[str, Any]) -> XComArg:
+    def _retry(
+        self, planned: XComArg, collect: BaseOperator, cluster: BaseOperator | None, job: dict[str, Any]
+    ) -> XComArg:
         """Retrain the failed zones once (skipped when none failed); returns the retry's summary."""
         again = retry_plan(collect.output, upstream(planned, "config"), self.settings.interpreter)
-        retry = RetryFailedZonesOperator(
-            task_id="retry_failed", entrypoint=upstream(again, "entrypoint"), **job
-        )
+        retry = ray_job_task(
+            self.settings, cluster, task_id="retry_failed", entrypoint=upstream(again, "entrypoint"),
+            operator_class=RETRY_OPERATORS[self.settings.resolved_mode], **job,
+        )  # fmt: skip
         collect_retry = CollectZoneTrainingOperator(
             task_id="collect_retry",
             artifact_uri=upstream(again, "artifact_uri"),

@@ -61,6 +61,17 @@ FULL = dataclasses.replace(
     suspend=True,
     queue_name="team-ml",
 )
+RULES = dataclasses.replace(
+    OPTIONS,
+    shutdown_after_job_finishes=False,
+    pre_running_deadline_seconds=600,
+    deletion_rules=[
+        {"policy": "DeleteWorkers", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 0}},
+        {"policy": "DeleteCluster", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 60}},
+        {"policy": "DeleteSelf", "condition": {"jobStatus": "SUCCEEDED", "ttlSeconds": 3600}},
+        {"policy": "DeleteCluster", "condition": {"jobDeploymentStatus": "Failed"}},
+    ],
+)
 BODIES = {
     "defaults": lambda: _body(),
     "every field": lambda: _body(FULL),
@@ -71,6 +82,8 @@ BODIES = {
         )
     ),
     "standing cluster": lambda: _body(cluster_name="shared-ray"),
+    "deletion rules, pre-running deadline": lambda: _body(RULES),
+    "SidecarMode": lambda: _body(dataclasses.replace(OPTIONS, submission_mode="SidecarMode")),
     "standing cluster, HTTPMode, deadline": lambda: _body(
         RayJobOptions(entrypoint="python x.py", submission_mode="HTTPMode", active_deadline_seconds=60),
         cluster_name="shared-ray",
@@ -209,3 +222,116 @@ def test_kuberays_own_rayjob_samples_pass_the_controller_rules() -> None:
             )  # (samples rely on CRD defaults: no schema check)
             checked += 1
     assert checked >= 10
+
+
+def test_deletion_rules_and_pre_running_deadline_reach_the_body() -> None:
+    spec = _body(RULES)["spec"]
+
+    assert spec["preRunningDeadlineSeconds"] == 600 and spec["shutdownAfterJobFinishes"] is False
+    assert "ttlSecondsAfterFinished" not in spec
+    rules = spec["deletionStrategy"]["deletionRules"]
+    assert [r["policy"] for r in rules] == ["DeleteWorkers", "DeleteCluster", "DeleteSelf", "DeleteCluster"]
+    assert rules[3]["condition"] == {"jobDeploymentStatus": "Failed", "ttlSeconds": 0}  # KubeRay's default
+
+
+def _rule(policy: str = "DeleteCluster", **condition: object) -> dict:
+    return {"policy": policy, "condition": condition or {"jobStatus": "SUCCEEDED"}}
+
+
+NO_SHUTDOWN = dataclasses.replace(OPTIONS, shutdown_after_job_finishes=False)
+
+
+@pytest.mark.parametrize(
+    ("options", "kwargs", "expected"),
+    [
+        (
+            dataclasses.replace(OPTIONS, deletion_rules=[_rule()]),
+            {},
+            "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive",
+        ),
+        (dataclasses.replace(NO_SHUTDOWN, deletion_rules=[]), {}, "non-empty list"),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule("DeleteAll")]),
+            {},
+            r"deletion_rules\[0\].policy",
+        ),
+        (
+            dataclasses.replace(
+                NO_SHUTDOWN, deletion_rules=[_rule(jobStatus="FAILED", jobDeploymentStatus="Failed")]
+            ),
+            {},
+            "exactly one of jobStatus",
+        ),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule(jobStatus="STOPPED")]),
+            {},
+            "jobStatus must be",
+        ),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule(jobStatus="FAILED", ttlSeconds=-1)]),
+            {},
+            r"deletion_rules\[0\].condition.ttlSeconds must be a non-negative",
+        ),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule(), _rule()]),
+            {},
+            r"deletion_rules\[1\]: a second DeleteCluster rule",
+        ),
+        (
+            dataclasses.replace(
+                NO_SHUTDOWN,
+                deletion_rules=[
+                    _rule("DeleteCluster", jobStatus="SUCCEEDED", ttlSeconds=60),
+                    _rule("DeleteWorkers", jobStatus="SUCCEEDED", ttlSeconds=120),
+                ],
+            ),
+            {},
+            r"the DeleteCluster TTL \(60\) must be >= the DeleteWorkers TTL \(120\)",
+        ),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule("DeleteCluster")]),
+            {"cluster_name": "shared-ray"},
+            "not supported on a standing cluster",
+        ),
+        (
+            dataclasses.replace(NO_SHUTDOWN, deletion_rules=[_rule("DeleteWorkers")]),
+            {"cluster_spec": _cluster_spec(enable_autoscaling=True)},
+            "DeleteWorkers is not supported with autoscaling",
+        ),
+        (
+            dataclasses.replace(OPTIONS, pre_running_deadline_seconds=0),
+            {},
+            "pre_running_deadline_seconds must be a positive",
+        ),
+        (
+            dataclasses.replace(OPTIONS, submission_mode="SidecarMode"),
+            {"cluster_name": "shared-ray"},
+            "SidecarMode.*standing cluster",
+        ),
+    ],
+)
+def test_kuberay_1_6_fields_refused_as_kuberay_refuses_them(options, kwargs, expected) -> None:
+    with pytest.raises(KubeRaySpecError, match=expected):
+        _body(options, **kwargs)
+
+
+def test_sidecar_mode_needs_a_head_that_never_restarts() -> None:
+    cluster_spec = _cluster_spec()
+    cluster_spec["headGroupSpec"]["template"]["spec"]["restartPolicy"] = "Always"
+    with pytest.raises(KubeRaySpecError, match="restartPolicy Never or unset"):
+        _body(dataclasses.replace(OPTIONS, submission_mode="SidecarMode"), cluster_spec=cluster_spec)
+
+
+def test_the_test_controller_refuses_what_the_provider_refuses() -> None:
+    """The controller's rules are written apart from the provider's: both refuse the same bodies."""
+    body = _body(RULES)
+    both = {**body, "spec": {**body["spec"], "shutdownAfterJobFinishes": True}}
+    sidecar = _body(dataclasses.replace(OPTIONS, submission_mode="SidecarMode"))
+    on_standing = {**sidecar, "spec": {k: v for k, v in sidecar["spec"].items() if k != "rayClusterSpec"}}
+    on_standing["spec"]["clusterSelector"] = {CLUSTER_SELECTOR_KEY: "shared-ray"}
+    unordered = json.loads(json.dumps(body))
+    unordered["spec"]["deletionStrategy"]["deletionRules"][0]["condition"]["ttlSeconds"] = 100
+
+    assert "mutually exclusive" in (kuberay_rules(both) or "")
+    assert "ClusterSelector is not supported in SidecarMode" in (kuberay_rules(on_standing) or "")
+    assert "TTLs must not decrease" in (kuberay_rules(unordered) or "")
