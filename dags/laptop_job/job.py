@@ -9,12 +9,12 @@ From Airflow: ``dags/launch_from_laptop.py`` runs the same entrypoint with the s
 
 import ray
 
-ray.init()
-
 
 @ray.remote
 def square(x: int) -> int:
     return x * x
 
 
-print("sum of squares:", sum(ray.get([square.remote(i) for i in range(10)])), flush=True)
+if __name__ == "__main__":  # run as the job's entrypoint, never when Airflow scans the DAGs folder
+    ray.init()
+    print("sum of squares:", sum(ray.get([square.remote(i) for i in range(10)])), flush=True)
