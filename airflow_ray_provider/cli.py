@@ -152,7 +152,14 @@ def run_target(args: argparse.Namespace) -> Target:
             raise BadInput("--namespace: needed with --kuberay-context")
         spec = _read_mapping("--spec", args.spec) if args.spec else None
         _check_context(args.kuberay_context)
-        return KubeRayCluster(args.kuberay_context, args.namespace, spec, args.dashboard_url_template)
+        target = KubeRayCluster(args.kuberay_context, args.namespace, spec, args.dashboard_url_template)
+        from airflow_ray_provider.launch.target import cluster_request
+
+        try:
+            cluster_request(target)  # the spec's fields, checked as KubeRay would
+        except ValueError as exc:
+            raise BadInput(f"--spec: {exc}") from exc
+        return target
     if args.ray_address:
         try:
             return RayAddress(args.ray_address)
@@ -246,6 +253,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         print("airflow-ray: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
+    except RayInvalidInputError as exc:  # found before anything was created
+        _fail_input(str(exc))
     except RayJobError as exc:
         print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
         return EXIT_JOB_FAILED

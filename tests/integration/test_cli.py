@@ -198,6 +198,7 @@ def kubeconfig(tmp_path: Path) -> str:
         (["--local", "--ray-address", "http://127.0.0.1:1"], "--ray-address"),
         (["--kuberay-context", "nope", "--namespace", "ray"], "--kuberay-context"),
         (["--kuberay-context", "a", "--namespace", "ray", "--spec", "/no/such/spec.yaml"], "--spec"),
+        (["--kuberay-context", "a", "--namespace", "ray", "--spec", "BADSPEC"], "--spec"),
         (["--local", "--working-dir", "/no/such/folder"], "--working-dir"),
         (["--local", "--runtime-env", "LIST"], "--runtime-env"),
         (["--local", "--runtime-env", "/no/such/env.yaml"], "--runtime-env"),
@@ -210,7 +211,9 @@ def test_bad_input_exits_2_with_one_line_naming_the_flag_before_any_cluster(
 ):
     listing = tmp_path / "env.yaml"
     listing.write_text("- pip\n- numpy\n")
-    args = [str(listing) if a == "LIST" else a for a in args]
+    bad_spec = tmp_path / "spec.yaml"
+    bad_spec.write_text("head: {cpus: 2}\n")  # no such field
+    args = [str(listing) if a == "LIST" else str(bad_spec) if a == "BADSPEC" else a for a in args]
     entrypoint = [] if flag == "ENTRYPOINT" else ["--", "python", "-c", "print(1)"]
     out = _cli("run", *args, *entrypoint, KUBECONFIG=kubeconfig, timeout=120)
     assert out.returncode == 2, out
