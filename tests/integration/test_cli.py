@@ -96,6 +96,9 @@ def _interrupt_mid_run(args: list[str], env: dict[str, str]) -> tuple[subprocess
         stderr=subprocess.PIPE,
         text=True,
         env=_env(**env),
+        # As from a terminal: Ctrl-C raises KeyboardInterrupt. A pytest-xdist worker ignores SIGINT, and
+        # an ignored signal stays ignored across exec, so the CLI would never see the interrupt.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert proc.stdout is not None and proc.stderr is not None
     seen = ""

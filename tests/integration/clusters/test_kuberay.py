@@ -309,9 +309,10 @@ def test_bad_input_is_rejected_before_any_api_call(kube_emulator, kuberay_conn, 
     from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
 
     since = len(kube_emulator.calls)
-    op = CreateRayClusterOperator(task_id="bad", cluster_conn_id=kuberay_conn, **kwargs)
-
     with pytest.raises(RayInvalidInputError, match=expected):
+        # A spec dict without Jinja is refused when the DAG is parsed (the operator is built); the
+        # name and the manifest when the task runs: either way before any API call.
+        op = CreateRayClusterOperator(task_id="bad", cluster_conn_id=kuberay_conn, **kwargs)
         op.execute(_context("bad"))
 
     assert _provider_calls(kube_emulator, since) == []
