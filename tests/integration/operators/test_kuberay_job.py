@@ -52,22 +52,6 @@ def _rayjob_op(kuberay_conn: str, task_id: str, **kwargs: Any) -> Any:
     return KubeRayJobOperator(task_id=task_id, cluster_conn_id=kuberay_conn, **arguments)
 
 
-@pytest.fixture
-def rayjobs(kube_emulator: Any) -> Iterator[Any]:
-    """The RayJob client on the emulator; deletes every RayJob a test left (their clusters go with them)."""
-    from airflow_ray_provider.kuberay.client import KubeRayClient
-    from airflow_ray_provider.kuberay.rayjob import RayJobClient
-
-    api = kube_emulator.api_client()
-    client = RayJobClient(KubeRayClient(api, namespace=TEST_NAMESPACE))
-    try:
-        yield client
-    finally:
-        for item in client.list_labelled():
-            client.delete(item["metadata"]["name"])
-        api.close()
-
-
 def _job_status(ray_head: Any, token: str, job_id: str) -> str:
     import json
     import urllib.error

@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,22 +49,6 @@ def _op(kuberay_conn: str, task_id: str, **kwargs: Any) -> Any:
 
 def _posts(kube: Any, since: int) -> list[str]:
     return [p for agent, m, p in kube.calls[since:] if agent != CONTROLLER_AGENT and m == "POST"]
-
-
-@pytest.fixture
-def rayjobs(kube_emulator: Any) -> Iterator[Any]:
-    """The RayJob client on the emulator; deletes every RayJob a test left."""
-    from airflow_ray_provider.kuberay.client import KubeRayClient
-    from airflow_ray_provider.kuberay.rayjob import RayJobClient
-
-    api = kube_emulator.api_client()
-    client = RayJobClient(KubeRayClient(api, namespace=TEST_NAMESPACE))
-    try:
-        yield client
-    finally:
-        for item in client.list_labelled():
-            client.delete(item["metadata"]["name"])
-        api.close()
 
 
 def _run_in_thread(op: Any, ti: StandInTI) -> tuple[threading.Thread, dict[str, Any]]:
