@@ -155,7 +155,9 @@ def build_all(base: str = "standin") -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--base", choices=("standin", "official"), default="standin")
     for key, tag in build_all(parser.parse_args(argv).base).items():
         print(f"{key}={tag}")
