@@ -1,11 +1,17 @@
-# Ray 2.60 head/worker image with the provider's workloads importable inside Ray jobs
+# Ray head/worker image with the provider's workloads importable inside Ray jobs
 # (python -m airflow_ray_provider.workloads.evaluate / .zone_training). Build context: the repository root.
-ARG RAY_VERSION=2.60.0
-FROM rayproject/ray:${RAY_VERSION}
+# RAY_BASE_IMAGE: the official image by default; tests/compose builds a stand-in with the same contract
+# (user ray, group users, home /home/ray, Ray and pip on PATH).
+ARG RAY_BASE_IMAGE=rayproject/ray:2.60.0-py311
+FROM ${RAY_BASE_IMAGE}
+
+# The workloads' libraries at the repo lock's versions (the ones the tests run); the workloads never
+# import Airflow, so the provider itself goes in with --no-deps.
+COPY --chown=ray:users requirements.lock /home/ray/airflow-ray-provider/requirements.lock
+RUN pip install --no-cache-dir -c /home/ray/airflow-ray-provider/requirements.lock \
+      pandas pyarrow numpy scikit-learn joblib
 
 COPY --chown=ray:users setup.cfg pyproject.toml README.md /home/ray/airflow-ray-provider/
 COPY --chown=ray:users airflow_ray_provider /home/ray/airflow-ray-provider/airflow_ray_provider
-
-# --no-deps: the workloads never import Airflow, so the Ray image does not need it.
 RUN pip install --no-cache-dir --no-deps /home/ray/airflow-ray-provider \
- && pip install --no-cache-dir "pandas>=2.1" "pyarrow>=14" "numpy>=1.26" "scikit-learn>=1.4" "joblib>=1.3"
+ && python -c "import airflow_ray_provider.workloads.evaluate, airflow_ray_provider.workloads.zone_training"

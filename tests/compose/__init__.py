@@ -1,0 +1,1 @@
+"""End-to-end check of docker-compose.yaml (``make compose-test``); not collected by pytest."""
