@@ -153,6 +153,17 @@ class Allocation:
         _add(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
 
 
+def task_seconds(task: Mapping[str, Any], job_end: float) -> float:
+    """How long one task attempt ran: Ray's ``task:execute`` span where its profile has one (the
+    function's run, without the worker's argument loading), else ``RUNNING`` to its end (or the job's)."""
+    events = ((task.get("profiling_data") or {}).get("events")) or []
+    spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+    if spans:
+        return sum(float(e["end_time"]) - float(e["start_time"]) for e in spans) / 1000.0
+    end = (task.get("end_time_ms") or job_end * 1000.0) / 1000.0
+    return end - float(task["start_time_ms"]) / 1000.0
+
+
 def allocation(
     *,
     tasks: Iterable[Mapping[str, Any]],
@@ -164,8 +175,9 @@ def allocation(
 ) -> Allocation:
     """Resource-hours the job was allocated.
 
-    :param tasks: rows of ``/api/v0/tasks?detail=true`` for the job (normal tasks count; an actor's tasks
-        run inside its lifetime allocation and its creation task is the actor itself).
+    :param tasks: rows of ``/api/v0/tasks?detail=true`` for the job (normal tasks count, for
+        :func:`task_seconds`; an actor's tasks run inside its lifetime allocation and its creation task is
+        the actor itself).
     :param actors: the job's actors from ``/logical/actors`` (``startTime``/``endTime`` in ms, lifetime
         ``requiredResources``); an actor still alive counts to the job's end.
     :param entrypoint: the entrypoint's reservation (record names), held while the driver ran.
@@ -178,9 +190,8 @@ def allocation(
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
             continue
-        end = (task.get("end_time_ms") or window.ended * 1000.0) / 1000.0
         group = node_groups.get(str(task.get("node_id")), "default")
-        out.add(group, record_resources(task.get("required_resources")), end - task["start_time_ms"] / 1000.0)
+        out.add(group, record_resources(task.get("required_resources")), task_seconds(task, window.ended))
         out.tasks += 1
     for actor in actors:
         if not actor.get("startTime"):
