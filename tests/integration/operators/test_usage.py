@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
+from tests.fixtures.openlineage import complete_event, openlineage_events_fixture  # noqa: F401 (a fixture)
 from tests.fixtures.ray_job import StandInTI, context_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -124,3 +126,32 @@ def test_a_price_for_a_resource_the_cluster_lacks_fails_before_submit(gpu_head: 
     with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
         op.execute(context_for(StandInTI(dag_id=dag_id)))
     assert not [job for job in op.hook.list_jobs() if dag_id in job.submission_id]
+
+
+def test_dag_run_emits_openlineage_with_the_ray_job_and_its_usage(
+    airflow_db: str, ray_conn_id: str, job_prefix: str, openlineage_events: Any, tmp_path: Path
+) -> None:
+    from tests.fixtures.dag_runs import write_dag_module
+
+    source = f"""
+import pendulum
+from airflow.sdk import DAG
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+with DAG({job_prefix!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)) as dag:
+    SubmitRayJobOperator(task_id="submit", ray_conn_id={ray_conn_id!r}, poll_interval=0.3,
+                         entrypoint=["python", "-c", "import ray; ray.init()"], lineage_inputs=["s3://logs/clicks"],
+                         lineage_outputs=[{str(tmp_path / "out")!r}])
+"""
+    module = write_dag_module(job_prefix, source)
+    when = pendulum.datetime(2024, 1, 3, tz="UTC")
+    dag_run = module.dag.test(logical_date=when, run_after=when)
+    assert dag_run.state == "success"
+    event = complete_event(openlineage_events(), "submit")
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://logs", "clicks")]
+    assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", str(tmp_path / "out"))]
+    facet = event["run"]["facets"]["rayJob"]
+    assert facet["mode"] == "standing" and facet["submissionId"].startswith("airflow-")
+    assert facet["usage"]["submission_id"] == facet["submissionId"]
+    assert facet["jobId"] == facet["usage"]["ray_job_id"] and facet["jobId"]
+    assert facet["usage"]["basis"] == "job requests"
