@@ -1,10 +1,10 @@
 """Read what the dashboard knows about one finished job and turn it into its :class:`UsageRecord`.
 
-Four reads over the dashboard's HTTP API, with the cluster's token (``Authorization: Bearer``): the
-job (``/api/jobs/{id}``), the nodes (``/api/v0/nodes``), the job's tasks (``/api/v0/tasks`` filtered by
-its Ray job id) and the actors (``/logical/actors``: the one actor list with start and end times). A
-read that fails never fails the job: the record leaves that figure out and says what it could not read.
-No Airflow imports; no Ray process: plain HTTP from the caller's process.
+Four reads over the dashboard's HTTP API (the last three at once), with the cluster's token
+(``Authorization: Bearer``): the job (``/api/jobs/{id}``), the nodes (``/api/v0/nodes``), the job's
+tasks (``/api/v0/tasks`` filtered by its Ray job id) and the actors (``/logical/actors``: the one actor
+list with start and end times). A read that fails never fails the job: the record leaves that figure
+out and says what it could not read. No Airflow imports; no Ray process: plain HTTP from the caller.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlencode
 
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
@@ -28,9 +28,6 @@ from airflow_ray_provider.launch.usage.record import (
     cluster_resources,
     record_resources,
 )
-
-if TYPE_CHECKING:
-    import requests
 
 log = logging.getLogger(__name__)
 
@@ -61,24 +58,18 @@ class DashboardState:
     verify: bool | str = True
     timeout: float = 5.0
 
-    @cached_property
-    def _session(self) -> requests.Session:
-        import requests
-
-        session = requests.Session()
-        session.headers.update(self.headers)
-        session.cookies.update(self.cookies)
-        session.verify = self.verify
-        return session
-
     def get(self, path: str) -> Any:
         """``GET`` a dashboard path; the JSON body.
 
         :raises StateUnreadableError: on no answer, a non-2xx status or a body that is not JSON.
         """
+        import requests
+
         url = f"{self.dashboard_url.rstrip('/')}{path}"
         try:
-            resp = self._session.get(url, timeout=self.timeout)
+            resp = requests.get(  # one request per call: the reads run in parallel threads
+                url, headers=self.headers, cookies=self.cookies, verify=self.verify, timeout=self.timeout
+            )
         except Exception as exc:
             raise StateUnreadableError(f"{path.split('?')[0]} did not answer: {type(exc).__name__}") from exc
         if not 200 <= resp.status_code < 300:
@@ -186,8 +177,15 @@ def collect_usage(
     job = _read("job", missing, lambda: state.job(request.submission_id))
     submitted, ended = _job_times(job, now)
     ray_job_id = (job or {}).get("job_id")
-    nodes = _read("nodes", missing, state.nodes)
-    actors = _read("actors", missing, state.actors)
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="usage-read") as pool:  # three reads at once
+        reads = {
+            "nodes": pool.submit(_read, "nodes", missing, state.nodes),
+            "actors": pool.submit(_read, "actors", missing, state.actors),
+        }
+        if ray_job_id:
+            reads["tasks"] = pool.submit(_read, "tasks", missing, lambda: state.tasks(ray_job_id))
+        nodes, actors = reads["nodes"].result(), reads["actors"].result()
+        listed = reads["tasks"].result() if "tasks" in reads else None
     supervisor = next(
         (a for a in actors or [] if a.get("name") == SUPERVISOR_PREFIX + request.submission_id), None
     )
@@ -198,7 +196,6 @@ def collect_usage(
         task_started=request.task_started,
         cluster_ready=request.cluster_ready,
     )
-    listed = _read("tasks", missing, lambda: state.tasks(ray_job_id)) if ray_job_id else None
     if not ray_job_id:
         missing.setdefault("tasks", "the Job API named no Ray job id (the driver never started?)")
     tasks, note = listed if listed is not None else ([], None)

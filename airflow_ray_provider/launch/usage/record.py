@@ -13,6 +13,7 @@ Hours throughout: ``CPU`` in CPU-hours, ``GPU`` in GPU-hours, ``memory_gib`` in 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -238,7 +239,10 @@ def _share(part: float | None, whole: float) -> float | None:
 
 
 def _figure(value: float) -> str:
-    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+    """Two significant digits, never in exponent notation (``3.2``, ``0.0031``, ``12``)."""
+    if value >= 10 or value <= 0:
+        return f"{value:.0f}"
+    return f"{value:.{max(1, 1 - math.floor(math.log10(value)))}f}"
 
 
 @dataclass

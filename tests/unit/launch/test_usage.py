@@ -111,7 +111,7 @@ def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> No
     assert record.cost is not None and record.cost["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
     assert record.phases["waiting_for_cluster_s"] == 60 and record.phases["queued_s"] is None
     assert record.utilisation == {"allocated_cpu": 0.5, "busy_cpu": 0.375, "allocated_gpu": None}
-    assert record.line() == "reserved 4 CPU-h, allocated 2 (50 %), busy 1.5 (38 %), ~$0.24"
+    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), busy 1.5 (38 %), ~$0.24"
     assert record.to_dict()["schema"] == "airflow-ray-usage/1"
 
 
@@ -126,7 +126,7 @@ def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
         not_available={"busy": "not sampled"},
     )  # fmt: skip
     assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
-    assert record.cost is None and record.line() == "reserved 0.1 CPU-h, allocated 0.1 (100 %), busy n/a"
+    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %), busy n/a"
 
 
 def _closed_port() -> int:
@@ -143,3 +143,14 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     assert {"job", "nodes", "actors", "tasks", "busy"} <= set(record.not_available)
     assert "did not answer" in record.not_available["nodes"]
     assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
+
+
+def test_the_price_table_of_docs_usage_md_is_valid() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[3] / "docs" / "usage.md").read_text()
+    (block,) = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
+    prices = parse_prices(json.loads(block))
+    assert prices is not None and prices.for_group("spot-workers")["CPU"] == 0.015
