@@ -12,6 +12,7 @@ BENCHMARKS = [
     "benchmarks.bench_evaluate",
     "benchmarks.bench_zone_training",
     "benchmarks.bench_dag_zones",
+    "benchmarks.bench_usage",
 ]
 
 

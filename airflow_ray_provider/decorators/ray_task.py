@@ -55,6 +55,7 @@ class _RayTaskBase(DecoratedOperator):
     """
 
     custom_operator_name = "@task.ray"
+    usage_mode: ClassVar[str | None] = "task_ray"
 
     def __init__(
         self,

@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -145,6 +146,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
     template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
     ui_color = "#d6e9f0"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
+    usage_mode: ClassVar[str | None] = "one_task"
 
     def __init__(
         self,
@@ -207,7 +209,9 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         lifecycle = self._owned = self._lifecycle(context)
         deferred, ending = False, Ending.FAILED
         try:
+            started = time.time()
             handle = lifecycle.ready(timeout=self.ready_timeout, poll_interval=min(self.poll_interval, 5.0))
+            self.cluster_times = (started, time.time())
             self.cluster = handle.to_dict()
             self.owned_cluster_conn = OwnedCluster(self.cluster_conn_id)
             self.log.info("Ray cluster %s ready for this task's job", lifecycle.plan.name)

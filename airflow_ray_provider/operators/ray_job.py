@@ -39,10 +39,13 @@ from airflow_ray_provider.launch import (
     resolve_cleanup,
     wait_for_job,
 )
+from airflow_ray_provider.launch.usage import Prices, parse_prices
 from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
 )
+from airflow_ray_provider.operators.job_usage import JobUsage, connection_prices, entrypoint_request
+from airflow_ray_provider.operators.lineage import JobIO, RayRun, check_uris, operator_lineage, workload_io
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
 
 if TYPE_CHECKING:
@@ -119,6 +122,13 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
     :param stop_on_kill: deprecated: ``None`` is ``cleanup="on_exception"``, ``True`` is ``"always"``,
         ``False`` is ``"never"``.
     :param retry_attempts: attempts per Job API call on transient failures.
+    :param prices: price per resource-hour (``{"CPU": 0.05, "GPU": 2.1, "memory_gib": 0.005, "groups":
+        {...}}``, docs/usage.md); default: the connection's ``prices`` extra; none: no cost in the record.
+    :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
+        ``output_uri`` of a workload entrypoint).
+    :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
+    :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
+    :param lineage_outputs: URIs the job writes, for OpenLineage.
     """
 
     template_fields = (
@@ -132,12 +142,15 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         "entrypoint_num_gpus",
         "entrypoint_memory",
         "job_timeout",
+        "artifact_uri",
     )
     template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
     operator_extra_links = (RayJobLink(),)
     ui_color = "#d6e9ff"
     #: ``cleanup`` when neither it nor ``stop_on_kill`` is given.
     default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
+    #: The usage record's ``mode``; ``None``: ``ephemeral`` on a cluster the run created, else ``standing``.
+    usage_mode: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -160,10 +173,20 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         stop_on_kill: bool | None = None,
         retry_attempts: int = 5,
         cleanup: str | Cleanup | None = None,
+        prices: dict[str, Any] | Prices | None = None,
+        artifact_uri: str | None = None,
+        record_usage: bool = True,
+        lineage_inputs: list[str] | None = None,
+        lineage_outputs: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_target_arguments(cluster, ray_conn_id)
+        self.prices = parse_prices(prices)  # bad prices fail when the DAG is parsed
+        self.artifact_uri = artifact_uri
+        self.record_usage = record_usage
+        self.lineage_inputs = check_uris(lineage_inputs, "lineage_inputs")
+        self.lineage_outputs = check_uris(lineage_outputs, "lineage_outputs")
         self.entrypoint = entrypoint
         self.cluster = cluster
         self.ray_conn_id = ray_conn_id
@@ -192,6 +215,11 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         self.retry_attempts = retry_attempts
         self._submission_id: str | None = None
         self._killed: Ending | None = None
+        self._context: Context | None = None
+        self._usage: JobUsage | None = None
+        self._usage_record: dict[str, Any] | None = None
+        #: Set by the one-task operator: when it began waiting for its cluster, and when that answered.
+        self.cluster_times: tuple[float, float] | None = None
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
@@ -231,8 +259,12 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, str]:
         """Submit (or re-attach to) the task instance's job, then wait as configured."""
         spec = self.build_spec(context)
+        self._context = context
         ti = context["ti"]
         hook = self.hook
+        usage = self.usage()
+        if usage is not None:
+            usage.check_before_submit(hook, self.log)  # bad prices fail here, before the job exists
         map_index = ti.map_index if ti.map_index is not None else -1
         base = base_submission_id(ti.dag_id, ti.run_id, ti.task_id, map_index)
         plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
@@ -315,6 +347,67 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
+    # ----------------------------------------------------------------- usage and lineage
+    def usage(self) -> JobUsage | None:
+        """This task's usage bookkeeping (``None`` with ``record_usage=False``); prices resolved once."""
+        if not self.record_usage:
+            return None
+        if self._usage is None:
+            conn_id, cluster = self._target
+            handle = cluster or {}
+            own = bool(handle.get("owned")) or self.owned_cluster_conn is not None
+            prices = self.prices or connection_prices(conn_id or handle.get("conn_id"))
+            started, ready = self.cluster_times or (None, None)
+            mode = self.usage_mode or ("ephemeral" if own else "standing")
+            self._usage = JobUsage(
+                prices=prices, mode=mode, own_cluster=own, cluster=str(handle.get("name") or conn_id),
+                task_started=started, cluster_ready=ready,
+            )  # fmt: skip
+        return self._usage
+
+    def job_io(self) -> JobIO:
+        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
+        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
+        return JobIO(
+            (*found.inputs, *self.lineage_inputs),
+            (*found.outputs, *self.lineage_outputs),
+            self.artifact_uri or found.artifact_uri,
+        )
+
+    def _record_usage(self, state: JobState) -> None:
+        usage = self.usage()
+        if usage is None:
+            return
+        ti = self._context["ti"] if self._context is not None else None
+        entrypoint = entrypoint_request(
+            self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
+            self.entrypoint_resources,
+        )  # fmt: skip
+        self._usage_record = usage.record(
+            self.hook,
+            state.submission_id,
+            entrypoint,
+            ti=ti,
+            artifact_uri=self.job_io().artifact_uri,
+            log=self.log,
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, mode,
+        usage record)."""
+        conn_id, cluster = self._target
+        usage = self.usage()
+        record = self._usage_record or {}
+        run = RayRun(
+            mode=usage.mode if usage else (self.usage_mode or "standing"),
+            submission_id=self._submission_id,
+            ray_job_id=record.get("ray_job_id"),
+            cluster=str((cluster or {}).get("name") or conn_id),
+            dashboard_url=(cluster or {}).get("dashboard_url"),
+            usage=self._usage_record,
+        )
+        return operator_lineage(self.job_io(), run)
+
     def _logs_best_effort(self, sid: str) -> str:
         """The job's log for a final flush or an error message; best effort, never hiding the outcome."""
         try:
@@ -335,8 +428,10 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
 
         Called once per task with the final state, in the sync and the deferred path, while the job's
         cluster still exists (the one-task operator deletes it afterwards); ``@task.ray`` overrides it
-        to read the function's value from the job.
+        to read the function's value from the job. The usage record is made first (also for a failed
+        job), best effort.
         """
+        self._record_usage(state)
         finish(
             JobDone(state.submission_id, state),
             logs=self._logs_best_effort,
@@ -359,6 +454,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
             return self.execute(context)
+        self._context = context
         typed = parse_job_event(event)
         self._submission_id = typed.submission_id
         if isinstance(typed, JobDone) and self.stream_logs:  # lines the trigger had not written yet

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.fixtures.dag_runs import load_dag, run_dag, task_states, write_dag, xcom_value
+from tests.fixtures.openlineage import complete_event, openlineage_events_fixture  # noqa: F401 (a fixture)
 from tests.fixtures.templates import REPO_ROOT, assert_heads_stopped
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(420)]
@@ -33,7 +35,9 @@ def shipped_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     return root
 
 
-def test_nightly_dag_runs_end_to_end_and_promotes(dags_folder: Path, shipped_env: Path) -> None:
+def test_nightly_dag_runs_end_to_end_and_promotes(
+    dags_folder: Path, shipped_env: Path, openlineage_events: Any
+) -> None:
     path = Path(shutil.copy(REPO_ROOT / "dags" / "nightly_model_validation.py", dags_folder))
     dag_run = run_dag(load_dag(path), DS)
     states = task_states(dag_run)
@@ -59,6 +63,16 @@ def test_nightly_dag_runs_end_to_end_and_promotes(dags_folder: Path, shipped_env
         _asset_events("model://nightly_model_validation/champion")[-1]["model_uri"] == registry["model_uri"]
     )
     assert xcom_value(dag_run, "collect_metrics")["data"]["uri"] == str(shipped_env / "logs" / f"dt={DS}")
+    # the evaluate task's usage record and OpenLineage event (captured with the file transport)
+    usage = xcom_value(dag_run, "evaluate", "usage")
+    assert usage["mode"] == "ephemeral" and usage["reserved"]["CPU"] > 0 and usage["counts"]["tasks"] >= 0
+    assert json.loads((artifact / "usage.json").read_text()) == usage
+    event = complete_event(openlineage_events(), "evaluate")
+    inputs = {d["name"] for d in event["inputs"]}
+    assert {str(shipped_env / "logs" / f"dt={DS}"), str(shipped_env / "models" / "champion.joblib")} <= inputs
+    assert [d["name"] for d in event["outputs"]] == [str(artifact / "metrics.json")]
+    facet = event["run"]["facets"]["rayJob"]  # OpenLineage's client leaves out None values
+    assert facet["usage"]["reserved"] == usage["reserved"] and facet["submissionId"] == usage["submission_id"]
 
 
 def _asset_events(uri: str) -> list[dict]:

@@ -1,0 +1,28 @@
+"""What each job reserved, was allocated, kept busy and cost: the usage record (docs/usage.md).
+
+Airflow-free: the operators call :func:`collect_usage` once a job has finished (``finish_job``) and put
+the record into XCom, ``usage.json`` and one log line; :func:`parse_prices` and
+:func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
+"""
+
+from airflow_ray_provider.launch.usage.collect import (
+    DashboardState,
+    StateUnreadableError,
+    UsageRequest,
+    check_prices_on_cluster,
+    collect_usage,
+)
+from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
+from airflow_ray_provider.launch.usage.record import SCHEMA, UsageRecord
+
+__all__ = [
+    "SCHEMA",
+    "DashboardState",
+    "Prices",
+    "StateUnreadableError",
+    "UsageRecord",
+    "UsageRequest",
+    "check_prices_on_cluster",
+    "collect_usage",
+    "parse_prices",
+]

@@ -1,0 +1,230 @@
+"""Read what the dashboard knows about one finished job and turn it into its :class:`UsageRecord`.
+
+Four reads over the dashboard's HTTP API (the last three at once), with the cluster's token
+(``Authorization: Bearer``): the job (``/api/jobs/{id}``), the nodes (``/api/v0/nodes``), the job's
+tasks (``/api/v0/tasks`` filtered by its Ray job id) and the actors (``/logical/actors``: the one actor
+list with start and end times). A read that fails never fails the job: the record leaves that figure
+out and says what it could not read. No Airflow imports; no Ray process: plain HTTP from the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
+from airflow_ray_provider.launch.usage.record import (
+    HEAD_GROUP,
+    Node,
+    UsageRecord,
+    Window,
+    allocation,
+    build_record,
+    cluster_resources,
+    record_resources,
+)
+
+log = logging.getLogger(__name__)
+
+#: The state API's largest page (``RAY_MAX_LIMIT_FROM_API_SERVER``'s default).
+STATE_LIMIT = 10_000
+#: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
+SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+
+
+class StateUnreadableError(RuntimeError):
+    """The dashboard did not answer one read (the record names it; the job goes on)."""
+
+
+@dataclass
+class DashboardState:
+    """The dashboard's read-only state API of one cluster.
+
+    :param dashboard_url: e.g. ``http://127.0.0.1:8265``.
+    :param headers: request headers, ``Authorization: Bearer <token>`` included.
+    :param cookies: cookies.
+    :param verify: TLS verification (a CA bundle path or a bool).
+    :param timeout: seconds per request (short: a slow dashboard costs the record, not the job).
+    """
+
+    dashboard_url: str
+    headers: dict[str, str] = field(default_factory=dict, repr=False)
+    cookies: dict[str, str] = field(default_factory=dict, repr=False)
+    verify: bool | str = True
+    timeout: float = 5.0
+
+    def get(self, path: str) -> Any:
+        """``GET`` a dashboard path; the JSON body.
+
+        :raises StateUnreadableError: on no answer, a non-2xx status or a body that is not JSON.
+        """
+        import requests
+
+        url = f"{self.dashboard_url.rstrip('/')}{path}"
+        try:
+            resp = requests.get(  # one request per call: the reads run in parallel threads
+                url, headers=self.headers, cookies=self.cookies, verify=self.verify, timeout=self.timeout
+            )
+        except Exception as exc:
+            raise StateUnreadableError(f"{path.split('?')[0]} did not answer: {type(exc).__name__}") from exc
+        if not 200 <= resp.status_code < 300:
+            raise StateUnreadableError(f"{path.split('?')[0]} answered HTTP {resp.status_code}")
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise StateUnreadableError(f"{path.split('?')[0]} answered something that is not JSON") from exc
+
+    def _list(self, route: str, **filters: str) -> tuple[list[dict[str, Any]], str | None]:
+        query: list[tuple[str, str]] = [("detail", "true"), ("limit", str(STATE_LIMIT))]
+        for key, value in filters.items():
+            query += [("filter_keys", key), ("filter_predicates", "="), ("filter_values", value)]
+        body = self.get(f"{route}?{urlencode(query)}")
+        data = ((body or {}).get("data") or {}).get("result") or {}
+        if not (body or {}).get("result", True) or "result" not in data:
+            raise StateUnreadableError(f"{route} answered without a result: {(body or {}).get('msg')}")
+        rows, total = list(data["result"]), int(data.get("total") or 0)
+        note = f"{route} listed {len(rows)} of {total} rows" if total > len(rows) else None
+        return rows, note
+
+    def job(self, submission_id: str) -> dict[str, Any]:
+        """The Job API's details of the job."""
+        return dict(self.get(f"/api/jobs/{quote(submission_id, safe='')}") or {})
+
+    def nodes(self) -> list[Node]:
+        """The cluster's nodes (alive and dead) with their resources and up times."""
+        rows, _ = self._list("/api/v0/nodes")
+        return [Node.from_state(row) for row in rows]
+
+    def tasks(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
+        """The job's task attempts, and a note when the list was cut."""
+        return self._list("/api/v0/tasks", job_id=ray_job_id)
+
+    def actors(self) -> list[dict[str, Any]]:
+        """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources."""
+        body = self.get("/logical/actors")
+        return list((((body or {}).get("data") or {}).get("actors") or {}).values())
+
+
+def check_prices_on_cluster(state: DashboardState, prices: Prices) -> str | None:
+    """Check a price table against the cluster's resources before submit.
+
+    :returns: ``None`` when checked, else why it could not be (the dashboard did not answer).
+    :raises RayInvalidInputError: for a price of a resource the cluster does not have.
+    """
+    try:
+        nodes = state.nodes()
+    except StateUnreadableError as exc:
+        return str(exc)
+    every, groups = cluster_resources(nodes)
+    check_against_cluster(prices, every, groups)
+    return None
+
+
+@dataclass(frozen=True)
+class UsageRequest:
+    """What the caller knows about the job that the dashboard does not.
+
+    :param submission_id: the job.
+    :param cluster: the cluster's name.
+    :param mode: how it ran (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
+    :param own_cluster: the cluster was the task's own (reserved is then the whole cluster).
+    :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
+    :param prices: the checked price table, if any.
+    :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
+    :param cluster_ready: when that cluster answered.
+    """
+
+    submission_id: str
+    cluster: str
+    mode: str
+    own_cluster: bool
+    entrypoint: Mapping[str, float] = field(default_factory=dict)
+    prices: Prices | None = None
+    task_started: float | None = None
+    cluster_ready: float | None = None
+
+
+def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
+    try:
+        return read()
+    except StateUnreadableError as exc:
+        missing[what] = str(exc)
+        return None
+
+
+def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]:
+    start = (job or {}).get("start_time") or now * 1000.0
+    end = (job or {}).get("end_time") or now * 1000.0
+    return start / 1000.0, end / 1000.0
+
+
+def collect_usage(
+    state: DashboardState, request: UsageRequest, *, busy_cpu_seconds: float | None = None
+) -> UsageRecord:
+    """The job's record: never raises for what the dashboard could not tell (see ``not_available``).
+
+    :param state: the cluster's dashboard.
+    :param request: what the caller knows.
+    :param busy_cpu_seconds: CPU seconds of the job's processes where they were sampled, else ``None``.
+    """
+    now = time.time()
+    missing: dict[str, str] = {}
+    job = _read("job", missing, lambda: state.job(request.submission_id))
+    submitted, ended = _job_times(job, now)
+    ray_job_id = (job or {}).get("job_id")
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="usage-read") as pool:  # three reads at once
+        reads = {
+            "nodes": pool.submit(_read, "nodes", missing, state.nodes),
+            "actors": pool.submit(_read, "actors", missing, state.actors),
+        }
+        if ray_job_id:
+            reads["tasks"] = pool.submit(_read, "tasks", missing, lambda: state.tasks(ray_job_id))
+        nodes, actors = reads["nodes"].result(), reads["actors"].result()
+        listed = reads["tasks"].result() if "tasks" in reads else None
+    supervisor = next(
+        (a for a in actors or [] if a.get("name") == SUPERVISOR_PREFIX + request.submission_id), None
+    )
+    window = Window(
+        submitted=submitted,
+        ended=ended,
+        driver_started=(supervisor or {}).get("startTime", 0) / 1000.0 or None,
+        task_started=request.task_started,
+        cluster_ready=request.cluster_ready,
+    )
+    if not ray_job_id:
+        missing.setdefault("tasks", "the Job API named no Ray job id (the driver never started?)")
+    tasks, note = listed if listed is not None else ([], None)
+    if note:
+        missing["tasks_truncated"] = note
+    groups = {node.node_id: node.group for node in nodes or []}
+    driver_node = str((job or {}).get("driver_node_id") or "")
+    allocated = allocation(
+        tasks=tasks,
+        actors=[a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id],
+        entrypoint=record_resources(request.entrypoint),
+        window=window,
+        node_groups=groups,
+        driver_group=groups.get(driver_node, HEAD_GROUP),
+    )
+    if busy_cpu_seconds is None:
+        missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
+    record = build_record(
+        submission_id=request.submission_id,
+        ray_job_id=ray_job_id,
+        cluster=request.cluster,
+        mode=request.mode,
+        own_cluster=request.own_cluster,
+        window=window,
+        nodes=nodes,
+        allocated=allocated if listed is not None or actors is not None else None,
+        busy_cpu_seconds=busy_cpu_seconds,
+        prices=request.prices,
+        not_available=missing,
+    )
+    log.debug("usage of %s: %s", request.submission_id, record.line())
+    return record

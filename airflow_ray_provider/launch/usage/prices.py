@@ -1,0 +1,161 @@
+"""Prices per resource-hour: parsed and checked before a job is submitted, applied after it ended.
+
+A price table is a plain dict (an operator argument or the ``prices`` extra of the connection)::
+
+    {"CPU": 0.048, "GPU": 2.10, "memory_gib": 0.006, "currency": "USD",
+     "groups": {"spot-workers": {"CPU": 0.015, "memory_gib": 0.002}}}
+
+Top-level prices hold for every node; ``groups`` overrides them for the nodes of one worker group
+(KubeRay's ``ray.io/node-group`` node label; the head's group is ``headgroup``), so spot and on-demand
+groups cost differently. Keys are Ray resource names (``CPU``, ``GPU``, custom resources) and
+``memory_gib`` (Ray's ``memory`` resource, priced per GiB-hour). No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+
+#: The record's name for Ray's ``memory`` resource (bytes there, GiB here).
+MEMORY = "memory_gib"
+#: Ray's resource names that are bookkeeping, never priced or reported.
+INTERNAL_RESOURCES = ("object_store_memory",)
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
+
+
+def resource_name(ray_name: str) -> str | None:
+    """The record's name of a Ray resource: ``memory`` -> ``memory_gib``; ``None`` for bookkeeping ones
+    (``node:<ip>``, ``object_store_memory``, accelerator-type markers) that are never priced."""
+    if ray_name == "memory":
+        return MEMORY
+    if ray_name.startswith(("node:", "accelerator_type:")) or ray_name in INTERNAL_RESOURCES:
+        return None
+    return ray_name
+
+
+@dataclass(frozen=True)
+class Prices:
+    """A checked price table.
+
+    :param default: price per resource-hour for every node.
+    :param groups: per worker group, prices that override ``default``.
+    :param currency: the currency's code (``USD``).
+    :param source: where the table came from, for messages.
+    """
+
+    default: dict[str, float] = field(default_factory=dict)
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
+    currency: str = "USD"
+    source: str = "prices"
+
+    def for_group(self, group: str | None) -> dict[str, float]:
+        """The prices of one worker group's nodes (the default table with the group's overrides)."""
+        return {**self.default, **self.groups.get(group or "", {})}
+
+    def resources(self) -> set[str]:
+        """Every resource some price names."""
+        names = set(self.default)
+        for table in self.groups.values():
+            names |= set(table)
+        return names
+
+    def format(self, amount: float) -> str:
+        """``~$0.13`` (``~0.13 CHF`` for a currency without a symbol here)."""
+        text = f"{amount:.2f}" if amount >= 0.01 else f"{amount:.2g}"
+        symbol = _SYMBOLS.get(self.currency)
+        return f"~{symbol}{text}" if symbol else f"~{text} {self.currency}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table as given (for the record)."""
+        return {
+            **self.default,
+            "currency": self.currency,
+            "groups": {g: dict(t) for g, t in self.groups.items()},
+        }
+
+
+def _price(value: Any, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise RayInvalidInputError(
+            f"{where} must be a positive number (a price per resource-hour), got {value!r}"
+        )
+    return float(value)
+
+
+def _table(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise RayInvalidInputError(f"{where} must be a mapping of resource name to price, got {value!r}")
+    table = {}
+    for name, price in value.items():
+        if not isinstance(name, str) or not name or name == "memory" or resource_name(name) is None:
+            hint = " (price Ray's memory as memory_gib, per GiB-hour)" if name == "memory" else ""
+            raise RayInvalidInputError(f"{where} has a bad resource name {name!r}{hint}")
+        table[name] = _price(price, f"{where}[{name!r}]")
+    return table
+
+
+def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
+    """Check a price table's shape and numbers (no cluster needed): before anything starts.
+
+    :param value: the table, or ``None`` (no prices: the record shows no cost).
+    :param source: where it came from (``"prices"``, ``"connection 'ray_default' extra 'prices'"``).
+    :raises RayInvalidInputError: naming the field, for a price that is not a positive number, a bad
+        resource name, or a malformed ``groups``/``currency``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, Prices):
+        return value
+    if not isinstance(value, Mapping):
+        raise RayInvalidInputError(f"{source} must be a mapping such as {{'CPU': 0.05}}, got {value!r}")
+    rest = dict(value)
+    currency = rest.pop("currency", "USD")
+    if not isinstance(currency, str) or not currency.strip():
+        raise RayInvalidInputError(
+            f"{source}['currency'] must be a currency code such as 'USD', got {currency!r}"
+        )
+    groups_value = rest.pop("groups", {}) or {}
+    if not isinstance(groups_value, Mapping):
+        raise RayInvalidInputError(f"{source}['groups'] must map worker-group names to price tables")
+    groups = {str(g): _table(t, f"{source}['groups'][{g!r}]") for g, t in groups_value.items()}
+    prices = Prices(_table(rest, source), groups, currency.strip().upper(), source)
+    if not prices.resources():
+        raise RayInvalidInputError(f"{source} names no resource to price; e.g. {{'CPU': 0.05}}")
+    return prices
+
+
+def check_against_cluster(
+    prices: Prices, resources: Iterable[str], groups: Mapping[str, Iterable[str]] | None = None
+) -> None:
+    """Fail before submit on a price for a resource the cluster does not have.
+
+    :param prices: the checked table.
+    :param resources: the record's names of the cluster's resources (all nodes now).
+    :param groups: the resources of each worker group that has nodes now; a group's prices are checked
+        only when it has nodes (an autoscaled group may have none before the job runs).
+    :raises RayInvalidInputError: naming the field and the resources the cluster has.
+    """
+    have = set(resources)
+    missing = sorted(set(prices.default) - have)
+    if missing:
+        raise RayInvalidInputError(
+            f"{prices.source} prices {missing}, which the cluster does not have (it has {sorted(have)}); "
+            "drop those prices or fix their names"
+        )
+    for group, table in prices.groups.items():
+        group_has = set((groups or {}).get(group, ()))
+        lacking = sorted(set(table) - group_has) if group_has else []
+        if lacking:
+            raise RayInvalidInputError(
+                f"{prices.source}['groups'][{group!r}] prices {lacking}, which that worker group's nodes do "
+                f"not have (they have {sorted(group_has)})"
+            )

@@ -1,0 +1,153 @@
+"""OpenLineage for Ray jobs: what a job read and wrote, and a run facet with the job and its usage.
+
+Inputs and outputs come from the job's entrypoint when it runs one of this project's workloads
+(``python -m <workload> --config-json <json>``, as the templates build it): the evaluation reads its
+click log and the two models and writes its metrics artifact; zone training reads its zone data and
+writes its zone models and ``manifest.parquet``. An operator's ``lineage_inputs`` / ``lineage_outputs``
+(URIs) add to them for any other job. The run facet ``rayJob`` names the Ray job id, submission id,
+cluster, mode and carries the usage record. The OpenLineage provider is imported only when Airflow
+asks for lineage (it is optional at run time).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+
+EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
+ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
+#: The run facet's key in an OpenLineage event.
+RUN_FACET = "rayJob"
+
+
+@dataclass(frozen=True)
+class JobIO:
+    """The URIs a job reads and writes."""
+
+    inputs: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    artifact_uri: str | None = None
+
+
+def _arguments(entrypoint: str | Sequence[str]) -> list[str]:
+    if isinstance(entrypoint, str):
+        try:
+            return shlex.split(entrypoint)
+        except ValueError:
+            return []
+    return [str(a) for a in entrypoint]
+
+
+def _after(args: list[str], flag: str) -> str | None:
+    return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
+
+
+def _join(base: str, name: str) -> str:
+    return f"{base.rstrip('/')}/{name}"
+
+
+def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
+    """What a workload entrypoint reads and writes (empty for any other entrypoint)."""
+    args = _arguments(entrypoint)
+    module, text = _after(args, "-m"), _after(args, "--config-json")
+    if module not in (EVALUATE_MODULE, ZONE_MODULE) or text is None:
+        return JobIO()
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return JobIO()
+    if not isinstance(config, dict) or not isinstance(config.get("output_uri"), str):
+        return JobIO()
+    out = config["output_uri"]
+    data = [config["data_uri"]] if isinstance(config.get("data_uri"), str) else []
+    if module == EVALUATE_MODULE:
+        models = config.get("models") or {}
+        uris = (
+            [m.get("uri") for m in models.values() if isinstance(m, dict)] if isinstance(models, dict) else []
+        )
+        inputs = (*data, *(u for u in uris if isinstance(u, str)))
+        return JobIO(inputs, (_join(out, "metrics.json"),), out)
+    return JobIO(tuple(data), (out, _join(out, "manifest.parquet")), out)
+
+
+def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
+    """Check an operator's lineage URIs (strings with a path).
+
+    :raises RayInvalidInputError: naming the argument.
+    """
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    uris = tuple(value)
+    for uri in uris:
+        if not isinstance(uri, str) or not dataset_name(uri)[1]:
+            raise RayInvalidInputError(f"{name} must be URIs or paths (e.g. 's3://bucket/key'), got {uri!r}")
+    return uris
+
+
+def dataset_name(uri: str) -> tuple[str, str]:
+    """OpenLineage's ``(namespace, name)`` of a URI: ``s3://bucket`` + ``key``, ``file`` + absolute path."""
+    if "://" not in uri:
+        import os
+
+        return "file", os.path.abspath(uri) if uri else ""
+    parts = urlsplit(uri)
+    if parts.scheme == "file":
+        return "file", parts.path
+    return f"{parts.scheme}://{parts.netloc}", parts.path.lstrip("/")
+
+
+@cache
+def _facet_class() -> type:
+    from attrs import define
+    from openlineage.client.facet_v2 import RunFacet
+
+    @define
+    class RayJobRunFacet(RunFacet):  # type: ignore[misc]
+        """The Ray job behind an Airflow task: ids, cluster, mode, usage record."""
+
+        jobId: str | None  # OpenLineage facets use camelCase
+        submissionId: str | None
+        cluster: str | None
+        mode: str
+        dashboardUrl: str | None
+        usage: dict[str, Any] | None
+
+    return RayJobRunFacet
+
+
+@dataclass(frozen=True)
+class RayRun:
+    """What the run facet says."""
+
+    mode: str
+    submission_id: str | None = None
+    ray_job_id: str | None = None
+    cluster: str | None = None
+    dashboard_url: str | None = None
+    usage: dict[str, Any] | None = field(default=None)
+
+
+def operator_lineage(io: JobIO, run: RayRun) -> Any:
+    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task."""
+    from airflow.providers.common.compat.openlineage.facet import Dataset
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    def datasets(uris: Iterable[str]) -> list[Any]:
+        return [Dataset(namespace=ns, name=name) for ns, name in map(dataset_name, dict.fromkeys(uris))]
+
+    facet = _facet_class()(
+        jobId=run.ray_job_id, submissionId=run.submission_id, cluster=run.cluster, mode=run.mode,
+        dashboardUrl=run.dashboard_url, usage=run.usage,
+    )  # fmt: skip
+    return OperatorLineage(
+        inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}
+    )

@@ -1,0 +1,116 @@
+"""The usage record's own cost on a job (figures in benchmarks/usage.md).
+
+A local head (2 CPUs) runs ``--jobs`` jobs of ``--tasks`` short tasks and one actor each. For each
+finished job it times what the record adds to the task: the price check before submit
+(``check_prices_on_cluster``) and the collection after the end (``collect_usage``: four HTTP reads and
+the arithmetic). It counts the head's processes before and after the collections (the record starts no
+Ray process: plain HTTP from the caller). Goal: <= 0.2 s added per job.
+
+Run: ``python -m benchmarks.bench_usage`` (``--help`` for the knobs). Starts and stops its own head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+OUT = Path(__file__).resolve().parent / "out" / "bench_usage.json"
+JOB = """
+import ray
+ray.init()
+@ray.remote(num_cpus=1)
+def f(i):
+    return i
+@ray.remote(num_cpus=0)
+class A:
+    def ping(self):
+        return 1
+a = A.remote()
+ray.get(a.ping.remote())
+print(sum(ray.get([f.remote(i) for i in range({tasks})])))
+"""
+
+
+def _processes(pgid: int) -> int:
+    import psutil
+
+    count = 0
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            count += int(os.getpgid(proc.pid) == pgid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    return count
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print and write its figures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--jobs", type=int, default=5)
+    parser.add_argument("--tasks", type=int, default=200)
+    args = parser.parse_args(argv)
+
+    from airflow_ray_provider.launch.job_api import JobApiClient
+    from airflow_ray_provider.launch.usage import (
+        DashboardState,
+        UsageRequest,
+        check_prices_on_cluster,
+        collect_usage,
+        parse_prices,
+    )
+    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+
+    head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name="bench-usage")
+    try:
+        token = read_token(head.token_file) if head.token_file else None
+        api = JobApiClient(head.dashboard_url, token=token)
+        state = DashboardState(head.dashboard_url, headers={"Authorization": f"Bearer {token}"})
+        prices = parse_prices({"CPU": 0.05})
+        assert prices is not None
+        rows: list[dict[str, Any]] = []
+        for _ in range(args.jobs):
+            from airflow_ray_provider.jobs.submission import JobSpec
+
+            sid = f"bench_usage_{time.time_ns()}"
+            api.submit_job(JobSpec(entrypoint=f"python -c '{JOB.format(tasks=args.tasks)}'"), sid)
+            while not (job := api.get_job(sid)) or not job.is_terminal:
+                time.sleep(0.2)
+            before = _processes(head.pgid)
+            started = time.perf_counter()
+            check_prices_on_cluster(state, prices)
+            checked = time.perf_counter()
+            record = collect_usage(
+                state,
+                UsageRequest(
+                    submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices
+                ),
+            )
+            done = time.perf_counter()
+            rows.append({
+                "price_check_s": round(checked - started, 4), "collect_s": round(done - checked, 4),
+                "added_s": round(done - started, 4), "tasks": record.counts["tasks"],
+                "processes_before": before, "processes_after": _processes(head.pgid),
+                "line": record.line(), "not_available": record.not_available,
+            })  # fmt: skip
+            print(json.dumps(rows[-1]), flush=True)
+        added = [row["added_s"] for row in rows]
+        summary = {
+            "jobs": args.jobs, "tasks_per_job": args.tasks, "median_added_s": statistics.median(added),
+            "max_added_s": max(added), "goal_s": 0.2, "met": max(added) <= 0.2,
+            "extra_processes": max(r["processes_after"] - r["processes_before"] for r in rows), "runs": rows,
+        }  # fmt: skip
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        OUT.write_text(json.dumps(summary, indent=2))
+        print(json.dumps({k: v for k, v in summary.items() if k != "runs"}), flush=True)
+        return 0
+    finally:
+        stop_head(head)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""The usage record on a real local head with fake GPUs (``num_gpus=1``: Ray counts what it is told).
+
+The job's tasks request known resources and time their own bodies; its GPU actor notes when it was
+made and killed. The record, read from the dashboard's state API, must agree with those figures.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from tests.fixtures.openlineage import complete_event, openlineage_events_fixture  # noqa: F401 (a fixture)
+from tests.fixtures.ray_job import StandInTI, context_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+JOB = """
+import json, time, ray
+ray.init()
+
+@ray.remote(num_cpus=1)
+def work(seconds):
+    start = time.time()
+    while time.time() - start < seconds:
+        pass
+    return time.time() - start
+
+@ray.remote(num_gpus=1, num_cpus=0)
+class Holder:
+    def ready(self):
+        return ray.get_gpu_ids()
+
+made = time.time()
+holder = Holder.remote()
+gpus = ray.get(holder.ready.remote())
+ready = time.time()
+bodies = ray.get([work.remote(1.5) for _ in range(4)])
+ray.kill(holder)
+killed = time.time()
+print("USAGE-TEST " + json.dumps({"cpu_s": sum(bodies), "gpus": gpus, "made": made, "ready": ready,
+                                  "killed": killed}), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def gpu_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A local head offering 2 CPUs and 1 (fake) GPU, stopped at the module's end."""
+    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+
+    info = start_head(LocalHeadConfig(num_cpus=2, num_gpus=1, auth=True), name="usage-gpu")
+    try:
+        yield info
+    finally:
+        stop_head(info)
+
+
+def _handle(head: Any) -> dict[str, Any]:
+    from airflow_ray_provider.clusters.handle import RayClusterHandle
+
+    return RayClusterHandle(
+        backend="local", name=head.name, dashboard_url=head.dashboard_url, auth_token_file=head.token_file
+    ).to_dict()  # owned: the run's own cluster, so reserved is the whole head
+
+
+def _operator(head: Any, dag_id: str, **kwargs: Any) -> Any:
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    return SubmitRayJobOperator(
+        task_id="submit", cluster=_handle(head), entrypoint=["python", "-c", JOB], poll_interval=0.2,
+        **kwargs,
+    )  # fmt: skip
+
+
+def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp_path: Path) -> None:
+    dag_id = f"usage_{uuid.uuid4().hex[:6]}"
+    op = _operator(gpu_head, dag_id, prices={"CPU": 0.05, "GPU": 2.0}, artifact_uri=str(tmp_path / "art"))
+    ti = StandInTI(dag_id=dag_id)
+    result = op.execute(context_for(ti))
+    record = ti.xcoms["usage"]
+    text = op.hook.get_job_logs(result["submission_id"])
+    seen = json.loads(re.search(r"^USAGE-TEST (\{.*\})$", text, re.M).group(1))  # type: ignore[union-attr]
+    job = op.hook.get_job(result["submission_id"])
+    assert job is not None and job.start_time and job.end_time
+    ran_h = (job.end_time - job.start_time) / 3_600_000
+
+    assert record["counts"] == {"tasks": 4, "actors": 1} and record["ray_job_id"]
+    allocated_cpu_s = record["allocated"]["CPU"] * 3600
+    assert allocated_cpu_s == pytest.approx(seen["cpu_s"], rel=0.10), (allocated_cpu_s, seen)
+    gpu_s = record["allocated"]["GPU"] * 3600
+    assert seen["killed"] - seen["ready"] - 0.1 <= gpu_s <= seen["killed"] - seen["made"] + 1.0, (gpu_s, seen)
+    assert seen["gpus"] == [0]
+    # the whole head, from submission to the job's end: 2 CPUs and 1 GPU
+    assert record["basis"] == "cluster" and record["mode"] == "ephemeral"
+    assert record["reserved"]["CPU"] == pytest.approx(2 * ran_h, rel=0.02)
+    assert record["reserved"]["GPU"] == pytest.approx(ran_h, rel=0.02)
+    assert record["utilisation"]["allocated_cpu"] == pytest.approx(
+        record["allocated"]["CPU"] / record["reserved"]["CPU"], abs=1e-3
+    )
+    assert record["cost"]["amount"] == pytest.approx(
+        record["reserved"]["CPU"] * 0.05 + record["reserved"]["GPU"] * 2.0, rel=1e-3
+    )
+    assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
+    assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
+
+    lineage = op.get_openlineage_facets_on_complete(None)
+    facet = lineage.run_facets["rayJob"]
+    assert (facet.jobId, facet.submissionId, facet.mode) == (
+        record["ray_job_id"],
+        result["submission_id"],
+        "ephemeral",
+    )
+    assert facet.usage == record
+
+
+def test_a_price_for_a_resource_the_cluster_lacks_fails_before_submit(gpu_head: Any) -> None:
+    dag_id = f"usage_bad_{uuid.uuid4().hex[:6]}"
+    op = _operator(gpu_head, dag_id, prices={"CPU": 0.05, "TPU": 4.0})
+    with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
+        op.execute(context_for(StandInTI(dag_id=dag_id)))
+    assert not [job for job in op.hook.list_jobs() if dag_id in job.submission_id]
+
+
+def test_dag_run_emits_openlineage_with_the_ray_job_and_its_usage(
+    airflow_db: str, ray_conn_id: str, job_prefix: str, openlineage_events: Any, tmp_path: Path
+) -> None:
+    from tests.fixtures.dag_runs import write_dag_module
+
+    source = f"""
+import pendulum
+from airflow.sdk import DAG
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+with DAG({job_prefix!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)) as dag:
+    SubmitRayJobOperator(task_id="submit", ray_conn_id={ray_conn_id!r}, poll_interval=0.3,
+                         entrypoint=["python", "-c", "import ray; ray.init()"], lineage_inputs=["s3://logs/clicks"],
+                         lineage_outputs=[{str(tmp_path / "out")!r}])
+"""
+    module = write_dag_module(job_prefix, source)
+    when = pendulum.datetime(2024, 1, 3, tz="UTC")
+    dag_run = module.dag.test(logical_date=when, run_after=when)
+    assert dag_run.state == "success"
+    event = complete_event(openlineage_events(), "submit")
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [("s3://logs", "clicks")]
+    assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [("file", str(tmp_path / "out"))]
+    facet = event["run"]["facets"]["rayJob"]
+    assert facet["mode"] == "standing" and facet["submissionId"].startswith("airflow-")
+    assert facet["usage"]["submission_id"] == facet["submissionId"]
+    assert facet["jobId"] == facet["usage"]["ray_job_id"] and facet["jobId"]
+    assert facet["usage"]["basis"] == "job requests"

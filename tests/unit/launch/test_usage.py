@@ -1,0 +1,156 @@
+"""The usage record's rules without a cluster: prices, the figures from state rows, the log line, and a
+dashboard that does not answer (a closed port: a real connection refused, no mock)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch.usage import DashboardState, UsageRequest, collect_usage, parse_prices
+from airflow_ray_provider.launch.usage.prices import check_against_cluster
+from airflow_ray_provider.launch.usage.record import (
+    Node,
+    Window,
+    allocation,
+    build_record,
+    record_resources,
+)
+
+pytestmark = pytest.mark.unit
+
+GIB = 1024**3
+T0 = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("prices", "field"),
+    [
+        ({"CPU": 0}, "prices['CPU']"),
+        ({"CPU": -1.5}, "prices['CPU']"),
+        ({"CPU": "0.05"}, "prices['CPU']"),
+        ({"CPU": True}, "prices['CPU']"),
+        ({"CPU": float("nan")}, "prices['CPU']"),
+        ({"memory": 0.01}, "memory_gib"),
+        ({"groups": {"spot": {"GPU": 0}}}, "prices['groups']['spot']['GPU']"),
+        ({"currency": ""}, "prices['currency']"),
+        ({}, "names no resource"),
+        ([1, 2], "must be a mapping"),
+    ],
+)
+def test_bad_prices_are_refused_naming_the_field(prices: object, field: str) -> None:
+    with pytest.raises(RayInvalidInputError, match=field.replace("[", r"\[").replace("]", r"\]")):
+        parse_prices(prices)
+
+
+def test_price_for_a_resource_the_cluster_lacks_names_it() -> None:
+    prices = parse_prices({"CPU": 0.05, "TPU": 3.0})
+    assert prices is not None
+    with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
+        check_against_cluster(prices, {"CPU", "memory_gib"})
+    group_prices = parse_prices({"CPU": 0.05, "groups": {"gpu": {"GPU": 2.0}}})
+    assert group_prices is not None
+    check_against_cluster(group_prices, {"CPU"}, {"headgroup": {"CPU"}})  # the group has no nodes yet
+    with pytest.raises(RayInvalidInputError, match=r"\['groups'\]\['gpu'\] prices \['GPU'\]"):
+        check_against_cluster(group_prices, {"CPU"}, {"gpu": {"CPU"}})
+
+
+def test_resources_are_named_and_scaled_for_the_record() -> None:
+    got = record_resources(
+        {"CPU": 1.0, "memory": 2 * GIB, "node:10.0.0.1": 1.0, "object_store_memory": 5.0,
+         "CPU_group_0_" + "ab" * 14: 0.5, "GPU": 0}
+    )  # fmt: skip
+    assert got == {"CPU": 1.5, "memory_gib": 2.0}
+
+
+def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start: float | None = None) -> Node:
+    resources = {"CPU": cpus, **({"GPU": gpus} if gpus else {})}
+    return Node("n1" if group == "headgroup" else "n2", group, resources, start, None)
+
+
+def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
+    window = Window(submitted=T0, ended=T0 + 100, driver_started=T0 + 4)
+    ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
+    tasks = [
+        {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0},
+         "start_time_ms": ms(10), "end_time_ms": ms(40)},
+        {"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 2.0},
+         "start_time_ms": ms(10), "end_time_ms": None},  # still running: to the job's end
+        {"type": "ACTOR_TASK", "node_id": "n1", "required_resources": {"CPU": 8.0},
+         "start_time_ms": ms(10), "end_time_ms": ms(90)},  # inside its actor's allocation
+        {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}, "start_time_ms": None},
+    ]  # fmt: skip
+    actors = [{"startTime": ms(20), "endTime": ms(56), "requiredResources": {"GPU": 1.0},
+               "address": {"nodeId": "n2"}}]  # fmt: skip
+    got = allocation(
+        tasks=tasks, actors=actors, entrypoint={"CPU": 1.0}, window=window,
+        node_groups={"n1": "headgroup", "n2": "gpu"},
+    )  # fmt: skip
+    assert got.tasks == 2 and got.actors == 1
+    assert got.by_group["headgroup"]["CPU"] == pytest.approx((30 + 96) / 3600)  # task + entrypoint
+    assert got.by_group["gpu"] == pytest.approx({"CPU": 2 * 90 / 3600, "GPU": 36 / 3600})
+
+
+def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> None:
+    window = Window(submitted=T0 + 60, ended=T0 + 3600, task_started=T0, cluster_ready=T0 + 60)
+    nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
+    alloc = allocation(
+        tasks=[{"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 4.0},
+                "start_time_ms": (T0 + 1800) * 1000, "end_time_ms": (T0 + 3600) * 1000}],
+        actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup", "n2": "spot"},
+    )  # fmt: skip
+    prices = parse_prices({"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}})
+    record = build_record(
+        submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
+        window=window, nodes=nodes, allocated=alloc, busy_cpu_seconds=1.5 * 3600, prices=prices,
+        not_available={},
+    )  # fmt: skip
+    assert record.reserved == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
+    assert record.allocated == {"CPU": pytest.approx(2.0)}
+    assert record.cost is not None and record.cost["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
+    assert record.phases["waiting_for_cluster_s"] == 60 and record.phases["queued_s"] is None
+    assert record.utilisation == {"allocated_cpu": 0.5, "busy_cpu": 0.375, "allocated_gpu": None}
+    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), busy 1.5 (38 %), ~$0.24"
+    assert record.to_dict()["schema"] == "airflow-ray-usage/1"
+
+
+def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
+    window = Window(submitted=T0, ended=T0 + 360)
+    alloc = allocation(
+        tasks=[], actors=[], entrypoint={"CPU": 1.0}, window=window, node_groups={}
+    )  # fmt: skip
+    record = build_record(
+        submission_id="s", ray_job_id=None, cluster="shared", mode="standing", own_cluster=False,
+        window=window, nodes=[_node(cpus=64)], allocated=alloc, busy_cpu_seconds=None, prices=None,
+        not_available={"busy": "not sampled"},
+    )  # fmt: skip
+    assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
+    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %), busy n/a"
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
+    state = DashboardState(f"http://127.0.0.1:{_closed_port()}", timeout=1.0)
+    request = UsageRequest(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
+                           entrypoint={"CPU": 1.0})  # fmt: skip
+    record = collect_usage(state, request)
+    assert {"job", "nodes", "actors", "tasks", "busy"} <= set(record.not_available)
+    assert "did not answer" in record.not_available["nodes"]
+    assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
+
+
+def test_the_price_table_of_docs_usage_md_is_valid() -> None:
+    import json
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[3] / "docs" / "usage.md").read_text()
+    (block,) = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
+    prices = parse_prices(json.loads(block))
+    assert prices is not None and prices.for_group("spot-workers")["CPU"] == 0.015
