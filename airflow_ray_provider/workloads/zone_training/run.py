@@ -77,6 +77,10 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
+    if cfg.engine != "ray" and _standalone(cfg):  # the local engine is likely: its imports overlap the checks
+        from airflow_ray_provider.workloads.zone_training.process_pool import warm_up
+
+        warm_up()
     plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     log.info(
@@ -159,11 +163,7 @@ def _train_zones(
 
     if not todo:
         return [], None, None
-    ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
-    initialized = bool(ray_module is not None and ray_module.is_initialized())
-    standalone = plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is (
-        SessionMode.LOCAL
-    )
+    standalone = _standalone(cfg)
     rows = sum(plan.zone_rows[z] for z in todo)
     limit = cfg.local_max_rows
     if limit is None:
@@ -231,6 +231,15 @@ def _train(
     tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
     timings.update(stage=staged_at - started, fan_out=time.monotonic() - staged_at)
     return rows
+
+
+def _standalone(cfg: ZoneTrainingConfig) -> bool:
+    """Whether no Ray runs for this run (Ray would mean a private one: the session's rule 5)."""
+    ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
+    initialized = bool(ray_module is not None and ray_module.is_initialized())
+    return (
+        plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is SessionMode.LOCAL
+    )
 
 
 def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
