@@ -246,7 +246,7 @@ class KubeRayJobOperator(BaseOperator):
                 "suspends a RayJob by deleting its cluster); use on_kill='delete' or 'none'"
             )
 
-    def _templated_as_none(self) -> dict[str, None]:
+    def _templated_as_none(self) -> dict[str, Any]:
         return {name: None for name in TEMPLATED_NUMBERS if is_template(getattr(self, name))}
 
     def _options(

@@ -24,12 +24,13 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.workloads.zone_training.backstop import backstop_seconds
 from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
 
 if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext
     from multiprocessing.process import BaseProcess
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,7 @@ class ProcessPool:
         self._size = max(1, workers)
         self._limit = zone_timeout_s
         self._grace = grace_s
-        self._mp = multiprocessing.get_context(_CONTEXT)
+        self._mp = cast("ForkServerContext", multiprocessing.get_context(_CONTEXT))
         self._mp.set_forkserver_preload(list(PRELOAD))  # kept if warm_up already started the server
         self._workers: list[_Worker] = []
         self._queue: deque[tuple[int, list[ZoneWork], list[Any]]] = deque()
