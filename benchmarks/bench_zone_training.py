@@ -9,8 +9,10 @@ the other 20 %) and a pickled, atomically written model file. Variants:
 * ``sequential``: a plain loop in this process (math libraries capped at one thread);
 * ``joblib``: ``Parallel(n_jobs=cores)`` (loky, default auto-batching) over the zones' DataFrames;
 * ``ray_per_zone``: plain Ray, one task per zone, every zone's DataFrame shipped from the driver;
-* ``zone_training``: this project's workload (``run_zone_training``), end to end: reading the Parquet
-  file, staging it, adaptive batching, writes, manifest and summary;
+* ``zone_training``: this project's workload (``run_zone_training``, ``engine: ray`` on the Ray started
+  here), end to end: reading the Parquet file, staging it, adaptive batching, writes, manifest and summary;
+* ``zone_training_local``: the same with ``engine: local`` (worker processes, no Ray; their start-up is
+  in its fan-out);
 * ``task_in_process``: the workload's task code (``run_batch``) over every zone in this process, one
   core, no Ray: the ceiling of the workload's utilisation with its per-zone work around the fits.
 
@@ -112,7 +114,7 @@ def bench_ray_per_zone(frames: dict[str, Any], trainer: str, kwargs: dict, out: 
     return time.perf_counter() - start, float(sum(cpus))
 
 
-def _config(data_uri: str, trainer: str, kwargs: dict, out: str) -> Any:
+def _config(data_uri: str, trainer: str, kwargs: dict, out: str, engine: str = "ray") -> Any:
     from airflow_ray_provider.workloads.zone_training.config import parse_config
 
     return parse_config(
@@ -125,17 +127,20 @@ def _config(data_uri: str, trainer: str, kwargs: dict, out: str) -> Any:
             "trainer": trainer,
             "trainer_kwargs": kwargs,
             "progress_interval_s": 5,
+            "engine": engine,
         }
     )
 
 
-def bench_workload(data_uri: str, trainer: str, kwargs: dict, out: str) -> tuple[float, float, dict]:
+def bench_workload(
+    data_uri: str, trainer: str, kwargs: dict, out: str, engine: str = "ray"
+) -> tuple[float, float, dict]:
     import pyarrow.parquet as pq
 
     from airflow_ray_provider.workloads.zone_training.run import run_zone_training
 
     start = time.perf_counter()
-    summary = run_zone_training(_config(data_uri, trainer, kwargs, out))
+    summary = run_zone_training(_config(data_uri, trainer, kwargs, out, engine))
     wall = time.perf_counter() - start
     table = pq.read_table(f"{out}/manifest.parquet", columns=["cpu_s", "status"])
     assert summary["failed"] == 0, summary["failed_zones"]
@@ -251,7 +256,7 @@ def _peak_rss_during(fn: Callable[[], Any]) -> tuple[Any, int]:
         watcher.join()
 
 
-VARIANTS = ("sequential", "joblib", "ray_per_zone", "zone_training", "task_in_process")
+VARIANTS = ("sequential", "joblib", "ray_per_zone", "zone_training", "zone_training_local", "task_in_process")
 
 
 def run(
@@ -289,7 +294,8 @@ def run(
                     used_cores = 1
                     extra["cpu_efficiency"] = round(cpu / task_cpu, 3)  # without the untimed staging
                 else:
-                    wall, cpu, run_info = bench_workload(data_uri, trainer, kwargs, out)
+                    engine = "local" if variant == "zone_training_local" else "ray"
+                    wall, cpu, run_info = bench_workload(data_uri, trainer, kwargs, out, engine)
                     timings, tasks = run_info["timings_s"], run_info["tasks"]
                     extra["timings_s"] = {k: round(v, 3) for k, v in timings.items()}
                     extra["utilisation_fan_out"] = round(cpu / (timings["fan_out"] * cores), 3)

@@ -40,6 +40,7 @@ from airflow_ray_provider.jobs.submission import base_submission_id, build_entry
 from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, RayJobLink
+from airflow_ray_provider.operators.templated import coerce_rendered, is_template
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -47,6 +48,15 @@ if TYPE_CHECKING:
 #: What a killed task does to its RayJob.
 OnKill = Literal["delete", "suspend", "none"]
 ON_KILL_ACTIONS: tuple[OnKill, ...] = get_args(OnKill)
+_TEMPLATED_FLOATS = ("entrypoint_num_cpus", "entrypoint_num_gpus")
+_TEMPLATED_INTEGERS = (
+    "ttl_seconds_after_finished",
+    "active_deadline_seconds",
+    "backoff_limit",
+    "pre_running_deadline_seconds",
+)
+#: Numbers that may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, checked with the options then.
+TEMPLATED_NUMBERS = (*_TEMPLATED_FLOATS, *_TEMPLATED_INTEGERS)
 
 
 def _legacy_on_kill(on_kill: str | None) -> Cleanup | None:
@@ -95,7 +105,9 @@ class KubeRayJobOperator(BaseOperator):
     :param runtime_env: Ray runtime environment (``runtimeEnvYAML``; ``working_dir`` must be a remote URI).
     :param metadata: Ray job metadata; the ``airflow_*`` task-instance keys are added.
     :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint. These two and the four numbers of
+        seconds or retries below may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, and
+        checked then, before any API call.
     :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends (default).
     :param ttl_seconds_after_finished: seconds before that deletion (default 30: time to read the log).
@@ -122,7 +134,7 @@ class KubeRayJobOperator(BaseOperator):
 
     template_fields = (
         "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
-        "entrypoint_resources", "queue_name",
+        "entrypoint_resources", "queue_name", *TEMPLATED_NUMBERS,
     )  # fmt: skip
     template_fields_renderers = {
         "runtime_env": "json",
@@ -203,6 +215,14 @@ class KubeRayJobOperator(BaseOperator):
         self._rayjob: tuple[str, str] | None = None
         self._announced: RayClusterHandle | None = None
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then make the templated numbers numbers (naming a bad one).
+
+        They are checked again with the other options when the request is built, before any API call.
+        """
+        super().render_template_fields(context, jinja_env)
+        coerce_rendered(self, floats=_TEMPLATED_FLOATS, integers=_TEMPLATED_INTEGERS)
+
     # ----------------------------------------------------------------- checks (no I/O)
     def _check_static(self) -> None:
         """What can be checked before templates are rendered (numbers, modes, combinations)."""
@@ -218,12 +238,16 @@ class KubeRayJobOperator(BaseOperator):
         if self.poll_interval <= 0:
             raise RayInvalidInputError(f"poll_interval must be positive, got {self.poll_interval!r}")
         standing = self.cluster is not None
-        check_options(self._options("-", runtime_env={}, metadata={}), standing=standing)
+        literal = self._options("-", runtime_env={}, metadata={})  # a Jinja number is checked once rendered
+        check_options(dataclasses.replace(literal, **self._templated_as_none()), standing=standing)
         if self.on_kill_action == "suspend" and (standing or not self.shutdown_after_job_finishes):
             raise RayInvalidInputError(
                 "on_kill='suspend' needs shutdown_after_job_finishes=True and a cluster spec (KubeRay "
                 "suspends a RayJob by deleting its cluster); use on_kill='delete' or 'none'"
             )
+
+    def _templated_as_none(self) -> dict[str, Any]:
+        return {name: None for name in TEMPLATED_NUMBERS if is_template(getattr(self, name))}
 
     def _options(
         self,

@@ -16,6 +16,11 @@ from typing import Any
 POLL_INTERVAL_S = 0.5
 
 
+def backstop_seconds(zones: int, zone_timeout_s: float, grace_s: float) -> float:
+    """How long a task of ``zones`` zones may run before the driver kills it (both engines)."""
+    return 2 * zones * zone_timeout_s + grace_s
+
+
 class StartBoard:
     """Actor body: collects the keys of tasks that have started."""
 
@@ -74,7 +79,7 @@ class Backstop:
         return [
             key
             for key, started in self._started.items()
-            if now - started > 2 * self._zones[key] * self._limit + self._grace
+            if now - started > backstop_seconds(self._zones[key], self._limit, self._grace)
         ]
 
     def close(self) -> None:

@@ -38,6 +38,14 @@ Keys (JSON or YAML mapping):
     Seconds between progress lines in the job log.
 ``run_info`` (mapping)
     Free-form (dag_id, run_id, ...), copied into ``summary.json``.
+``engine`` (``auto`` | ``ray`` | ``local``, default ``auto``)
+    Who runs the zones: Ray tasks, or a pool of worker processes on this machine with the same
+    batches, trainer code, artifacts and manifest (no Ray at all). ``auto`` runs a standalone
+    command locally and always uses Ray inside a Ray job or on a cluster it connects to; see
+    :mod:`.engine`.
+``local_max_rows`` (int, optional)
+    With ``engine: auto``: the largest input (rows) a standalone run trains locally (default: what
+    a quarter of this machine's memory holds staged).
 ``ray_address`` (str, optional)
     Default: the cluster of the Ray job this runs in, or a private local Ray when run standalone; see
     :mod:`airflow_ray_provider.workloads.common.ray_session` for the whole rule.
@@ -81,8 +89,11 @@ _TOP_KEYS = {
     "run_info",
     "ray_address",
     "artifacts",
+    "engine",
+    "local_max_rows",
 }
 ARTIFACT_MODES = ("auto", "bundled", "per_zone")
+ENGINES = ("auto", "ray", "local")
 
 
 @dataclass(frozen=True)
@@ -126,6 +137,8 @@ class ZoneTrainingConfig:
     run_info: dict[str, Any] = field(default_factory=dict)
     ray_address: str | None = None
     artifacts: str = "auto"
+    engine: str = "auto"
+    local_max_rows: int | None = None
 
     @property
     def threads(self) -> int:
@@ -163,6 +176,8 @@ def parse_config(raw: dict[str, Any]) -> ZoneTrainingConfig:
         run_info=top.mapping("run_info"),
         ray_address=top.optional_str("ray_address", hint="host:port, ray://host:port, auto or local"),
         artifacts=_artifacts(top),
+        engine=_engine(top),
+        local_max_rows=_local_max_rows(top),
     )
 
 
@@ -174,6 +189,22 @@ def _artifacts(top: ConfigSection) -> str:
             "model file per task, 'per_zone' one per zone, 'auto' bundles models up to 1 MiB"
         )
     return mode
+
+
+def _engine(top: ConfigSection) -> str:
+    engine = top.raw.get("engine", "auto")
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"config key 'engine' must be one of {list(ENGINES)}, got {engine!r}: use auto (the default: "
+            "worker processes on this machine for a standalone run, Ray inside a Ray job), ray or local"
+        )
+    return str(engine)
+
+
+def _local_max_rows(top: ConfigSection) -> int | None:
+    if top.raw.get("local_max_rows") is None:
+        return None
+    return top.integer("local_max_rows", 0, low=0)
 
 
 def _batching(batching: ConfigSection) -> BatchingConfig:

@@ -1,4 +1,4 @@
-"""Per-zone training: one model per zone, thousands of zones, in one Ray job.
+"""Per-zone training: one model per zone, thousands of zones, in one Ray job (or one machine's processes).
 
 Usage::
 
@@ -7,10 +7,11 @@ Usage::
 
 The config keys are described in :mod:`airflow_ray_provider.workloads.zone_training.config`. Everything that
 can be checked is checked before Ray starts (config, trainer, dataset columns, nulls, emptiness, the
-``--only-failed`` manifest). Then zones are batched adaptively into Ray tasks
-(:mod:`~airflow_ray_provider.workloads.zone_training.batching`), each task trains its zones with the math
-libraries capped to ``num_cpus`` threads and saves its models (one bundle per task or one file per
-zone, :mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver writes
+``--only-failed`` manifest). Then the engine is chosen (``engine: auto | ray | local``, :mod:`~.engine`:
+Ray tasks, or worker processes on this machine for a standalone run) and zones are batched adaptively
+into tasks (:mod:`~.batching`), each task trains its zones with the math libraries capped to
+``num_cpus`` threads and saves its models (one bundle per task or one file per zone,
+:mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver writes
 ``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
 (:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
 
@@ -37,6 +38,12 @@ from airflow_ray_provider.workloads.common.errors import ArtifactError, Workload
 from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
+from airflow_ray_provider.workloads.zone_training.engine import (
+    EngineChoice,
+    choose_engine,
+    default_local_max_rows,
+    memory_bytes,
+)
 from airflow_ray_provider.workloads.zone_training.manifest import (
     MODELS_DIR,
     build_summary,
@@ -70,6 +77,10 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
+    if cfg.engine != "ray" and _standalone(cfg):  # the local engine is likely: its imports overlap the checks
+        from airflow_ray_provider.workloads.zone_training.process_pool import warm_up
+
+        warm_up()
     plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     log.info(
@@ -84,12 +95,13 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     artifacts.clear_completion(cfg.output_uri)
     timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
-    new_rows, ray_mode = _train_on_ray(cfg, plan, todo, attempts, timings, tasks)
+    new_rows, ray_mode, engine = _train_zones(cfg, plan, todo, attempts, timings, tasks)
     rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
         "finished_at": _now(),
         "ray_version": _ray_version(),
+        "engine": engine.as_dict() if engine else None,
         "ray_session": ray_mode,
         "run_info": cfg.run_info,
         "trainer": cfg.trainer,
@@ -133,32 +145,55 @@ def _select_zones(
     return previous, todo, attempts, gone
 
 
-def _train_on_ray(
+def _train_zones(
     cfg: ZoneTrainingConfig,
     plan: DatasetPlan,
     todo: list[str],
     attempts: dict[str, int],
     timings: dict[str, float],
     tasks: dict[str, Any],
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Train ``todo`` in a Ray session (none when there is nothing to train).
+) -> tuple[list[dict[str, Any]], str | None, EngineChoice | None]:
+    """Train ``todo`` with the engine :func:`~.engine.choose_engine` picks (nothing when ``todo`` is empty).
 
-    :returns: the result rows, and how Ray was found (``None`` when it was not needed).
+    :returns: the result rows, how Ray was found (``"none"`` for the local engine, ``None`` when there
+        was nothing to train) and the engine choice.
     """
+    from airflow_ray_provider.workloads.zone_training import scheduler
     from airflow_ray_provider.workloads.zone_training.capacity import check_local, wait_for_capacity
 
     if not todo:
-        return [], None
-    ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
-    initialized = bool(ray_module is not None and ray_module.is_initialized())
-    if plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is SessionMode.LOCAL:
-        check_local(cfg.num_cpus)  # before the private Ray starts
+        return [], None, None
+    standalone = _standalone(cfg)
+    rows = sum(plan.zone_rows[z] for z in todo)
+    limit = cfg.local_max_rows
+    if limit is None:
+        limit = default_local_max_rows(1 + len(plan.feature_columns), memory_bytes())
+    choice = choose_engine(
+        cfg.engine,
+        standalone=standalone,
+        rows=rows,
+        staged=not plan.partitioned_by_zone,
+        local_max_rows=limit,
+    )
+    log.info("engine %s: %s", choice.engine, choice.reason)
+    if standalone or choice.engine == "local":
+        check_local(cfg.num_cpus)  # before the private Ray or the worker processes start
+    if choice.engine == "local":
+        from airflow_ray_provider.workloads.zone_training.local_engine import train_locally
+
+        ctx = worker_context(cfg, plan)
+        new_rows, phases, figures = train_locally(
+            cfg, plan, ctx, todo, attempts, grace_s=scheduler.BACKSTOP_GRACE_S
+        )
+        timings.update(phases)
+        tasks.update(figures)
+        return new_rows, "none", choice
     connect_from = time.monotonic()
     with ray_session(cfg.ray_address) as session:
         timings["connect"] = time.monotonic() - connect_from
         wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
-        rows = _train(cfg, plan, todo, attempts, timings, tasks)
-    return rows, session.mode.value
+        new_rows = _train(cfg, plan, todo, attempts, timings, tasks)
+    return new_rows, session.mode.value, choice
 
 
 def _train(
@@ -169,7 +204,7 @@ def _train(
     timings: dict[str, float],
     tasks: dict[str, Any],
 ) -> list[dict[str, Any]]:
-    """Stage the data when needed and fan the zones out (on the Ray the caller connected to).
+    """The Ray engine: stage the data when needed and fan the zones out (on the Ray connected to).
 
     Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
     ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
@@ -177,7 +212,9 @@ def _train(
     """
     import ray
 
+    from airflow_ray_provider.workloads.zone_training import scheduler as zone_scheduler
     from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
+    from airflow_ray_provider.workloads.zone_training.ray_tasks import RayTasks
     from airflow_ray_provider.workloads.zone_training.scheduler import ZoneScheduler, ZoneSources
     from airflow_ray_provider.workloads.zone_training.staging import stage_dataset
 
@@ -188,11 +225,21 @@ def _train(
     slots = max(1, int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus))
     batcher = AdaptiveBatcher([ZoneItem(z, plan.zone_rows[z]) for z in todo], slots, cfg.batching)
     sources = ZoneSources(plan, staged, attempts)
-    scheduler = ZoneScheduler(cfg=cfg, ctx=ctx, sources=sources, batcher=batcher, slots=slots)
+    runner = RayTasks(cfg, ctx, zone_scheduler.BACKSTOP_GRACE_S)
+    scheduler = ZoneScheduler(cfg=cfg, runner=runner, sources=sources, batcher=batcher, slots=slots)
     rows = scheduler.run()
     tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
     timings.update(stage=staged_at - started, fan_out=time.monotonic() - staged_at)
     return rows
+
+
+def _standalone(cfg: ZoneTrainingConfig) -> bool:
+    """Whether no Ray runs for this run (Ray would mean a private one: the session's rule 5)."""
+    ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
+    initialized = bool(ray_module is not None and ray_module.is_initialized())
+    return (
+        plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is SessionMode.LOCAL
+    )
 
 
 def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:
@@ -222,9 +269,10 @@ def _now() -> str:
 
 
 def _ray_version() -> str:
-    import ray
+    """Ray's version, without importing Ray (the local engine never does)."""
+    from importlib.metadata import version
 
-    return ray.__version__
+    return version("ray")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

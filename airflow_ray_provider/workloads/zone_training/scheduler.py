@@ -1,26 +1,27 @@
 """The driver loop: keep a bounded number of batch tasks in flight and collect them as they finish.
 
-Never ``ray.get`` per zone: the loop waits for any one task (``ray.wait(num_returns=1)``), fetches only
-that task's small result rows, tops the in-flight set up again and logs progress. With at most
-``max_in_flight`` tasks submitted, driver memory stays flat for any number of zones.
+The loop is the same for both engines (:mod:`.engine`); a :class:`TaskRunner` runs the tasks: Ray tasks
+(:mod:`.ray_tasks`) or worker processes on this machine (:mod:`.process_pool`). Never one wait per
+zone: the loop waits for any one task, takes only that task's small result rows, tops the in-flight
+set up again and logs progress. With at most ``max_in_flight`` tasks submitted, driver memory stays
+flat for any number of zones.
 
 Failures: a zone that raises is a failed row returned by its task. A task that dies (worker crash,
-node loss after ``max_retries`` Ray retries, OOM kill) or overruns its backstop deadline is cancelled
+node loss after ``max_retries`` Ray retries, OOM kill) or overruns its backstop deadline is killed
 and its zones rerun one per task, so one bad zone cannot take its batch-mates down; a single-zone
-task that dies again is recorded as failed with Ray's error.
+task that dies again is recorded as failed with the runner's error.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_ray_provider.workloads.common.progress import Progress
-from airflow_ray_provider.workloads.zone_training.backstop import Backstop
 from airflow_ray_provider.workloads.zone_training.batching import AdaptiveBatcher, ZoneItem
 from airflow_ray_provider.workloads.zone_training.manifest import manifest_row
-from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
+from airflow_ray_provider.workloads.zone_training.worker import ZoneWork
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig
@@ -29,17 +30,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Backstop for zone_timeout_s (see zone_backstop): a task is killed once it has run for twice its
+# Backstop for zone_timeout_s (see .backstop): a task is killed once it has run for twice its
 # zones' time limits plus this grace, then its zones rerun one per task.
 BACKSTOP_GRACE_S = 30.0
 _WAIT_S = 0.5
 
 
-def _batch_task(
-    ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any
-) -> dict[str, Any]:
-    on_start = (lambda: board.started.remote(key)) if board is not None else None
-    return run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
+class TaskRunner(Protocol):
+    """Runs batch tasks (:func:`~.worker.run_batch` on a batch) for :class:`ZoneScheduler`."""
+
+    def submit(self, key: int, works: list[ZoneWork], chunks: list[Any]) -> Any:
+        """Start (or queue) task ``key``; returns its handle."""
+
+    def wait(self, handles: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any] | str]]:
+        """Finished tasks: ``(handle, run_batch's result)``, or ``(handle, why it was lost)``."""
+
+    def expired(self) -> list[Any]:
+        """Handles of tasks killed now for overrunning their backstop (:func:`.backstop.backstop_seconds`)."""
+
+    def close(self) -> None:
+        """Stop what the runner started (tasks still running are killed)."""
 
 
 @dataclass
@@ -89,25 +99,17 @@ class ZoneScheduler:
         self,
         *,
         cfg: ZoneTrainingConfig,
-        ctx: WorkerContext,
+        runner: TaskRunner,
         sources: ZoneSources,
         batcher: AdaptiveBatcher,
         slots: int,
     ) -> None:
-        import ray
-
-        self._ray = ray
+        self._runner = runner
         self._cfg = cfg
         self._sources = sources
         self._batcher = batcher
-        self._ctx_ref = ray.put(ctx)
         self._slots = max(1, slots)
         self._max_in_flight = cfg.batching.max_in_flight or 3 * self._slots
-        self._task = ray.remote(_batch_task).options(
-            num_cpus=cfg.num_cpus,
-            max_retries=cfg.max_retries,
-            retry_exceptions=False,
-        )
         self._in_flight: dict[Any, _Flight] = {}
         self._next_key = 0
         self.results: list[dict[str, Any]] = []
@@ -121,23 +123,18 @@ class ZoneScheduler:
             detail=self._progress_detail,
             show_outcomes=True,
         )
-        self._backstop: Backstop | None = None
-        if cfg.zone_timeout_s is not None:
-            self._backstop = Backstop(ray, cfg.zone_timeout_s, BACKSTOP_GRACE_S)
 
     def run(self) -> list[dict[str, Any]]:
         """Train every zone; return the result rows (one per zone)."""
         try:
             while self._batcher.pending or self._in_flight:
                 self._fill()
-                ready, _ = self._ray.wait(list(self._in_flight), num_returns=1, timeout=_WAIT_S)
-                for ref in ready:
-                    self._collect(ref)
+                for handle, out in self._runner.wait(list(self._in_flight), _WAIT_S):
+                    self._collect(self._in_flight.pop(handle), out)
                 self._enforce_deadlines()
                 self.progress.maybe_report()
         finally:
-            if self._backstop is not None:
-                self._backstop.close()
+            self._runner.close()
         self.progress.report(final=True)
         return self.results
 
@@ -151,11 +148,7 @@ class ZoneScheduler:
             batch = self._batcher.next_batch()
             works, chunk_refs = self._sources.works(batch)
             key, self._next_key = self._next_key, self._next_key + 1
-            board = self._backstop.board if self._backstop else None
-            ref = self._task.remote(self._ctx_ref, works, key, board, *chunk_refs)
-            self._in_flight[ref] = _Flight(key, batch)
-            if self._backstop:
-                self._backstop.track(key, len(batch))
+            self._in_flight[self._runner.submit(key, works, chunk_refs)] = _Flight(key, batch)
 
     def _in_flight_limit(self) -> int:
         """One probe task per slot until the first task reports its cost, then ``max_in_flight``.
@@ -164,28 +157,18 @@ class ZoneScheduler:
         """
         return self._max_in_flight if self._batcher.seconds_per_row is not None else self._slots
 
-    def _collect(self, ref: Any) -> None:
-        flight = self._in_flight.pop(ref)
-        if self._backstop:
-            self._backstop.forget(flight.key)
-        try:
-            out = self._ray.get(ref)
-        except self._ray.exceptions.RayError as exc:
-            self._task_lost(flight, _first_line(exc))
+    def _collect(self, flight: _Flight, out: dict[str, Any] | str) -> None:
+        if isinstance(out, str):
+            self._task_lost(flight, out)
             return
         self._batcher.record(rows=out["rows"], seconds=out["task_s"], zones=len(flight.zones))
         self.busy_s += out["task_s"]
         self._add(out["results"])
 
     def _enforce_deadlines(self) -> None:
-        if self._backstop is None:
-            return
         limit = self._cfg.zone_timeout_s or 0.0
-        overdue = set(self._backstop.overdue())
-        for ref in [r for r, f in self._in_flight.items() if f.key in overdue]:
-            flight = self._in_flight.pop(ref)
-            self._backstop.forget(flight.key)
-            self._ray.cancel(ref, force=True)
+        for handle in self._runner.expired():
+            flight = self._in_flight.pop(handle)
             self._task_lost(flight, f"timed out: its task ran past the zone_timeout_s ({limit:g}s) backstop")
 
     def _task_lost(self, flight: _Flight, reason: str) -> None:
@@ -218,9 +201,3 @@ def progress_detail(tasks_done: int, in_flight: int, goal_s: float | None, final
     if final:
         return text
     return f"{text}, task goal {'probing' if goal_s is None else f'{goal_s * 1000:.0f} ms'}"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    first = next((line for line in text if line.strip()), "")
-    return f"{type(exc).__name__}: {first}"[:500]

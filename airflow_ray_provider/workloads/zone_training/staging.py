@@ -25,9 +25,13 @@ Piece = tuple[int, int, int]
 
 @dataclass
 class StagedData:
-    """Chunk tables in the object store and, per zone, the pieces that hold its rows."""
+    """Chunk tables and, per zone, the pieces that hold its rows.
 
-    chunk_refs: list[ObjectRef[Any]]
+    :param chunk_refs: per chunk, what a task gets it from: an object ref (Ray) or the chunk number
+        of its file (the local engine).
+    """
+
+    chunk_refs: list[Any]
     pieces: dict[str, list[Piece]]
 
 

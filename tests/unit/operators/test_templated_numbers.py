@@ -3,11 +3,15 @@ naming the argument (before any job is submitted: rendering happens before ``exe
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay.spec import KubeRaySpecError, RayClusterSpec, validate_spec
+from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from tests.fixtures.ray_job import StandInTI, context_for
 
 pytestmark = pytest.mark.unit
 
@@ -58,3 +62,75 @@ def test_a_rendered_replicas_count_is_an_integer() -> None:
     assert (group.replicas, group.max_replicas) == (3, 5)
     with pytest.raises(KubeRaySpecError, match="replicas must be a non-negative integer"):
         validate_spec(RayClusterSpec.from_dict({"worker_groups": [{"name": "cpu", "replicas": "three"}]}))
+
+
+KUBERAY_TEMPLATED = {
+    "entrypoint_num_cpus": "{{ params.cpus }}",
+    "entrypoint_num_gpus": "{{ params.gpus }}",
+    "active_deadline_seconds": "{{ params.deadline }}",
+    "backoff_limit": "{{ params.retries }}",
+}
+KUBERAY_PARAMS = {"cpus": "0.5", "gpus": "0", "deadline": "600", "retries": 2}
+
+
+def _rayjob(**kwargs: object) -> KubeRayJobOperator:
+    return KubeRayJobOperator(task_id="rj", entrypoint="python job.py", cluster_conn_id="kuberay_x", **kwargs)
+
+
+def _jobs_without_api(conn_id: str | None, namespace: str | None = None) -> Any:
+    """KubeRay jobs whose Kubernetes client cannot be made: any API call fails the test."""
+    from airflow_ray_provider.clusters import KubeRayBackend, KubeRayJobs, KubeRaySettings
+
+    def no_client(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a connection was opened before the input was checked")
+
+    settings = KubeRaySettings(conn_id=conn_id or "kuberay_x", namespace=namespace or "ml")
+    return KubeRayJobs(KubeRayBackend(settings, no_client))
+
+
+def test_templated_rayjob_numbers_parse_and_render_to_numbers() -> None:
+    """KubeRayJobOperator took only literal numbers: a Jinja string failed when the DAG was parsed."""
+    op = _rayjob(**KUBERAY_TEMPLATED)
+    assert set(KUBERAY_TEMPLATED) <= set(op.template_fields)
+    op.render_template_fields({"params": KUBERAY_PARAMS})
+    assert (op.entrypoint_num_cpus, op.entrypoint_num_gpus) == (0.5, 0.0)
+    assert (op.active_deadline_seconds, op.backoff_limit) == (600, 2)
+    assert isinstance(op.active_deadline_seconds, int) and isinstance(op.backoff_limit, int)
+
+
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({**KUBERAY_PARAMS, "cpus": "many"}, "entrypoint_num_cpus must be a number; it rendered to 'many'"),
+        ({**KUBERAY_PARAMS, "deadline": "1.5"}, "active_deadline_seconds must be a whole number"),
+    ],
+)
+def test_a_rendered_rayjob_number_that_is_no_number_names_the_argument(params: dict, needle: str) -> None:
+    op = _rayjob(**KUBERAY_TEMPLATED)
+    with pytest.raises(RayInvalidInputError, match=needle):
+        op.render_template_fields({"params": params})
+
+
+def test_a_rendered_rayjob_number_out_of_range_fails_before_any_api_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    op = _rayjob(**KUBERAY_TEMPLATED)
+    op.render_template_fields({"params": {**KUBERAY_PARAMS, "cpus": "-1", "deadline": "0"}})
+    monkeypatch.setattr(
+        "airflow_ray_provider.operators.kuberay_job.rayjobs_for_connection", _jobs_without_api
+    )
+    with pytest.raises(RayInvalidInputError, match="active_deadline_seconds must be a positive integer"):
+        op.execute(context_for(StandInTI(dag_id="templated", task_id="rj")))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"entrypoint_num_cpus": -1}, "entrypoint_num_cpus"),
+        ({"active_deadline_seconds": 0}, "active_deadline_seconds must be a positive integer"),
+        ({"backoff_limit": "two"}, "backoff_limit must be a non-negative integer"),
+    ],
+)
+def test_literal_rayjob_numbers_are_still_checked_when_the_dag_is_parsed(kwargs: dict, needle: str) -> None:
+    with pytest.raises(RayInvalidInputError, match=needle):
+        _rayjob(**kwargs)

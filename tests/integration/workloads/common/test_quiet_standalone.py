@@ -82,5 +82,5 @@ def test_a_standalone_evaluation_on_ray_is_quiet(
 def test_a_standalone_zone_training_is_quiet(
     zone_config: Callable[..., dict[str, Any]], private_tmp: str, tmp_path: Any
 ) -> None:
-    cfg = zone_config(output_uri=str(tmp_path / "zones"))
+    cfg = zone_config(output_uri=str(tmp_path / "zones"), engine="ray")  # auto: worker processes here
     _assert_quiet(_run("airflow_ray_provider.workloads.zone_training", cfg, private_tmp), private_tmp)

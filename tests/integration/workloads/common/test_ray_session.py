@@ -147,7 +147,7 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
     assert _port(attached["gcs_address"]) == _port(foreign_head["gcs_address"]), "ray.init() must join it"
     assert _drivers(foreign_head) == [attached["job_id"]]
 
-    zones = zone_config(output_uri=str(tmp_path / "zones"))
+    zones = zone_config(output_uri=str(tmp_path / "zones"), engine="ray")  # auto: worker processes here
     zone_run = _run(
         ["-m", "airflow_ray_provider.workloads.zone_training", "--config-json", json.dumps(zones)], env
     )
