@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
+from urllib.parse import urlencode
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
@@ -53,7 +54,12 @@ JOB_URL_XCOM_KEY = "ray_job_url"
 
 
 class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard."""
+    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches.
+
+    The task runner asks every task for its links when it ends and stores the answer as this XCom: a
+    task that submitted (or resumed after its trigger) answers with its job's URL, one that failed
+    before submitting answers ``""`` without looking the XCom up (a missing XCom logs an error).
+    """
 
     name = "Ray job"
 
@@ -63,10 +69,43 @@ class RayJobLink(BaseOperatorLink):
         return JOB_URL_XCOM_KEY
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        """Return the job URL the task pushed, or an empty string before submission."""
+        """Return the job URL of this task, or an empty string before submission."""
+        url = getattr(operator, LINK_ATTRIBUTE, None)
+        if url is not None:
+            return str(url)
+        if not getattr(operator, RESUMED_ATTRIBUTE, False):
+            return ""  # nothing submitted in this process, nor in the one that deferred
         from airflow.sdk.execution_time.xcom import XCom
 
         return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
+
+
+#: Operator attributes :class:`RayJobLink` reads: the URL pushed in this process, and whether this
+#: process resumed a deferred task (whose first process pushed the URL).
+LINK_ATTRIBUTE = "_ray_job_url"
+RESUMED_ATTRIBUTE = "_resumed_from_trigger"
+
+
+def job_link(browser_url: str, submission_id: str, cluster: dict[str, Any] | None = None) -> str:
+    """The "Ray job" link: the job's dashboard page, saying when its cluster goes away with the run.
+
+    A cluster the run created (a handle with ``owned``: the create/delete tasks, or the one task that
+    runs cluster and job) is deleted when its work is done, and its dashboard with it: the link then
+    carries ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the dashboard ignores the query; a
+    browser shows it on the page that no longer answers). A standing cluster's link has no query.
+    """
+    url = dashboard_job_url(browser_url, submission_id)
+    if not cluster or not cluster.get("owned", True) or not cluster.get("name"):
+        return url
+    base, _, fragment = url.partition("#")
+    query = urlencode({"ray_cluster": cluster["name"], "ephemeral": "deleted-when-done"})
+    return f"{base.rstrip('/')}/?{query}#{fragment}"
+
+
+def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
+    """Push the job's link XCom and remember it for :class:`RayJobLink` in this process."""
+    setattr(operator, LINK_ATTRIBUTE, url)
+    ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
 
 
 @dataclass(frozen=True)
@@ -238,8 +277,8 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
         sid = self._submission_id = plan.submission_id
         self._log_plan(plan.action, sid, [job.submission_id for job in plan.previous])
-        job_url = dashboard_job_url(hook.config.dashboard_url, sid)
-        ti.xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        job_url = job_link(hook.config.browser_url, sid, self._target[1])
+        push_job_url(self, ti, job_url)
         self.log.info("Ray dashboard: %s", job_url)
         state = plan.state if plan.action is Action.DONE and plan.state else self._get(sid)
         if not self.wait_for_completion:
@@ -356,6 +395,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         A resume without an event (the worker was killed between the trigger firing and this call, and
         the task was rerun) looks at the job again by the re-attach rule instead of failing.
         """
+        setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
             return self.execute(context)
