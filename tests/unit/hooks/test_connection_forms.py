@@ -4,7 +4,7 @@ Airflow renders an extra field from its param dict: ``format: multiline`` is a t
 one-line masked input, ``enum`` a dropdown labelled by ``values_display``, a ``value`` is pre-filled and
 saved into every new connection, and the only in-field hint of a text field is its ``description``
 (``ui-field-behaviour`` placeholders reach the standard fields only). Checked in headless Chromium
-against ``airflow api-server`` once (docs/connections.md); this test pins what the browser was given.
+against ``airflow api-server`` once (docs/running_in_airflow.md); this test pins what the browser got.
 """
 
 from __future__ import annotations
