@@ -38,8 +38,8 @@ from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
 from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
+from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
 from airflow_ray_provider.operators.ray_cluster import task_identity
-from airflow_ray_provider.operators.ray_job import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -11,16 +11,15 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
-from urllib.parse import urlencode
 
-from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 from airflow_ray_provider.jobs.events import JobDone, JobEvent, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, resume_offset
-from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result
+from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.reattach import Action, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import (
@@ -40,6 +39,12 @@ from airflow_ray_provider.launch import (
     resolve_cleanup,
     wait_for_job,
 )
+from airflow_ray_provider.operators.job_link import (
+    RESUMED_ATTRIBUTE,
+    RayJobLink,
+    job_link,
+    push_job_url,
+)
 from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
@@ -48,64 +53,6 @@ from airflow_ray_provider.operators.templated import coerce_rendered, is_templat
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.sdk.types import TaskInstanceKey
-
-JOB_URL_XCOM_KEY = "ray_job_url"
-
-
-class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches.
-
-    The task runner asks every task for its links when it ends and stores the answer as this XCom: a
-    task that submitted (or resumed after its trigger) answers with its job's URL, one that failed
-    before submitting answers ``""`` without looking the XCom up (a missing XCom logs an error).
-    """
-
-    name = "Ray job"
-
-    @property
-    def xcom_key(self) -> str:
-        """XCom key the operator stores the job URL under."""
-        return JOB_URL_XCOM_KEY
-
-    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        """Return the job URL of this task, or an empty string before submission."""
-        url = getattr(operator, LINK_ATTRIBUTE, None)
-        if url is not None:
-            return str(url)
-        if not getattr(operator, RESUMED_ATTRIBUTE, False):
-            return ""  # nothing submitted in this process, nor in the one that deferred
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
-
-
-#: Operator attributes :class:`RayJobLink` reads: the URL pushed in this process, and whether this
-#: process resumed a deferred task (whose first process pushed the URL).
-LINK_ATTRIBUTE = "_ray_job_url"
-RESUMED_ATTRIBUTE = "_resumed_from_trigger"
-
-
-def job_link(browser_url: str, submission_id: str, cluster: dict[str, Any] | None = None) -> str:
-    """The "Ray job" link: the job's dashboard page, saying when its cluster goes away with the run.
-
-    A cluster the run created (a handle with ``owned``: the create/delete tasks, or the one task that
-    runs cluster and job) is deleted when its work is done, and its dashboard with it: the link then
-    carries ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the dashboard ignores the query; a
-    browser shows it on the page that no longer answers). A standing cluster's link has no query.
-    """
-    url = dashboard_job_url(browser_url, submission_id)
-    if not cluster or not cluster.get("owned", True) or not cluster.get("name"):
-        return url
-    base, _, fragment = url.partition("#")
-    query = urlencode({"ray_cluster": cluster["name"], "ephemeral": "deleted-when-done"})
-    return f"{base.rstrip('/')}/?{query}#{fragment}"
-
-
-def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
-    """Push the job's link XCom and remember it for :class:`RayJobLink` in this process."""
-    setattr(operator, LINK_ATTRIBUTE, url)
-    ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
 
 
 @dataclass(frozen=True)

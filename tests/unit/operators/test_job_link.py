@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.operators.ray_job import RayJobLink, job_link, push_job_url
+from airflow_ray_provider.operators.job_link import RayJobLink, job_link, push_job_url
 
 pytestmark = pytest.mark.unit
 
