@@ -69,5 +69,5 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "task-decorators": [{"class-name": f"{_PKG}.decorators.ray_task.ray_task", "name": "ray"}],
         "connection-types": [RAY_CONNECTION_TYPE, KUBERAY_CONNECTION_TYPE],
-        "extra-links": [f"{_PKG}.operators.ray_job.RayJobLink"],
+        "extra-links": [f"{_PKG}.operators.job_link.RayJobLink"],
     }

@@ -11,17 +11,32 @@ from typing import Any
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
+# How Airflow 3.3's connection form renders these (its React "FlexibleForm"): ``description`` is the help
+# text under a field, and the only hint inside an empty extra field; a ``placeholders`` entry in
+# ``ui-field-behaviour`` is shown for the standard fields (host, password, ...) but never for an extra
+# field. ``examples`` turns a text field into one with suggestions (a datalist). ``format: "multiline"``
+# is a textarea (newlines kept), ``format: "password"`` a one-line masked input. A ``default`` is
+# pre-filled and saved into every new connection, so only switches carry one. An ``enum`` is a dropdown
+# whose labels come from ``values_display`` (a ``None`` entry showed as a literal ``null``; clearing the
+# dropdown leaves the field empty).
+
 #: Declarative connection form fields (the ``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
 RAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
+    "dashboard_url": {
+        "label": "Dashboard URL for links",
+        "schema": {"type": ["string", "null"]},
+        "description": 'The dashboard as a browser reaches it, used by the task\'s "Ray job" link, e.g. '
+        "http://localhost:8265 when Host is http://ray-head:8265 inside Docker. Empty: the Host.",
+    },
     "headers": {
         "label": "Extra HTTP headers (JSON object)",
         "schema": {"type": ["string", "null"]},
-        "description": 'e.g. {"X-Org": "ml"}; sent with every Job API call.',
+        "description": 'Sent with every Job API call, e.g. {"X-Org": "ml"}.',
     },
     "cookies": {
         "label": "Cookies (JSON object)",
         "schema": {"type": ["string", "null"], "format": "password"},
-        "description": "e.g. an SSO session cookie in front of the dashboard.",
+        "description": 'e.g. {"session": "..."}: an SSO session cookie in front of the dashboard.',
     },
     "verify": {
         "label": "Verify TLS certificate",
@@ -30,28 +45,37 @@ RAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
     "ca_bundle": {
         "label": "CA bundle path",
         "schema": {"type": ["string", "null"]},
-        "description": "PEM file or folder of CA certificates used to verify the dashboard.",
+        "description": "PEM file or folder of CA certificates used to verify the dashboard, e.g. "
+        "/etc/ssl/certs/ray-ca.pem.",
     },
     "metadata": {
         "label": "Default job metadata (JSON object)",
         "schema": {"type": ["string", "null"]},
+        "description": 'Added to every job this connection submits, e.g. {"team": "ml-platform"}.',
     },
     "request_timeout": {
         "label": "Request timeout (seconds)",
-        "schema": {"type": ["number", "null"], "default": DEFAULT_REQUEST_TIMEOUT},
+        "schema": {"type": ["number", "null"]},
+        "description": f"Per Job API call; empty: {DEFAULT_REQUEST_TIMEOUT:g}.",
     },
 }
 
-#: Declarative field behaviour (the ``ui-field-behaviour`` of ``get_provider_info``).
+#: Declarative field behaviour (the ``ui-field-behaviour`` of ``get_provider_info``); placeholders only
+#: for standard fields (Airflow 3 shows none for extra fields: those carry their example in the description).
 RAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["login", "schema", "port"],
     "relabeling": {"host": "Dashboard URL", "password": "Ray auth token"},
     "placeholders": {
         "host": "http://127.0.0.1:8265",
         "password": "token of a cluster with RAY_AUTH_MODE=token (leave empty if auth is off)",
-        "headers": '{"X-Org": "ml"}',
-        "metadata": '{"team": "ml-platform"}',
     },
+}
+
+#: ``ray_auth`` choices and their dropdown labels.
+RAY_AUTH_CHOICES = {
+    "auth_options": "auth_options: token auth set by KubeRay (KubeRay >= 1.5.1)",
+    "secret": "secret: token in a Secret the provider creates (older KubeRay)",
+    "disabled": "disabled: no token auth",
 }
 
 #: Declarative connection form fields (``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
@@ -59,32 +83,56 @@ KUBERAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
     "in_cluster": {
         "label": "In-cluster configuration",
         "schema": {"type": ["boolean", "null"], "default": False},
+        "description": "Use the service account of the pod Airflow runs in.",
     },
-    "kube_config_path": {"label": "Kubeconfig path", "schema": {"type": ["string", "null"]}},
+    "kube_config_path": {
+        "label": "Kubeconfig path",
+        "schema": {"type": ["string", "null"], "examples": ["~/.kube/config"]},
+        "description": "A kubeconfig file on the Airflow workers and triggerer, e.g. ~/.kube/config.",
+    },
     "kube_config": {
         "label": "Kubeconfig (JSON or YAML)",
-        "schema": {"type": ["string", "null"], "format": "password"},
-        "description": "An inline kubeconfig; it may hold credentials, so it is stored as a secret.",
+        "schema": {"type": ["string", "null"], "format": "multiline"},
+        "description": "An inline kubeconfig, pasted as is (YAML keeps its newlines). It is stored in the "
+        "connection's Extra, encrypted with the Fernet key; for credentials prefer a kubeconfig path, "
+        "in-cluster configuration or a secrets backend.",
     },
-    "context": {"label": "Kubeconfig context", "schema": {"type": ["string", "null"]}},
-    "namespace": {"label": "Namespace", "schema": {"type": ["string", "null"], "default": "default"}},
-    "default_image": {"label": "Default Ray image", "schema": {"type": ["string", "null"]}},
+    "context": {
+        "label": "Kubeconfig context",
+        "schema": {"type": ["string", "null"]},
+        "description": "Empty: the kubeconfig's current context.",
+    },
+    "namespace": {
+        "label": "Namespace",
+        "schema": {"type": ["string", "null"]},
+        "description": 'Namespace of the RayClusters, e.g. ray-jobs; empty: "default".',
+    },
+    "default_image": {
+        "label": "Default Ray image",
+        "schema": {"type": ["string", "null"]},
+        "description": "Used when a cluster spec names no image, e.g. rayproject/ray:2.60.0-py311.",
+    },
     "dashboard_url_template": {
         "label": "Dashboard URL template",
         "schema": {"type": ["string", "null"]},
-        "description": "e.g. http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
+        "description": "How Airflow reaches a head's dashboard: "
+        "http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
         "or https://{name}.ray.example.com for an ingress.",
     },
     "ray_auth": {
         "label": "Ray token auth",
-        "schema": {"type": ["string", "null"], "enum": ["auth_options", "secret", "disabled", None]},
-        "description": "auth_options (KubeRay >= 1.5.1), secret (older KubeRay) or disabled.",
+        "schema": {
+            "type": ["string", "null"],
+            "enum": list(RAY_AUTH_CHOICES),
+            "values_display": dict(RAY_AUTH_CHOICES),
+        },
+        "description": "Empty: auth_options.",
     },
 }
 KUBERAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["host", "schema", "login", "password", "port"],
     "relabeling": {},
-    "placeholders": {"kube_config_path": "~/.kube/config", "namespace": "ray-jobs"},
+    "placeholders": {},
 }
 
 

@@ -6,7 +6,9 @@ beside the metrics, and promote the challenger (an Asset event naming it) or kee
 
 Runs as is with generated sample data (``make demo``). For your own models, replace the URIs, the
 column map and the policy; set ``cluster_conn_id`` to a ``kuberay`` connection to run on Kubernetes.
-Environment overrides: see :mod:`airflow_ray_provider.templates.defaults`.
+Environment overrides: see :mod:`airflow_ray_provider.templates.defaults`. Paths use ``RUN_DATE`` (the
+logical date's day, else the day the run was triggered), so a run triggered without a logical date
+(``airflow dags trigger``, the REST API's default) reads that day's partition.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import logging
 import os
 from pathlib import Path
 
-from airflow_ray_provider.templates import defaults
+from airflow_ray_provider.templates import RUN_DATE, defaults
 from airflow_ray_provider.templates.champion_challenger import (
     DecisionPolicy,
     Guardrail,
@@ -60,7 +62,7 @@ PREPARE = None
 if defaults.sample_data_enabled():
     PREPARE = [
         CLUSTER.interpreter, "-m", "airflow_ray_provider.workloads.samples.prepare", "eval",
-        "--root", ROOT, "--ds", "{{ ds }}", "--rows", str(defaults.eval_rows()),
+        "--root", ROOT, "--ds", RUN_DATE, "--rows", str(defaults.eval_rows()),
     ]  # fmt: skip
 
 # [START nightly_model_validation]
@@ -68,13 +70,13 @@ dag = build_champion_challenger_dag(
     dag_id="nightly_model_validation",
     champion_uri=f"{ROOT}/models/champion.joblib",
     challenger_uri=f"{ROOT}/models/challenger.joblib",
-    data_uri=ROOT + "/logs/dt={{ ds }}",
+    data_uri=ROOT + "/logs/dt=" + RUN_DATE,
     columns={"label": "clicked", "group": "request_id", "slices": ["zone"]},
     metrics=["accuracy", "roc_auc", "log_loss", "calibration", "ndcg"],
     ndcg_k=[5, 10],
     policy=POLICY,
     cluster=CLUSTER,
-    artifact_uri=ROOT + "/validation/{{ ds }}",
+    artifact_uri=ROOT + "/validation/" + RUN_DATE,
     schedule="@daily",
     on_promote=record_promotion,
     evaluation_options={

@@ -4,14 +4,15 @@ Each application (here: delivery-time ``eta`` and ``demand`` forecasting) is one
 its own ephemeral Ray cluster (own image, Python dependencies and sizing), one Ray job that trains a
 model per zone, a manifest check, and one retry of only the zones that failed. The cluster is torn down
 whatever happens. Runs as is with generated sample data; see :mod:`airflow_ray_provider.templates.defaults`
-for the environment overrides.
+for the environment overrides. Models go to a folder per run day (``RUN_DATE``: the logical date's, or
+the trigger day of a run without one).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from airflow_ray_provider.templates import defaults
+from airflow_ray_provider.templates import RUN_DATE, defaults
 from airflow_ray_provider.templates.zone_training import ZoneApplication, build_zone_training_dag
 
 ROOT = defaults.data_root(Path(__file__).parent)
@@ -60,7 +61,7 @@ APPLICATIONS = [
 dag = build_zone_training_dag(
     dag_id="zone_training",
     applications=APPLICATIONS,
-    output_uri=ROOT + "/zone_models/{{ ds }}",
+    output_uri=ROOT + "/zone_models/" + RUN_DATE,
     cluster=CLUSTER,
     shared_cluster=False,  # one ephemeral cluster per application
     retry_failed_zones=True,

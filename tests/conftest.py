@@ -41,6 +41,7 @@ pytest_plugins = [
     "tests.fixtures.evaluation",
     "tests.fixtures.zone_training",
     "tests.fixtures.templates",
+    "tests.fixtures.airflow_services",
 ]
 
 

@@ -6,7 +6,7 @@ A ``kuberay`` connection's Extra (JSON) holds one way to authenticate, never loa
 * ``kube_config_path``: path of a kubeconfig file;
 * ``kube_config``: an inline kubeconfig (YAML/JSON text or an object);
 
-plus ``context`` (kubeconfig context), ``namespace`` (default ``default``), ``default_image`` (Ray image
+plus ``context`` (kubeconfig context), ``namespace`` (empty: ``default``), ``default_image`` (Ray image
 when a spec names none), ``dashboard_url_template`` (how to reach the head's dashboard, see
 :func:`airflow_ray_provider.kuberay.status.dashboard_url`) and ``ray_auth`` (``auth_options`` for
 KubeRay >= 1.5.1, ``secret`` for older KubeRay, or ``disabled``).
@@ -212,18 +212,23 @@ class KubeRayHook(BaseHook):
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Form widgets for the legacy (FAB) connection form; empty when wtforms is not installed."""
+        """Form widgets for Airflow < 3.2 (no ``conn-fields``); empty when wtforms is not installed.
+
+        Same labels and help texts as :data:`~airflow_ray_provider.connection_forms.KUBERAY_CONN_FIELDS`;
+        the inline kubeconfig is a text area (pasted YAML keeps its newlines).
+        """
         try:
-            from flask_appbuilder.fieldwidgets import BS3PasswordFieldWidget, BS3TextFieldWidget
-            from wtforms import BooleanField, PasswordField, StringField
+            from flask_appbuilder.fieldwidgets import BS3TextAreaFieldWidget, BS3TextFieldWidget
+            from wtforms import BooleanField, StringField
         except ImportError:
             return {}
-        text = {
-            name: StringField(spec["label"], widget=BS3TextFieldWidget())
-            for name, spec in CONN_FIELDS.items()
-        }
-        text["in_cluster"] = BooleanField(CONN_FIELDS["in_cluster"]["label"])
-        text["kube_config"] = PasswordField(
-            CONN_FIELDS["kube_config"]["label"], widget=BS3PasswordFieldWidget()
-        )
-        return text
+        fields: dict[str, Any] = {}
+        for name, spec in CONN_FIELDS.items():
+            label, description = spec["label"], spec.get("description", "")
+            if spec["schema"]["type"][0] == "boolean":
+                fields[name] = BooleanField(label, description=description)
+            else:
+                multiline = spec["schema"].get("format") == "multiline"
+                widget = BS3TextAreaFieldWidget() if multiline else BS3TextFieldWidget()
+                fields[name] = StringField(label, widget=widget, description=description)
+        return fields

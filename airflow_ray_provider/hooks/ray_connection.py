@@ -5,7 +5,9 @@ A ``ray`` connection holds:
 * **Host**: the dashboard URL, e.g. ``http://ray-head:8265`` (or a host name with Schema ``https``
   and Port ``8265``);
 * **Password**: the Ray auth token (sent as ``Authorization: Bearer <token>``);
-* **Extra** (JSON): ``headers`` and ``cookies`` (objects, or JSON text), ``verify`` (bool, default
+* **Extra** (JSON): ``dashboard_url`` (the dashboard as a browser reaches it, for the "Ray job" link,
+  when Host is an address only Airflow can reach, e.g. ``http://ray-head:8265`` inside Docker),
+  ``headers`` and ``cookies`` (objects, or JSON text), ``verify`` (bool, default
   ``true``), ``ca_bundle`` (path of a CA bundle; implies verification against it), ``metadata``
   (default job metadata), ``request_timeout`` (seconds per HTTP call, default 30).
 
@@ -47,6 +49,7 @@ class RayApiConfig:
     :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
     :param metadata: default job metadata.
     :param request_timeout: seconds per HTTP call.
+    :param link_url: the dashboard as a browser reaches it (``None``: ``dashboard_url``).
     """
 
     dashboard_url: str
@@ -57,6 +60,12 @@ class RayApiConfig:
     verify: bool | str = True
     metadata: dict[str, str] = field(default_factory=dict)
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT
+    link_url: str | None = None
+
+    @property
+    def browser_url(self) -> str:
+        """The dashboard URL for people (extra links): ``link_url``, else the API's ``dashboard_url``."""
+        return self.link_url or self.dashboard_url
 
     def request_headers(self) -> dict[str, str]:
         """Headers for every call, ``Authorization`` included."""
@@ -95,6 +104,15 @@ def _dashboard_url(conn: Connection, source: str) -> str:
     return f"{scheme}://{host}:{conn.port}" if conn.port else f"{scheme}://{host}"
 
 
+def _link_url(value: Any, source: str) -> str | None:
+    url = str(value or "").strip().rstrip("/")
+    if url and not url.startswith(("http://", "https://")):
+        raise RayInvalidInputError(
+            f"{source}: extra 'dashboard_url' must start with http:// or https://, got {url!r}"
+        )
+    return url or None
+
+
 def _verify(extra: dict[str, Any]) -> bool | str:
     if extra.get("ca_bundle"):
         return str(extra["ca_bundle"])
@@ -120,6 +138,7 @@ def config_from_connection(conn: Connection) -> RayApiConfig:
         verify=_verify(extra),
         metadata=_json_object(extra.get("metadata"), "metadata", source),
         request_timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+        link_url=_link_url(extra.get("dashboard_url"), source),
     )
 
 

@@ -1,6 +1,7 @@
 """Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs, metrics collectors."""
 
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.job_link import RayJobLink
 from airflow_ray_provider.operators.job_target import RayJobTargetMixin
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
@@ -9,7 +10,7 @@ from airflow_ray_provider.operators.ray_cluster import (
     DeleteRayClusterOperator,
     RayClusterJanitorOperator,
 )
-from airflow_ray_provider.operators.ray_job import RayJobLink, SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
 
 __all__ = [

@@ -38,8 +38,8 @@ from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
 from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
+from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
 from airflow_ray_provider.operators.ray_cluster import task_identity
-from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, RayJobLink
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template
 
 if TYPE_CHECKING:
@@ -346,7 +346,7 @@ class KubeRayJobOperator(BaseOperator):
         assert look.cluster is not None
         self._announced = look.cluster
         job_url = dashboard_job_url(look.cluster.dashboard_url, look.status.job_id)
-        context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        push_job_url(self, context["ti"], job_url)
         self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
 
     def _defer(self, plan: RayJobPlan) -> NoReturn:
@@ -365,6 +365,7 @@ class KubeRayJobOperator(BaseOperator):
 
         Without an event (the worker was killed and the task rerun) it looks at the RayJob again.
         """
+        setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's RayJob again")
             return self.execute(context)
@@ -373,8 +374,7 @@ class KubeRayJobOperator(BaseOperator):
             raise RayProviderError(f"waiting for RayJob {typed.name!r} failed: {typed.message}")
         status = RayJobStatus.from_dict(typed.rayjob)
         if typed.dashboard_url and status.job_id:
-            job_url = dashboard_job_url(typed.dashboard_url, status.job_id)
-            context["ti"].xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+            push_job_url(self, context["ti"], dashboard_job_url(typed.dashboard_url, status.job_id))
         return self._finish(status, typed.dashboard_url, typed.log_tail)
 
     def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow.sdk import BaseOperator, BaseOperatorLink, conf
+from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 from airflow_ray_provider.jobs.events import JobDone, JobEvent, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, resume_offset
-from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result
+from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.reattach import Action, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import (
@@ -40,6 +40,12 @@ from airflow_ray_provider.launch import (
     wait_for_job,
 )
 from airflow_ray_provider.launch.usage import Prices, parse_prices
+from airflow_ray_provider.operators.job_link import (
+    RESUMED_ATTRIBUTE,
+    RayJobLink,
+    job_link,
+    push_job_url,
+)
 from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
@@ -50,26 +56,6 @@ from airflow_ray_provider.operators.templated import coerce_rendered, is_templat
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
-    from airflow.sdk.types import TaskInstanceKey
-
-JOB_URL_XCOM_KEY = "ray_job_url"
-
-
-class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard."""
-
-    name = "Ray job"
-
-    @property
-    def xcom_key(self) -> str:
-        """XCom key the operator stores the job URL under."""
-        return JOB_URL_XCOM_KEY
-
-    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        """Return the job URL the task pushed, or an empty string before submission."""
-        from airflow.sdk.execution_time.xcom import XCom
-
-        return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
 
 
 @dataclass(frozen=True)
@@ -270,8 +256,8 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
         sid = self._submission_id = plan.submission_id
         self._log_plan(plan.action, sid, [job.submission_id for job in plan.previous])
-        job_url = dashboard_job_url(hook.config.dashboard_url, sid)
-        ti.xcom_push(key=JOB_URL_XCOM_KEY, value=job_url)
+        job_url = job_link(hook.config.browser_url, sid, self._target[1])
+        push_job_url(self, ti, job_url)
         self.log.info("Ray dashboard: %s", job_url)
         state = plan.state if plan.action is Action.DONE and plan.state else self._get(sid)
         if not self.wait_for_completion:
@@ -451,6 +437,7 @@ class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
         A resume without an event (the worker was killed between the trigger firing and this call, and
         the task was rerun) looks at the job again by the re-attach rule instead of failing.
         """
+        setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
             return self.execute(context)

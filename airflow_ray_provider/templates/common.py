@@ -18,11 +18,22 @@ if TYPE_CHECKING:
 
 _T = TypeVar("_T")
 
-#: Jinja-templated run identity copied into every artifact (``run.run_info``).
+#: The run's day as ``YYYY-MM-DD``, for partition paths: the logical date's day, else (a run without a
+#: logical date: ``airflow dags trigger`` without ``--logical-date``, the REST API's ``logical_date: null``,
+#: an asset-triggered run) the day of the run's ``run_after``. Airflow 3 leaves ``{{ ds }}``,
+#: ``{{ logical_date }}`` and ``{{ data_interval_start }}`` undefined in such a run, so a template that
+#: uses them fails to render; write ``"s3://logs/dt=" + RUN_DATE`` instead of ``".../dt={{ ds }}"``.
+RUN_DATE = "{{ (dag_run.logical_date or dag_run.run_after) | ds }}"
+#: :data:`RUN_DATE` without dashes (``YYYYMMDD``), the fallback for ``{{ ds_nodash }}``.
+RUN_DATE_NODASH = "{{ (dag_run.logical_date or dag_run.run_after) | ds_nodash }}"
+
+#: Jinja-templated run identity copied into every artifact (``run.run_info``); defined for every run
+#: (``logical_date`` renders ``None`` in a run without one).
 RUN_INFO = {
     "dag_id": "{{ dag.dag_id }}",
     "run_id": "{{ run_id }}",
-    "logical_date": "{{ logical_date }}",
+    "logical_date": "{{ dag_run.logical_date }}",
+    "run_after": "{{ dag_run.run_after }}",
     "task_id": "{{ task.task_id }}",
     "try_number": "{{ ti.try_number }}",
 }
@@ -146,7 +157,7 @@ def dag_arguments(tags: list[str], overrides: dict[str, Any] | None) -> dict[str
 def workload_entrypoint(python: str, module: str, config: dict[str, Any], *extra: str) -> list[str]:
     """``[python, -m, module, --config-json, <json>, *extra]``: the config travels inline, no file to ship.
 
-    Jinja in string values (``{{ ds }}``) is rendered by the submitting operator (the entrypoint is a
+    Jinja in string values (e.g. :data:`RUN_DATE`) is rendered by the submitting operator (the entrypoint is a
     templated field). ``json.dumps`` never writes ``{{`` for nested mappings (it puts ``"`` after ``{``),
     so the JSON itself cannot be mistaken for a template.
     """

@@ -136,12 +136,13 @@ def build_champion_challenger_dag(
     :param champion_uri: the production model (a ``.joblib``/``.pkl`` URI, or a model spec dict with
         ``factory``/``kwargs``).
     :param challenger_uri: the candidate model, same forms.
-    :param data_uri: evaluation data (Parquet); templated, e.g. ``s3://logs/clicks/dt={{ ds }}`` so each
-        run reads its own partition.
+    :param data_uri: evaluation data (Parquet); templated, e.g. ``"s3://logs/clicks/dt=" + RUN_DATE`` so
+        each run reads its own partition (:data:`~airflow_ray_provider.templates.RUN_DATE` is defined also
+        in runs without a logical date, where ``{{ ds }}`` fails to render).
     :param columns: column map: ``label``, ``group`` (query id, for NDCG and the group bootstrap),
         ``slices`` (e.g. ``["zone"]``), ``features``.
     :param artifact_uri: where the evaluation writes ``metrics.json`` and where the report goes; templated,
-        e.g. ``s3://ml/validation/{{ ds }}``.
+        e.g. ``"s3://ml/validation/" + RUN_DATE``.
     :param policy: the :class:`DecisionPolicy` (or its dict form).
     :param metrics: metric families: ``accuracy``, ``roc_auc``, ``log_loss``, ``calibration``, ``ndcg``.
     :param ndcg_k: cut-offs of NDCG.

@@ -52,7 +52,7 @@ def build_zone_training_dag(
     :param dag_id: the DAG id.
     :param applications: the model applications (:class:`ZoneApplication` or dicts); mapped at run time.
     :param output_uri: artifact root; each application writes ``<output_uri>/<name>/`` (templated, e.g.
-        ``s3://ml/zones/{{ ds }}``).
+        ``"s3://ml/zones/" + RUN_DATE``; see :data:`~airflow_ray_provider.templates.RUN_DATE`).
     :param cluster_conn_id: ``kuberay`` connection for ephemeral RayClusters (``None``: local Ray heads).
     :param cluster_spec: default cluster spec (an application's own ``cluster_spec`` wins).
     :param ray_conn_id: run every job on this existing Ray cluster (no setup/teardown).

@@ -25,7 +25,8 @@ from airflow_ray_provider.hooks.ray_job import RayJobHook
 from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
-from airflow_ray_provider.operators.ray_job import JOB_URL_XCOM_KEY, SubmitRayJobOperator
+from airflow_ray_provider.operators.job_link import JOB_URL_XCOM_KEY
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from tests.fixtures.ray_job import RAY_CONN_ID, StandInTI, context_for, job_ids_for
 
 pytestmark = pytest.mark.integration
@@ -161,8 +162,13 @@ def test_working_dir_is_uploaded_and_cluster_handle_works(outcomes):
     assert isinstance(result, dict), result
     assert result["status"] == "SUCCEEDED"
     assert f"working-dir says {outcome['marker']}" in outcome["logs"]
-    assert outcome["xcoms"][JOB_URL_XCOM_KEY] == result["job_url"]
     assert result["job_url"].endswith(f"/#/jobs/{result['submission_id']}")
+    # the handle's cluster is owned by the run (deleted when done): the link says so
+    link = outcome["xcoms"][JOB_URL_XCOM_KEY]
+    assert (
+        link.startswith(result["dashboard_url"] + "/?ray_cluster=") and "ephemeral=deleted-when-done" in link
+    )
+    assert link.endswith(f"#/jobs/{result['submission_id']}")
 
 
 def test_retries_reattach_or_resubmit_by_the_rule(outcomes, ray_job_hook):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from datetime import datetime, timezone
 from types import SimpleNamespace
 
 import pytest
@@ -75,8 +76,10 @@ def test_evaluation_entrypoint_carries_the_config_inline_and_renders_the_partiti
         "airflow_ray_provider.workloads.evaluate",
         "--config-json",
     )
+    when = datetime(2026, 11, 28, tzinfo=timezone.utc)
     context = {"ds": "2026-11-28", "run_id": "r1", "dag": dag, "task": evaluate,
-               "ti": SimpleNamespace(try_number=1), "logical_date": "2026-11-28T00:00:00+00:00"}  # fmt: skip
+               "ti": SimpleNamespace(try_number=1), "logical_date": when,
+               "dag_run": SimpleNamespace(logical_date=when, run_after=when)}  # fmt: skip
     rendered = evaluate.render_template(text, context)
     config = json.loads(rendered)
     assert config["data_uri"] == "s3://logs/clicks/dt=2026-11-28"
