@@ -264,7 +264,10 @@ class KubeRayBackend(ClusterBackend):
         except KubeRayApiError as exc:
             if exc.status not in (401, 403):
                 raise
-            log.warning("cannot read events (the Role lacks events get/list; see the README's RBAC): %s", exc)
+            log.warning(
+                "cannot read events (the Role lacks events get/list; see docs/connections.md#least-privilege): %s",
+                exc,
+            )
             return []
 
     def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
