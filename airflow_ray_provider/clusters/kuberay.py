@@ -265,7 +265,7 @@ class KubeRayBackend(ClusterBackend):
             if exc.status not in (401, 403):
                 raise
             log.warning(
-                "cannot read events (the Role lacks events get/list; see docs/connections.md#least-privilege): %s",
+                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s",
                 exc,
             )
             return []

@@ -57,7 +57,10 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
     if status == 409:
         return KubeRayConflictError(message, status=status, reason=reason)
     if status in (401, 403):
-        message += " (check the connection's credentials and that its Role allows this; see docs/connections.md#least-privilege)"
+        message += (
+            " (check the connection's credentials and that its Role allows this;"
+            " see docs/connections.md, 'Least privilege')"
+        )
     return KubeRayApiError(message, status=status, reason=reason)
 
 
