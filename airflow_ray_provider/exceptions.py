@@ -1,14 +1,18 @@
-"""Every error this provider raises in Airflow, in one tree under :class:`RayProviderError`.
+"""Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import.
 
-Each carries the fields a user needs to act on it, and its message says what to do next. Two layers
-keep their own errors because they never import Airflow (and so cannot subclass ``AirflowException``):
-the KubeRay client layer (:mod:`airflow_ray_provider.kuberay.errors`) and the code that runs inside Ray
-jobs (:mod:`airflow_ray_provider.workloads.common.errors`). The Airflow-facing code wraps them in the
-errors below, raised ``from`` the original.
+Each carries the fields a user needs to act on it, and its message says what to do next. The tree imports
+no Airflow, so the run lifecycle (:mod:`airflow_ray_provider.launch`) and the ``airflow-ray`` CLI raise the
+same errors as the operators without loading Airflow. Where an error leaves an operator or the sensor
+(``execute``, ``execute_complete``, ``poke``), :mod:`airflow_ray_provider.airflow_errors` hands Airflow the
+same error as an ``AirflowException`` too, so ``except RayJobFailedError`` and ``except AirflowException``
+both catch it. Two layers keep their own errors: the KubeRay client layer
+(:mod:`airflow_ray_provider.kuberay.errors`) and the code that runs inside Ray jobs
+(:mod:`airflow_ray_provider.workloads.common.errors`); the layers above wrap them in the errors below,
+raised ``from`` the original.
 
 Hierarchy::
 
-    RayProviderError (AirflowException)
+    RayProviderError (an AirflowException where it leaves an operator)
     ├── RayInvalidInputError (also ValueError): bad input, found before anything was created
     │   ├── InvalidClusterHandleError
     │   └── PolicyError
@@ -29,11 +33,9 @@ Hierarchy::
 
 from __future__ import annotations
 
-from airflow.exceptions import AirflowException
 
-
-class RayProviderError(AirflowException):
-    """Base class of every error this provider raises in Airflow."""
+class RayProviderError(Exception):
+    """Base class of every error this provider raises (in Airflow, also an ``AirflowException``)."""
 
 
 class RayInvalidInputError(RayProviderError, ValueError):

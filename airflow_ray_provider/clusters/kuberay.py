@@ -91,6 +91,31 @@ class KubeRayPlan(ClusterPlan):
     body: dict[str, Any] = field(default_factory=dict)
 
 
+def kuberay_handle(
+    name: str,
+    namespace: str,
+    dashboard_url: str,
+    token_ref: builder.TokenRef | None,
+    *,
+    conn_id: str | None,
+    token_secret_created: bool = False,
+    owned: bool = True,
+) -> RayClusterHandle:
+    """The one constructor of a KubeRay cluster handle: the dashboard and the token's Secret (never the
+    token); ``token_secret_created``: the provider made that Secret, so deleting the cluster deletes it."""
+    return RayClusterHandle(
+        backend="kuberay",
+        name=name,
+        namespace=namespace,
+        dashboard_url=dashboard_url,
+        auth_token_secret=token_ref.secret_name if token_ref else None,
+        auth_token_secret_key=token_ref.key if token_ref else None,
+        conn_id=conn_id,
+        extra={EXTRA_TOKEN_SECRET_CREATED: token_secret_created},
+        owned=owned,
+    )
+
+
 def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
     if not handle.auth_token_secret:
         return None
@@ -264,7 +289,10 @@ class KubeRayBackend(ClusterBackend):
         except KubeRayApiError as exc:
             if exc.status not in (401, 403):
                 raise
-            log.warning("cannot read events (the Role lacks events get/list; see the README's RBAC): %s", exc)
+            log.warning(
+                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s",
+                exc,
+            )
             return []
 
     def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
@@ -277,13 +305,14 @@ class KubeRayBackend(ClusterBackend):
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
         ref = plan.token_ref
-        return RayClusterHandle(
-            backend="kuberay", name=plan.name, namespace=self._namespace(plan), dashboard_url=dashboard_url,
-            auth_token_secret=ref.secret_name if ref else None,
-            auth_token_secret_key=ref.key if ref else None,
+        return kuberay_handle(
+            plan.name,
+            self._namespace(plan),
+            dashboard_url,
+            ref,
             conn_id=self.settings.conn_id,
-            extra={EXTRA_TOKEN_SECRET_CREATED: bool(ref and ref.provider_created)},
-        )  # fmt: skip
+            token_secret_created=bool(ref and ref.provider_created),
+        )
 
     def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
         """Delete the cluster (and its provider-created Secret), then raise with the event's conditions."""
@@ -324,13 +353,15 @@ class KubeRayBackend(ClusterBackend):
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         created = annotations.get(ANNOTATION_TOKEN_SECRET)  # the Secret the provider made, to delete too
         ref = builder.TokenRef(created, provider_created=True) if created else builder.token_ref_of(obj)
-        return RayClusterHandle(
-            backend="kuberay", name=status.name, namespace=status.namespace or self.settings.namespace,
-            dashboard_url=dashboard_url(status), conn_id=self.settings.conn_id,
-            auth_token_secret=ref.secret_name if ref else None,
-            auth_token_secret_key=ref.key if ref else None,
-            extra={EXTRA_TOKEN_SECRET_CREATED: bool(created)},
-        )  # fmt: skip
+        namespace = status.namespace or self.settings.namespace
+        return kuberay_handle(
+            status.name,
+            namespace,
+            dashboard_url(status),
+            ref,
+            conn_id=self.settings.conn_id,
+            token_secret_created=bool(created),
+        )
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
@@ -391,12 +422,7 @@ class KubeRayBackend(ClusterBackend):
         log.info(
             "Attached to standing RayCluster %s/%s (Ray %s); it will not be deleted", namespace, name, detail
         )
-        return RayClusterHandle(
-            backend="kuberay", name=name, namespace=namespace, dashboard_url=url,
-            auth_token_secret=ref.secret_name if ref else None,
-            auth_token_secret_key=ref.key if ref else None,
-            conn_id=self.settings.conn_id, extra={EXTRA_TOKEN_SECRET_CREATED: False}, owned=False,
-        )  # fmt: skip
+        return kuberay_handle(name, namespace, url, ref, conn_id=self.settings.conn_id, owned=False)
 
     @staticmethod
     def _not_usable(status: ClusterStatus, why: str) -> RayClusterNotReadyError:

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from airflow_ray_provider.clusters.backend import TaskIdentity
 from airflow_ray_provider.clusters.handle import RayClusterHandle
-from airflow_ray_provider.clusters.kuberay import EXTRA_TOKEN_SECRET_CREATED, KubeRayBackend
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, kuberay_handle
 from airflow_ray_provider.exceptions import KubeRayJobError, RayClusterError, RayInvalidInputError
 from airflow_ray_provider.kuberay import builder
 from airflow_ray_provider.kuberay import labels as lb
@@ -275,12 +275,7 @@ class KubeRayJobs:
             return RayJobLook(status)
         url = dashboard_url(ClusterStatus.from_object(obj), template or self.settings.dashboard_url_template)
         ref = builder.token_ref_of(obj)
-        handle = RayClusterHandle(
-            backend="kuberay", name=status.cluster_name, namespace=ns, dashboard_url=url,
-            auth_token_secret=ref.secret_name if ref else None,
-            auth_token_secret_key=ref.key if ref else None,
-            conn_id=self.settings.conn_id, extra={EXTRA_TOKEN_SECRET_CREATED: False}, owned=False,
-        )  # fmt: skip
+        handle = kuberay_handle(status.cluster_name, ns, url, ref, conn_id=self.settings.conn_id, owned=False)
         return RayJobLook(status, handle)
 
     # ----------------------------------------------------------------- kill

@@ -58,7 +58,8 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
         return KubeRayConflictError(message, status=status, reason=reason)
     if status in (401, 403):
         message += (
-            " (check the connection's credentials and that its Role allows this; see the README's RBAC)"
+            " (check the connection's credentials and that its Role allows this;"
+            " see docs/connections.md, 'Least privilege')"
         )
     return KubeRayApiError(message, status=status, reason=reason)
 

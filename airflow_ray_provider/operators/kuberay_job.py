@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, get_args
 
 from airflow.sdk import BaseOperator, conf
 
+from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import (
     KubeRayJobs,
     RayClusterHandle,
@@ -86,7 +87,7 @@ def _standing_name(cluster: Any) -> str | None:
     return handle.name
 
 
-class KubeRayJobOperator(BaseOperator):
+class KubeRayJobOperator(AirflowErrors, BaseOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
     XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator, conf
 
+from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import (
     EVENT_READY,
     ClusterBackend,
@@ -96,7 +97,7 @@ def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
     return result
 
 
-class CreateRayClusterOperator(BaseOperator):
+class CreateRayClusterOperator(AirflowErrors, BaseOperator):
     """Provision a Ray cluster and push its handle (``RayClusterHandle.to_dict()``) to XCom.
 
     Ready means the head is ready AND the dashboard's ``/api/version`` answers. A retry of the same task
@@ -239,7 +240,7 @@ class CreateRayClusterOperator(BaseOperator):
         return handle.to_dict()
 
 
-class DeleteRayClusterOperator(BaseOperator):
+class DeleteRayClusterOperator(AirflowErrors, BaseOperator):
     """Delete a cluster; meant as a teardown task (``.as_teardown(setups=create)``).
 
     Idempotent: a cluster that is already gone counts as deleted. Waits until the RayCluster object is
@@ -316,7 +317,7 @@ def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
     return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in FINISHED_RUN_STATES else None
 
 
-class RayClusterJanitorOperator(BaseOperator):
+class RayClusterJanitorOperator(AirflowErrors, BaseOperator):
     """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), and
     local heads whose DAG run no longer exists or has finished.
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow.sdk import BaseOperator, conf
 
+from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
@@ -77,7 +78,7 @@ def _seconds(value: float | timedelta | None, name: str) -> float | None:
     return seconds
 
 
-class SubmitRayJobOperator(RayJobTargetMixin, BaseOperator):
+class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
     """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
 
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import RayClusterHandle, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class AttachRayClusterOperator(BaseOperator):
+class AttachRayClusterOperator(AirflowErrors, BaseOperator):
     """Check a standing cluster now (ready, dashboard answering with its token) and push its handle.
 
     A cluster that does not exist, is not ready or whose dashboard does not answer fails the task at once

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
+from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.jobs.events import JobDone, JobTimedOut, JobWaitFailed, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class RayJobSensor(RayJobTargetMixin, BaseSensorOperator):
+class RayJobSensor(AirflowErrors, RayJobTargetMixin, BaseSensorOperator):
     """Wait until a Ray job finishes; succeed on SUCCEEDED, fail on FAILED / STOPPED.
 
     For jobs submitted with ``SubmitRayJobOperator(wait_for_completion=False)`` or by other systems.

@@ -3,9 +3,9 @@
 Every module of ``airflow_ray_provider/`` and every shipped DAG in ``dags/`` is parsed with :mod:`ast`;
 nothing is imported, so a broken or heavy module cannot hide a violation. Each import is recorded with
 where it runs: at **module level** (when the importer is imported; class bodies included), inside a
-**function** (lazily, when called) or under ``if TYPE_CHECKING:`` (never at run time). The rules are the
-layer table of ``DESIGN.md`` (imports point downward only) and the style guide (``__all__`` in every
-package; nothing imports another package's private module). Each failure lists the offending imports
+**function** (lazily, when called) or under ``if TYPE_CHECKING:`` (never at run time). The rules are
+the layer table of ``docs/architecture.md`` (imports point downward only) and the style guide (``__all__``
+in every package; nothing imports another package's private module). Each failure lists the offending imports
 with file and line.
 """
 
