@@ -8,6 +8,7 @@
   every flag it names exists), ``airflow`` commands parse with Airflow's, an ``AIRFLOW_CONN_*`` export is
   a connection of this provider's types; a few external tools (docker, ray, kubectl, ...) are only named.
 - ``yaml``: it parses; a RBAC Role is the one the code grants (``kuberay.role_manifest``).
+- ``json``: it parses; a price table is one the usage record accepts (``launch.usage.parse_prices``).
 - ``text`` or untagged: the commands among its lines are checked as above (the rest is a diagram); a
   package map names only paths that exist.
 
@@ -282,8 +283,17 @@ def test_yaml_block_parses(block: Block):
             assert document == expected, f"{block.where}: the Role differs from kuberay.role_manifest()"
 
 
+@pytest.mark.parametrize("block", _params("json"))
+def test_json_block_parses(block: Block):
+    document = json.loads(block.body)
+    if isinstance(document, dict) and ("currency" in document or "groups" in document):
+        from airflow_ray_provider.launch.usage import parse_prices
+
+        parse_prices(document)  # raises, naming the field, on a table the record would refuse
+
+
 def test_every_block_is_tested():
-    tested = SHELL | {"python", "yaml", "yml", "", "text"}
+    tested = SHELL | {"python", "yaml", "yml", "json", "", "text"}
     untested = [b.where for b in BLOCKS if b.lang not in tested]
     assert not untested, f"code blocks in a language no test checks: {untested}"
     assert len([b for b in BLOCKS if b.lang == "python"]) >= 10
