@@ -11,13 +11,14 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from airflow_ray_provider.templates.champion_challenger.decision import Candidate, Decision
+from airflow_ray_provider.templates.champion_challenger.decision import PROMOTE, Candidate, Decision
 from airflow_ray_provider.templates.champion_challenger.svg import BAD, GOOD, NEUTRAL, HBar, hbar_chart
 
 CSS = """
-.board{max-height:640px;overflow:auto;border:1px solid #ddd}.board table{width:100%}
+.board{max-height:640px;overflow:auto;border:1px solid #ddd}.board table{width:100%;font-size:12px}
+.board td,.board th{white-space:nowrap;padding:3px 6px}
 .board th{position:sticky;top:0;z-index:1}.board tr:nth-child(even) td{background:#fafafa}
-.board tr.winner td{background:#e8f5e9;font-weight:600}.board td.model{font-family:monospace}
+.board tr.winner td{background:#e8f5e9;font-weight:600}.board td.model{font-family:monospace;text-align:left}
 """
 _MARK = {"pass": "&#10003; pass", "fail": "&#10007; fail", "unknown": "? unknown"}
 _CORRECTION = {"holm": "Holm-Bonferroni", "bonferroni": "Bonferroni", "none": "no correction"}
@@ -57,8 +58,15 @@ def _row(rank: int, cand: Candidate, summary: dict[str, Any], decision: Decision
         f"<td>{_fmt(value if isinstance(value, (int, float)) else None, '.4f')}</td>"
         f"<td>{_fmt(cand.lift)}</td><td>{ci}</td><td>{_p(cand.p_value)}</td><td>{_p(cand.p_adjusted)}</td>"
         f'<td class="{"pass" if cand.significant else "unknown"}">{"yes" if cand.significant else "no"}</td>'
-        f"{checks}<td class='{_status(cand.outcome)}'>{escape(cand.outcome)}</td></tr>"
+        f"{checks}<td class='{_status(cand.outcome)}'>{escape(outcome_label(cand, decision))}</td></tr>"
     )
+
+
+def outcome_label(cand: Candidate, decision: Decision) -> str:
+    """``promote`` for the winner, ``eligible`` for another that passes every check, else its outcome."""
+    if cand.outcome == PROMOTE:
+        return PROMOTE if cand.name == decision.winner else "eligible (not the best)"
+    return cand.outcome
 
 
 def _status(outcome: str) -> str:

@@ -257,7 +257,9 @@ def _markdown_board(decision: Decision, limit: int = 10) -> list[str]:
         lift = "n/a" if cand.lift is None else f"{cand.lift:+.4f}"
         p = "n/a" if cand.p_adjusted is None else f"{cand.p_adjusted:.2g}"
         mark = " (winner)" if cand.name == decision.winner else ""
-        lines.append(f"| {rank} | {cand.name}{mark} | {lift} | {p} | {cand.outcome} |")
+        lines.append(
+            f"| {rank} | {cand.name}{mark} | {lift} | {p} | {leaderboard.outcome_label(cand, decision)} |"
+        )
     if len(decision.candidates) > limit:
         lines.append(f"| | ... {len(decision.candidates) - limit} more in the HTML report | | | |")
     return lines
