@@ -117,6 +117,9 @@ def test_false_promotions_stay_at_the_nominal_rate_when_no_challenger_is_better(
     promoted = dict.fromkeys(policy, 0)
     for seed in range(ROUNDS):
         doc = null_round(seed)
+        if seed == 0:  # the workload wrote a standard error and a one-sided p-value for each challenger
+            stats = [d["log_loss"] for d in doc["deltas"].values()]
+            assert len(stats) == 10 and all(s["se"] > 0 and 0 < s["p_value"] < 1 for s in stats)
         for name, rule in policy.items():
             promoted[name] += evaluate_policy(rule, doc).outcome == PROMOTE
     bound = ROUNDS * ALPHA + 2 * math.sqrt(ROUNDS * ALPHA * (1 - ALPHA))
