@@ -174,8 +174,8 @@ def trigger(stack: Stack, dag_id: str) -> str:
     """Trigger ``dag_id`` at its next scheduled logical date, then unpause it; returns the run id.
 
     The explicit logical date is the one the scheduler would create next, so unpausing adds no second
-    (scheduled) run. With ``logical_date: null`` the shipped DAGs fail today on ``{{ ds }}`` (issue 28,
-    fixed separately).
+    (scheduled) run. (Runs with ``logical_date: null`` work too since the shipped DAGs use ``RUN_DATE``;
+    ``tests/integration/test_airflow_services.py`` triggers one that way.)
     """
     dag = wait_for(f"{dag_id} parsed", lambda: stack.airflow("GET", f"/api/v2/dags/{dag_id}"),
                    DAG_PARSE_TIMEOUT_S)  # fmt: skip

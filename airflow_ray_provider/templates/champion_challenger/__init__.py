@@ -1,6 +1,7 @@
 """Nightly champion-vs-challenger validation: the DAG factory and the decision policy it applies."""
 
 from airflow_ray_provider.templates.champion_challenger.decision import (
+    Candidate,
     Decision,
     DecisionPolicy,
     Guardrail,
@@ -12,6 +13,7 @@ from airflow_ray_provider.templates.champion_challenger.decision import (
 from airflow_ray_provider.templates.champion_challenger.factory import build_champion_challenger_dag
 
 __all__ = [
+    "Candidate",
     "Decision",
     "DecisionPolicy",
     "Guardrail",

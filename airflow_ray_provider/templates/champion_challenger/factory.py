@@ -2,8 +2,15 @@
 
 The DAG it builds::
 
-    create_cluster (setup) -> [prepare] -> evaluate (Ray job, deferrable) -> collect_metrics -> decide
-        -> report -> branch -> promote | keep_champion -> delete_cluster (teardown, runs on failure too)
+    [list_challengers] -> create_cluster (setup) -> [prepare] -> evaluate (Ray job, deferrable)
+        -> collect_metrics -> decide -> report -> branch -> promote | keep_champion
+        -> delete_cluster (teardown, runs on failure too)
+
+The champion faces one challenger (``challenger_uri``), a list fixed in the DAG (``challengers``), or
+every model file found under a registry prefix at run time (``challenger_prefix``: the
+``list_challengers`` step, :mod:`.listing`, runs before any cluster starts; a prefix with no model
+file skips the run or fails it, ``on_no_challengers``). One evaluation scores them all in one pass; the
+decision promotes at most one (:mod:`.decision`).
 
 in the default ``ephemeral`` mode; ``ClusterSettings(mode=...)`` runs ``prepare`` and ``evaluate`` as
 KubeRay RayJobs (``rayjob``: no create/delete tasks, KubeRay cleans up), on a standing cluster
@@ -15,7 +22,7 @@ Call :func:`build_champion_challenger_dag` from a DAG file; see ``dags/nightly_m
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -34,6 +41,7 @@ from airflow_ray_provider.workloads.evaluation import DEFAULT_METRICS, metric_di
 if TYPE_CHECKING:
     from airflow.sdk import DAG, Asset
 
+    from airflow_ray_provider.templates.champion_challenger.listing import ListSpec
     from airflow_ray_provider.templates.champion_challenger.tasks import PromoteCallable
 
 log = logging.getLogger(__name__)
@@ -69,8 +77,7 @@ def _check_policy(
 
 def evaluation_config(
     *,
-    champion_uri: str | dict[str, Any],
-    challenger_uri: str | dict[str, Any],
+    models: dict[str, Any] | str,
     data_uri: str,
     columns: dict[str, Any],
     artifact_uri: str,
@@ -78,15 +85,15 @@ def evaluation_config(
     ndcg_k: Sequence[int],
     options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``workloads.evaluate`` config (see :mod:`airflow_ray_provider.workloads.evaluation.config`)."""
+    """The ``workloads.evaluate`` config (see :mod:`airflow_ray_provider.workloads.evaluation.config`).
 
-    def spec(model: str | dict[str, Any]) -> dict[str, Any]:
-        return dict(model) if isinstance(model, dict) else {"uri": model}
-
+    :param models: ``{name: spec}``, champion first, or :data:`~.listing.MODELS_PLACEHOLDER` (filled in
+        at run time from the ``list_challengers`` step).
+    """
     config = {
         "data_uri": data_uri,
         "columns": dict(columns),
-        "models": {"champion": spec(champion_uri), "challenger": spec(challenger_uri)},
+        "models": models,
         "baseline": "champion",
         "output_uri": artifact_uri,
         "metrics": list(metrics),
@@ -108,11 +115,14 @@ def build_champion_challenger_dag(
     *,
     dag_id: str,
     champion_uri: str | dict[str, Any],
-    challenger_uri: str | dict[str, Any],
     data_uri: str,
     columns: dict[str, Any],
     artifact_uri: str,
     policy: DecisionPolicy | dict[str, Any],
+    challenger_uri: str | dict[str, Any] | None = None,
+    challengers: Sequence[str | dict[str, Any]] | Mapping[str, str | dict[str, Any]] | None = None,
+    challenger_prefix: str | None = None,
+    on_no_challengers: str = "fail",
     metrics: Sequence[str] = DEFAULT_METRICS,
     ndcg_k: Sequence[int] = (5, 10),
     cluster_conn_id: str | None = None,
@@ -135,7 +145,14 @@ def build_champion_challenger_dag(
     :param dag_id: the DAG id.
     :param champion_uri: the production model (a ``.joblib``/``.pkl`` URI, or a model spec dict with
         ``factory``/``kwargs``).
-    :param challenger_uri: the candidate model, same forms.
+    :param challenger_uri: one candidate model, same forms.
+    :param challengers: many candidates fixed in the DAG: URIs/specs (named after the file, ``a.joblib``
+        -> ``a``) or ``{name: uri or spec}``.
+    :param challenger_prefix: list the candidates at run time: every ``.joblib``/``.pkl``/``.pickle``
+        file under this folder or URI prefix (templated, e.g. ``"s3://registry/candidates/" + RUN_DATE``).
+        Give exactly one of ``challenger_uri``, ``challengers`` and ``challenger_prefix``.
+    :param on_no_challengers: a ``challenger_prefix`` with no model file at run time: ``fail`` the run
+        (default) or ``skip`` it (no cluster is started either way).
     :param data_uri: evaluation data (Parquet); templated, e.g. ``"s3://logs/clicks/dt=" + RUN_DATE`` so
         each run reads its own partition (:data:`~airflow_ray_provider.templates.RUN_DATE` is defined also
         in runs without a logical date, where ``{{ ds }}`` fails to render).
@@ -166,20 +183,47 @@ def build_champion_challenger_dag(
     """
     from airflow.sdk import DAG
 
+    from airflow_ray_provider.templates.champion_challenger import listing
+
     checked = _check_policy(policy, metrics, ndcg_k)
     settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
+    models = listing.fixed_models(
+        champion_uri,
+        challenger_uri=challenger_uri,
+        challengers=challengers,
+        challenger_prefix=challenger_prefix,
+        on_no_challengers=on_no_challengers,
+    )
     config = evaluation_config(
-        champion_uri=champion_uri, challenger_uri=challenger_uri, data_uri=data_uri, columns=columns,
-        artifact_uri=artifact_uri, metrics=metrics, ndcg_k=ndcg_k, options=evaluation_options,
-    )  # fmt: skip
+        models=models if models is not None else listing.MODELS_PLACEHOLDER,
+        data_uri=data_uri,
+        columns=columns,
+        artifact_uri=artifact_uri,
+        metrics=metrics,
+        ndcg_k=ndcg_k,
+        options=evaluation_options,
+    )
+    listed = (
+        None
+        if challenger_prefix is None
+        else listing.ListSpec(champion=champion_uri, prefix=challenger_prefix, on_empty=on_no_challengers)
+    )
     arguments = dag_arguments(["ray", "model-validation"], dag_kwargs)
     with DAG(dag_id=dag_id, schedule=schedule, **arguments) as dag:
         _wire(
-            dag_id=dag_id, settings=settings, config=config, policy=checked, on_promote=on_promote,
-            model_asset=model_asset or default_model_asset(dag_id), runtime_env=runtime_env,
-            prepare_entrypoint=prepare_entrypoint, job_timeout=job_timeout, deferrable=deferrable,
+            dag_id=dag_id,
+            settings=settings,
+            config=config,
+            policy=checked,
+            on_promote=on_promote,
+            model_asset=model_asset or default_model_asset(dag_id),
+            runtime_env=runtime_env,
+            prepare_entrypoint=prepare_entrypoint,
+            job_timeout=job_timeout,
+            deferrable=deferrable,
             poll_interval=poll_interval,
-        )  # fmt: skip
+            listed=listed,
+        )
     return dag
 
 
@@ -196,20 +240,30 @@ def _wire(
     job_timeout: float | None,
     deferrable: bool,
     poll_interval: float,
+    listed: ListSpec | None = None,
 ) -> None:
     from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator
+    from airflow_ray_provider.templates.champion_challenger import listing
     from airflow_ray_provider.templates.champion_challenger import tasks as steps
 
     setup = setup_task(settings)  # create (ephemeral), attach (standing by name) or none
+    entrypoint = workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config)
+    lister = None
+    if listed is not None:
+        lister = listing.list_challengers(listed.to_dict())
+        entrypoint = listing.with_listed_models(entrypoint)
     job: dict[str, Any] = {
         "deferrable": deferrable, "poll_interval": poll_interval, "job_timeout": job_timeout,
         "runtime_env": runtime_env,
     }  # fmt: skip
     evaluate = ray_job_task(
-        settings, setup, task_id="evaluate",
-        entrypoint=workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config),
-        metadata={"dag_id": dag_id, "step": "evaluate"}, **job,
-    )  # fmt: skip
+        settings,
+        setup,
+        task_id="evaluate",
+        entrypoint=entrypoint,
+        metadata={"dag_id": dag_id, "step": "evaluate"},
+        **job,
+    )
     first = evaluate
     if prepare_entrypoint:
         first = ray_job_task(settings, setup, task_id="prepare", entrypoint=prepare_entrypoint, **job)
@@ -226,6 +280,8 @@ def _wire(
     report >> branch >> [promote, keep]
     if setup is not None:
         setup >> first
+    if lister is not None:  # listed before any cluster starts: an empty prefix costs nothing
+        lister >> (setup if setup is not None else first)
     teardown = teardown_task(setup, settings)
     if teardown is not None:
         [promote, keep] >> teardown

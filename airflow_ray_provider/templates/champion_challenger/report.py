@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from html import escape
 from typing import Any
 
+from airflow_ray_provider.templates.champion_challenger import leaderboard
 from airflow_ray_provider.templates.champion_challenger.decision import Decision, DecisionPolicy, improvement
 from airflow_ray_provider.templates.champion_challenger.svg import (
     BAD,
@@ -201,13 +202,22 @@ def render_html(
         f"<li>{escape(n)}: <code>{escape(str((m or {}).get('uri')))}</code></li>" for n, m in models.items()
     )
     data = summary.get("data") or {}
+    many = len(decision.candidates) > 1
+    why_of = f" ({escape(challenger)})" if many else ""
+    board = (
+        f"<h2>Leaderboard</h2><p class='muted'>{leaderboard.leaderboard_note(decision)}</p>"
+        f"{leaderboard.leaderboard_table(summary, decision)}"
+        f"<div id='leaderboard-chart'>{leaderboard.leaderboard_chart(decision)}</div>"
+        f"<h2>Details: {escape(challenger)}</h2>"
+        if many
+        else ""
+    )
     return (
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{escape(title)}</title>"
-        f"<style>{_CSS}</style></head><body><h1>{escape(title)}</h1>"
+        f"<style>{_CSS}{leaderboard.CSS if many else ''}</style></head><body><h1>{escape(title)}</h1>"
         f'<div class="banner" id="decision" style="background:{color}">Decision: <b>{label}</b> '
-        f"({escape(challenger)} vs {escape(decision.baseline)}, "
-        f"primary metric {escape(decision.primary_metric)})</div>"
-        f"<h2>Why</h2><ul id='reasons'>{checks}</ul>"
+        f"({_headline(decision)}, primary metric {escape(decision.primary_metric)})</div>"
+        f"{board}<h2>Why{why_of}</h2><ul id='reasons'>{checks}</ul>"
         f"<h2>Headline metrics</h2>{_metric_table(summary, challenger, metrics)}"
         f"<h2>Metrics, {escape(decision.baseline)} vs {escape(challenger)}</h2>"
         f"<p class='muted'>Axes are zoomed to the values; the whisker is the challenger's 95% bootstrap CI "
@@ -225,13 +235,43 @@ def render_html(
     )
 
 
+def _headline(decision: Decision) -> str:
+    """``challenger vs champion``, or for many challengers the winner (or none) among how many."""
+    if len(decision.candidates) <= 1:
+        return f"{escape(decision.challenger)} vs {escape(decision.baseline)}"
+    who = f"winner {escape(decision.winner)}" if decision.winner else "no winner"
+    return f"{who} of {len(decision.candidates)} challengers vs {escape(decision.baseline)}"
+
+
+def _markdown_board(decision: Decision, limit: int = 10) -> list[str]:
+    if len(decision.candidates) <= 1:
+        return []
+    lines = [
+        "",
+        f"Leaderboard ({len(decision.candidates)} challengers, {decision.correction} correction):",
+        "",
+        "| # | model | lift | adjusted p | outcome |",
+        "| ---: | --- | ---: | ---: | --- |",
+    ]
+    for rank, cand in enumerate(decision.candidates[:limit], 1):
+        lift = "n/a" if cand.lift is None else f"{cand.lift:+.4f}"
+        p = "n/a" if cand.p_adjusted is None else f"{cand.p_adjusted:.2g}"
+        mark = " (winner)" if cand.name == decision.winner else ""
+        lines.append(
+            f"| {rank} | {cand.name}{mark} | {lift} | {p} | {leaderboard.outcome_label(cand, decision)} |"
+        )
+    if len(decision.candidates) > limit:
+        lines.append(f"| | ... {len(decision.candidates) - limit} more in the HTML report | | | |")
+    return lines
+
+
 def render_markdown(
     summary: dict[str, Any], decision: Decision, policy: DecisionPolicy | None, report_uri: str
 ) -> str:
     """A short markdown summary for the task log."""
     challenger, baseline = decision.challenger, decision.baseline
     lines = [
-        f"## Decision: **{decision.outcome}** ({challenger} vs {baseline})",
+        f"## Decision: **{decision.outcome}** ({_headline(decision)})",
         "",
         f"| metric | {baseline} | {challenger} | delta | 95% CI |",
         "| --- | ---: | ---: | ---: | --- |",
@@ -244,6 +284,7 @@ def render_markdown(
         delta = f"{stats['delta']:+.4f}" if isinstance(stats.get("delta"), (int, float)) else "n/a"
         base, cand = _num(_value(summary, baseline, metric)), _num(_value(summary, challenger, metric))
         lines.append(f"| {metric} | {base} | {cand} | {delta} | {ci} |")
+    lines += _markdown_board(decision)
     lines += ["", "Reasons:", *(f"- {reason}" for reason in decision.reasons), "", f"Report: {report_uri}"]
     return "\n".join(lines)
 

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``on_promote(decision, context)``: ``decision`` is the decide task's dict (``outcome``, ``reasons``,
-#: ``checks``, ``champion_uri``, ``challenger_uri``, ``report``); the return value is logged.
+#: ``on_promote(decision, context)``: ``decision`` is the decide task's dict (``outcome``, ``winner``,
+#: ``reasons``, ``checks``, ``candidates``, ``champion_uri``, ``challenger_uri`` (the winner's),
+#: ``report``); the return value is logged.
 PromoteCallable = Callable[[dict[str, Any], Any], Any]
 
 
@@ -46,7 +47,12 @@ def decide(summary: XComArg | dict[str, Any], policy: dict[str, Any]) -> dict[st
     """Apply the policy to the collected metrics; the XCom is the decision with every reason."""
     summary = resolved(summary)
     decision = evaluate_policy(DecisionPolicy.from_dict(policy), summary)
-    log.info("Decision: %s", decision.outcome)
+    log.info(
+        "Decision: %s (winner %s of %d challengers)",
+        decision.outcome,
+        decision.winner,
+        len(decision.candidates),
+    )
     for reason in decision.reasons:
         log.info("  %s", reason)
     return {**decision.to_dict(), **_model_uris(summary, decision)}
@@ -89,13 +95,17 @@ def make_promote(model_asset: Asset, on_promote: PromoteCallable | None) -> Any:
     ) -> dict[str, Any]:
         decision = {**resolved(decision), "report": resolved(report_paths).get("html")}
         result = on_promote(decision, context) if on_promote is not None else None
+        challengers = len(decision.get("candidates") or ()) or 1
         extra = {
+            "winner": decision.get("winner") or decision.get("challenger"),
             "model_uri": decision.get("challenger_uri"),
             "previous_model_uri": decision.get("champion_uri"),
             "model_sha256": decision.get("challenger_sha256"),
             "metrics_uri": f"{str(decision.get('artifact_uri', '')).rstrip('/')}/metrics.json",
             "report": decision["report"],
             "primary_metric": decision.get("primary_metric"),
+            "challengers": challengers,
+            "correction": decision.get("correction"),
         }
         context["outlet_events"][model_asset].extra = extra
         log.info(

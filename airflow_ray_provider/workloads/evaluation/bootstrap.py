@@ -17,15 +17,24 @@ Method (constant memory, whatever the data size):
 
 The interval is the percentile interval at ``confidence``; replicates where a metric is undefined are
 dropped (NaN-aware quantiles).
+
+For the multiple-comparison correction of the decision (many challengers against one champion), each
+delta of a ``higher``/``lower`` metric also carries its bootstrap standard error ``se`` (the standard
+deviation of the replicate deltas) and a one-sided ``p_value`` for "the model is no better than the
+baseline", from the normal approximation ``Phi(-lift / se)``. A normal p-value, not the share of
+replicates below zero: 200 replicates cannot resolve the ``alpha / 50`` a 50-way Holm correction needs.
 """
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
 
 _MANTISSA_BITS = 4
@@ -147,14 +156,39 @@ def _replicates(
     return replicate_metrics(sums, ks, metrics), full_auc
 
 
+def one_sided_p(delta: float, se: float | None, direction: str) -> float | None:
+    """``P(lift <= 0)`` under the normal approximation: the p-value of "no better than the baseline".
+
+    :param delta: model minus baseline; :param se: its bootstrap standard error;
+    :param direction: ``higher`` or ``lower`` is better (other directions have no one-sided test).
+    """
+    if se is None or direction not in ("higher", "lower") or not math.isfinite(delta):
+        return None
+    lift = delta if direction == "higher" else -delta
+    if se <= 0:
+        return 0.0 if lift > 0 else 1.0
+    return 0.5 * math.erfc(lift / (se * math.sqrt(2.0)))
+
+
+def _standard_error(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(np.std(finite, ddof=1)) if finite.size > 1 else None
+
+
 def paired_deltas(
     cfg: EvalConfig,
     bucket_stats: dict[str, dict[str, np.ndarray]],
     hist: dict[str, np.ndarray],
     overall: dict[str, dict[str, float | None]],
     metric_names: list[str],
+    *,
+    directions: Mapping[str, str] | None = None,
 ) -> dict[str, dict[str, dict[str, float | None]]]:
-    """``{model: {metric: {delta, ci_low, ci_high}}}`` for every non-baseline model (model minus baseline)."""
+    """``{model: {metric: {delta, ci_low, ci_high[, se, p_value]}}}`` for every non-baseline model.
+
+    :param directions: each metric's direction; given, ``higher``/``lower`` metrics also get ``se`` and
+        the one-sided ``p_value`` of :func:`one_sided_p` (the input of the decision's correction).
+    """
     base, boot = cfg.baseline, cfg.bootstrap
     reps: dict[str, dict[str, np.ndarray]] = {}
     full_auc: dict[str, float | None] = {}
@@ -168,9 +202,11 @@ def paired_deltas(
         for name in metric_names:
             a, b = overall[m].get(name), overall[base].get(name)
             delta = None if a is None or b is None else a - b
-            low = high = None
+            low = high = se = None
             if delta is not None and name in reps.get(m, {}) and name in reps.get(base, {}):
-                low, high = percentile_interval(reps[m][name] - reps[base][name], boot.confidence)
+                diffs = reps[m][name] - reps[base][name]
+                low, high = percentile_interval(diffs, boot.confidence)
+                se = _standard_error(diffs)
                 if (
                     name == "roc_auc"
                     and low is not None
@@ -180,4 +216,8 @@ def paired_deltas(
                     shift = delta - (full_auc[m] - full_auc[base])  # type: ignore[operator]
                     low, high = low + shift, high + shift  # type: ignore[operator]
             out[m][name] = {"delta": delta, "ci_low": low, "ci_high": high}
+            direction = (directions or {}).get(name)
+            if direction in ("higher", "lower"):
+                out[m][name]["se"] = se
+                out[m][name]["p_value"] = None if delta is None else one_sided_p(delta, se, direction)
     return out

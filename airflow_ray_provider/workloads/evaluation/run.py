@@ -61,7 +61,9 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
         acc, engine, session_mode = run_engine(cfg, pre, ray_address or cfg.ray_address, predictions, clock)
         result = acc.finalize()
         directions = metric_directions(cfg.metrics, cfg.ndcg_k)
-        result.deltas = bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, list(directions))
+        result.deltas = bootstrap.paired_deltas(
+            cfg, acc.buckets, acc.hist, result.overall, list(directions), directions=directions
+        )
         clock.mark("finalized")
         finished = dt.datetime.now(dt.timezone.utc)
         run = {

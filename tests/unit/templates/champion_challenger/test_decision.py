@@ -151,9 +151,9 @@ def test_decision_round_trips_through_xcom_shape() -> None:
     assert Decision.from_dict(data) == decision
 
 
-def test_ambiguous_challenger_must_be_named() -> None:
-    doc = _doc()
+def test_a_named_challenger_is_judged_alone_and_must_exist() -> None:
+    doc = _doc(lifts={"roc_auc": (0.02, 0.01, 0.03)})
     doc["deltas"]["challenger_b"] = doc["deltas"]["challenger"]
-    with pytest.raises(PolicyError, match="challenger"):
-        evaluate_policy(POLICY, doc)
     assert evaluate_policy(POLICY, doc, challenger="challenger_b").challenger == "challenger_b"
+    with pytest.raises(PolicyError, match="'nope' is not in the evaluation"):
+        evaluate_policy(POLICY, doc, challenger="nope")
