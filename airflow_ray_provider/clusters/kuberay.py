@@ -404,34 +404,29 @@ class KubeRayBackend(ClusterBackend):
                 f"RayCluster {namespace}/{name} does not exist; check the name and the connection's "
                 f"namespace (kubectl get rayclusters -n {namespace})"
             )
-        status = ClusterStatus.from_object(obj)
-        verdict = readiness(status)
-        if verdict.verdict != "ready":
-            raise self._not_usable(status, verdict.message)
-        url = dashboard_url(status, self.settings.dashboard_url_template)
         ref = builder.token_ref_of(obj)
-        token = None
-        if ref is not None:
-            token = self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace)
-        answered, detail = probe_dashboard(url, token)
-        if not answered:
-            raise self._not_usable(
-                status, f"its dashboard {url}/api/version does not answer ({detail}); check the connection's "
-                "dashboard_url_template and that Airflow can reach the head service"
+        plan = ClusterPlan(
+            name=name, namespace=namespace, dashboard_url_template=self.settings.dashboard_url_template,
+            token_ref=ref,
+        )  # fmt: skip
+        look = self.check(plan)  # the same look as a create task's wait, once: a standing cluster is up now
+        if look.verdict != "ready":
+            why = look.message
+            if look.message.startswith("head ready"):  # the head is up; its dashboard does not answer
+                why += "; check the connection's dashboard_url_template and that Airflow can reach the head"
+            raise RayClusterNotReadyError(
+                f"{look.cluster} cannot be used: {why}. Last status: {look.state}. "
+                f"Inspect it with: {look.inspect}",
+                name=name, namespace=namespace, conditions=look.conditions,
             )  # fmt: skip
         log.info(
-            "Attached to standing RayCluster %s/%s (Ray %s); it will not be deleted", namespace, name, detail
+            "Attached to standing RayCluster %s/%s (%s); it will not be deleted",
+            namespace,
+            name,
+            look.message,
         )
+        url = look.dashboard_url or dashboard_url(ClusterStatus.from_object(obj), plan.dashboard_url_template)
         return kuberay_handle(name, namespace, url, ref, conn_id=self.settings.conn_id, owned=False)
-
-    @staticmethod
-    def _not_usable(status: ClusterStatus, why: str) -> RayClusterNotReadyError:
-        check = _look(status, "failed", why)
-        return RayClusterNotReadyError(
-            f"{check.cluster} cannot be used: {why}. Last status: {check.state}. "
-            f"Inspect it with: {check.inspect}",
-            name=status.name, namespace=status.namespace, conditions=check.conditions,
-        )  # fmt: skip
 
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""
