@@ -119,6 +119,12 @@ KUBERAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
         "http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
         "or https://{name}.ray.example.com for an ingress.",
     },
+    "link_url_template": {
+        "label": "Dashboard URL for people",
+        "schema": {"type": ["string", "null"]},
+        "description": "Where a browser reaches a cluster's dashboard (the Ray job link), e.g. "
+        "https://ray.example.com/{namespace}/{name}; empty: the address Airflow uses.",
+    },
     "ray_auth": {
         "label": "Ray token auth",
         "schema": {

@@ -21,7 +21,12 @@ from airflow_ray_provider.clusters.backend import (
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BACKENDS, BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRayPlan, KubeRaySettings
+from airflow_ray_provider.clusters.kuberay import (
+    KubeRayBackend,
+    KubeRayPlan,
+    KubeRaySettings,
+    cluster_link_url,
+)
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
 from airflow_ray_provider.clusters.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
@@ -93,6 +98,7 @@ __all__ = [
     "WorkerGroup",
     "check_options",
     "check_spec",
+    "cluster_link_url",
     "event_for",
     "keeps_unowned",
     "local_options_for",

@@ -17,6 +17,10 @@ BackendName = Literal["local", "kuberay"]
 BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 
 
+#: ``extra`` key of a handle: the dashboard's address for people, when it differs from Airflow's.
+EXTRA_LINK_URL = "link_url"
+
+
 @dataclass(frozen=True)
 class RayClusterHandle:
     """Where a provisioned Ray cluster is and how to authenticate to it.
@@ -57,6 +61,12 @@ class RayClusterHandle:
                 f"cluster handle dashboard_url must start with http:// or https://, "
                 f"got {self.dashboard_url!r}"
             )
+
+    @property
+    def link_url(self) -> str:
+        """The dashboard as a person's browser reaches it (extra links): ``extra["link_url"]`` when the
+        cluster connection gives one (an ingress), else :attr:`dashboard_url` (how Airflow reaches it)."""
+        return str((self.extra or {}).get(EXTRA_LINK_URL) or self.dashboard_url)
 
     @property
     def has_auth(self) -> bool:

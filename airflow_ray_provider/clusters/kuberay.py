@@ -25,7 +25,7 @@ from airflow_ray_provider.clusters.backend import (
     TaskIdentity,
     keeps_unowned,
 )
-from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
+from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
     ReadinessCheck,
@@ -72,6 +72,8 @@ class KubeRaySettings:
     :param default_image: the Ray image when a spec names none.
     :param dashboard_url_template: how to reach a head's dashboard (``None``: in-cluster DNS).
     :param ray_auth: ``auth_options``, ``secret`` or ``disabled`` (when a spec does not say).
+    :param link_url_template: the dashboard's address for people (extra links), e.g.
+        ``https://ray.example.com/{namespace}/{name}`` (``None``: the one Airflow uses).
     """
 
     conn_id: str
@@ -79,6 +81,7 @@ class KubeRaySettings:
     default_image: str | None = None
     dashboard_url_template: str | None = None
     ray_auth: str = "auth_options"
+    link_url_template: str | None = None
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,14 @@ def kuberay_handle(
     conn_id: str | None,
     token_secret_created: bool = False,
     owned: bool = True,
+    link_url_template: str | None = None,
 ) -> RayClusterHandle:
     """The one constructor of a KubeRay cluster handle: the dashboard and the token's Secret (never the
-    token); ``token_secret_created``: the provider made that Secret, so deleting the cluster deletes it."""
+    token); ``token_secret_created``: the provider made that Secret, so deleting the cluster deletes it;
+    ``link_url_template``: the dashboard's address for people (``{name}``, ``{namespace}``)."""
+    extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: token_secret_created}
+    if link_url_template:
+        extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
     return RayClusterHandle(
         backend="kuberay",
         name=name,
@@ -111,9 +119,29 @@ def kuberay_handle(
         auth_token_secret=token_ref.secret_name if token_ref else None,
         auth_token_secret_key=token_ref.key if token_ref else None,
         conn_id=conn_id,
-        extra={EXTRA_TOKEN_SECRET_CREATED: token_secret_created},
+        extra=extra,
         owned=owned,
     )
+
+
+def cluster_link_url(template: str, name: str, namespace: str) -> str:
+    """A cluster's dashboard address for people, from the connection's ``link_url_template``.
+
+    :raises RayInvalidInputError: naming the extra, for a field other than ``{name}`` and ``{namespace}``
+        or a URL that is not http(s).
+    """
+    try:
+        url = template.format(name=name, namespace=namespace).rstrip("/")
+    except (KeyError, IndexError, ValueError) as exc:
+        raise RayInvalidInputError(
+            f"kuberay connection extra link_url_template {template!r} is not a template of {{name}} and "
+            f"{{namespace}} ({exc!r}); e.g. https://ray.example.com/{{namespace}}/{{name}}"
+        ) from exc
+    if not url.startswith(("http://", "https://")):
+        raise RayInvalidInputError(
+            f"kuberay connection extra link_url_template {template!r} must give an http(s) URL, got {url!r}"
+        )
+    return url
 
 
 def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
@@ -312,6 +340,7 @@ class KubeRayBackend(ClusterBackend):
             ref,
             conn_id=self.settings.conn_id,
             token_secret_created=bool(ref and ref.provider_created),
+            link_url_template=self.settings.link_url_template,
         )
 
     def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
@@ -426,7 +455,10 @@ class KubeRayBackend(ClusterBackend):
             look.message,
         )
         url = look.dashboard_url or dashboard_url(ClusterStatus.from_object(obj), plan.dashboard_url_template)
-        return kuberay_handle(name, namespace, url, ref, conn_id=self.settings.conn_id, owned=False)
+        return kuberay_handle(
+            name, namespace, url, ref, conn_id=self.settings.conn_id, owned=False,
+            link_url_template=self.settings.link_url_template,
+        )  # fmt: skip
 
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""

@@ -275,7 +275,10 @@ class KubeRayJobs:
             return RayJobLook(status)
         url = dashboard_url(ClusterStatus.from_object(obj), template or self.settings.dashboard_url_template)
         ref = builder.token_ref_of(obj)
-        handle = kuberay_handle(status.cluster_name, ns, url, ref, conn_id=self.settings.conn_id, owned=False)
+        handle = kuberay_handle(
+            status.cluster_name, ns, url, ref, conn_id=self.settings.conn_id, owned=False,
+            link_url_template=self.settings.link_url_template,
+        )  # fmt: skip
         return RayJobLook(status, handle)
 
     # ----------------------------------------------------------------- kill

@@ -34,6 +34,7 @@ def _kuberay(conn_id: str, connection: Connection, namespace: str | None) -> Kub
     settings = KubeRaySettings(
         conn_id=conn_id, namespace=hook.namespace, default_image=hook.default_image,
         dashboard_url_template=hook.dashboard_url_template, ray_auth=hook.ray_auth,
+        link_url_template=hook.link_url_template,
     )  # fmt: skip
     return KubeRayBackend(settings, lambda: hook.client)
 

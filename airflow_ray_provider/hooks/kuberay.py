@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 EXTRA_FIELDS = (
     "in_cluster", "kube_config_path", "kube_config", "context", "namespace", "default_image",
-    "dashboard_url_template", "ray_auth",
+    "dashboard_url_template", "ray_auth", "link_url_template",
 )  # fmt: skip
 
 
@@ -89,6 +89,20 @@ class KubeRayHook(BaseHook):
     def dashboard_url_template(self) -> str | None:
         """The connection's dashboard URL template, if any."""
         return self.extras.get("dashboard_url_template") or None
+
+    @property
+    def link_url_template(self) -> str | None:
+        """The dashboard's address for people (extra links), e.g. ``https://ray.example.com/{namespace}/{name}``.
+
+        :raises RayInvalidInputError: naming the extra, when it is not a template of ``{name}`` and
+            ``{namespace}`` giving an http(s) URL (checked before any cluster exists).
+        """
+        template = self.extras.get("link_url_template") or None
+        if template is not None:
+            from airflow_ray_provider.clusters import cluster_link_url
+
+            cluster_link_url(str(template), "name", "namespace")
+        return template
 
     @property
     def ray_auth(self) -> str:

@@ -169,6 +169,7 @@ def config_from_handle(handle: RayClusterHandle, token: str | None) -> RayApiCon
         dashboard_url=handle.dashboard_url.rstrip("/"),
         source=f"cluster handle {handle.name!r} ({handle.backend})",
         token=token,
+        link_url=handle.link_url if handle.link_url != handle.dashboard_url else None,
     )
 
 

@@ -27,6 +27,7 @@ from airflow_ray_provider.clusters import (
     RayJobRequest,
     RayJobStatus,
     check_options,
+    cluster_link_url,
     raise_for_rayjob,
     rayjob_result,
 )
@@ -346,7 +347,7 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         """The cluster answers: push the job's dashboard link."""
         assert look.cluster is not None
         self._announced = look.cluster
-        job_url = dashboard_job_url(look.cluster.dashboard_url, look.status.job_id)
+        job_url = dashboard_job_url(look.cluster.link_url, look.status.job_id)  # the browser's address
         push_job_url(self, context["ti"], job_url)
         self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
 
@@ -375,8 +376,21 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
             raise RayProviderError(f"waiting for RayJob {typed.name!r} failed: {typed.message}")
         status = RayJobStatus.from_dict(typed.rayjob)
         if typed.dashboard_url and status.job_id:
-            push_job_url(self, context["ti"], dashboard_job_url(typed.dashboard_url, status.job_id))
+            push_job_url(self, context["ti"], dashboard_job_url(self._link_base(status, typed.dashboard_url),
+                                                                status.job_id))  # fmt: skip
         return self._finish(status, typed.dashboard_url, typed.log_tail)
+
+    def _link_base(self, status: RayJobStatus, dashboard_url: str) -> str:
+        """The dashboard of the RayJob's cluster as a browser reaches it (the connection's
+        ``link_url_template``), else the address Airflow used."""
+        jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        try:
+            template = jobs.settings.link_url_template
+        finally:
+            jobs.close()
+        if not template or not status.cluster_name:
+            return dashboard_url
+        return cluster_link_url(template, status.cluster_name, status.namespace)
 
     def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:
         raise_for_rayjob(status, log_tail)

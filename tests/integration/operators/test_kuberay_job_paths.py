@@ -210,3 +210,29 @@ def test_pre_running_deadline_fails_a_rayjob_whose_pods_never_schedule(
     assert "preRunningDeadlineSeconds" in str(excinfo.value)
     assert time.monotonic() - started < 30
     assert "Running" not in rayjob_controller.transitions[excinfo.value.name]
+
+
+def test_the_ray_job_link_uses_the_connections_address_for_people(
+    rayjob_controller, kuberay_conn, rayjobs, monkeypatch
+):
+    """The Job API is called at the in-cluster address; the "Ray job" link is the browser's one."""
+    import json
+    import os
+
+    from airflow_ray_provider.operators.job_link import JOB_URL_XCOM_KEY
+
+    variable = f"AIRFLOW_CONN_{kuberay_conn.upper()}"
+    conn = json.loads(os.environ[variable])
+    conn["extra"]["link_url_template"] = "https://ray.example.com/{namespace}/{name}"
+    monkeypatch.setenv(variable, json.dumps(conn))
+    ti = StandInTI(dag_id="rayjob_paths", task_id="linked")
+
+    result = _op(kuberay_conn, "linked", entrypoint=_python("print('linked')")).execute(context_for(ti))
+
+    assert result["status"] == "SUCCEEDED"
+    link = ti.xcoms[JOB_URL_XCOM_KEY]
+    assert (
+        link == f"https://ray.example.com/{TEST_NAMESPACE}/{result['cluster_name']}/#/jobs/{result['job_id']}"
+    )
+    assert result["dashboard_url"].startswith("http://")  # the in-cluster address it polled
+    assert not result["dashboard_url"].startswith("https://ray.example.com")

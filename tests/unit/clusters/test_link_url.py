@@ -1,0 +1,68 @@
+"""The Ray job link's address for people: a ``kuberay`` connection's ``link_url_template``.
+
+Airflow reaches a KubeRay head at its in-cluster address (``http://x-head-svc.ns.svc.cluster.local:8265``),
+which no browser outside the cluster opens; the template gives the ingress a person uses.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_ray_provider.clusters import cluster_link_url
+from airflow_ray_provider.clusters.kuberay import kuberay_handle
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.hooks.ray_connection import config_from_handle
+
+pytestmark = pytest.mark.unit
+
+IN_CLUSTER = "http://nightly-head-svc.ray.svc.cluster.local:8265"
+
+
+def test_the_template_names_the_cluster_and_its_namespace():
+    url = cluster_link_url("https://ray.example.com/{namespace}/{name}/", "nightly", "ray")
+
+    assert url == "https://ray.example.com/ray/nightly"
+
+
+@pytest.mark.parametrize(
+    ("template", "why"),
+    [
+        ("https://{service_ip}/", "not a template of {name} and {namespace}"),
+        ("ray.example.com/{name}", "http(s)"),
+    ],
+)
+def test_a_bad_template_names_the_extra(template, why):
+    with pytest.raises(RayInvalidInputError, match="link_url_template") as excinfo:
+        cluster_link_url(template, "nightly", "ray")
+    assert why in str(excinfo.value)
+
+
+def test_a_handle_links_to_the_browser_address_and_calls_the_in_cluster_one():
+    handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr",
+                            link_url_template="https://ray.example.com/{namespace}/{name}")  # fmt: skip
+    config = config_from_handle(handle, token=None)
+
+    assert handle.link_url == "https://ray.example.com/ray/nightly"
+    assert config.dashboard_url == IN_CLUSTER  # the Job API calls stay in-cluster
+    assert config.browser_url == "https://ray.example.com/ray/nightly"  # the "Ray job" link
+
+
+def test_without_a_template_the_link_is_the_address_airflow_uses():
+    handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr")
+
+    assert handle.link_url == IN_CLUSTER
+    assert config_from_handle(handle, token=None).browser_url == IN_CLUSTER
+
+
+def test_the_connection_checks_its_template_before_any_cluster_exists():
+    from airflow.sdk import Connection
+
+    from airflow_ray_provider.hooks.kuberay import KubeRayHook
+
+    extra = {"in_cluster": True, "link_url_template": "https://ray.example.com/{cluster}"}
+    connection = Connection(conn_id="k8s_prod", conn_type="kuberay", extra=json.dumps(extra))
+
+    with pytest.raises(RayInvalidInputError, match="link_url_template"):
+        _ = KubeRayHook("k8s_prod", connection=connection).link_url_template
