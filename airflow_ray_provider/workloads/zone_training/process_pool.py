@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import multiprocessing
+import os
 import threading
 import time
 from collections import deque
@@ -52,11 +53,36 @@ def warm_up() -> None:
 
     Called before the dataset is validated, when the local engine is likely: the imports overlap it.
     """
+    _short_socket_dir()
     context = multiprocessing.get_context(_CONTEXT)
     context.set_forkserver_preload(list(PRELOAD))
     from multiprocessing import forkserver
 
     forkserver.ensure_running()
+
+
+#: The forkserver listens on ``<temp dir>/pymp-XXXXXXXX/listener-XXXXXXXX`` and an AF_UNIX path has at
+#: most 107 bytes: a longer ``TMPDIR`` than this leaves no room ("AF_UNIX path too long").
+_MAX_TEMP_DIR_CHARS = 64
+
+
+def _short_socket_dir() -> None:
+    """Give multiprocessing a short temp dir for its sockets when ``TMPDIR`` is long.
+
+    multiprocessing makes its own ``pymp-*`` dir once per process (and removes it at exit); making it
+    here, under ``/tmp``, keeps the forkserver's socket path short without changing ``TMPDIR`` for
+    anything else.
+    """
+    import tempfile
+    from multiprocessing import util
+
+    if len(tempfile.gettempdir()) <= _MAX_TEMP_DIR_CHARS or not os.access("/tmp", os.W_OK):
+        return
+    previous, tempfile.tempdir = tempfile.tempdir, "/tmp"
+    try:
+        util.get_temp_dir()  # creates and caches the pymp-* dir under /tmp
+    finally:
+        tempfile.tempdir = previous
 
 
 def worker_main(conn: Connection, ctx: WorkerContext, chunk_paths: list[str]) -> None:

@@ -77,8 +77,10 @@ def _without_ray(raw: dict[str, Any]) -> dict[str, Any]:
     for unit in pre.units:
         acc.add(evaluator.evaluate(read_unit(unit, cfg.data_uri, pre.read_columns)))
     result = acc.finalize()
-    names = list(metric_directions(cfg.metrics, cfg.ndcg_k))
-    deltas = bootstrap.paired_deltas(cfg, acc.buckets, acc.hist, result.overall, names)
+    directions = metric_directions(cfg.metrics, cfg.ndcg_k)  # as the run does: deltas with se and p
+    deltas = bootstrap.paired_deltas(
+        cfg, acc.buckets, acc.hist, result.overall, list(directions), directions=directions
+    )
     return clean_floats({"metrics": result.overall, "slice_rows": result.slice_rows, "deltas": deltas})
 
 
