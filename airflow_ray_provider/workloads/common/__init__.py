@@ -12,6 +12,7 @@ from airflow_ray_provider.workloads.common.cli import (
     load_config,
     run_main,
 )
+from airflow_ray_provider.workloads.common.engine_choice import EngineChoice
 from airflow_ray_provider.workloads.common.errors import (
     ArtifactError,
     ConfigError,
@@ -33,6 +34,7 @@ __all__ = [
     "ConfigError",
     "ConfigSection",
     "DataError",
+    "EngineChoice",
     "ExitCode",
     "Progress",
     "RaySession",

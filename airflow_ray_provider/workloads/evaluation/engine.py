@@ -21,9 +21,9 @@ import logging
 import os
 import sys
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_ray_provider.workloads.common.engine_choice import EngineChoice
 from airflow_ray_provider.workloads.common.progress import Progress
 
 if TYPE_CHECKING:
@@ -42,18 +42,6 @@ RAY_EFFICIENCY = 0.8
 RAY_STARTUP_S = {"connected": 4.0, "standalone": 12.0}
 #: Auto never scores more rows than this in one process.
 MAX_LOCAL_ROWS = 10_000_000
-
-
-@dataclass(frozen=True)
-class EngineChoice:
-    """The engine a run uses and why (logged, and written into ``metrics.json``)."""
-
-    engine: str
-    reason: str
-
-    def as_dict(self) -> dict[str, str]:
-        """For ``run.engine`` in ``metrics.json``."""
-        return {"name": self.engine, "reason": self.reason}
 
 
 def break_even_rows(cpus: float, startup_s: float) -> int:

@@ -20,24 +20,13 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+
+from airflow_ray_provider.workloads.common.engine_choice import EngineChoice
 
 log = logging.getLogger(__name__)
 
 #: Share of this machine's memory a standalone ``auto`` run may fill with staged rows.
 LOCAL_MEMORY_SHARE = 0.25
-
-
-@dataclass(frozen=True)
-class EngineChoice:
-    """The engine a run uses and why (logged, and written into ``summary.json``)."""
-
-    engine: str
-    reason: str
-
-    def as_dict(self) -> dict[str, str]:
-        """For ``run.engine`` in ``summary.json``."""
-        return {"name": self.engine, "reason": self.reason}
 
 
 def staged_bytes(rows: int, columns: int) -> int:
