@@ -11,24 +11,19 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 import pytest
 
 from airflow_ray_provider.workloads.zone_training import load_zone_models
 from airflow_ray_provider.workloads.zone_training.config import parse_config
 from airflow_ray_provider.workloads.zone_training.run import run_zone_training
+from tests.fixtures.zone_training import read_manifest
 
 pytestmark = pytest.mark.integration
 
 #: Manifest columns that must agree between engines (durations, CPU seconds and file names differ).
 SAME = ("status", "rows", "attempt", "metrics", "error")
-
-
-def _manifest(out: str) -> dict[str, dict[str, Any]]:
-    return {r["zone"]: r for r in pq.read_table(f"{out}/manifest.parquet").to_pylist()}
 
 
 @pytest.mark.parametrize("layout", ["file", "partitioned"])
@@ -44,7 +39,7 @@ def test_both_engines_train_identical_models_and_manifests(zone_ray, zone_data, 
             max_failed_fraction=0.5,
         )
         summaries[engine] = run_zone_training(parse_config(raw))
-        manifests[engine] = _manifest(raw["output_uri"])
+        manifests[engine] = read_manifest(raw["output_uri"])
         models[engine] = load_zone_models(raw["output_uri"])
     assert summaries["ray"]["run"]["engine"]["name"] == "ray" and summaries["ray"]["run"]["ray_session"]
     assert summaries["local"]["run"]["engine"]["name"] == "local"
@@ -71,7 +66,7 @@ def test_the_local_engine_isolates_a_crashing_zone_and_times_out_a_slow_one(zone
         batching={"probe_zones": 4, "target_task_seconds": 0.05},
     )
     summary = run_zone_training(parse_config(raw))
-    rows = _manifest(raw["output_uri"])
+    rows = read_manifest(raw["output_uri"])
     assert summary["failed_zones"] == ["z00002", "z00007"] and summary["succeeded"] == 22
     assert rows["z00002"]["error"] == "ValueError: bad data in zone z00002"
     assert "worker process died (exit code 3)" in rows["z00007"]["error"]
@@ -86,7 +81,7 @@ def test_the_local_engine_isolates_a_crashing_zone_and_times_out_a_slow_one(zone
     )
     summary = run_zone_training(parse_config(slow))
     assert summary["failed_zones"] == ["z00011"]
-    assert "timed out after 2s" in _manifest(slow["output_uri"])["z00011"]["error"]
+    assert "timed out after 2s" in read_manifest(slow["output_uri"])["z00011"]["error"]
 
 
 def test_the_local_engine_kills_a_zone_stuck_in_c_code(zone_config, monkeypatch) -> None:
@@ -102,7 +97,7 @@ def test_the_local_engine_kills_a_zone_stuck_in_c_code(zone_config, monkeypatch)
         batching={"max_zones_per_task": 1, "probe_zones": 1},
     )
     summary = run_zone_training(parse_config(raw))
-    errors = {z: r["error"] for z, r in _manifest(raw["output_uri"]).items() if r["error"]}
+    errors = {z: r["error"] for z, r in read_manifest(raw["output_uri"]).items() if r["error"]}
     assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23, errors
     assert "ran past the zone_timeout_s (2s) backstop" in errors["z00004"]
     assert summary["duration_s"] < 40  # the 60 s sleep was cut short

@@ -12,12 +12,9 @@ from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.zone_training import load_zone_model, load_zone_models
 from airflow_ray_provider.workloads.zone_training.config import parse_config
 from airflow_ray_provider.workloads.zone_training.run import run_zone_training
+from tests.fixtures.zone_training import read_manifest
 
 pytestmark = pytest.mark.integration
-
-
-def manifest(out: str) -> dict[str, dict]:
-    return {r["zone"]: r for r in pq.read_table(f"{out}/manifest.parquet").to_pylist()}
 
 
 @pytest.mark.parametrize(("layout", "models"), [("file", "auto"), ("partitioned", "per_zone")])
@@ -27,7 +24,7 @@ def test_every_zone_gets_a_model_manifest_row_and_summary(
     raw = zone_config(data_uri=zone_data[layout], run_info={"dag_id": "d", "run_id": "r"}, artifacts=models)
     summary = run_zone_training(parse_config(raw))
     out = raw["output_uri"]
-    rows = manifest(out)
+    rows = read_manifest(out)
     counts = pq.read_table(zone_data[layout], columns=["zone"]).column("zone").value_counts().to_pylist()
     expected = {str(c["values"]): c["counts"] for c in counts}
     assert {z: r["rows"] for z, r in rows.items()} == expected
@@ -58,13 +55,13 @@ def test_failing_zones_then_only_failed_retrains_just_those(zone_ray, zone_confi
     )
     first = run_zone_training(parse_config(raw))
     assert first["failed_zones"] == bad and first["succeeded"] == 22 and not first["threshold_exceeded"]
-    before = manifest(raw["output_uri"])
+    before = read_manifest(raw["output_uri"])
     assert before["z00002"]["error"] == "ValueError: bad data in zone z00002"
 
     raw["trainer_kwargs"] = {"fail_zones": ["z00017"]}  # z00002 is fixed, z00017 still fails
     raw["artifacts"] = "per_zone"  # the rerun writes the other layout; the merged manifest holds both
     second = run_zone_training(parse_config(raw), only_failed=first["manifest"])
-    after = manifest(raw["output_uri"])
+    after = read_manifest(raw["output_uri"])
     assert second["failed_zones"] == ["z00017"] and second["zones_total"] == 24
     assert after["z00002"]["status"] == "succeeded" and after["z00002"]["attempt"] == 2
     assert after["z00017"]["attempt"] == 2 and after["z00005"]["attempt"] == 1
@@ -85,7 +82,7 @@ def test_crashing_zone_is_isolated_and_slow_zone_times_out(zone_ray, zone_config
         batching={"probe_zones": 4, "target_task_seconds": 0.05},
     )
     summary = run_zone_training(parse_config(raw))
-    rows = manifest(raw["output_uri"])
+    rows = read_manifest(raw["output_uri"])
     assert summary["failed_zones"] == ["z00007"]
     assert "died" in rows["z00007"]["error"].lower() or "crash" in rows["z00007"]["error"].lower()
 
@@ -97,13 +94,13 @@ def test_crashing_zone_is_isolated_and_slow_zone_times_out(zone_ray, zone_config
     )
     summary = run_zone_training(parse_config(slow))
     assert summary["failed_zones"] == ["z00011"]
-    assert "timed out after 2s" in manifest(slow["output_uri"])["z00011"]["error"]
+    assert "timed out after 2s" in read_manifest(slow["output_uri"])["z00011"]["error"]
 
 
 def test_thread_budget_reaches_the_zone(zone_ray, zone_config) -> None:
     raw = zone_config(trainer="tests.fixtures.zone_training:zone_env_trainer", num_cpus=2)
     run_zone_training(parse_config(raw))
-    metrics = [json.loads(r["metrics"]) for r in manifest(raw["output_uri"]).values()]
+    metrics = [json.loads(r["metrics"]) for r in read_manifest(raw["output_uri"]).values()]
     assert len(metrics) == 24
     for m in metrics:
         assert m["OMP_NUM_THREADS"] == m["MKL_NUM_THREADS"] == m["OPENBLAS_NUM_THREADS"] == 2
@@ -122,9 +119,9 @@ def test_zone_stuck_in_c_code_is_killed_by_the_backstop(zone_ray, zone_config, m
         batching={"max_zones_per_task": 1, "probe_zones": 1},
     )
     summary = run_zone_training(parse_config(raw))
-    errors = {z: r["error"] for z, r in manifest(raw["output_uri"]).items() if r["error"]}
+    errors = {z: r["error"] for z, r in read_manifest(raw["output_uri"]).items() if r["error"]}
     assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23, errors
-    assert "ran past the zone_timeout_s (2s) backstop" in manifest(raw["output_uri"])["z00004"]["error"]
+    assert "ran past the zone_timeout_s (2s) backstop" in read_manifest(raw["output_uri"])["z00004"]["error"]
     assert summary["duration_s"] < 40  # the 60 s sleep was cut short
 
 
