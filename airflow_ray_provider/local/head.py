@@ -216,9 +216,11 @@ def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
 
     ``PATH`` starts with this Python interpreter's folder (the interpreter Airflow runs), so a job's
     plain ``python`` (``entrypoint="python script.py"``), ``pip`` or ``ray`` is the one that has Ray and
-    this provider, not whatever comes first on the machine's ``PATH``. When that folder has no
+    this provider, not whatever comes first on the machine's ``PATH``. ``TMPDIR`` is the head's temp dir:
+    what its processes leave there (the dashboard's multiprocessing ``pymp-*`` folders, which a killed
+    dashboard cannot remove) goes with the head. When that folder has no
     ``python`` that is this interpreter (a system Python named ``python3.11``), a ``python`` shim in the
-    head's temp dir comes first. ``config.env`` can override ``PATH``.
+    head's temp dir comes first. ``config.env`` can override ``PATH`` and ``TMPDIR``.
     """
     bin_dir = os.path.dirname(sys.executable)
     first = [bin_dir]
@@ -228,7 +230,8 @@ def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
     inherited = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p]
     path = os.pathsep.join([*first, *inherited])
     return {
-        **os.environ, "PATH": path, **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir,
+        **os.environ, "PATH": path, "TMPDIR": temp_dir,
+        **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir,
     }  # fmt: skip
 
 

@@ -127,6 +127,13 @@ def test_a_head_is_up_only_once_its_node_started(ray_head):
 
 
 @pytest.mark.integration
+def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
+    """The dashboard's multiprocessing folder (``pymp-*``, which a killed dashboard cannot remove) is in
+    the head's temp dir, so stopping the head removes it: none is left behind in the machine's ``/tmp``."""
+    assert list(Path(ray_head.temp_dir).glob("pymp-*")), "the dashboard's forkserver folder is not the head's"
+
+
+@pytest.mark.integration
 def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, caplog):
     from airflow_ray_provider.local.head import START_ATTEMPTS, LocalHeadConfig, LocalHeadError, start_head
 
