@@ -35,6 +35,7 @@ os.environ.pop("RAY_AUTH_TOKEN", None)
 # (write a DAG file, ``dag.test()``, task states, XComs) have one module that every area uses.
 pytest_plugins = [
     "tests.fixtures.head_count",
+    "tests.fixtures.cpu_time",
     "tests.fixtures.dag_runs",
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",
