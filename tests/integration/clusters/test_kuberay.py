@@ -188,8 +188,8 @@ def test_timeout_deletes_cluster_and_secret_and_reports_conditions(
         ],
     }
     op = CreateRayClusterOperator(
-        task_id="stuck", cluster_conn_id=kuberay_conn, spec=spec, ready_timeout=1.5, poll_interval=0.3
-    )
+        task_id="stuck", cluster_conn_id=kuberay_conn, spec=spec, ready_timeout=8, poll_interval=0.3
+    )  # the controller writes the stuck status within ~0.5 s on a quiet machine, over 1.5 s at load 20
 
     with pytest.raises(RayClusterNotReadyError) as excinfo:
         op.execute(_context("stuck"))
