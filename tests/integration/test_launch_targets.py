@@ -135,7 +135,7 @@ def standing_cluster(kuberay_controller: Any, kuberay_client: Any) -> Iterator[s
         kuberay_client.delete_cluster(name)
 
 
-def test_a_standing_kuberay_cluster_by_name_runs_the_job_and_is_never_deleted(
+def test_a_standing_kuberay_cluster_by_name_runs_the_job_and_is_never_deleted_even_on_ctrl_c(
     kube_context, standing_cluster, kuberay_client, kuberay_controller, ray_head, ray_job_hook
 ):
     from airflow_ray_provider.launch import StandingCluster, run
@@ -159,6 +159,25 @@ def test_a_standing_kuberay_cluster_by_name_runs_the_job_and_is_never_deleted(
     assert not any("Deleted" in s for s in said), said  # cleanup=always: still not ours to delete
     sid = base_submission_id("cli", name, "run")
     assert [j.submission_id for j in ray_job_hook.list_jobs() if j.submission_id.startswith(sid)] == [sid]
+
+    # Ctrl-C (a KeyboardInterrupt while the log streams) stops the job and leaves the cluster alone.
+    def interrupt_once_started(new: list[str]) -> None:
+        if "started" in new:
+            raise KeyboardInterrupt
+
+    killed = _name()
+    with pytest.raises(KeyboardInterrupt):
+        run(
+            _python("import time; print('started', flush=True); time.sleep(120)"),
+            target=target,
+            name=killed,
+            poll_interval=0.2,
+            emit=interrupt_once_started,
+            say=said.append,
+        )
+    killed_sid = base_submission_id("cli", killed, "run")
+    assert any(f"Stopped Ray job {killed_sid}" in s for s in said), said
+    eventually(lambda: ray_job_hook.get_job(killed_sid).status is JobStatus.STOPPED, what="job stopped")
     assert kuberay_client.find_cluster(standing_cluster) is not None
     assert kuberay_controller.head_of(TEST_NAMESPACE, standing_cluster) is ray_head
 
