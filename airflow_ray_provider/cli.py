@@ -79,9 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
     )
-    target.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started")
+    target.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started (kept)")
     target.add_argument(
-        "--kuberay-context", metavar="CTX", help="an ephemeral RayCluster via this kube context"
+        "--kuberay-context",
+        metavar="CTX",
+        help="an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
     )
     target.add_argument(
         "--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265"
@@ -95,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--rayjob", action="store_true", help="with --kuberay-context: run it as a KubeRay RayJob"
     )
-    run.add_argument("--cluster", metavar="NAME", help="with --kuberay-context: a standing RayCluster")
+    run.add_argument("--cluster", metavar="NAME", help="with --kuberay-context: a standing RayCluster (kept)")
     run.add_argument("--submission-mode", choices=SUBMISSION_MODES, help="with --rayjob (default K8sJobMode)")
     run.add_argument(
         "--ttl-seconds-after-finished", metavar="SECONDS", type=int, help="with --rayjob (default 30)"

@@ -5,8 +5,9 @@ target                      cluster                                          own
 ==========================  ===============================================  ========================
 :class:`LocalHead`          an ephemeral Ray head on this machine            yes
 :class:`KubeRayCluster`     an ephemeral RayCluster through a kube context   yes
-:class:`KubeRayJob`         a KubeRay RayJob through a kube context: KubeRay  yes (the RayJob, and
-                            creates its cluster, submits, deletes it          with it its cluster)
+:class:`KubeRayJob`         a KubeRay RayJob through a kube context:         yes: the RayJob, and
+                            KubeRay creates its cluster and deletes it       with it its cluster
+                            after the job
 :class:`StandingCluster`    a running cluster by name: a local head this     no
                             provider started, or a KubeRay RayCluster
 :class:`RayAddress`         any running cluster's dashboard (``ray start``)  no
@@ -142,7 +143,10 @@ class StandingCluster:
         if not self.name or not self.name.strip():
             raise RayInvalidInputError("a standing cluster needs its name")
         if self.namespace is None and (self.context or self.dashboard_url_template):
-            raise RayInvalidInputError("a standing KubeRay cluster needs its namespace (context given)")
+            raise RayInvalidInputError(
+                "context and dashboard_url_template go with namespace (a KubeRay RayCluster); without a "
+                "namespace the standing cluster is a local head"
+            )
 
 
 @dataclass(frozen=True)
