@@ -235,4 +235,5 @@ def test_bad_kuberay_input_exits_2_naming_the_flag_and_creates_nothing(
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"airflow-ray: error: {flag}: "), lines
     assert _posts(kube_emulator, since) == []  # no RayJob, no RayCluster, no Secret
-    assert (_names(kuberay_client.list_clusters()), _names(rayjobs.list_labelled())) == before
+    clusters, jobs = before  # an earlier test's cluster may still be going away: nothing new is the rule
+    assert _names(kuberay_client.list_clusters()) <= clusters and _names(rayjobs.list_labelled()) <= jobs
