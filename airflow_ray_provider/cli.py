@@ -2,14 +2,18 @@
 
 ::
 
-    airflow-ray run [--local | --kuberay-context CTX --namespace NS [--spec FILE] | --ray-address URL
-                     | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR] [--name NAME]
-                     [--cleanup never|on_exception|always] [--timeout SECONDS] -- ENTRYPOINT...
+    airflow-ray run [--local | --local-cluster NAME
+                     | --kuberay-context CTX --namespace NS [--spec FILE] [--rayjob] [--cluster NAME]
+                     | --ray-address URL | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR]
+                     [--name NAME] [--cleanup never|on_exception|always] [--timeout SECONDS]
+                     -- ENTRYPOINT...
     airflow-ray jobs list|logs ID|stop ID (--ray-address URL | --conn CONN_ID | --local-cluster NAME)
     airflow-ray clusters list|delete NAME|janitor [--kuberay-context CTX --namespace NS]
 
 ``run`` streams the job's log, exits with the job's outcome (0, or 1 with the log's last lines), and on
-Ctrl-C stops the job and deletes the cluster it created (exit 130). A rerun with the same ``--name``
+Ctrl-C stops the job and deletes the cluster it created (exit 130). ``--rayjob`` runs it as a KubeRay
+RayJob (cleanup deletes the RayJob, and KubeRay its cluster); ``--cluster`` / ``--local-cluster`` run it
+on a standing cluster by name, which is never deleted. A rerun with the same ``--name``
 re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag, before any
 cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
 
@@ -33,6 +37,11 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 CLEANUP_WORDS = ("never", "on_exception", "always")
+#: KubeRay's ``submissionMode`` values (``clusters.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
+SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
+#: Flags that only go with ``--kuberay-context``, and those that only go with ``--rayjob``.
+KUBE_FLAGS = ("namespace", "spec", "dashboard_url_template", "rayjob", "cluster")
+RAYJOB_FLAGS = ("submission_mode", "ttl_seconds_after_finished")
 
 
 class BadInput(Exception):
@@ -70,8 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
     )
+    target.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started (kept)")
     target.add_argument(
-        "--kuberay-context", metavar="CTX", help="an ephemeral RayCluster via this kube context"
+        "--kuberay-context",
+        metavar="CTX",
+        help="an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
     )
     target.add_argument(
         "--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265"
@@ -82,6 +94,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--namespace", metavar="NS", help="the namespace of --kuberay-context's RayCluster")
     run.add_argument("--spec", metavar="FILE", help="the RayCluster spec (YAML/JSON) for --kuberay-context")
     run.add_argument("--dashboard-url-template", metavar="TEMPLATE", help="how to reach a KubeRay dashboard")
+    run.add_argument(
+        "--rayjob", action="store_true", help="with --kuberay-context: run it as a KubeRay RayJob"
+    )
+    run.add_argument("--cluster", metavar="NAME", help="with --kuberay-context: a standing RayCluster (kept)")
+    run.add_argument("--submission-mode", choices=SUBMISSION_MODES, help="with --rayjob (default K8sJobMode)")
+    run.add_argument(
+        "--ttl-seconds-after-finished", metavar="SECONDS", type=int, help="with --rayjob (default 30)"
+    )
     run.add_argument("--runtime-env", metavar="FILE", help="a Ray runtime_env (YAML or JSON mapping)")
     run.add_argument("--working-dir", metavar="DIR", help="a local folder Ray ships with the job")
     run.add_argument("--name", metavar="NAME", help="the run's name: a rerun with it re-attaches")
@@ -140,26 +160,26 @@ def _check_context(context: str) -> None:
         )
 
 
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _given(args: argparse.Namespace, dests: tuple[str, ...]) -> str | None:
+    """The first of these flags that was given, as typed."""
+    return next((_flag(d) for d in dests if getattr(args, d) not in (None, False)), None)
+
+
 def run_target(args: argparse.Namespace) -> Target:
     """The target the flags name; every check, before any cluster exists."""
-    from airflow_ray_provider.launch import JobApiTarget, KubeRayCluster, LocalHead, RayAddress
+    from airflow_ray_provider.launch import JobApiTarget, LocalHead, RayAddress, StandingCluster
 
-    if (args.namespace or args.spec or args.dashboard_url_template) and not args.kuberay_context:
-        flag = "--namespace" if args.namespace else "--spec" if args.spec else "--dashboard-url-template"
-        raise BadInput(f"{flag}: only with --kuberay-context")
+    kube_flag = _given(args, KUBE_FLAGS + RAYJOB_FLAGS)
+    if kube_flag and not args.kuberay_context:
+        raise BadInput(f"{kube_flag}: only with --kuberay-context")
     if args.kuberay_context:
-        if not args.namespace:
-            raise BadInput("--namespace: needed with --kuberay-context")
-        spec = _read_mapping("--spec", args.spec) if args.spec else None
-        _check_context(args.kuberay_context)
-        target = KubeRayCluster(args.kuberay_context, args.namespace, spec, args.dashboard_url_template)
-        from airflow_ray_provider.launch.target import cluster_request
-
-        try:
-            cluster_request(target)  # the spec's fields, checked as KubeRay would
-        except ValueError as exc:
-            raise BadInput(f"--spec: {exc}") from exc
-        return target
+        return _kube_target(args)
+    if args.local_cluster:
+        return StandingCluster(args.local_cluster)
     if args.ray_address:
         try:
             return RayAddress(args.ray_address)
@@ -169,6 +189,75 @@ def run_target(args: argparse.Namespace) -> Target:
         hook = _airflow_hook(args.conn)
         return JobApiTarget(hook, hook.config.dashboard_url)
     return LocalHead()
+
+
+def _kube_target(args: argparse.Namespace) -> Target:
+    """``--kuberay-context``: an ephemeral RayCluster, a RayJob (``--rayjob``) or a standing cluster."""
+    from airflow_ray_provider.launch import KubeRayCluster, KubeRayJob, StandingCluster
+
+    if not args.namespace:
+        raise BadInput("--namespace: needed with --kuberay-context")
+    rayjob_flag = _given(args, RAYJOB_FLAGS)
+    if rayjob_flag and not args.rayjob:
+        raise BadInput(f"{rayjob_flag}: only with --rayjob")
+    if args.cluster and (args.spec or args.rayjob):
+        other = "--spec" if args.spec else "--rayjob"
+        raise BadInput(f"--cluster: a standing cluster runs the job over its Job API; drop {other}")
+    if args.ttl_seconds_after_finished is not None and args.ttl_seconds_after_finished < 0:
+        raise BadInput(
+            f"--ttl-seconds-after-finished: must be 0 or more, got {args.ttl_seconds_after_finished}"
+        )
+    spec = _read_mapping("--spec", args.spec) if args.spec else None
+    _check_context(args.kuberay_context)
+    context, namespace, template = args.kuberay_context, args.namespace, args.dashboard_url_template
+    if args.cluster:
+        return StandingCluster(args.cluster, namespace, context, template)
+    if args.rayjob:
+        return KubeRayJob(
+            context,
+            namespace,
+            spec,
+            submission_mode=args.submission_mode or "K8sJobMode",
+            ttl_seconds_after_finished=args.ttl_seconds_after_finished,
+            dashboard_url_template=template,
+        )
+    target = KubeRayCluster(context, namespace, spec, template)
+    from airflow_ray_provider.launch.target import cluster_request
+
+    try:
+        cluster_request(target)  # the spec's fields, checked as KubeRay would
+    except ValueError as exc:
+        raise BadInput(f"--spec: {exc}") from exc
+    return target
+
+
+def _check_rayjob(target: Target, job: Any, args: argparse.Namespace) -> None:
+    """A RayJob's spec and job, checked as KubeRay would (no API call): bad input names its flag (a local
+    folder is refused: KubeRay submits from inside the cluster)."""
+    from airflow_ray_provider.exceptions import RayInvalidInputError
+    from airflow_ray_provider.launch import KubeRayJob
+    from airflow_ray_provider.launch.target import plan_rayjob
+
+    if not isinstance(target, KubeRayJob):
+        return
+    try:
+        jobs, _ = plan_rayjob(target, job, args.name or "x")
+    except RayInvalidInputError as exc:
+        text = str(exc)
+        flag = "--spec"
+        if "runtime_env" in text:
+            flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
+        raise BadInput(f"{flag}: {text}") from exc
+    jobs.close()
+
+
+def _named(target: Target, exc: Exception) -> str:
+    """A bad-input error found on the way (a standing cluster that does not exist), with its flag."""
+    from airflow_ray_provider.launch import StandingCluster
+
+    if isinstance(target, StandingCluster):
+        return f"{'--local-cluster' if target.namespace is None else '--cluster'}: {exc}"
+    return str(exc)
 
 
 def _airflow_hook(conn_id: str) -> Any:
@@ -234,10 +323,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from airflow_ray_provider.launch import job_spec, run
 
     try:
-        job_spec(entrypoint, runtime_env=runtime_env, working_dir=args.working_dir, name=args.name or "x")
+        job = job_spec(
+            entrypoint, runtime_env=runtime_env, working_dir=args.working_dir, name=args.name or "x"
+        )
     except RayInvalidInputError as exc:
         flag = "--runtime-env" if "runtime_env" in str(exc) else "ENTRYPOINT"
         raise BadInput(f"{flag}: {exc}") from exc
+    _check_rayjob(target, job, args)
     _interrupt_on_sigterm()
     try:
         result = run(
@@ -254,7 +346,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print("airflow-ray: interrupted", file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     except RayInvalidInputError as exc:  # found before anything was created
-        _fail_input(str(exc))
+        _fail_input(_named(target, exc))
     except RayJobError as exc:
         print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
         return EXIT_JOB_FAILED

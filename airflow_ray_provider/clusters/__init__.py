@@ -30,6 +30,8 @@ from airflow_ray_provider.clusters.kuberay import (
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
 from airflow_ray_provider.clusters.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
+    ATTACHED,
+    RESUMED,
     KubeRayJobs,
     RayJobLook,
     RayJobPlan,
@@ -62,12 +64,14 @@ from airflow_ray_provider.local.cluster import LocalClusterOptions
 
 __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",
+    "ATTACHED",
     "BACKENDS",
     "EVENT_ERROR",
     "EVENT_FAILED",
     "EVENT_READY",
     "EVENT_STATUSES",
     "EVENT_TIMEOUT",
+    "RESUMED",
     "SUBMISSION_MODES",
     "BackendName",
     "ClusterBackend",

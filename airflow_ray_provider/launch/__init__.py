@@ -25,9 +25,17 @@ from airflow_ray_provider.launch.ray_job import (
     observe,
     wait_for_job,
 )
-from airflow_ray_provider.launch.rayjob import await_rayjob, rayjob_plan, wait_for_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobWatch, await_rayjob, rayjob_plan, wait_for_rayjob
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
-from airflow_ray_provider.launch.target import JobApiTarget, KubeRayCluster, LocalHead, RayAddress, Target
+from airflow_ray_provider.launch.target import (
+    JobApiTarget,
+    KubeRayCluster,
+    KubeRayJob,
+    LocalHead,
+    RayAddress,
+    StandingCluster,
+    Target,
+)
 from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
 from airflow_ray_provider.launch.wait import Action, Observation, Step, WaitPlan, step
 
@@ -40,10 +48,13 @@ __all__ = [
     "JobApi",
     "JobApiTarget",
     "KubeRayCluster",
+    "KubeRayJob",
     "LocalHead",
     "Observation",
     "RayAddress",
+    "RayJobWatch",
     "RunResult",
+    "StandingCluster",
     "Step",
     "Target",
     "WaitOutcome",

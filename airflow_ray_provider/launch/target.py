@@ -5,13 +5,19 @@ target                      cluster                                          own
 ==========================  ===============================================  ========================
 :class:`LocalHead`          an ephemeral Ray head on this machine            yes
 :class:`KubeRayCluster`     an ephemeral RayCluster through a kube context   yes
+:class:`KubeRayJob`         a KubeRay RayJob through a kube context:         yes: the RayJob, and
+                            KubeRay creates its cluster and deletes it       with it its cluster
+                            after the job
+:class:`StandingCluster`    a running cluster by name: a local head this     no
+                            provider started, or a KubeRay RayCluster
 :class:`RayAddress`         any running cluster's dashboard (``ray start``)  no
 :class:`JobApiTarget`       a Job API client given ready-made (an Airflow    no
                             ``ray`` connection, through the CLI's ``--conn``)
 ==========================  ===============================================  ========================
 
-A cluster the run owns is named after the run's ``name``, so a rerun with the same name finds the same
-cluster (if cleanup kept it) and, through the submission id, the same job. No Airflow imports.
+A cluster (or RayJob) the run owns is named after the run's ``name``, so a rerun with the same name finds
+the same cluster or RayJob (if cleanup kept it) and, through the submission id, the same job. No Airflow
+imports.
 """
 
 from __future__ import annotations
@@ -25,15 +31,24 @@ from airflow_ray_provider.clusters import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    KubeRayBackend,
+    KubeRayJobs,
     LocalBackend,
     LocalClusterOptions,
     RayClusterHandle,
+    RayClusterSpec,
+    RayJobOptions,
+    RayJobPlan,
+    RayJobRequest,
     TaskIdentity,
+    check_options,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch.job_api import JobApiClient, ray_token_from_environment
 
 if TYPE_CHECKING:
+    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.ray_job import JobApi
 
 #: The identity every CLI run's cluster and submission id derive from (``run_id`` is the run's name).
@@ -67,6 +82,74 @@ class KubeRayCluster:
 
 
 @dataclass(frozen=True)
+class KubeRayJob:
+    """A KubeRay RayJob through a kube context: KubeRay creates its cluster, submits the job, and deletes
+    the cluster when the job ends; the run deletes the RayJob as ``cleanup`` says (its cluster goes too).
+
+    :param context: the kubeconfig context (``None``: the current one).
+    :param namespace: its namespace.
+    :param spec: the cluster KubeRay creates (``RayClusterSpec`` fields; ``None``: the defaults).
+    :param submission_mode: ``K8sJobMode`` (default: a submitter Kubernetes Job), ``HTTPMode`` or
+        ``SidecarMode``.
+    :param active_deadline_seconds: KubeRay fails the RayJob (``DeadlineExceeded``) after this long
+        (``launch.run``'s ``timeout`` sets it, rounded up).
+    :param ttl_seconds_after_finished: seconds KubeRay keeps the cluster after the job (``None``: 30).
+    :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
+    :param dashboard_url_template: how to reach its cluster's dashboard from here (for the log).
+    """
+
+    context: str | None
+    namespace: str
+    spec: dict[str, Any] | None = None
+    submission_mode: str = "K8sJobMode"
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    backoff_limit: int | None = None
+    dashboard_url_template: str | None = None
+
+    def __post_init__(self) -> None:
+        check_options(self.options("-", job_id=None), standing=False)  # modes and numbers, as KubeRay
+
+    def options(self, entrypoint: str, *, job_id: str | None, **job: Any) -> RayJobOptions:
+        """The RayJob's options for ``entrypoint`` (``job``: runtime env and metadata)."""
+        return RayJobOptions(
+            entrypoint=entrypoint,
+            job_id=job_id,
+            submission_mode=self.submission_mode,
+            active_deadline_seconds=self.active_deadline_seconds,
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
+            backoff_limit=self.backoff_limit,
+            **job,
+        )
+
+
+@dataclass(frozen=True)
+class StandingCluster:
+    """A running cluster by name, attached and never deleted (a Ctrl-C stops the job only).
+
+    :param name: the cluster's name.
+    :param namespace: a KubeRay RayCluster in this namespace (``None``: a local head this provider
+        started on this machine, e.g. ``airflow-ray run --local --cleanup never`` or another DAG's).
+    :param context: with ``namespace``: the kubeconfig context (``None``: the current one).
+    :param dashboard_url_template: with ``namespace``: how to reach its dashboard from here.
+    """
+
+    name: str
+    namespace: str | None = None
+    context: str | None = None
+    dashboard_url_template: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.strip():
+            raise RayInvalidInputError("a standing cluster needs its name")
+        if self.namespace is None and (self.context or self.dashboard_url_template):
+            raise RayInvalidInputError(
+                "context and dashboard_url_template go with namespace (a KubeRay RayCluster); without a "
+                "namespace the standing cluster is a local head"
+            )
+
+
+@dataclass(frozen=True)
 class RayAddress:
     """A running cluster by its dashboard address (e.g. a head started with ``ray start --head``).
 
@@ -97,7 +180,9 @@ class JobApiTarget:
     dashboard_url: str
 
 
-Target = LocalHead | KubeRayCluster | RayAddress | JobApiTarget
+Target = LocalHead | KubeRayCluster | KubeRayJob | StandingCluster | RayAddress | JobApiTarget
+#: The targets reached through a kube context.
+KubeTarget = KubeRayCluster | KubeRayJob | StandingCluster
 
 
 @dataclass
@@ -150,20 +235,55 @@ def identity(name: str) -> TaskIdentity:
     return TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
 
 
-def kuberay_backend(target: KubeRayCluster) -> ClusterBackend:
+def kuberay_backend(target: KubeTarget) -> KubeRayBackend:
     """A KubeRay backend through a kube context (the ``kubernetes`` package's own kubeconfig loading)."""
     from kubernetes import config
 
-    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.clusters import KubeRaySettings
+    from airflow_ray_provider.kuberay import KubeRayClient
 
+    namespace = target.namespace or "default"
     api_client = config.new_client_from_config(context=target.context)
     settings = KubeRaySettings(
         conn_id=f"kube-context:{target.context or 'current'}",
+        namespace=namespace,
+        dashboard_url_template=target.dashboard_url_template,
+    )
+    return KubeRayBackend(settings, lambda: KubeRayClient(api_client, namespace=namespace))
+
+
+def plan_rayjob(target: KubeRayJob, job: JobSpec, name: str) -> tuple[KubeRayJobs, RayJobPlan]:
+    """The RayJobs of the target's context and the run's RayJob, checked as KubeRay would (no API call).
+
+    :raises RayInvalidInputError: naming the field (a local ``working_dir`` among them: KubeRay submits
+        from inside the cluster).
+    """
+    try:
+        spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
+    except ValueError as exc:
+        raise RayInvalidInputError(f"spec: {exc}") from exc
+    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
+    options = target.options(
+        job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env), metadata=dict(job.metadata)
+    )
+    request = RayJobRequest(
+        options=options,
+        spec=spec,
+        name_prefix="ray-cli",
         namespace=target.namespace,
         dashboard_url_template=target.dashboard_url_template,
     )
-    return KubeRayBackend(settings, lambda: KubeRayClient(api_client, namespace=target.namespace))
+    jobs = KubeRayJobs(kuberay_backend(target))
+    try:
+        return jobs, jobs.plan(request, identity(name))
+    except BaseException:
+        jobs.close()
+        raise
+
+
+def job_api_of(backend: ClusterBackend, handle: RayClusterHandle) -> JobApiClient:
+    """The Job API of a cluster's handle, with its token (a local head's file, or a KubeRay Secret)."""
+    return JobApiClient(handle.dashboard_url, token=_token_of(backend, handle))
 
 
 def _token_of(backend: ClusterBackend, handle: RayClusterHandle) -> str | None:
@@ -195,6 +315,10 @@ def reach(target: Target, name: str, *, ready_timeout: float = 900, log: Any = N
     if isinstance(target, RayAddress):
         token = target.token if target.token is not None else ray_token_from_environment()
         return Reached(JobApiClient(target.dashboard_url, token=token), target.dashboard_url)
+    if isinstance(target, StandingCluster):
+        return _attach(target, log)
+    if isinstance(target, KubeRayJob):
+        raise TypeError("a KubeRay RayJob is run by launch.run's RayJob path, not reached as a cluster")
     backend, plan = plan_cluster(target, name)
     reached = Reached(JobApiClient("http://unset"), "", backend)
     try:
@@ -210,5 +334,18 @@ def reach(target: Target, name: str, *, ready_timeout: float = 900, log: Any = N
         raise
     reached.handle = handle
     reached.dashboard_url = handle.dashboard_url
-    reached.api = JobApiClient(handle.dashboard_url, token=_token_of(backend, handle))
+    reached.api = job_api_of(backend, handle)
     return reached
+
+
+def _attach(target: StandingCluster, log: Any) -> Reached:
+    """A standing cluster: the backend's own ``attach`` (its ``check``, once: it is up now, or an error)."""
+    backend: ClusterBackend = LocalBackend() if target.namespace is None else kuberay_backend(target)
+    try:
+        handle = backend.attach(target.name)
+        api = job_api_of(backend, handle)
+    finally:
+        backend.close()
+    if log is not None:
+        log(f"Attached to standing Ray cluster {handle.name} ({handle.backend}); it is never deleted")
+    return Reached(api, handle.dashboard_url)

@@ -314,9 +314,10 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
     def _wait(self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context) -> tuple[RayJobLook, str]:
         """Look until the RayJob is final (the wait's one step function), streaming its log."""
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
-        from airflow_ray_provider.triggers.kuberay_job import RayJobWatch
+        from airflow_ray_provider.launch import RayJobWatch
+        from airflow_ray_provider.triggers.kuberay_job import cluster_hook
 
-        watch = RayJobWatch(self.log)
+        watch = RayJobWatch(self.log, cluster_hook)
 
         def look() -> RayJobLook | None:
             try:

@@ -9,7 +9,6 @@ deleted or suspended as the operator was told.
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +18,14 @@ from airflow_ray_provider.hooks.cluster_backend import arayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
 from airflow_ray_provider.jobs.events import RayJobDone, RayJobWaitFailed
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
-from airflow_ray_provider.launch import Cleanup, Ending, actions_for, await_rayjob, rayjob_plan
+from airflow_ray_provider.launch import (
+    Cleanup,
+    Ending,
+    RayJobWatch,
+    actions_for,
+    await_rayjob,
+    rayjob_plan,
+)
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import KubeRayJobs, RayClusterHandle, RayJobLook
@@ -28,55 +34,9 @@ if TYPE_CHECKING:
 KILL_VERBS = ("delete", "suspend", "none")
 
 
-class RayJobWatch:
-    """What a wait for a RayJob carries between looks (operator and trigger alike).
-
-    The hook to its cluster's dashboard (made again when the cluster changes: ``backoffLimit`` retries run
-    on new clusters), the job's log so far, and the last status line logged.
-    """
-
-    def __init__(self, log: logging.Logger | Any) -> None:
-        self.log = log
-        self.hook: RayJobHook | None = None
-        self.text = ""
-        self.summary = ""
-
-    def seen(self, look: RayJobLook) -> RayJobHook | None:
-        """Take in a look; returns the hook it replaced when its cluster is new (to close), else ``None``."""
-        replaced = None
-        if look.cluster is not None and (self.hook is None or self.hook.cluster != look.cluster):
-            replaced = self.hook
-            self.hook = RayJobHook(None, cluster=look.cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0)
-        if look.status.summary() != self.summary:
-            self.summary = look.status.summary()
-            self.log.info("RayJob %s/%s: %s", look.status.namespace, look.status.name, self.summary)
-        return replaced
-
-    def read(self, look: RayJobLook) -> str | None:
-        """The job's log, best effort (not submitted yet, or its cluster going away: ``None``)."""
-        if self.hook is None or not look.status.job_id:
-            return None
-        try:
-            self.text = self.hook.get_job_logs(look.status.job_id)
-        except Exception as exc:
-            self.log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return None
-        return self.text
-
-    async def aread(self, look: RayJobLook) -> str | None:
-        """:meth:`read` on an event loop."""
-        if self.hook is None or not look.status.job_id:
-            return None
-        try:
-            self.text = await self.hook.aget_job_logs(look.status.job_id)
-        except Exception as exc:
-            self.log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return None
-        return self.text
-
-    def cluster(self, look: RayJobLook) -> RayClusterHandle | None:
-        """Its cluster, or the one last seen (KubeRay may have deleted it already: TTL 0)."""
-        return look.cluster or (self.hook.cluster if self.hook is not None else None)
+def cluster_hook(cluster: RayClusterHandle) -> RayJobHook:
+    """The Job API hook of a RayJob's cluster (few, short retries: the cluster may be going away)."""
+    return RayJobHook(None, cluster=cluster.to_dict(), retry_attempts=2, retry_max_wait=1.0)
 
 
 def kill_verb(cleanup: Cleanup, on_kill: str | None, ending: Ending) -> str:
@@ -161,7 +121,7 @@ class KubeRayJobTrigger(BaseTrigger):
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
 
         jobs: KubeRayJobs | None = None
-        watch = RayJobWatch(self.log)
+        watch = RayJobWatch(self.log, cluster_hook)
         try:
             jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
 
@@ -201,8 +161,8 @@ class KubeRayJobTrigger(BaseTrigger):
             failed = RayJobWaitFailed(self.name, f"{type(exc).__name__}: {exc}", self.log_offset)
             yield TriggerEvent(failed.to_payload())
         finally:
-            if watch.hook is not None:
-                await watch.hook.aclose()
+            if watch.client is not None:
+                await watch.client.aclose()
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
 

@@ -81,14 +81,16 @@ def test_a_failing_job_exits_non_zero_with_the_log_tail(registry: Path):
     assert _heads() == []
 
 
-def _interrupt_mid_run(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], str]:
+def _interrupt_mid_run(
+    args: list[str], env: dict[str, str], python: str = "python"
+) -> tuple[subprocess.CompletedProcess[str], str]:
     proc = subprocess.Popen(
         [
             *CLI,
             "run",
             *args,
             "--",
-            "python",
+            python,
             "-c",
             "import time; print('started', flush=True); time.sleep(120)",
         ],
@@ -177,6 +179,12 @@ def test_clusters_list_and_delete_a_kept_local_cluster(registry: Path):
     assert cluster in _cli("clusters", "list").stdout
     again = _cli("run", "--local", "--name", name, "--cleanup", "never", "--", "python", "-c", "print(1)")
     assert "Re-attached to Ray cluster" in again.stderr and "Found finished" in again.stderr
+    # The kept head is a standing cluster by name now: a job runs on it, and no cleanup deletes it.
+    code = "print('on-the-standing-head')"
+    standing = _cli("run", "--local-cluster", cluster, "--cleanup", "always", "--", "python", "-c", code)
+    assert standing.returncode == 0 and "on-the-standing-head" in standing.stdout, standing.stderr
+    assert "Attached to standing Ray cluster" in standing.stderr and "Deleted" not in standing.stderr
+    assert [h["info"]["name"] for h in _heads()] == [cluster]
     deleted = _cli("clusters", "delete", cluster)
     assert deleted.returncode == 0 and '"deleted": true' in deleted.stdout, deleted.stderr
     assert _heads() == []
@@ -261,3 +269,46 @@ def test_kuberay_context_creates_a_raycluster_runs_the_job_and_deletes_it(
     created = [line.split()[-1] for line in out.stderr.splitlines() if "Started Ray cluster" in line]
     assert created and "Deleted Ray cluster" in out.stderr, out.stderr
     assert kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None
+
+
+def test_a_rayjob_by_kube_context_fails_with_the_log_tail_and_ctrl_c_deletes_it(
+    kube_emulator, rayjob_controller, rayjobs, ray_job_hook, tmp_path: Path
+):
+    """``--rayjob``: KubeRay's RayJob (the test RayJob controller) on the session's shared head."""
+    import json
+
+    from tests.fixtures.kuberay import HEAD_MODE, TEST_NAMESPACE
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(json.dumps(kube_emulator.kubeconfig()))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(json.dumps({"annotations": {HEAD_MODE: "shared"}}))
+    template = "http://{service_ip}:{dashboard_port}"
+    kube = [
+        "--kuberay-context",
+        "emulator",
+        "--namespace",
+        TEST_NAMESPACE,
+        "--dashboard-url-template",
+        template,
+    ]
+    args = [*kube, "--rayjob", "--spec", str(spec), "--poll-interval", "0.2"]
+
+    def rayjob_of(name: str) -> list[str]:
+        sid = base_submission_id("cli", name, "run")
+        return [o["metadata"]["name"] for o in rayjobs.list_labelled() if o["spec"].get("jobId") == sid]
+
+    failing, code = _name(), "import sys; print('rayjob-cli-failure-marker'); sys.exit(3)"
+    out = _cli("run", *args, "--name", failing, "--", sys.executable, "-c", code, KUBECONFIG=str(kubeconfig))
+    assert out.returncode == 1, out.stderr
+    assert "AppFailed" in out.stderr and "rayjob-cli-failure-marker" in out.stderr  # reason and log tail
+    assert "Deleted RayJob" in out.stderr and rayjob_of(failing) == []
+
+    stopped = _name()
+    result, stderr = _interrupt_mid_run(
+        [*args, "--name", stopped], {"KUBECONFIG": str(kubeconfig)}, python=sys.executable
+    )
+    assert result.returncode == 130, stderr
+    assert "Deleted RayJob" in stderr and rayjob_of(stopped) == []
+    sid = base_submission_id("cli", stopped, "run")
+    eventually(lambda: ray_job_hook.get_job(sid).status is JobStatus.STOPPED, timeout=60, what="job stopped")
