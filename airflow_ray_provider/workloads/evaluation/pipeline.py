@@ -84,10 +84,15 @@ def ship_models(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup]) -
 
 @dataclass
 class _Pool:
-    """The actors of one model group and how many calls each has outstanding."""
+    """The actors of one model group, how many calls each has outstanding, and its models' refs.
+
+    The refs are held here for the whole run: a restarted actor (after a node loss) runs its
+    constructor again and needs them (ray-project/ray#53727).
+    """
 
     actors: list[Any]
     busy: list[int] = field(default_factory=list)
+    model_refs: dict[str, Any] = field(default_factory=dict)
 
     def submit(self, table_ref: Any) -> tuple[Any, int]:
         """Give the block to the least busy actor; returns ``(partial ref, actor index)``."""
@@ -130,7 +135,7 @@ def _start_pools(
             )
             for _ in range(size)
         ]
-        pools.append(_Pool(actors, [0] * size))
+        pools.append(_Pool(actors, [0] * size, models))
     return pools
 
 
