@@ -191,7 +191,8 @@ def stream_on_ray(
         with progress.reporting():
             while next_unit < len(pre.units) or waiting:
                 while next_unit < len(pre.units) and len(blocks) < window:
-                    table, count = read.remote(pre.units[next_unit], cfg.data_uri, pre.read_columns)
+                    refs: Any = read.remote(pre.units[next_unit], cfg.data_uri, pre.read_columns)
+                    table, count = refs  # num_returns=2: two object refs
                     blocks[next_unit] = _Block(table, count, [None] * len(pools))
                     for g, pool in enumerate(pools):
                         ref, actor = pool.submit(table)
