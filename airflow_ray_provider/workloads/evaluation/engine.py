@@ -120,12 +120,13 @@ def this_machine() -> Resources:
     return Resources(float(local_cpus()), 0.0, memory)
 
 
-def plan_groups(cfg: EvalConfig, nodes: list[Resources]) -> list[ModelGroup]:
+def plan_groups(cfg: EvalConfig, nodes: list[Resources], *, can_grow: bool = False) -> list[ModelGroup]:
     """The model groups of this run (:func:`~.packing.pack_models`), logged.
 
+    :param can_grow: the cluster's autoscaler may add nodes (a model no node holds yet then waits).
     :raises ConfigError: a model declares more than any of ``nodes`` offers (before any block is read).
     """
-    groups = pack_models(demands_of(cfg), nodes, max_models=cfg.scoring.models_per_actor)
+    groups = pack_models(demands_of(cfg), nodes, max_models=cfg.scoring.models_per_actor, can_grow=can_grow)
     log.info(
         "%d model group(s): %s",
         len(groups),
@@ -177,8 +178,10 @@ def run_engine(
             return EngineRun(acc, choice, "none", groups, nbytes)
     with ray_session(address) as session:
         clock.mark("ray")
-        nodes = ray_nodes()
-        groups = plan_groups(cfg, nodes)
+        from airflow_ray_provider.workloads.common import autoscaling
+
+        nodes, can_grow = ray_nodes(), autoscaling()
+        groups = plan_groups(cfg, nodes, can_grow=can_grow)
         cpus, count = cluster_shape()
         standalone = session.mode is SessionMode.LOCAL
         choice = choose_engine(
@@ -194,7 +197,14 @@ def run_engine(
             acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
         else:  # a private one-node Ray has no other node to restart an actor on
             acc, nbytes = stream_on_ray(
-                cfg, pre, groups, nodes, predictions_uri, clock, restart_actors=not standalone
+                cfg,
+                pre,
+                groups,
+                nodes,
+                predictions_uri,
+                clock,
+                restart_actors=not standalone,
+                can_grow=can_grow,
             )
     clock.mark("ray_closed")
     return EngineRun(acc, choice, session.mode.value, groups, nbytes)

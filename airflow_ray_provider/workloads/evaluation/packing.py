@@ -81,18 +81,25 @@ class ModelGroup:
 
 
 def pack_models(
-    demands: Mapping[str, Resources], nodes: Sequence[Resources], *, max_models: int = 0
+    demands: Mapping[str, Resources],
+    nodes: Sequence[Resources],
+    *,
+    max_models: int = 0,
+    can_grow: bool = False,
 ) -> list[ModelGroup]:
     """Pack models into groups, first-fit-decreasing; each group's sum fits one of ``nodes``.
 
     :param demands: each model's declared resources, in config order.
     :param nodes: what each node of the cluster offers (in total, not what is free now).
     :param max_models: most models in one group (0: no limit).
+    :param can_grow: an autoscaler may add larger nodes: a model no node holds yet gets a group of its
+        own (its actor waits for such a node) instead of an error.
     :raises ConfigError: naming the first model that no single node can hold, and the field(s).
     """
     order = list(demands)
     for name in order:
-        _check_some_node_holds(name, demands[name], nodes)
+        if not can_grow:
+            _check_some_node_holds(name, demands[name], nodes)
     largest_first = sorted(
         order, key=lambda n: (-demands[n].num_gpus, -demands[n].num_cpus, -demands[n].memory, order.index(n))
     )

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.workloads.common.errors import workload_error_from
+from airflow_ray_provider.workloads.common.errors import ConfigError, workload_error_from
 from airflow_ray_provider.workloads.common.progress import Progress
 from airflow_ray_provider.workloads.evaluation.packing import (
     ModelGroup,
@@ -41,16 +41,40 @@ log = logging.getLogger(__name__)
 
 
 def pool_sizes(
-    cfg: EvalConfig, groups: Sequence[ModelGroup], nodes: Sequence[Resources], blocks: int
+    cfg: EvalConfig,
+    groups: Sequence[ModelGroup],
+    nodes: Sequence[Resources],
+    blocks: int,
+    *,
+    can_grow: bool = False,
 ) -> list[int]:
     """Actors per group: ``scoring.concurrency`` (its upper bound), at most one per block, lowered
-    until every pool and one read task fit the cluster at once (never below the lower bound or one)."""
+    until every pool and one read task fit the cluster at once (never below ``[min, max]``'s ``min``,
+    or one).
+
+    :param can_grow: an autoscaler may add nodes: pools that do not fit yet are logged, not refused.
+    :raises ConfigError: the pools cannot all run at once on this cluster (the run would wait forever).
+    """
     conc = cfg.scoring.concurrency
-    low, high = conc if isinstance(conc, tuple) else (conc, conc)
+    low, high = conc if isinstance(conc, tuple) else (1, conc)
     wanted = [max(1, min(high, blocks))] * len(groups)
     per_actor = [actor_needs(g, cfg) for g in groups]
-    counts = actor_counts(wanted, per_actor, cluster_room(nodes, cfg.scoring.read_num_cpus))
-    return [max(n, min(low, w)) for n, w in zip(counts, wanted, strict=True)]
+    room = cluster_room(nodes, cfg.scoring.read_num_cpus)
+    counts = [max(n, min(low, w)) for n, w in zip(actor_counts(wanted, per_actor, room), wanted, strict=True)]
+    total = Resources()
+    for n, need in zip(counts, per_actor, strict=True):
+        total = total + need.scaled(n)
+    if not total.fits(room):
+        message = (
+            f"the {len(groups)} model group(s) need {total.describe()} at once ({counts} actors; every "
+            f"group scores every block), but the cluster offers {room.describe()} beside one read task: "
+            "lower the models' num_cpus / num_gpus / memory or scoring.num_cpus, raise "
+            "scoring.models_per_actor (fewer groups), or add nodes"
+        )
+        if not can_grow:
+            raise ConfigError(message)
+        log.warning("%s; waiting for the autoscaler", message)
+    return counts
 
 
 def blocks_in_flight(cfg: EvalConfig, pre: Preflight, sizes: Sequence[int]) -> int:
@@ -157,6 +181,7 @@ def stream_on_ray(
     clock: PhaseClock,
     *,
     restart_actors: bool = True,
+    can_grow: bool = False,
 ) -> tuple[Accumulator, int]:
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
@@ -164,6 +189,7 @@ def stream_on_ray(
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
     :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
         private one-node Ray (standalone): there is no other node to restart on.
+    :param can_grow: an autoscaler may add nodes (see :func:`pool_sizes`).
     :returns: the merged partials and the stored bytes the read tasks read.
     :raises WorkloadError: the one a scoring actor raised (bad labels deep in the data, a model that
         fails on a block), with its own class and message.
@@ -176,7 +202,7 @@ def stream_on_ray(
 
     acc = Accumulator(cfg, pre.has_proba)
     clock.mark("pipeline")
-    sizes = pool_sizes(cfg, groups, nodes, len(pre.units))
+    sizes = pool_sizes(cfg, groups, nodes, len(pre.units), can_grow=can_grow)
     log.info("scoring pools: %s actors", sizes)
     pools = _start_pools(cfg, pre, groups, sizes, predictions_uri, restart_actors)
     read = ray.remote(read_unit_counted).options(

@@ -62,6 +62,24 @@ def test_pools_shrink_largest_first_until_they_fit_with_a_read_task() -> None:
     assert actor_counts([3, 3], per_actor, Resources(2.5, 0, 0)) == [1, 2]
 
 
+def test_pools_that_cannot_all_run_at_once_are_refused_unless_the_cluster_can_grow() -> None:
+    from airflow_ray_provider.workloads.evaluation.pipeline import pool_sizes
+
+    cfg = EvalConfig.from_dict(
+        {**_raw(), "scoring": {"concurrency": 2, "num_cpus": 0.5, "read_num_cpus": 0.5}}
+    )
+    groups = pack_models(
+        {"champion": Resources(), "big": Resources(1.5)}, [Resources(2, 0, GIB)], max_models=1
+    )
+    assert pool_sizes(cfg, groups[:1], [Resources(2, 0, GIB)], blocks=8) == [2]
+    with pytest.raises(ConfigError, match=r"2 model group\(s\) need 2 CPUs.*models_per_actor"):
+        pool_sizes(cfg, groups, [Resources(2, 0, GIB)], blocks=8)
+    assert pool_sizes(cfg, groups, [Resources(2, 0, GIB)], blocks=8, can_grow=True) == [1, 1]
+    # an autoscaling cluster: a model no node holds yet gets a group of its own, no error
+    grown = pack_models({"a": Resources(), "gpu": Resources(1, 1)}, [Resources(2, 0, GIB)], can_grow=True)
+    assert [g.models for g in grown] == [("a",), ("gpu",)]
+
+
 def _raw(**model: Any) -> dict[str, Any]:
     return {
         "data_uri": "/d",
