@@ -4,6 +4,7 @@
 ``from airflow_ray_provider.workloads.common import artifacts``; the Airflow side reads artifacts with it.
 """
 
+from airflow_ray_provider.workloads.common.autoscaler import autoscaling, scales_from_status
 from airflow_ray_provider.workloads.common.cli import (
     ExitCode,
     build_parser,
@@ -40,6 +41,7 @@ __all__ = [
     "RaySession",
     "SessionMode",
     "WorkloadError",
+    "autoscaling",
     "build_parser",
     "config_from_argv",
     "exit_code_for",
@@ -47,5 +49,6 @@ __all__ = [
     "plan_session",
     "ray_session",
     "run_main",
+    "scales_from_status",
     "workload_error_from",
 ]

@@ -70,17 +70,39 @@ def load_config(*, path: str | None = None, inline_json: str | None = None) -> d
 
 
 def _parse(text: str, where: str, *, yaml_ok: bool) -> Any:
+    """JSON, else YAML (when allowed); a key given twice in one mapping is refused, not overwritten."""
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=lambda pairs: _unique(pairs, where))
+    except ConfigError:
+        raise
     except ValueError as json_exc:
         if not yaml_ok:
             raise ConfigError(f"config {where} is not valid JSON: {json_exc}") from json_exc
     import yaml
 
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+            pairs = [(self.construct_object(k, deep=deep), v) for k, v in node.value]
+            _unique(pairs, where)
+            return super().construct_mapping(node, deep=deep)
+
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"config {where} is neither valid JSON nor YAML: {exc}") from exc
+
+
+def _unique(pairs: list[tuple[Any, Any]], where: str) -> dict[Any, Any]:
+    """``dict(pairs)``, refusing a repeated key (JSON and YAML parsers keep the last one silently)."""
+    seen: dict[Any, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ConfigError(
+                f"config {where} gives the key {key!r} twice in one mapping (a model name, like every "
+                f"key, must be unique): rename or remove one of them"
+            )
+        seen[key] = value
+    return seen
 
 
 def config_from_argv(

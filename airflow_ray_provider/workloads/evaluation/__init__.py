@@ -7,6 +7,7 @@ from airflow_ray_provider.workloads.evaluation.names import (
     SCORE_METHODS,
     metric_directions,
 )
+from airflow_ray_provider.workloads.evaluation.packing import ModelGroup, Resources, pack_models
 from airflow_ray_provider.workloads.evaluation.run import main, run_evaluation
 
 __all__ = [
@@ -14,7 +15,10 @@ __all__ = [
     "KNOWN_METRICS",
     "SCORE_METHODS",
     "EvalConfig",
+    "ModelGroup",
+    "Resources",
     "main",
     "metric_directions",
+    "pack_models",
     "run_evaluation",
 ]

@@ -1,18 +1,18 @@
 """Per-block work of the evaluation: score every model once and reduce the block to exact partials.
 
-Runs in the scoring actors (Ray Data ``map_batches`` with ``batch_size=None``: one call per block, so a
-block's rows arrive in file order). Groups are assumed to be stored contiguously (as a request log is
-written); a group touching the first or last row of a block may continue in another block, so its rows
-travel to the driver as a *fragment* and are completed there. The driver checks that no group was seen
-complete twice (see :mod:`~airflow_ray_provider.workloads.evaluation.aggregate`).
+Runs in the scoring actors (one actor pool per model group, one call per block, so a block's rows
+arrive in file order) or in this process; a block's partials from every group are merged into one
+(:func:`merge_partials`) before the driver adds it. Groups are assumed to be stored contiguously (as
+a request log is written); a group touching the first or last row of a block may continue in another
+block, so its rows travel to the driver as a *fragment* and are completed there. The driver checks
+that no group was seen complete twice (see :mod:`~airflow_ray_provider.workloads.evaluation.aggregate`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
@@ -141,7 +141,7 @@ def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) ->
     return out
 
 
-def _resolve_model(cfg: EvalConfig, name: str, given: Any) -> LoadedModel:
+def _resolve_model(cfg: EvalConfig, name: str, given: Any, device: str) -> LoadedModel:
     """The model ``name``: ``given`` itself, the object behind a Ray object ref, or loaded from its spec."""
     from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel, load_model
 
@@ -152,7 +152,34 @@ def _resolve_model(cfg: EvalConfig, name: str, given: Any) -> LoadedModel:
 
         return cast("LoadedModel", ray.get(given))
     spec = next(m for m in cfg.models if m.name == name)
-    return load_model(spec, device="cuda" if cfg.scoring.num_gpus > 0 else "cpu")
+    return load_model(spec, device=device)
+
+
+def merge_partials(parts: Sequence[BlockPartial]) -> BlockPartial:
+    """One block's partials from every model group (same rows, disjoint models) as one partial.
+
+    Everything but the per-model entries is computed from the block alone (labels, slices, group keys,
+    bootstrap buckets), so each group's copy is the same and the first one's is kept.
+    """
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    slices = {col: {**part, "stats": {}, "scores": {}} for col, part in first["slices"].items()}
+    merged = block_partial(rows=first["rows"], slices=slices, buckets={}, hist={})
+    for part in parts:
+        for col, by_model in part["slices"].items():
+            slices[col]["stats"].update(by_model["stats"])
+            slices[col]["scores"].update(by_model["scores"])
+        merged["buckets"].update(part["buckets"])
+        merged["hist"].update(part["hist"])
+    merged["complete_gkeys"] = first["complete_gkeys"]
+    if first["fragments"] is not None:
+        scores = {m: s for part in parts for m, s in (part["fragments"] or {}).get("scores", {}).items()}
+        merged["fragments"] = {**first["fragments"], "scores": scores}
+    spans = [part["span"] for part in parts if "span" in part]
+    if spans:
+        merged["span"] = (min(s[0] for s in spans), max(s[1] for s in spans))
+    return merged
 
 
 def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
@@ -162,7 +189,9 @@ def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
 
 
 class BlockEvaluator:
-    """Ray Data callable class: gets every model once, then turns each block into one pickled partial.
+    """Scores one model group: gets its models once, then turns each block into one partial.
+
+    Used in this process (the in-process engine) and as a Ray actor class (one pool per group).
 
     :param cfg: the validated config; :param features: resolved feature columns;
     :param has_proba: per model, whether it yields probabilities; :param predictions_uri: where to write
@@ -170,6 +199,8 @@ class BlockEvaluator:
     :param models: models already loaded by the driver's preflight, by name: the objects themselves
         (in-process engine) or Ray object refs to them (shipped once through the object store). A
         model missing here is loaded from its spec (factories on a GPU actor, unpicklable objects).
+    :param names: the group's models (``None``: every model of the config), baseline first.
+    :param device: ``cuda`` when this actor holds a GPU (factories loaded here get it), else ``cpu``.
     """
 
     def __init__(
@@ -179,6 +210,8 @@ class BlockEvaluator:
         has_proba: dict[str, bool],
         predictions_uri: str | None,
         models: Mapping[str, Any] | None = None,
+        names: Sequence[str] | None = None,
+        device: str = "cpu",
     ) -> None:
         self.cfg, self.features, self.has_proba, self.predictions_uri = (
             cfg,
@@ -186,15 +219,17 @@ class BlockEvaluator:
             has_proba,
             predictions_uri,
         )
-        self.models = {name: _resolve_model(cfg, name, (models or {}).get(name)) for name in cfg.model_names}
+        wanted = cfg.model_names if names is None else [n for n in cfg.model_names if n in set(names)]
+        self.models = {name: _resolve_model(cfg, name, (models or {}).get(name), device) for name in wanted}
 
-    def __call__(self, table: pa.Table) -> dict[str, np.ndarray]:
+    def score_block(self, table: pa.Table) -> BlockPartial:
+        """:meth:`evaluate` with the wall-clock span of the work (the Ray actor's method)."""
         import time
 
         started = time.time()
         partial = self.evaluate(table)
         partial["span"] = (started, time.time())  # wall clock of the work, for throughput figures
-        return {"partial": np.array([pickle.dumps(partial, protocol=5)], dtype=object)}
+        return partial
 
     def evaluate(self, table: pa.Table) -> BlockPartial:
         """The partial aggregate of one block (merged by :class:`.aggregate.Accumulator`)."""
@@ -219,7 +254,7 @@ class BlockEvaluator:
             if cfg.columns.group
             else None
         )
-        unit = gkey if gkey is not None else bootstrap.row_unit_hash(y, list(scores.values()))
+        unit = gkey if gkey is not None else bootstrap.row_unit_hash(y, x)
         buckets = bootstrap.buckets_for(unit, cfg.bootstrap.seed, cfg.bootstrap.buckets)
         partial = self._row_partial(y, scores, codes, buckets)
         if gkey is not None:

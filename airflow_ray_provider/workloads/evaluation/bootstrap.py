@@ -53,16 +53,21 @@ def buckets_for(unit_hash: np.ndarray, seed: int, n_buckets: int) -> np.ndarray:
     return (z % np.uint64(n_buckets)).astype(np.int64)
 
 
-def row_unit_hash(y: np.ndarray, scores: list[np.ndarray]) -> np.ndarray:
-    """Unit hash for row-level resampling: from the label and the exact scores (independent of blocking)."""
+def row_unit_hash(y: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """Unit hash for row-level resampling: from the label and the exact feature values.
+
+    Independent of the blocking and of the models (every model group of a packed run, and a run of any
+    subset of the models, puts a row in the same bucket).
+
+    :param features: ``rows x features`` float64 matrix.
+    """
     from airflow_ray_provider.workloads.evaluation.ranking import group_hash
 
     mixed = y.astype(np.uint64)
     with np.errstate(over="ignore"):
-        for s in scores:
-            mixed = mixed * np.uint64(0x100000001B3) ^ np.ascontiguousarray(s, dtype=np.float64).view(
-                np.uint64
-            )
+        for j in range(features.shape[1]):
+            column = np.ascontiguousarray(features[:, j], dtype=np.float64).view(np.uint64)
+            mixed = mixed * np.uint64(0x100000001B3) ^ column
     return group_hash(mixed)
 
 

@@ -8,6 +8,7 @@ names the key and says how to fix it (the shared rules of
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ from airflow_ray_provider.workloads.evaluation.names import (
     PROBABILITY_METRICS,
     SCORE_METHODS,
 )
+from airflow_ray_provider.workloads.evaluation.packing import FIELDS as RESOURCE_FIELDS
+from airflow_ray_provider.workloads.evaluation.packing import Resources
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,8 @@ class ModelSpec:
     :param score_method: ``predict_proba``, ``decision_function`` or ``predict`` (``None``: the rule of
         :mod:`~.scoring`: ``predict_proba`` when the model has it, else ``predict``, never hard labels
         for ranking metrics).
+    :param resources: what scoring this model reserves (``num_cpus``, ``num_gpus``, ``memory`` in bytes;
+        0 where undeclared): models are packed into actor groups by it (:mod:`~.packing`).
     """
 
     name: str
@@ -52,6 +57,7 @@ class ModelSpec:
     factory: str | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
     score_method: str | None = None
+    resources: Resources = field(default_factory=Resources)
 
     @property
     def loader(self) -> str:
@@ -71,21 +77,25 @@ class BootstrapConfig:
 
 @dataclass(frozen=True)
 class ScoringConfig:
-    """The scoring actor pool: each actor loads every model once and scores whole blocks.
+    """The scoring actor pools: one per model group (:mod:`~.packing`); each actor scores whole blocks.
 
-    :param concurrency: number of actors (or ``[min, max]`` for an autoscaling pool).
-    :param num_cpus: CPUs reserved per actor (fractional is fine; leave room for the read tasks).
-    :param num_gpus: GPUs per actor (factory models move themselves to ``cuda`` when given one).
+    :param concurrency: actors per group (or ``[min, max]``: ``max`` actors, fewer when the cluster
+        cannot hold them all, never fewer than ``min`` or one).
+    :param num_cpus: CPUs reserved per actor at least (a group whose models declare more reserves
+        their sum; fractional is fine; leave room for the read tasks).
+    :param num_gpus: GPUs per actor at least (factory models move themselves to ``cuda`` when given one).
+    :param models_per_actor: most models one group (one actor) holds; 0: as many as fit one node.
     :param batch_size: rows per ``predict_proba`` call inside an actor.
     :param read_num_cpus: CPUs reserved per Parquet read task.
     :param block_rows: target rows per block (whole Parquet row groups of one file).
-    :param object_store_mb: cap on the object-store memory the pipeline's blocks in flight may use
-        (0: Ray Data's default, a fraction of the node's object store).
+    :param object_store_mb: cap on the object-store memory the blocks read ahead may use (estimated
+        at 8 bytes per value; 0: twice the largest pool's actors, whatever their size).
     """
 
     concurrency: int | tuple[int, int] = 2
     num_cpus: float = 0.5
     num_gpus: float = 0.0
+    models_per_actor: int = 0
     batch_size: int = 65536
     read_num_cpus: float = 0.5
     block_rows: int = 262144
@@ -226,7 +236,7 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
         if not isinstance(spec, dict):
             raise ConfigError(f"models.{name} must be a mapping with 'uri' or 'factory', got {spec!r}")
         section = ConfigSection(spec, f"models.{name}")
-        section.reject_unknown({"uri", "factory", "kwargs", "score_method"})
+        section.reject_unknown({"uri", "factory", "kwargs", "score_method", *RESOURCE_FIELDS})
         uri, factory = spec.get("uri"), spec.get("factory")
         if bool(uri) == bool(factory):
             raise ConfigError(
@@ -244,11 +254,26 @@ def _models(raw: Any) -> tuple[ModelSpec, ...]:
                 factory=factory or None,
                 kwargs=section.mapping("kwargs"),
                 score_method=_score_method(section, str(name)),
+                resources=_resources(section, str(name)),
             )
         )
     if len(specs) < 2:
         raise ConfigError("'models' needs at least two models (a baseline and a challenger) to compare")
     return tuple(specs)
+
+
+def _resources(section: ConfigSection, name: str) -> Resources:
+    """``num_cpus``, ``num_gpus`` and ``memory`` (bytes) of one model: finite numbers >= 0."""
+    values = []
+    for key in RESOURCE_FIELDS:
+        value = section.number(key, 0.0, low=0.0)
+        if not math.isfinite(value):
+            raise ConfigError(
+                f"models.{name}.{key} must be a finite number >= 0, got {value!r}: what scoring the model "
+                "reserves (memory in bytes), or leave it out"
+            )
+        values.append(value)
+    return Resources(*values)
 
 
 def _score_method(section: ConfigSection, name: str) -> str | None:
@@ -312,6 +337,7 @@ def _scoring(scoring: ConfigSection) -> ScoringConfig:
         concurrency=concurrency,
         num_cpus=scoring.number("num_cpus", 0.5, low=0.0, high=1024.0),
         num_gpus=scoring.number("num_gpus", 0.0, low=0.0, high=64.0),
+        models_per_actor=scoring.integer("models_per_actor", 0, low=0),
         batch_size=scoring.integer("batch_size", 65536, low=1),
         read_num_cpus=scoring.number("read_num_cpus", 0.5, low=0.0, high=1024.0),
         block_rows=scoring.integer("block_rows", 262144, low=1),

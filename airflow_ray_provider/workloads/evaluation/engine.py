@@ -21,10 +21,12 @@ import logging
 import os
 import sys
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common.engine_choice import EngineChoice
 from airflow_ray_provider.workloads.common.progress import Progress
+from airflow_ray_provider.workloads.evaluation.packing import ModelGroup, Resources, demands_of, pack_models
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
@@ -100,22 +102,67 @@ def cluster_shape() -> tuple[float, int]:
     return float(ray.cluster_resources().get("CPU", 0.0)), max(len(nodes), 1)
 
 
+def ray_nodes() -> list[Resources]:
+    """What each alive node of the connected Ray cluster offers (its total, not what is free)."""
+    import ray
+
+    out = []
+    for node in ray.nodes():
+        if node.get("Alive"):
+            have = node.get("Resources", {})
+            out.append(Resources(have.get("CPU", 0.0), have.get("GPU", 0.0), have.get("memory", 0.0)))
+    return out
+
+
+def this_machine() -> Resources:
+    """This machine as the one node of a run without Ray (its CPUs and memory; GPUs are Ray's to find)."""
+    memory = float(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return Resources(float(local_cpus()), 0.0, memory)
+
+
+def plan_groups(cfg: EvalConfig, nodes: list[Resources], *, can_grow: bool = False) -> list[ModelGroup]:
+    """The model groups of this run (:func:`~.packing.pack_models`), logged.
+
+    :param can_grow: the cluster's autoscaler may add nodes (a model no node holds yet then waits).
+    :raises ConfigError: a model declares more than any of ``nodes`` offers (before any block is read).
+    """
+    groups = pack_models(demands_of(cfg), nodes, max_models=cfg.scoring.models_per_actor, can_grow=can_grow)
+    log.info(
+        "%d model group(s): %s",
+        len(groups),
+        "; ".join(f"{'GPU' if g.gpu else 'CPU'} {list(g.models)}" for g in groups),
+    )
+    return groups
+
+
+@dataclass
+class EngineRun:
+    """What :func:`run_engine` did: merged partials, engine choice, Ray session, groups, bytes read."""
+
+    acc: Accumulator
+    choice: EngineChoice
+    session_mode: str
+    groups: list[ModelGroup]
+    bytes_read: int
+
+
 def run_engine(
     cfg: EvalConfig, pre: Preflight, address: str | None, predictions_uri: str | None, clock: PhaseClock
-) -> tuple[Accumulator, EngineChoice, str]:
-    """Choose the engine, score everything with it; returns the merged partials, the choice, the session.
+) -> EngineRun:
+    """Choose the engine, pack the models, score everything with it.
 
-    A standalone run that stays in-process never imports or starts Ray; otherwise the choice is made
-    once connected (the cluster's CPUs and nodes are known then).
+    A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
+    Ray finds them); otherwise the choice is made once connected (the cluster's CPUs and nodes are
+    known then), and the models are packed against the cluster's nodes before any block is read.
 
     :param address: the explicit Ray address (config or caller), if any.
-    :returns: ``(accumulator, choice, ray_session mode or "none")``.
     """
     from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
     from airflow_ray_provider.workloads.evaluation.pipeline import stream_on_ray
 
     planned = plan_session(address, environ=os.environ, initialized=ray_initialized())
-    if planned.mode is SessionMode.LOCAL and cfg.engine != "ray":
+    wants_gpus = any(m.resources.num_gpus > 0 for m in cfg.models)
+    if planned.mode is SessionMode.LOCAL and cfg.engine != "ray" and not wants_gpus:
         choice = choose_engine(
             cfg.engine,
             pre.rows,
@@ -126,56 +173,81 @@ def run_engine(
         )
         if choice.engine == "local":
             log.info("engine local: %s", choice.reason)
-            return stream_in_process(cfg, pre, predictions_uri, clock), choice, "none"
+            groups = plan_groups(cfg, [this_machine()])
+            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
+            return EngineRun(acc, choice, "none", groups, nbytes)
     with ray_session(address) as session:
         clock.mark("ray")
-        cpus, nodes = cluster_shape()
+        from airflow_ray_provider.workloads.common import autoscaling
+
+        nodes, can_grow = ray_nodes(), autoscaling()
+        groups = plan_groups(cfg, nodes, can_grow=can_grow)
+        cpus, count = cluster_shape()
         standalone = session.mode is SessionMode.LOCAL
         choice = choose_engine(
             cfg.engine,
             pre.rows,
             cpus=cpus,
-            nodes=nodes,
+            nodes=count,
             standalone=standalone,
             local_max_rows=cfg.local_max_rows,
         )
         log.info("engine %s: %s", choice.engine, choice.reason)
         if choice.engine == "local":
-            acc = stream_in_process(cfg, pre, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
         else:  # a private one-node Ray has no other node to restart an actor on
-            acc = stream_on_ray(cfg, pre, predictions_uri, clock, restart_actors=not standalone)
+            acc, nbytes = stream_on_ray(
+                cfg,
+                pre,
+                groups,
+                nodes,
+                predictions_uri,
+                clock,
+                restart_actors=not standalone,
+                can_grow=can_grow,
+            )
     clock.mark("ray_closed")
-    return acc, choice, session.mode.value
+    return EngineRun(acc, choice, session.mode.value, groups, nbytes)
 
 
 def stream_in_process(
-    cfg: EvalConfig, pre: Preflight, predictions_uri: str | None, clock: PhaseClock
-) -> Accumulator:
-    """Score every read unit here with the preflight's models; the next unit is read while one scores.
+    cfg: EvalConfig, pre: Preflight, groups: list[ModelGroup], predictions_uri: str | None, clock: PhaseClock
+) -> tuple[Accumulator, int]:
+    """Score every read unit here, group by group, with the preflight's models; read while one scores.
+
+    Each unit is read once and given to every group's evaluator (the same packing as on Ray).
 
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
+    :returns: the merged partials and the stored bytes read.
     """
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
-    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
-    from airflow_ray_provider.workloads.evaluation.source import read_unit
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, merge_partials
+    from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
     acc = Accumulator(cfg, pre.has_proba)
     clock.mark("pipeline")
-    evaluator = BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded)
+    evaluators = [
+        BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded, names=g.models)
+        for g in groups
+    ]
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
+    nbytes = 0
     with progress.reporting(), concurrent.futures.ThreadPoolExecutor(1, "eval-read") as reader:
         pending: Any = None
         for i, unit in enumerate(pre.units):
-            current = pending.result() if pending else read_unit(unit, cfg.data_uri, pre.read_columns)
+            current, read = (
+                pending.result() if pending else read_unit_counted(unit, cfg.data_uri, pre.read_columns)
+            )
+            nbytes += read
             if i + 1 < len(pre.units):  # pyarrow reads without the GIL: overlap the next read
-                pending = reader.submit(read_unit, pre.units[i + 1], cfg.data_uri, pre.read_columns)
+                pending = reader.submit(read_unit_counted, pre.units[i + 1], cfg.data_uri, pre.read_columns)
             if i == 0:
                 clock.mark("first_scoring")
-            acc.add(evaluator.evaluate(current))
+            acc.add(merge_partials([e.evaluate(current) for e in evaluators]))
             progress.add(current.num_rows)
     if progress.first_at is not None and progress.last_at is not None:
         clock.mark("first_row", progress.first_at)
         clock.mark("last_row", progress.last_at)
     else:
         clock.mark("last_row", time.monotonic())
-    return acc
+    return acc, nbytes

@@ -1,26 +1,38 @@
-"""The Ray engine: Parquet read units -> a scoring actor pool (Ray Data) -> partials merged on the driver.
+"""The Ray engine: read tasks -> one scoring actor pool per model group -> partials merged on the driver.
 
-Errors raised in the actors keep their class (``raise_original_map_exception``), so a
-:class:`~airflow_ray_provider.workloads.common.errors.DataError` found deep in the data reaches the
-driver as itself, not as Ray Data's generic ``UserCodeException``.
+Each read unit (contiguous Parquet row groups, :mod:`~.source`) is read once, by one Ray task; its table
+stays in the object store and its object ref is handed to one actor of every model group
+(:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
+models declare. When every group has scored a block, its partials are merged into one
+(:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows.
+
+Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
+scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
+the merge is exact and order-independent, so a run that lost a node yields the same metrics. Errors
+raised in an actor keep their class (a ``DataError`` found deep in the data reaches the driver as itself).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import pickle
-import warnings
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.workloads.common.errors import workload_error_from
+from airflow_ray_provider.workloads.common.errors import ConfigError, workload_error_from
 from airflow_ray_provider.workloads.common.progress import Progress
+from airflow_ray_provider.workloads.evaluation.packing import (
+    ModelGroup,
+    Resources,
+    actor_counts,
+    actor_needs,
+    cluster_room,
+)
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-    import ray.data
-
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.block import BlockPartial
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
     from airflow_ray_provider.workloads.evaluation.preflight import Preflight
@@ -28,91 +40,64 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def read_stage_options(cfg: EvalConfig) -> dict[str, Any]:
-    """``map_batches`` arguments of the read stage: named parameters only.
+def pool_sizes(
+    cfg: EvalConfig,
+    groups: Sequence[ModelGroup],
+    nodes: Sequence[Resources],
+    blocks: int,
+    *,
+    can_grow: bool = False,
+) -> list[int]:
+    """Actors per group: ``scoring.concurrency`` (its upper bound), at most one per block, lowered
+    until every pool and one read task fit the cluster at once (never below ``[min, max]``'s ``min``,
+    or one).
 
-    Anything else lands in Ray's deprecated ``**ray_remote_args`` (a ``RayDeprecationWarning`` from this
-    module). A read lost with its node is redone: Ray Data's map tasks retry without limit by default.
+    :param can_grow: an autoscaler may add nodes: pools that do not fit yet are logged, not refused.
+    :raises ConfigError: the pools cannot all run at once on this cluster (the run would wait forever).
     """
-    return {"batch_size": 1, "batch_format": "numpy", "num_cpus": cfg.scoring.read_num_cpus}
-
-
-def build_dataset(
-    cfg: EvalConfig, pre: Preflight, predictions_uri: str | None, *, restart_actors: bool = True
-) -> ray.data.Dataset:
-    """The Ray Data pipeline: read units (contiguous row groups) -> scoring/aggregating actor pool.
-
-    :param cfg: the validated config; :param pre: what preflight found (units, features, models);
-    :param predictions_uri: where actors write prediction files (None: they do not).
-    :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
-        private one-node Ray (standalone): there is no other node to restart on, and a restartable
-        actor makes Ray's core worker print an error-level note about its constructor arguments in the
-        object store (ray-project/ray#53727) that a user cannot act on.
-    """
-    import functools
-
-    import ray.data
-
-    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
-    from airflow_ray_provider.workloads.evaluation.source import read_units
-
-    items = [{"unit": json.dumps(unit)} for unit in pre.units]
-    read = functools.partial(read_units, data_uri=cfg.data_uri, columns=pre.read_columns)
-    ds = ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
-        read, **read_stage_options(cfg)
-    )
-    gpu = cfg.scoring.num_gpus > 0
     conc = cfg.scoring.concurrency
-    low, high = conc if isinstance(conc, tuple) else (conc, conc)
-    # More actors than blocks would idle (and Ray Data warns that the pool cannot fill).
-    low, high = min(low, len(items)), min(high, len(items))
-    # map_batches refuses batch_size=None with GPUs; the actor micro-batches itself (scoring.batch_size).
-    mapper = ds.map_batches_internal if gpu else ds.map_batches
-    with warnings.catch_warnings():
-        # The one way to set an actor pool's max_restarts, deprecated (Ray 2.64 drops it; this
-        # argument is passed only on a private one-node Ray).
-        warnings.filterwarnings("ignore", message="`ray_remote_args_fn` is deprecated")
-        out = mapper(
-            BlockEvaluator,
-            fn_constructor_kwargs={
-                "cfg": cfg,
-                "features": pre.features,
-                "has_proba": pre.has_proba,
-                "predictions_uri": predictions_uri,
-                "models": ship_models(cfg, pre),
-            },
-            batch_size=None,  # one call per block: a block's rows arrive in file order (groups stay together)
-            batch_format="pyarrow",
-            compute=ray.data.ActorPoolStrategy(min_size=low, max_size=high),
-            num_cpus=cfg.scoring.num_cpus,
-            num_gpus=cfg.scoring.num_gpus if gpu else None,
-            # Ray Data restarts dead actors and retries their tasks without limit by default
-            # (max_restarts=-1, max_task_retries=-1): what a lost spot node needs.
-            ray_remote_args_fn=None if restart_actors else _no_actor_restarts,
+    low, high = conc if isinstance(conc, tuple) else (1, conc)
+    wanted = [max(1, min(high, blocks))] * len(groups)
+    per_actor = [actor_needs(g, cfg) for g in groups]
+    room = cluster_room(nodes, cfg.scoring.read_num_cpus)
+    counts = [max(n, min(low, w)) for n, w in zip(actor_counts(wanted, per_actor, room), wanted, strict=True)]
+    total = Resources()
+    for n, need in zip(counts, per_actor, strict=True):
+        total = total + need.scaled(n)
+    if not total.fits(room):
+        message = (
+            f"the {len(groups)} model group(s) need {total.describe()} at once ({counts} actors; every "
+            f"group scores every block), but the cluster offers {room.describe()} beside one read task: "
+            "lower the models' num_cpus / num_gpus / memory or scoring.num_cpus, raise "
+            "scoring.models_per_actor (fewer groups), or add nodes"
         )
-    out.context.raise_original_map_exception = True
-    if cfg.scoring.object_store_mb:  # bound the blocks in flight: memory stays flat as data grows
-        limit = cfg.scoring.object_store_mb * 1024 * 1024
-        out.context.execution_options.resource_limits = ray.data.ExecutionResources(object_store_memory=limit)
-    return out
+        if not can_grow:
+            raise ConfigError(message)
+        log.warning("%s; waiting for the autoscaler", message)
+    return counts
 
 
-def _no_actor_restarts() -> dict[str, Any]:
-    """Remote arguments of a scoring actor on a private one-node Ray (see :func:`build_dataset`)."""
-    return {"max_restarts": 0, "max_task_retries": 0}
+def blocks_in_flight(cfg: EvalConfig, pre: Preflight, sizes: Sequence[int]) -> int:
+    """Blocks read ahead: enough to keep the largest pool busy, capped by ``scoring.object_store_mb``."""
+    busy = 2 * max(sizes, default=1)
+    if not cfg.scoring.object_store_mb or not pre.units:
+        return busy
+    per_block = max(1, 8 * len(pre.read_columns) * pre.rows // len(pre.units))  # float64-sized columns
+    return max(1, min(busy, cfg.scoring.object_store_mb * 1024 * 1024 // per_block))
 
 
-def ship_models(cfg: EvalConfig, pre: Preflight) -> dict[str, Any]:
-    """Object refs to the models preflight loaded: put once, fetched by every actor (no reload per actor).
+def ship_models(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup]) -> dict[str, Any]:
+    """Object refs to the models preflight loaded: put once, fetched by their group's actors.
 
-    Factory models stay out when the actors hold GPUs (the actor builds them on its own device), and so
-    does a model that cannot be pickled (the actor loads it from its spec).
+    Factory models of a GPU group stay out (the actor builds them on its own device), and so does a
+    model that cannot be pickled (the actor loads it from its spec).
     """
     import ray
 
+    on_gpu = {m for g in groups if actor_needs(g, cfg).num_gpus > 0 for m in g.models}
     refs: dict[str, Any] = {}
     for name, loaded in pre.loaded.items():
-        if loaded.sha256 is None and cfg.scoring.num_gpus > 0:
+        if loaded.sha256 is None and name in on_gpu:
             continue
         try:
             refs[name] = ray.put(loaded)
@@ -121,42 +106,147 @@ def ship_models(cfg: EvalConfig, pre: Preflight) -> dict[str, Any]:
     return refs
 
 
+@dataclass
+class _Pool:
+    """The actors of one model group, how many calls each has outstanding, and its models' refs.
+
+    The refs are held here for the whole run: a restarted actor (after a node loss) runs its
+    constructor again and needs them (ray-project/ray#53727).
+    """
+
+    actors: list[Any]
+    busy: list[int] = field(default_factory=list)
+    model_refs: dict[str, Any] = field(default_factory=dict)
+
+    def submit(self, table_ref: Any) -> tuple[Any, int]:
+        """Give the block to the least busy actor; returns ``(partial ref, actor index)``."""
+        i = min(range(len(self.actors)), key=lambda k: self.busy[k])
+        self.busy[i] += 1
+        return self.actors[i].score_block.remote(table_ref), i
+
+
+def _start_pools(
+    cfg: EvalConfig,
+    pre: Preflight,
+    groups: Sequence[ModelGroup],
+    sizes: Sequence[int],
+    predictions_uri: str | None,
+    restart_actors: bool,
+) -> list[_Pool]:
+    import ray
+
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
+
+    shipped = ship_models(cfg, pre, groups)
+    actor_class = ray.remote(BlockEvaluator)
+    retries = -1 if restart_actors else 0
+    pools = []
+    for group, size in zip(groups, sizes, strict=True):
+        needs = actor_needs(group, cfg)
+        options: dict[str, Any] = {
+            "num_cpus": needs.num_cpus,
+            "num_gpus": needs.num_gpus,
+            "max_restarts": retries,
+            "max_task_retries": retries,
+        }
+        if needs.memory:
+            options["memory"] = needs.memory
+        models = {m: shipped[m] for m in group.models if m in shipped}
+        device = "cuda" if needs.num_gpus > 0 else "cpu"
+        actors = [
+            actor_class.options(**options).remote(  # type: ignore[attr-defined]
+                cfg, pre.features, pre.has_proba, predictions_uri, models, group.models, device
+            )
+            for _ in range(size)
+        ]
+        pools.append(_Pool(actors, [0] * size, models))
+    return pools
+
+
+@dataclass
+class _Block:
+    """A block being scored: its table ref, its read's byte count ref, one partial slot per group."""
+
+    table: Any
+    nbytes: Any
+    parts: list[BlockPartial | None]
+
+
 def stream_on_ray(
     cfg: EvalConfig,
     pre: Preflight,
+    groups: Sequence[ModelGroup],
+    nodes: Sequence[Resources],
     predictions_uri: str | None,
     clock: PhaseClock,
     *,
     restart_actors: bool = True,
-) -> Accumulator:
-    """Run the pipeline and merge every block's partial as it arrives.
+    can_grow: bool = False,
+) -> tuple[Accumulator, int]:
+    """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
+    :param nodes: the cluster's nodes (pools are sized to fit them all at once).
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
-    :param restart_actors: see :func:`build_dataset`.
+    :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
+        private one-node Ray (standalone): there is no other node to restart on.
+    :param can_grow: an autoscaler may add nodes (see :func:`pool_sizes`).
+    :returns: the merged partials and the stored bytes the read tasks read.
     :raises WorkloadError: the one a scoring actor raised (bad labels deep in the data, a model that
         fails on a block), with its own class and message.
     """
+    import ray
+
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
+    from airflow_ray_provider.workloads.evaluation.block import merge_partials
+    from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
     acc = Accumulator(cfg, pre.has_proba)
     clock.mark("pipeline")
-    ds = build_dataset(cfg, pre, predictions_uri, restart_actors=restart_actors)
+    sizes = pool_sizes(cfg, groups, nodes, len(pre.units), can_grow=can_grow)
+    log.info("scoring pools: %s actors", sizes)
+    pools = _start_pools(cfg, pre, groups, sizes, predictions_uri, restart_actors)
+    read = ray.remote(read_unit_counted).options(
+        num_cpus=cfg.scoring.read_num_cpus, num_returns=2, max_retries=-1
+    )
+    window = blocks_in_flight(cfg, pre, sizes)
+    blocks: dict[int, _Block] = {}
+    waiting: dict[Any, tuple[int, int, int]] = {}  # partial ref -> (block, group, actor)
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
-    with progress.reporting():
-        try:
-            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                table = cast("pa.Table", batch)  # batch_format="pyarrow": Ray's stubs type it as any format
-                for blob in table.column("partial").to_pylist():
-                    partial = pickle.loads(blob)
-                    acc.add(partial)
-                    progress.add(int(partial["rows"]))
-        except Exception as exc:
-            inner = workload_error_from(exc)
-            if inner is not None:
-                raise inner from exc
-            raise
+    next_unit, nbytes = 0, 0
+    try:
+        with progress.reporting():
+            while next_unit < len(pre.units) or waiting:
+                while next_unit < len(pre.units) and len(blocks) < window:
+                    refs: Any = read.remote(pre.units[next_unit], cfg.data_uri, pre.read_columns)
+                    table, count = refs  # num_returns=2: two object refs
+                    blocks[next_unit] = _Block(table, count, [None] * len(pools))
+                    for g, pool in enumerate(pools):
+                        ref, actor = pool.submit(table)
+                        waiting[ref] = (next_unit, g, actor)
+                    next_unit += 1
+                done, _ = ray.wait(list(waiting), num_returns=1)
+                for ref in done:
+                    b, g, actor = waiting.pop(ref)
+                    pools[g].busy[actor] -= 1
+                    block = blocks[b]
+                    block.parts[g] = ray.get(ref)
+                    if all(p is not None for p in block.parts):
+                        partial = merge_partials([p for p in block.parts if p is not None])
+                        acc.add(partial)
+                        nbytes += int(ray.get(block.nbytes))
+                        del blocks[b]
+                        progress.add(int(partial["rows"]))
+    except Exception as exc:
+        inner = workload_error_from(exc)
+        if inner is not None:
+            raise inner from exc
+        raise
+    finally:
+        for pool in pools:
+            for actor in pool.actors:
+                ray.kill(actor)
     _mark_stream(clock, progress, acc)
-    return acc
+    return acc, nbytes
 
 
 def _mark_stream(clock: PhaseClock, progress: Progress, acc: Accumulator) -> None:

@@ -33,6 +33,8 @@ class Preflight:
 
     :param models: identity of each model (``uri``, ``loader``, ``sha256``) for ``metrics.json``.
     :param loaded: each model as loaded for the checks (reused for scoring, never loaded twice).
+    :param dataset_bytes: the size of the dataset's files.
+    :param pass_bytes: the stored bytes one pass over ``read_columns`` reads (column chunks of every unit).
     """
 
     rows: int
@@ -42,6 +44,8 @@ class Preflight:
     models: dict[str, dict[str, Any]]
     units: list[dict[str, Any]]
     loaded: dict[str, LoadedModel] = field(default_factory=dict, repr=False)
+    dataset_bytes: int = 0
+    pass_bytes: int = 0
 
 
 def open_dataset(uri: str) -> pads.Dataset:
@@ -78,7 +82,7 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         load_model,
         score,
     )
-    from airflow_ray_provider.workloads.evaluation.source import plan_units
+    from airflow_ray_provider.workloads.evaluation.source import chunk_bytes, plan_units
 
     try:
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
@@ -99,6 +103,8 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         )
     )
     _check_whole_input(cfg, units, footers)
+    metadata = dict(footers)
+    pass_bytes = sum(chunk_bytes(metadata[u["path"]], u["row_groups"], read_columns) for u in units)
     sample = _sample(cfg, units, read_columns)
     labels_of(sample, cfg.columns.label)
     x = features_of(sample, features)
@@ -131,7 +137,22 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
         len(features),
         list(models),
     )
-    return Preflight(rows, features, read_columns, has_proba, models, units, loaded)
+    return Preflight(
+        rows,
+        features,
+        read_columns,
+        has_proba,
+        models,
+        units,
+        loaded,
+        dataset_bytes=_dataset_bytes(cfg.data_uri, dataset.files),
+        pass_bytes=pass_bytes,
+    )
+
+
+def _dataset_bytes(uri: str, files: list[str]) -> int:
+    fs, _ = artifacts.resolve(uri)
+    return sum(int(info.size or 0) for info in fs.get_file_info(files))
 
 
 def _check_whole_input(cfg: EvalConfig, units: list[dict[str, Any]], footers: list[tuple[str, Any]]) -> None:

@@ -7,10 +7,11 @@ Run inside a Ray job, or standalone on a private local Ray (the rule is
     python -m airflow_ray_provider.workloads.evaluate --config-json '{"data_uri": ..., ...}'
 
 Pipeline: preflight (metadata, a sample, each model loaded once) -> read units (contiguous Parquet row
-groups) -> each block reduced to exact integer partials, on a Ray Data actor pool that gets the models
-through the object store (:mod:`~.pipeline`) or in this process for inputs too small for Ray to pay
-back (``engine: auto | ray | local``, :mod:`~.engine`) -> the driver merges the partials
-(:mod:`~.aggregate`) -> ``metrics.json`` (with the run's phase timings, :mod:`~.phases`) +
+groups, each read once) -> each block reduced to exact integer partials by every model group's actor
+pool, the models shipped through the object store (:mod:`~.pipeline`), or in this process for inputs
+too small for Ray to pay back (``engine: auto | ray | local``, :mod:`~.engine`) -> the driver merges
+the partials (:mod:`~.aggregate`) -> ``metrics.json`` (with the run's phase timings, :mod:`~.phases`,
+the bytes read against the dataset's size and the model groups, :mod:`~.packing`) +
 ``slices.parquet`` (+ predictions) written atomically. Node loss: reads are retried and actors
 restarted without limit, and the merge is exact and order-independent, so a run that lost a node
 yields the same metrics as one that did not.
@@ -32,6 +33,7 @@ from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
 
 if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,8 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
     try:
         predictions = artifacts.join(staging, "predictions") if staging else None
-        acc, engine, session_mode = run_engine(cfg, pre, ray_address or cfg.ray_address, predictions, clock)
+        scored = run_engine(cfg, pre, ray_address or cfg.ray_address, predictions, clock)
+        acc = scored.acc
         result = acc.finalize()
         directions = metric_directions(cfg.metrics, cfg.ndcg_k)
         result.deltas = bootstrap.paired_deltas(
@@ -71,9 +74,11 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
             "finished_at": finished.isoformat(),
             "duration_s": round(time.monotonic() - clock.started, 3),
             "timings": clock.timings(result.rows),
-            "engine": engine.as_dict(),
+            "io": read_figures(pre, scored.bytes_read),
+            "packing": [g.as_dict() for g in scored.groups],
+            "engine": scored.choice.as_dict(),
             "ray_version": importlib.metadata.version("ray"),
-            "ray_session": session_mode,
+            "ray_session": scored.session_mode,
             "run_info": cfg.run_info,
         }
         doc = eval_artifact.build_document(cfg, result, models=pre.models, directions=directions, run=run)
@@ -89,6 +94,21 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
         time.monotonic() - clock.started,
     )
     return doc
+
+
+def read_figures(pre: Preflight, bytes_read: int) -> dict[str, Any]:
+    """``run.io``: the stored bytes the scoring pass read, against one pass and the dataset's size.
+
+    ``passes`` is 1.0 when every block was read exactly once (whatever the number of model groups).
+    """
+    return {
+        "bytes_read": bytes_read,
+        "pass_bytes": pre.pass_bytes,
+        "dataset_bytes": pre.dataset_bytes,
+        "passes": round(bytes_read / pre.pass_bytes, 6) if pre.pass_bytes else None,
+        "read_fraction": round(bytes_read / pre.dataset_bytes, 6) if pre.dataset_bytes else None,
+        "blocks": len(pre.units),
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -59,6 +59,24 @@ def _plain(value: Any) -> Any:
 
 def read_unit(unit: dict[str, Any], data_uri: str, columns: list[str]) -> pa.Table:
     """Read one unit's row groups (only ``columns``), adding hive partition columns as constants."""
+    return read_unit_counted(unit, data_uri, columns)[0]
+
+
+def chunk_bytes(meta: pq.FileMetaData, row_groups: list[int], columns: list[str]) -> int:
+    """Stored (compressed) bytes of ``columns``' chunks in ``row_groups``: what reading them fetches."""
+    wanted = set(columns)
+    total = 0
+    for rg in row_groups:
+        group = meta.row_group(rg)
+        for i in range(group.num_columns):
+            chunk = group.column(i)
+            if chunk.path_in_schema.split(".")[0] in wanted:
+                total += int(chunk.total_compressed_size)
+    return total
+
+
+def read_unit_counted(unit: dict[str, Any], data_uri: str, columns: list[str]) -> tuple[pa.Table, int]:
+    """:func:`read_unit`, and the stored bytes it read (:func:`chunk_bytes`; footers not counted)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -67,18 +85,9 @@ def read_unit(unit: dict[str, Any], data_uri: str, columns: list[str]) -> pa.Tab
         pf = pq.ParquetFile(handle)
         present = [c for c in columns if c in pf.schema_arrow.names]
         table = pf.read_row_groups(unit["row_groups"], columns=present)
+        nbytes = chunk_bytes(pf.metadata, unit["row_groups"], present)
     for name in columns:
         if name not in table.column_names and name in unit["partition"]:
             value = unit["partition"][name]
             table = table.append_column(name, pa.array([value] * table.num_rows))
-    return table.select(columns)
-
-
-def read_units(batch: dict[str, np.ndarray], data_uri: str, columns: list[str]) -> pa.Table:
-    """Ray Data function: rows naming units (JSON) in, those units' rows out (one unit per call)."""
-    import json
-
-    import pyarrow as pa
-
-    tables = [read_unit(json.loads(u), data_uri, columns) for u in batch["unit"]]
-    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
+    return table.select(columns), nbytes

@@ -8,29 +8,23 @@ request is compared with the nodes first:
 * a cluster **with an autoscaler** (KubeRay's, Ray's own) may still add a bigger node: the job says
   what it waits for and gives up after ``capacity_wait_s``.
 
-Ray's autoscaler monitor publishes its status under one key of the cluster's internal key-value store.
-Every head runs that monitor, but a cluster nobody configured to scale (``ray start --head``, a
-test head) runs it with Ray's *read-only* provider, whose node types are named ``node_<id>``; a
-cluster whose autoscaler reports node types of its own (KubeRay's worker groups) can grow.
+Whether the cluster can grow is :func:`~airflow_ray_provider.workloads.common.autoscaler.autoscaling`
+(shared with the evaluation's packing check).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
 
+from airflow_ray_provider.workloads.common import autoscaling, scales_from_status
 from airflow_ray_provider.workloads.common.errors import ConfigError
 
+__all__ = ["autoscaling", "check_local", "local_cpus", "scales_from_status", "shortfall", "wait_for_capacity"]
 log = logging.getLogger(__name__)
 
-#: The internal-KV key Ray's autoscaler writes its status to (``ray._private.ray_constants``).
-AUTOSCALER_STATUS_KEY = b"__autoscaling_status"
-#: How Ray's read-only provider names the node types of a cluster nobody configured to scale.
-READONLY_TYPE_PREFIX = "node_"
 POLL_S = 2.0
 
 
@@ -68,28 +62,6 @@ def largest_node_cpus() -> float:
     return max(
         (float(n.get("Resources", {}).get("CPU", 0.0)) for n in ray.nodes() if n.get("Alive")), default=0.0
     )
-
-
-def autoscaling() -> bool:
-    """Whether an autoscaler that can add nodes runs on the connected cluster (see the module docstring)."""
-    from ray.experimental import internal_kv
-
-    try:
-        raw = internal_kv._internal_kv_get(AUTOSCALER_STATUS_KEY)
-        return scales_from_status(json.loads(raw) if raw else {})
-    except Exception:  # a Ray without that store or format: assume none, the fast (refusing) answer
-        return False
-
-
-def scales_from_status(status: dict[str, Any]) -> bool:
-    """Whether an autoscaler status names node types of its own (not the read-only ``node_<id>``; pure)."""
-    report = status.get("autoscaler_report") or {}
-    types = {
-        *(report.get("active_nodes") or {}),
-        *(report.get("idle_nodes") or {}),
-        *(report.get("pending_launches") or {}),
-    }
-    return any(not str(t).startswith(READONLY_TYPE_PREFIX) for t in types)
 
 
 def wait_for_capacity(

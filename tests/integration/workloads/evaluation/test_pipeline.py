@@ -1,4 +1,4 @@
-"""The evaluation end to end through Ray Data on a real local Ray (one per module, 2 CPUs, own temp dir)."""
+"""The evaluation end to end on the Ray engine, on a real local Ray (one per module, 2 CPUs, own temp)."""
 
 from __future__ import annotations
 

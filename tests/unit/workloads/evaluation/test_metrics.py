@@ -1,7 +1,7 @@
 """Exactness of the evaluation metrics: equal to scikit-learn, and independent of how the data is blocked.
 
 The per-block code (``BlockEvaluator.evaluate``) and the driver merge (``Accumulator``) are the real ones;
-only Ray's transport is left out (the integration tests run the same code through Ray Data).
+only Ray's transport is left out (the integration tests run the same code through the Ray engine).
 """
 
 from __future__ import annotations
