@@ -25,13 +25,21 @@ from airflow_ray_provider.launch.ray_job import (
     observe,
     wait_for_job,
 )
-from airflow_ray_provider.launch.rayjob import await_rayjob, rayjob_plan, wait_for_rayjob
+from airflow_ray_provider.launch.rayjob import (
+    TEARDOWN_WAIT_S,
+    RayJobUsage,
+    RayJobUsagePlan,
+    await_rayjob,
+    rayjob_plan,
+    wait_for_rayjob,
+)
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
 from airflow_ray_provider.launch.target import JobApiTarget, KubeRayCluster, LocalHead, RayAddress, Target
 from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
 from airflow_ray_provider.launch.wait import Action, Observation, Step, WaitPlan, step
 
 __all__ = [
+    "TEARDOWN_WAIT_S",
     "Action",
     "AsyncJobApi",
     "Cleanup",
@@ -43,6 +51,8 @@ __all__ = [
     "LocalHead",
     "Observation",
     "RayAddress",
+    "RayJobUsage",
+    "RayJobUsagePlan",
     "RunResult",
     "Step",
     "Target",

@@ -18,6 +18,7 @@ from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import (
+    DEFAULT_TTL_SECONDS,
     KubeRayJobs,
     RayClusterHandle,
     RayClusterSpec,
@@ -39,8 +40,31 @@ from airflow_ray_provider.jobs.events import RayJobWaitFailed, parse_rayjob_even
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
-from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
+from airflow_ray_provider.launch import (
+    TEARDOWN_WAIT_S,
+    Cleanup,
+    Ending,
+    RayJobUsagePlan,
+    rayjob_plan,
+    resolve_cleanup,
+    wait_for_rayjob,
+)
+from airflow_ray_provider.launch.usage import Prices, parse_prices
 from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
+from airflow_ray_provider.operators.job_usage import (
+    check_prices_on_spec,
+    connection_prices,
+    entrypoint_request,
+    publish_usage,
+)
+from airflow_ray_provider.operators.lineage import (
+    JobIO,
+    RayRun,
+    check_lineage_namespaces,
+    check_uris,
+    operator_lineage,
+    workload_io,
+)
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template
 
@@ -132,11 +156,18 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
     :param poll_interval: seconds between looks at the RayJob.
     :param stream_logs: write the job's log into the task log (through the dashboard, with the token).
     :param log_tail_lines: log lines carried by the error of a failed RayJob.
+    :param prices: price per resource-hour for the usage record (docs/usage.md); default: the ``kuberay``
+        connection's ``prices`` extra.
+    :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
+        ``output_uri`` of a workload entrypoint).
+    :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
+    :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
+    :param lineage_outputs: URIs the job writes, for OpenLineage.
     """
 
     template_fields = (
         "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
-        "entrypoint_resources", "queue_name", *TEMPLATED_NUMBERS,
+        "entrypoint_resources", "queue_name", "artifact_uri", *TEMPLATED_NUMBERS,
     )  # fmt: skip
     template_fields_renderers = {
         "runtime_env": "json",
@@ -179,9 +210,19 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         stream_logs: bool = True,
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         cleanup: str | Cleanup | None = None,
+        prices: dict[str, Any] | Prices | None = None,
+        artifact_uri: str | None = None,
+        record_usage: bool = True,
+        lineage_inputs: list[str] | None = None,
+        lineage_outputs: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.prices = parse_prices(prices)  # bad prices fail when the DAG is parsed
+        self.artifact_uri = artifact_uri
+        self.record_usage = record_usage
+        self.lineage_inputs = check_uris(lineage_inputs, "lineage_inputs")
+        self.lineage_outputs = check_uris(lineage_outputs, "lineage_outputs")
         self.entrypoint = entrypoint
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
@@ -216,6 +257,11 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         self._check_static()
         self._rayjob: tuple[str, str] | None = None
         self._announced: RayClusterHandle | None = None
+        self._watch: Any = None
+        self._usage_record: dict[str, Any] | None = None
+        self._final: RayJobStatus | None = None
+        self._context: Context | None = None
+        self._dashboard_url: str | None = None
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one).
@@ -296,27 +342,35 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Create (or re-attach to) the task instance's RayJob, then wait until KubeRay is done with it."""
         request = self.build_request(context)
+        check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before any API call
+        self._context = context
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
             plan = jobs.plan(request, task_identity(context))  # every check; still no API call
             self._rayjob = (plan.name, plan.namespace)
-            jobs.check_standing_cluster(plan)  # a standing cluster must be there, ready and answering
+            usage = self._usage_plan(plan, request)
+            standing = jobs.check_standing_cluster(plan)  # a standing cluster must be there, ready, answering
+            self._check_prices_on_standing(standing, usage)
             action, status = jobs.ensure(plan, suspend=self.suspend)
             self.log.info("RayJob %s/%s %s: %s", plan.namespace, plan.name, action, status.summary())
             if self.deferrable and not status.is_final:
-                self._defer(plan)
-            look, text = self._wait(jobs, plan, context)
+                self._defer(plan, usage)
+            look, text = self._wait(jobs, plan, context, usage)
         finally:
             jobs.close()
+        self._publish_usage(self._usage_record)
         url = look.cluster.dashboard_url if look.cluster else None
         return self._finish(look.status, url, tail(text, self.log_tail_lines))
 
-    def _wait(self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context) -> tuple[RayJobLook, str]:
-        """Look until the RayJob is final (the wait's one step function), streaming its log."""
+    def _wait(
+        self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context, usage: RayJobUsagePlan | None
+    ) -> tuple[RayJobLook, str]:
+        """Look until the RayJob is final (the wait's one step function), streaming its log; the usage
+        record is made at the first look that finds the Ray job ended."""
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
         from airflow_ray_provider.triggers.kuberay_job import RayJobWatch
 
-        watch = RayJobWatch(self.log)
+        watch = self._watch = RayJobWatch(self.log, usage)
 
         def look() -> RayJobLook | None:
             try:
@@ -326,6 +380,8 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
             watch.seen(seen)
             if seen.cluster is not None and self._announced != seen.cluster:
                 self._announce(seen, context)
+            if watch.usage_due(seen):
+                watch.collect_usage(seen)
             return seen
 
         outcome = wait_for_rayjob(
@@ -341,7 +397,101 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
                 f"RayJob {plan.namespace}/{plan.name} was deleted while this task waited for it "
                 "(by a user or a kill)"
             )
+        self._until_cluster_gone(watch, final, look)
+        self._usage_record = watch.record
         return RayJobLook(final.status, watch.cluster(final)), watch.text
+
+    def _until_cluster_gone(self, watch: Any, final: RayJobLook, look: Any) -> None:
+        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
+        import time
+
+        usage = watch.usage
+        if usage is None:
+            return
+        deadline = time.monotonic() + usage.plan.teardown_wait
+        current: RayJobLook | None = final
+        while usage.teardown_pending(current) and time.monotonic() < deadline:
+            time.sleep(min(self.poll_interval, 1.0))
+            current = look()
+
+    # ----------------------------------------------------------------- usage and lineage
+    def _usage_plan(self, plan: RayJobPlan, request: RayJobRequest) -> RayJobUsagePlan | None:
+        """What the usage record needs (``None`` with ``record_usage=False``); prices checked against
+        the spec of a cluster KubeRay will make."""
+        if not self.record_usage:
+            return None
+        own = plan.standing_cluster is None
+        prices = self.prices or connection_prices(self.cluster_conn_id)
+        if prices is not None and own and request.spec is not None:
+            check_prices_on_spec(prices, request.spec)
+        options = request.options
+        ttl = options.ttl_seconds_after_finished
+        effective_ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
+        wait, note = 0.0, None
+        if not own:
+            note = "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
+        elif not options.shutdown_after_job_finishes or options.deletion_rules:
+            note = (
+                "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)"
+            )
+        elif effective_ttl > 0:
+            note = (
+                f"KubeRay deletes the cluster ttlSecondsAfterFinished={effective_ttl} s after the job; "
+                "the task does not wait for it (its cost then is not in reserved)"
+            )
+        else:
+            wait = TEARDOWN_WAIT_S
+            note = f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
+        entrypoint = entrypoint_request(
+            self.entrypoint_num_cpus, self.entrypoint_num_gpus, None, self.entrypoint_resources
+        )
+        return RayJobUsagePlan(
+            own_cluster=own, entrypoint=entrypoint, prices=prices.to_dict() if prices else None,
+            teardown_wait=wait, teardown_note=note,
+        )  # fmt: skip
+
+    def _check_prices_on_standing(
+        self, standing: RayClusterHandle | None, usage: RayJobUsagePlan | None
+    ) -> None:
+        """A standing cluster answers already: check the prices against its nodes, as the Job API path."""
+        prices = parse_prices(usage.prices) if usage is not None else None
+        if standing is None or prices is None:
+            return
+        from airflow_ray_provider.hooks.ray_job import RayJobHook
+        from airflow_ray_provider.launch.usage import check_prices_on_cluster
+
+        why = check_prices_on_cluster(RayJobHook(None, cluster=standing.to_dict()).dashboard_state(), prices)
+        if why:
+            self.log.warning("Could not check the prices against the cluster's resources: %s", why)
+
+    def _publish_usage(self, record: dict[str, Any] | None) -> None:
+        self._usage_record = record or None
+        if record and self.record_usage:
+            ti = self._context["ti"] if self._context is not None else None
+            publish_usage(record, ti=ti, artifact_uri=self.job_io().artifact_uri, log=self.log)
+
+    def job_io(self) -> JobIO:
+        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
+        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
+        return JobIO(
+            (*found.inputs, *self.lineage_inputs),
+            (*found.outputs, *self.lineage_outputs),
+            self.artifact_uri or found.artifact_uri,
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (mode ``rayjob``)."""
+        record = self._usage_record or {}
+        status = self._final
+        run = RayRun(
+            mode="rayjob",
+            submission_id=(status.job_id if status else None) or record.get("submission_id"),
+            ray_job_id=record.get("ray_job_id"),
+            cluster=(status.cluster_name if status else None) or record.get("cluster"),
+            dashboard_url=self._dashboard_url,
+            usage=self._usage_record,
+        )
+        return operator_lineage(self.job_io(), run)
 
     def _announce(self, look: RayJobLook, context: Context) -> None:
         """The cluster answers: push the job's dashboard link."""
@@ -351,14 +501,14 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         push_job_url(self, context["ti"], job_url)
         self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
 
-    def _defer(self, plan: RayJobPlan) -> NoReturn:
+    def _defer(self, plan: RayJobPlan, usage: RayJobUsagePlan | None) -> NoReturn:
         from airflow_ray_provider.triggers.kuberay_job import KubeRayJobTrigger
 
         trigger = KubeRayJobTrigger(
             conn_id=self.cluster_conn_id, namespace=plan.namespace, name=plan.name,
             dashboard_url_template=plan.dashboard_url_template, poll_interval=self.poll_interval,
             stream_logs=self.stream_logs, on_kill=self.on_kill_action, log_tail_lines=self.log_tail_lines,
-            cleanup_policy=self.cleanup.value,
+            cleanup_policy=self.cleanup.value, usage=usage.to_dict() if usage else None,
         )  # fmt: skip
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -371,10 +521,12 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's RayJob again")
             return self.execute(context)
+        self._context = context
         typed = parse_rayjob_event(event)
         if isinstance(typed, RayJobWaitFailed):
             raise RayProviderError(f"waiting for RayJob {typed.name!r} failed: {typed.message}")
         status = RayJobStatus.from_dict(typed.rayjob)
+        self._publish_usage(typed.usage)
         if typed.dashboard_url and status.job_id:
             push_job_url(self, context["ti"], dashboard_job_url(self._link_base(status, typed.dashboard_url),
                                                                 status.job_id))  # fmt: skip
@@ -393,6 +545,7 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         return cluster_link_url(template, status.cluster_name, status.namespace)
 
     def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:
+        self._final, self._dashboard_url = status, url
         raise_for_rayjob(status, log_tail)
         self.log.info("RayJob %s/%s: %s", status.namespace, status.name, status.summary())
         return rayjob_result(status.name, status.namespace, status, url)
@@ -402,6 +555,7 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         from airflow_ray_provider.triggers.kuberay_job import kill_verb
 
         verb = kill_verb(self.cleanup, self.on_kill_action, Ending.WORKER_SIGTERM)
+        self._record_on_kill()
         if self._rayjob is None or verb == "none":
             return
         name, namespace = self._rayjob
@@ -414,3 +568,11 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         finally:
             jobs.close()
         self.log.info("RayJob %s/%s: %s on kill", namespace, name, verb)
+
+    def _record_on_kill(self) -> None:
+        """A kill while the job runs: a record of what could be read (before KubeRay removes the cluster)."""
+        watch = self._watch
+        if watch is None or watch.record or watch.last is None or not watch.last.status.job_id:
+            return
+        watch.collect_usage(watch.last, "killed")
+        self._publish_usage(watch.record)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,15 @@ from airflow_ray_provider.hooks.cluster_backend import arayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
 from airflow_ray_provider.jobs.events import RayJobDone, RayJobWaitFailed
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
-from airflow_ray_provider.launch import Cleanup, Ending, actions_for, await_rayjob, rayjob_plan
+from airflow_ray_provider.launch import (
+    Cleanup,
+    Ending,
+    RayJobUsage,
+    RayJobUsagePlan,
+    actions_for,
+    await_rayjob,
+    rayjob_plan,
+)
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import KubeRayJobs, RayClusterHandle, RayJobLook
@@ -32,17 +41,45 @@ class RayJobWatch:
     """What a wait for a RayJob carries between looks (operator and trigger alike).
 
     The hook to its cluster's dashboard (made again when the cluster changes: ``backoffLimit`` retries run
-    on new clusters), the job's log so far, and the last status line logged.
+    on new clusters), the job's log so far, the last status line logged, and the usage record.
+
+    :param usage: what the usage record needs (``None``: no record).
     """
 
-    def __init__(self, log: logging.Logger | Any) -> None:
+    def __init__(self, log: logging.Logger | Any, usage: RayJobUsagePlan | None = None) -> None:
         self.log = log
         self.hook: RayJobHook | None = None
         self.text = ""
         self.summary = ""
+        self.usage = RayJobUsage(usage) if usage is not None else None
+        self.last: RayJobLook | None = None
+
+    def usage_due(self, look: RayJobLook) -> bool:
+        """Whether this look should make the usage record (the Ray job ended; a dashboard to ask)."""
+        return self.usage is not None and self.hook is not None and self.usage.due(look)
+
+    def collect_usage(self, look: RayJobLook, ended_by: str | None = None) -> None:
+        """Make the usage record from the cluster's dashboard (blocking: the trigger runs it in a thread).
+        Best effort: a failure is logged, never raised."""
+        if self.usage is None or self.hook is None:
+            return
+        try:
+            self.usage.collect(self.hook.dashboard_state(), look, ended_by)
+        except Exception as exc:
+            self.log.warning("Could not make the usage record of RayJob %s: %s", look.status.name, exc)
+            self.usage.record = {}  # tried: not again at every look
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The usage record, once made."""
+        return (self.usage.record or None) if self.usage is not None else None
 
     def seen(self, look: RayJobLook) -> RayJobHook | None:
         """Take in a look; returns the hook it replaced when its cluster is new (to close), else ``None``."""
+        self.last = look
+        if self.usage is not None:
+            self.usage.seen(look, time.time())
+            self.usage.gone(look, time.time())
         replaced = None
         if look.cluster is not None and (self.hook is None or self.hook.cluster != look.cluster):
             replaced = self.hook
@@ -104,6 +141,8 @@ class KubeRayJobTrigger(BaseTrigger):
         wins over ``cleanup_policy``; ``suspend`` replaces deleting).
     :param log_tail_lines: lines of the log a failure event carries.
     :param cleanup_policy: ``never``, ``on_exception`` or ``always`` (docs/launch.md, "Cleanup").
+    :param usage: the usage record's plan (``RayJobUsagePlan.to_dict()``; ``None``: no record); the
+        record rides in the event.
     """
 
     def __init__(
@@ -119,8 +158,10 @@ class KubeRayJobTrigger(BaseTrigger):
         on_kill: str = "delete",
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         cleanup_policy: str | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.usage = usage
         self.conn_id = conn_id
         self.namespace = namespace
         self.name = name
@@ -153,6 +194,7 @@ class KubeRayJobTrigger(BaseTrigger):
                 "on_kill": self.on_kill_action,
                 "log_tail_lines": self.log_tail_lines,
                 "cleanup_policy": self.cleanup_policy.value,
+                "usage": self.usage,
             },
         )
 
@@ -161,7 +203,7 @@ class KubeRayJobTrigger(BaseTrigger):
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
 
         jobs: KubeRayJobs | None = None
-        watch = RayJobWatch(self.log)
+        watch = RayJobWatch(self.log, RayJobUsagePlan.from_dict(self.usage))
         try:
             jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
 
@@ -176,6 +218,8 @@ class KubeRayJobTrigger(BaseTrigger):
                 replaced = watch.seen(seen)
                 if replaced is not None:
                     await replaced.aclose()
+                if watch.usage_due(seen):
+                    await asyncio.to_thread(watch.collect_usage, seen)
                 return seen
 
             outcome = await await_rayjob(
@@ -191,10 +235,11 @@ class KubeRayJobTrigger(BaseTrigger):
                 message = f"RayJob {self.namespace}/{self.name} was deleted while the task waited for it"
                 yield TriggerEvent(RayJobWaitFailed(self.name, message, self.log_offset).to_payload())
                 return
+            await self._until_cluster_gone(watch, final, look)
             log_tail = "" if final.status.is_success else tail(watch.text, self.log_tail_lines)
             seen_cluster = watch.cluster(final)
             url = seen_cluster.dashboard_url if seen_cluster is not None else None
-            done = RayJobDone(self.name, final.status.to_dict(), url, self.log_offset, log_tail)
+            done = RayJobDone(self.name, final.status.to_dict(), url, self.log_offset, log_tail, watch.record)
             yield TriggerEvent(done.to_payload())
         except Exception as exc:  # an event, never an exception: execute_complete explains it
             self.log.warning("Waiting for RayJob %s/%s failed: %s", self.namespace, self.name, exc)
@@ -205,6 +250,17 @@ class KubeRayJobTrigger(BaseTrigger):
                 await watch.hook.aclose()
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
+
+    async def _until_cluster_gone(self, watch: RayJobWatch, final: RayJobLook, look: Any) -> None:
+        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
+        usage = watch.usage
+        if usage is None:
+            return
+        deadline = time.monotonic() + usage.plan.teardown_wait
+        current: RayJobLook | None = final
+        while usage.teardown_pending(current) and time.monotonic() < deadline:
+            await asyncio.sleep(min(self.poll_interval, 1.0))
+            current = await look()
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: delete or suspend the RayJob, as the cleanup table says."""

@@ -137,6 +137,9 @@ class UsageRequest:
     :param prices: the checked price table, if any.
     :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
     :param cluster_ready: when that cluster answered.
+    :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
+    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
+        or the caller adds it once the cluster is gone, with :func:`with_teardown`).
     """
 
     submission_id: str
@@ -147,6 +150,8 @@ class UsageRequest:
     prices: Prices | None = None
     task_started: float | None = None
     cluster_ready: float | None = None
+    ended_by: str = "finished"
+    teardown_note: str | None = None
 
 
 def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
@@ -213,6 +218,8 @@ def collect_usage(
     )
     if busy_cpu_seconds is None:
         missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
+    if request.teardown_note:
+        missing["teardown"] = request.teardown_note
     record = build_record(
         submission_id=request.submission_id,
         ray_job_id=ray_job_id,
@@ -225,6 +232,8 @@ def collect_usage(
         busy_cpu_seconds=busy_cpu_seconds,
         prices=request.prices,
         not_available=missing,
+        job_status=(job or {}).get("status"),
+        ended_by=request.ended_by,
     )
     log.debug("usage of %s: %s", request.submission_id, record.line())
     return record

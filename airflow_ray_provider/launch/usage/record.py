@@ -92,8 +92,10 @@ class Window:
     :param submitted: the job's submission (Job API ``start_time``).
     :param driver_started: the job's supervisor started (the driver runs from then on), if known.
     :param ended: the job's end (Job API ``end_time``; the collection time while it runs).
-    :param task_started: the task began waiting for its own cluster (one-task mode), if it did.
-    :param cluster_ready: that cluster answered, if the task waited for it.
+    :param task_started: the task began waiting for its own cluster (one-task mode; RayJob mode: the
+        RayJob's ``status.startTime``, when KubeRay began making its cluster), if it did.
+    :param cluster_ready: that cluster answered (RayJob mode: the first look that found its head ready
+        after one that did not), if seen; without it the wait ends at the submission.
     """
 
     submitted: float
@@ -114,13 +116,24 @@ class Window:
 
     def phases(self) -> dict[str, float | None]:
         """Seconds per phase; ``None`` where it does not apply or was not seen."""
-        waiting = self.cluster_ready - self.task_started if self.task_started and self.cluster_ready else None
+        ready = self.cluster_ready or self.submitted
+        waiting = max(0.0, ready - self.task_started) if self.task_started else None
         queued = self.driver_started - self.submitted if self.driver_started else None
         return {
             "waiting_for_cluster_s": _round(waiting),
             "queued_s": _round(queued),
             "running_s": _round(max(0.0, self.ended - self.running_from)),
             "teardown_s": None,
+        }
+
+    def times(self) -> dict[str, float | None]:
+        """The window's instants (seconds since the epoch), for readers that line records up."""
+        return {
+            "task_started": _round(self.task_started),
+            "cluster_ready": _round(self.cluster_ready),
+            "submitted": _round(self.submitted),
+            "driver_started": _round(self.driver_started),
+            "ended": _round(self.ended),
         }
 
 
@@ -261,6 +274,11 @@ class UsageRecord:
     :param counts: tasks and actors counted.
     :param cost: the estimate, ``None`` without prices.
     :param not_available: what could not be read, and why.
+    :param job_status: Ray's status of the job when the record was made (``SUCCEEDED``, ``FAILED``,
+        ``STOPPED``; ``RUNNING`` for a job the task left running).
+    :param ended_by: why the task stopped waiting: ``finished`` (the job ended by itself), ``timed_out``
+        (``job_timeout``), ``killed`` (a kill of the task).
+    :param times: the window's instants (seconds since the epoch).
     """
 
     submission_id: str
@@ -275,6 +293,9 @@ class UsageRecord:
     counts: dict[str, int]
     cost: dict[str, Any] | None = None
     not_available: dict[str, str] = field(default_factory=dict)
+    job_status: str | None = None
+    ended_by: str = "finished"
+    times: dict[str, float | None] = field(default_factory=dict)
     schema: str = SCHEMA
 
     @property
@@ -297,6 +318,10 @@ class UsageRecord:
         """``reserved 3.2 CPU-h, allocated 2.6 (81 %), busy 2.4 (75 %), ~$0.13`` (GPU-hours when any)."""
         share = self.utilisation
         parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
+        if self.ended_by != "finished":
+            parts[0] = (
+                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] " + parts[0]
+            )
         if self.reserved.get("GPU"):
             parts[0] += f" + {_figure(self.reserved['GPU'])} GPU-h"
         allocated = f"allocated {_figure(self.allocated.get('CPU', 0.0))}"
@@ -317,6 +342,16 @@ class UsageRecord:
         return ", ".join(parts)
 
 
+def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
+    """A record's dict with ``phases.teardown_s``: from the job's end to ``gone_at`` (the cluster gone)."""
+    ended = (data.get("times") or {}).get("ended")
+    if not ended:
+        return data
+    phases = {**data.get("phases", {}), "teardown_s": _round(max(0.0, gone_at - ended))}
+    missing = {k: v for k, v in (data.get("not_available") or {}).items() if k != "teardown"}
+    return {**data, "phases": phases, "not_available": missing}
+
+
 def build_record(
     *,
     submission_id: str,
@@ -330,6 +365,8 @@ def build_record(
     busy_cpu_seconds: float | None,
     prices: Prices | None,
     not_available: dict[str, str],
+    job_status: str | None = None,
+    ended_by: str = "finished",
 ) -> UsageRecord:
     """Put the figures together; what could not be read stays out (and is named in ``not_available``)."""
     missing = dict(not_available)
@@ -355,4 +392,7 @@ def build_record(
         counts={"tasks": alloc.tasks, "actors": alloc.actors},
         cost=cost(prices, reserved_groups) if prices is not None else None,
         not_available=missing,
+        job_status=job_status,
+        ended_by=ended_by,
+        times=window.times(),
     )
