@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
+    SCHEMA,
     DashboardState,
     Prices,
     UsageRecord,
@@ -212,6 +213,41 @@ def add_teardown(
     updated = with_teardown(data, time.time())
     publish_usage(updated, ti=ti, artifact_uri=artifact_uri, log=log, again=True)
     return updated
+
+
+def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str, Any] | None:
+    """The ``usage.json`` beside a job's artifacts, ``None`` when there is none (best effort)."""
+    if not artifact_uri:
+        return None
+    from airflow_ray_provider.workloads.common import artifacts
+
+    uri = artifacts.join(artifact_uri, USAGE_FILE)
+    try:
+        if not artifacts.exists(uri):
+            return None
+        data = artifacts.read_json(uri)
+    except Exception as exc:
+        log.warning("Could not read the usage record %s: %s", uri, exc)
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def usage_summary(data: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line."""
+    if not data:
+        return None
+    cost = data.get("cost") or None
+    return {
+        "line": usage_line(data),
+        "mode": data.get("mode"),
+        "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
+        "allocated_cpu_h": (data.get("allocated") or {}).get("CPU"),
+        "allocated_cpu_s": round(float((data.get("allocated") or {}).get("CPU") or 0.0) * 3600.0, 3),
+        "utilisation": data.get("utilisation"),
+        "cost": None if cost is None else {"amount": cost.get("amount"), "currency": cost.get("currency")},
+        "phases": data.get("phases"),
+        "not_available": data.get("not_available") or {},
+    }
 
 
 def write_usage_file(artifact_uri: str, data: dict[str, Any], log: logging.Logger | Any) -> str | None:

@@ -155,3 +155,38 @@ with DAG({job_prefix!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)
     assert facet["usage"]["submission_id"] == facet["submissionId"]
     assert facet["jobId"] == facet["usage"]["ray_job_id"] and facet["jobId"]
     assert facet["usage"]["basis"] == "job requests"
+
+
+def test_zone_summary_and_usage_record_agree_on_the_cpu_seconds_the_tasks_held(
+    ray_conn_id: str, zone_config: Any, tmp_path: Path
+) -> None:
+    """Apples to apples: the zone summary's ``task_cpu_s`` (its tasks' own wall seconds x ``num_cpus``)
+    and the record's allocated CPU-seconds (Ray's ``task:execute`` spans x the same request) count the
+    same thing; the trainer's CPU seconds (``process_time`` of the fits) are a part of it."""
+    import sys
+
+    from airflow_ray_provider.operators.lineage import ZONE_MODULE
+    from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    cfg = zone_config(
+        trainer="tests.fixtures.zone_training:zone_busy_trainer", trainer_kwargs={"spin_s": 0.04},
+        batching={"target_task_seconds": 0.3, "probe_zones": 2}, engine="ray",
+    )  # fmt: skip
+    entrypoint = [sys.executable, "-m", ZONE_MODULE, "--config-json", json.dumps(cfg)]
+    op = SubmitRayJobOperator(
+        task_id="train", ray_conn_id=ray_conn_id, entrypoint=entrypoint, poll_interval=0.2
+    )
+    ti = StandInTI(dag_id=f"usage_zone_{uuid.uuid4().hex[:6]}")
+    op.execute(context_for(ti))
+    record = ti.xcoms["usage"]
+    collect = CollectZoneTrainingOperator(
+        task_id="collect", artifact_uri=cfg["output_uri"], application="test-app"
+    )
+    summary = collect.execute(context_for(StandInTI(dag_id=ti.dag_id, task_id="collect")))
+
+    allocated_s = record["allocated"]["CPU"] * 3600
+    assert summary["usage"]["allocated_cpu_s"] == pytest.approx(allocated_s, abs=0.01)  # usage.json was read
+    assert summary["task_cpu_s"] > 0.5 and record["counts"]["tasks"] >= 2
+    assert allocated_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (allocated_s, summary)
+    assert 0 < summary["trainer_cpu_s"] <= allocated_s * 1.05  # CPU used inside what the tasks held
