@@ -18,7 +18,6 @@ from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import (
-    DEFAULT_TTL_SECONDS,
     KubeRayJobs,
     RayClusterHandle,
     RayClusterSpec,
@@ -41,7 +40,6 @@ from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
 from airflow_ray_provider.launch import (
-    TEARDOWN_WAIT_S,
     Cleanup,
     Ending,
     RayJobUsagePlan,
@@ -51,20 +49,8 @@ from airflow_ray_provider.launch import (
 )
 from airflow_ray_provider.launch.usage import Prices, parse_prices
 from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
-from airflow_ray_provider.operators.job_usage import (
-    check_prices_on_spec,
-    connection_prices,
-    entrypoint_request,
-    publish_usage,
-)
-from airflow_ray_provider.operators.lineage import (
-    JobIO,
-    RayRun,
-    check_lineage_namespaces,
-    check_uris,
-    operator_lineage,
-    workload_io,
-)
+from airflow_ray_provider.operators.kuberay_job_usage import RayJobUsageMixin
+from airflow_ray_provider.operators.lineage import check_lineage_namespaces, check_uris
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template
 
@@ -112,7 +98,7 @@ def _standing_name(cluster: Any) -> str | None:
     return handle.name
 
 
-class KubeRayJobOperator(AirflowErrors, BaseOperator):
+class KubeRayJobOperator(AirflowErrors, RayJobUsageMixin, BaseOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
     XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
@@ -401,98 +387,6 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         self._usage_record = watch.record
         return RayJobLook(final.status, watch.cluster(final)), watch.text
 
-    def _until_cluster_gone(self, watch: Any, final: RayJobLook, look: Any) -> None:
-        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
-        import time
-
-        usage = watch.usage
-        if usage is None:
-            return
-        deadline = time.monotonic() + usage.plan.teardown_wait
-        current: RayJobLook | None = final
-        while usage.teardown_pending(current) and time.monotonic() < deadline:
-            time.sleep(min(self.poll_interval, 1.0))
-            current = look()
-
-    # ----------------------------------------------------------------- usage and lineage
-    def _usage_plan(self, plan: RayJobPlan, request: RayJobRequest) -> RayJobUsagePlan | None:
-        """What the usage record needs (``None`` with ``record_usage=False``); prices checked against
-        the spec of a cluster KubeRay will make."""
-        if not self.record_usage:
-            return None
-        own = plan.standing_cluster is None
-        prices = self.prices or connection_prices(self.cluster_conn_id)
-        if prices is not None and own and request.spec is not None:
-            check_prices_on_spec(prices, request.spec)
-        options = request.options
-        ttl = options.ttl_seconds_after_finished
-        effective_ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
-        wait, note = 0.0, None
-        if not own:
-            note = "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
-        elif not options.shutdown_after_job_finishes or options.deletion_rules:
-            note = (
-                "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)"
-            )
-        elif effective_ttl > 0:
-            note = (
-                f"KubeRay deletes the cluster ttlSecondsAfterFinished={effective_ttl} s after the job; "
-                "the task does not wait for it (its cost then is not in reserved)"
-            )
-        else:
-            wait = TEARDOWN_WAIT_S
-            note = f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
-        entrypoint = entrypoint_request(
-            self.entrypoint_num_cpus, self.entrypoint_num_gpus, None, self.entrypoint_resources
-        )
-        return RayJobUsagePlan(
-            own_cluster=own, entrypoint=entrypoint, prices=prices.to_dict() if prices else None,
-            teardown_wait=wait, teardown_note=note,
-        )  # fmt: skip
-
-    def _check_prices_on_standing(
-        self, standing: RayClusterHandle | None, usage: RayJobUsagePlan | None
-    ) -> None:
-        """A standing cluster answers already: check the prices against its nodes, as the Job API path."""
-        prices = parse_prices(usage.prices) if usage is not None else None
-        if standing is None or prices is None:
-            return
-        from airflow_ray_provider.hooks.ray_job import RayJobHook
-        from airflow_ray_provider.launch.usage import check_prices_on_cluster
-
-        why = check_prices_on_cluster(RayJobHook(None, cluster=standing.to_dict()).dashboard_state(), prices)
-        if why:
-            self.log.warning("Could not check the prices against the cluster's resources: %s", why)
-
-    def _publish_usage(self, record: dict[str, Any] | None) -> None:
-        self._usage_record = record or None
-        if record and self.record_usage:
-            ti = self._context["ti"] if self._context is not None else None
-            publish_usage(record, ti=ti, artifact_uri=self.job_io().artifact_uri, log=self.log)
-
-    def job_io(self) -> JobIO:
-        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
-        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
-        return JobIO(
-            (*found.inputs, *self.lineage_inputs),
-            (*found.outputs, *self.lineage_outputs),
-            self.artifact_uri or found.artifact_uri,
-        )
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (mode ``rayjob``)."""
-        record = self._usage_record or {}
-        status = self._final
-        run = RayRun(
-            mode="rayjob",
-            submission_id=(status.job_id if status else None) or record.get("submission_id"),
-            ray_job_id=record.get("ray_job_id"),
-            cluster=(status.cluster_name if status else None) or record.get("cluster"),
-            dashboard_url=self._dashboard_url,
-            usage=self._usage_record,
-        )
-        return operator_lineage(self.job_io(), run)
-
     def _announce(self, look: RayJobLook, context: Context) -> None:
         """The cluster answers: push the job's dashboard link."""
         assert look.cluster is not None
@@ -568,11 +462,3 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         finally:
             jobs.close()
         self.log.info("RayJob %s/%s: %s on kill", namespace, name, verb)
-
-    def _record_on_kill(self) -> None:
-        """A kill while the job runs: a record of what could be read (before KubeRay removes the cluster)."""
-        watch = self._watch
-        if watch is None or watch.record or watch.last is None or not watch.last.status.job_id:
-            return
-        watch.collect_usage(watch.last, "killed")
-        self._publish_usage(watch.record)
