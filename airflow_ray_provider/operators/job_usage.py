@@ -232,12 +232,18 @@ def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str,
     return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
 
 
-def usage_summary(data: dict[str, Any] | None) -> dict[str, Any] | None:
-    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line."""
+def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -> dict[str, Any] | None:
+    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line.
+
+    :param function: a task function whose allocated CPU-seconds to show as ``function_cpu_s`` (the
+        zone job's training tasks), from the record's ``allocated_cpu_s_by_function``.
+    """
     if not data:
         return None
     cost = data.get("cost") or None
+    by_function = data.get("allocated_cpu_s_by_function") or {}
     return {
+        "function_cpu_s": by_function.get(function) if function else None,
         "line": usage_line(data),
         "mode": data.get("mode"),
         "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),

@@ -299,7 +299,9 @@ class CollectZoneTrainingOperator(AirflowErrors, BaseOperator):
             duration_s=document.get("duration_s"),
             trainer_cpu_s=run.get("trainer_cpu_s"),
             task_cpu_s=(run.get("tasks") or {}).get("cpu_s"),
-            usage=usage_summary(read_usage(self.artifact_uri, self.log)),
+            usage=usage_summary(
+                read_usage(self.artifact_uri, self.log), function=(run.get("tasks") or {}).get("function")
+            ),
         )
         self.log.info(
             "Zone training %s: %s/%s zones succeeded, %s failed (%s)",
@@ -311,8 +313,8 @@ class CollectZoneTrainingOperator(AirflowErrors, BaseOperator):
         )
         if summary["usage"]:
             self.log.info(
-                "Zone training %s: trainer CPU %ss, tasks held %s CPU-s; usage: %s",
+                "Zone training %s: trainer CPU %ss, training tasks held %s CPU-s (the record: %s); usage: %s",
                 summary["application"], summary["trainer_cpu_s"], summary["task_cpu_s"],
-                summary["usage"]["line"],
+                summary["usage"].get("function_cpu_s"), summary["usage"]["line"],
             )  # fmt: skip
         return summary

@@ -162,6 +162,49 @@ def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
         return None
 
 
+#: Ray's workers report task events (states, profile spans) every second (``task_events_report_interval_ms``).
+TASK_EVENTS_SETTLE_S = 1.2
+SETTLE_TRIES = 2
+
+
+def unsettled(tasks: list[dict[str, Any]]) -> int:
+    """Normal task attempts of an ended job whose events have not all arrived (no end, or no
+    ``task:execute`` span although the task ran): the record would count them to the job's end."""
+    count = 0
+    for task in tasks:
+        if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
+            continue
+        events = ((task.get("profiling_data") or {}).get("events")) or []
+        spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+        count += int(not task.get("end_time_ms") or not spans)
+    return count
+
+
+def _settled(
+    state: DashboardState,
+    ray_job_id: str,
+    listed: tuple[list[dict[str, Any]], str | None],
+    missing: dict[str, str],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Read the tasks again (a second apart, twice at most) while some ended job's events are still on
+    their way from the workers; what stays unsettled is named in ``not_available``."""
+    for _ in range(SETTLE_TRIES):
+        if not unsettled(listed[0]):
+            return listed
+        time.sleep(TASK_EVENTS_SETTLE_S)
+        again = _read("tasks", missing, lambda: state.tasks(ray_job_id))
+        if again is None:
+            return listed
+        listed = again
+    left = unsettled(listed[0])
+    if left:
+        missing["tasks_unsettled"] = (
+            f"{left} task attempt(s) had no end or no task:execute span yet: counted from their start to "
+            "their end (or the job's)"
+        )
+    return listed
+
+
 def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]:
     start = (job or {}).get("start_time") or now * 1000.0
     end = (job or {}).get("end_time") or now * 1000.0
@@ -191,6 +234,8 @@ def collect_usage(
             reads["tasks"] = pool.submit(_read, "tasks", missing, lambda: state.tasks(ray_job_id))
         nodes, actors = reads["nodes"].result(), reads["actors"].result()
         listed = reads["tasks"].result() if "tasks" in reads else None
+    if listed is not None and ray_job_id and (job or {}).get("end_time"):
+        listed = _settled(state, ray_job_id, listed, missing)
     supervisor = next(
         (a for a in actors or [] if a.get("name") == SUPERVISOR_PREFIX + request.submission_id), None
     )

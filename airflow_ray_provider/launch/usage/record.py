@@ -161,10 +161,20 @@ class Allocation:
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
+    #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
+    cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
-    def add(self, group: str, resources: Mapping[str, float], seconds: float) -> None:
-        """Count ``resources`` held for ``seconds`` on a node of ``group``."""
+    def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
+        """Count ``resources`` held for ``seconds`` on a node of ``group`` (by ``name``, its function)."""
         _add(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
+        if resources.get("CPU") and name:
+            held = resources["CPU"] * max(0.0, seconds)
+            self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
+
+    def top_functions(self, limit: int = 20) -> dict[str, float]:
+        """The ``limit`` functions that held the most CPU-seconds, largest first."""
+        ranked = sorted(self.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:limit]
+        return {name: round(held, 3) for name, held in ranked}
 
 
 def task_seconds(task: Mapping[str, Any], job_end: float) -> float:
@@ -200,12 +210,15 @@ def allocation(
     :param driver_group: the worker group the driver ran on.
     """
     out = Allocation()
-    out.add(driver_group, entrypoint, window.ended - window.running_from)
+    out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
             continue
         group = node_groups.get(str(task.get("node_id")), "default")
-        out.add(group, record_resources(task.get("required_resources")), task_seconds(task, window.ended))
+        name = str(task.get("func_or_class_name") or task.get("name") or "task")
+        out.add(
+            group, record_resources(task.get("required_resources")), task_seconds(task, window.ended), name
+        )
         out.tasks += 1
     for actor in actors:
         if not actor.get("startTime"):
@@ -213,7 +226,8 @@ def allocation(
         end = (actor.get("endTime") or window.ended * 1000.0) / 1000.0
         node = (actor.get("address") or {}).get("nodeId")
         resources = record_resources(actor.get("requiredResources"))
-        out.add(node_groups.get(str(node), "default"), resources, end - actor["startTime"] / 1000.0)
+        seconds, name = end - actor["startTime"] / 1000.0, str(actor.get("className") or "actor")
+        out.add(node_groups.get(str(node), "default"), resources, seconds, name)
         out.actors += 1
     return out
 
@@ -279,6 +293,8 @@ class UsageRecord:
     :param ended_by: why the task stopped waiting: ``finished`` (the job ended by itself), ``timed_out``
         (``job_timeout``), ``killed`` (a kill of the task).
     :param times: the window's instants (seconds since the epoch).
+    :param allocated_cpu_s_by_function: allocated CPU-seconds per task function and actor class
+        (``entrypoint``: the entrypoint's reservation); the 20 largest.
     """
 
     submission_id: str
@@ -296,6 +312,7 @@ class UsageRecord:
     job_status: str | None = None
     ended_by: str = "finished"
     times: dict[str, float | None] = field(default_factory=dict)
+    allocated_cpu_s_by_function: dict[str, float] = field(default_factory=dict)
     schema: str = SCHEMA
 
     @property
@@ -395,4 +412,5 @@ def build_record(
         job_status=job_status,
         ended_by=ended_by,
         times=window.times(),
+        allocated_cpu_s_by_function=alloc.top_functions(),
     )

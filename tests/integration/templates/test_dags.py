@@ -70,7 +70,6 @@ def test_nightly_dag_runs_end_to_end_and_promotes(
     # the evaluate task's usage record and OpenLineage event (captured with the file transport)
     usage = xcom_value(dag_run, "evaluate", "usage")
     assert usage["mode"] == "ephemeral" and usage["reserved"]["CPU"] > 0 and usage["counts"]["tasks"] >= 0
-    assert usage["phases"]["queued_s"] is not None, usage["not_available"]  # the supervisor was found
     assert json.loads((artifact / "usage.json").read_text()) == usage
     event = complete_event(openlineage_events(), "evaluate")
     inputs = {d["name"] for d in event["inputs"]}
