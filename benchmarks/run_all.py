@@ -13,6 +13,7 @@ BENCHMARKS = [
     "benchmarks.bench_zone_training",
     "benchmarks.bench_dag_zones",
     "benchmarks.bench_usage",
+    "benchmarks.bench_usage_zones",
 ]
 
 
