@@ -104,10 +104,43 @@ class DashboardState:
         """The job's task attempts, and a note when the list was cut."""
         return self._list("/api/v0/tasks", job_id=ray_job_id)
 
+    def actors_named(self, name: str) -> list[dict[str, Any]]:
+        """The state API's actors of this name (from the GCS: ``actor_id``, ``name``, ``class_name``)."""
+        rows, _ = self._list("/api/v0/actors", name=name)
+        return rows
+
     def actors(self) -> list[dict[str, Any]]:
         """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources."""
         body = self.get("/logical/actors")
         return list((((body or {}).get("data") or {}).get("actors") or {}).values())
+
+
+def find_supervisor(
+    state: DashboardState, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
+) -> dict[str, Any] | None:
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
+
+    By name first. The dashboard can keep an actor without its name: it applies the GCS's actor updates
+    in batches keyed by actor id, so when one poll holds an actor's registration (with its name) and a
+    later state change (state fields only), only the latter is kept, and an actor the dashboard did not
+    know yet is stored from it, nameless. A loaded head, or a job that starts many actors at once (the
+    evaluation's Ray Data actor pool), makes that likely. So, by name failing, the supervisor's id comes
+    from the state API (``/api/v0/actors``, read from the GCS) and is looked up in the list by id.
+    """
+    name = SUPERVISOR_PREFIX + submission_id
+    found = next((a for a in actors if a.get("name") == name), None)
+    if found is not None or not actors:
+        return found
+    try:
+        rows = state.actors_named(name)
+    except StateUnreadableError as exc:
+        missing["queued"] = f"the job's supervisor is not named in /logical/actors and {exc}"
+        return None
+    ids = {str(row.get("actor_id")) for row in rows}
+    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
+    if found is None:
+        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    return found
 
 
 def check_prices_on_cluster(state: DashboardState, prices: Prices) -> str | None:
@@ -236,9 +269,7 @@ def collect_usage(
         listed = reads["tasks"].result() if "tasks" in reads else None
     if listed is not None and ray_job_id and (job or {}).get("end_time"):
         listed = _settled(state, ray_job_id, listed, missing)
-    supervisor = next(
-        (a for a in actors or [] if a.get("name") == SUPERVISOR_PREFIX + request.submission_id), None
-    )
+    supervisor = find_supervisor(state, request.submission_id, actors or [], missing)
     window = Window(
         submitted=submitted,
         ended=ended,

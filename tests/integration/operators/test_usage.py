@@ -108,6 +108,16 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
         record["reserved"]["CPU"] * 0.05 + record["reserved"]["GPU"] * 2.0, rel=1e-3
     )
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
+    # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
+    from airflow_ray_provider.launch.usage.collect import SUPERVISOR_PREFIX, find_supervisor
+
+    state = op.hook.dashboard_state()
+    actors = state.actors()
+    named = [a for a in actors if a.get("name") == SUPERVISOR_PREFIX + result["submission_id"]]
+    nameless = [{k: v for k, v in a.items() if k != "name"} for a in actors]
+    found = find_supervisor(state, result["submission_id"], nameless, missing := {})
+    assert named and found is not None and found["actorId"] == named[0]["actorId"] and not missing
+    assert found["startTime"] == named[0]["startTime"]
     assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
 
     lineage = op.get_openlineage_facets_on_complete(None)
