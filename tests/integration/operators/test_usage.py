@@ -204,10 +204,9 @@ def test_zone_summary_and_usage_record_agree_on_the_cpu_seconds_the_tasks_held(
     training_s = record["allocated_cpu_s_by_function"]["_batch_task"]
     assert summary["usage"]["function_cpu_s"] == training_s
     run = json.loads((Path(cfg["output_uri"]) / "summary.json").read_text())["run"]
-    assert training_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (
-        training_s,
-        run["tasks"],
-        record["not_available"],
-    )
+    if "tasks_unsettled" not in record["not_available"]:  # Ray delivered every task's events
+        assert training_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (training_s, run["tasks"])
+    else:  # a worker's last events never came: those tasks count start to end, more than they ran
+        assert training_s > summary["task_cpu_s"], (training_s, run["tasks"], record["not_available"])
     assert sum(record["allocated_cpu_s_by_function"].values()) == pytest.approx(allocated_s, rel=0.01)
     assert 0 < summary["trainer_cpu_s"] <= training_s * 1.05  # CPU used inside what the tasks held
