@@ -14,6 +14,7 @@ BENCHMARKS = [
     "benchmarks.bench_dag_zones",
     "benchmarks.bench_usage",
     "benchmarks.bench_challengers",
+    "benchmarks.bench_usage_zones",
 ]
 
 

@@ -58,7 +58,7 @@ from airflow_ray_provider.clusters.readiness import (
     wait_until_ready,
 )
 from airflow_ray_provider.kuberay.rayjob import RayJobStatus
-from airflow_ray_provider.kuberay.rayjob_spec import SUBMISSION_MODES, RayJobOptions
+from airflow_ray_provider.kuberay.rayjob_spec import DEFAULT_TTL_SECONDS, SUBMISSION_MODES, RayJobOptions
 from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup
 from airflow_ray_provider.local.cluster import LocalClusterOptions
 
@@ -66,6 +66,7 @@ __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",
     "ATTACHED",
     "BACKENDS",
+    "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
     "EVENT_FAILED",
     "EVENT_READY",

@@ -103,10 +103,12 @@ class RayJobLook:
 
     :param status: its typed status.
     :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
+    :param cluster_gone: the RayJob names a cluster that no longer exists (KubeRay deleted it).
     """
 
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
+    cluster_gone: bool = False
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
@@ -271,7 +273,9 @@ class KubeRayJobs:
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
         obj = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
-        if obj is None or readiness(ClusterStatus.from_object(obj)).verdict != "ready":
+        if obj is None:
+            return RayJobLook(status, cluster_gone=status.is_final)
+        if readiness(ClusterStatus.from_object(obj)).verdict != "ready":
             return RayJobLook(status)
         url = dashboard_url(ClusterStatus.from_object(obj), template or self.settings.dashboard_url_template)
         ref = builder.token_ref_of(obj)

@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
 
     from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch.usage import DashboardState
 
 
 def parse_job(body: str, url: str) -> JobState:
@@ -235,6 +236,20 @@ class RayJobHook(BaseHook):
         except Exception as exc:
             return False, str(exc)
         return True, f"Connected to Ray {version.get('ray_version')} at {self.config.dashboard_url}"
+
+    def dashboard_state(self) -> DashboardState:
+        """The cluster's read-only state API (for the usage record), with this hook's token, cookies and
+        TLS settings and a short timeout: a slow dashboard costs the record, never the job."""
+        from airflow_ray_provider.launch.usage import DashboardState
+
+        config = self.config
+        return DashboardState(
+            config.dashboard_url,
+            headers=config.request_headers(),
+            cookies=dict(config.cookies),
+            verify=config.verify,
+            timeout=min(config.request_timeout, 10.0),
+        )
 
     def get_job(self, submission_id: str) -> JobState | None:
         """The job's state, or ``None`` when no job has this id."""

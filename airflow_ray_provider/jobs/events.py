@@ -11,7 +11,7 @@ event               payload
 :class:`JobDone`    ``{"status": "done", "submission_id", "job": JobState dict, "log_offset"}``
 :class:`JobTimedOut` ``{"status": "timeout", "submission_id", "job", "log_offset", "stopped"}``
 :class:`JobWaitFailed` ``{"status": "error", "submission_id", "log_offset", "message"}``
-:class:`RayJobDone` ``{"status": "done", "name", "rayjob": RayJobStatus dict, "dashboard_url", ...}``
+:class:`RayJobDone` ``{"status": "done", "name", "rayjob": RayJobStatus dict, "dashboard_url", "usage", ...}``
 :class:`RayJobWaitFailed` ``{"status": "error", "name", "message"}``
 ==================  ===========================================================================
 
@@ -145,6 +145,7 @@ class RayJobDone:
     :param dashboard_url: its cluster's dashboard as last seen (the cluster may be gone).
     :param log_offset: characters of the job's log already written.
     :param log_tail: the last lines of the log, for a failure.
+    :param usage: the job's usage record, made while its cluster still answered (``None``: none).
     """
 
     name: str
@@ -152,6 +153,7 @@ class RayJobDone:
     dashboard_url: str | None = None
     log_offset: int = 0
     log_tail: str = ""
+    usage: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _need(bool(self.name), "RayJob trigger event without the RayJob's name", self)
@@ -166,6 +168,7 @@ class RayJobDone:
             "dashboard_url": self.dashboard_url,
             "log_offset": self.log_offset,
             "log_tail": self.log_tail,
+            "usage": self.usage,
             "message": "",
         }
 
@@ -215,4 +218,5 @@ def parse_rayjob_event(payload: Any) -> RayJobEvent:
         url if isinstance(url, str) else None,
         offset,
         str(payload.get("log_tail") or ""),
+        payload["usage"] if isinstance(payload.get("usage"), dict) else None,
     )

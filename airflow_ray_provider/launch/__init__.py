@@ -25,7 +25,15 @@ from airflow_ray_provider.launch.ray_job import (
     observe,
     wait_for_job,
 )
-from airflow_ray_provider.launch.rayjob import RayJobWatch, await_rayjob, rayjob_plan, wait_for_rayjob
+from airflow_ray_provider.launch.rayjob import (
+    TEARDOWN_WAIT_S,
+    RayJobUsage,
+    RayJobUsagePlan,
+    RayJobWatch,
+    await_rayjob,
+    rayjob_plan,
+    wait_for_rayjob,
+)
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
 from airflow_ray_provider.launch.target import (
     JobApiTarget,
@@ -40,6 +48,7 @@ from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_
 from airflow_ray_provider.launch.wait import Action, Observation, Step, WaitPlan, step
 
 __all__ = [
+    "TEARDOWN_WAIT_S",
     "Action",
     "AsyncJobApi",
     "Cleanup",
@@ -52,6 +61,8 @@ __all__ = [
     "LocalHead",
     "Observation",
     "RayAddress",
+    "RayJobUsage",
+    "RayJobUsagePlan",
     "RayJobWatch",
     "RunResult",
     "StandingCluster",

@@ -4,13 +4,16 @@ KubeRay itself enforces the RayJob's deadline (``activeDeadlineSeconds``) and it
 the wait has no timeout of its own. A look that finds the RayJob gone ends the wait (``job not found``).
 The job's log comes through its cluster's dashboard once the head answers: :class:`RayJobWatch` keeps
 the Job API client of that cluster, which the shell supplies (``connect``), because only it may build an
-Airflow hook; ``launch.run`` connects with its own client.
+Airflow hook; ``launch.run`` connects with its own client. :class:`RayJobUsage` makes the job's usage
+record along the same looks (the shell supplies the dashboard's state API).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.launch.cleanup import Cleanup
@@ -19,28 +22,59 @@ from airflow_ray_provider.launch.wait import Observation, WaitPlan
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
+    from airflow_ray_provider.launch.usage import DashboardState, UsageRequest
 
 
 class RayJobWatch:
     """What a wait for a RayJob carries between looks (operator, trigger and ``launch.run`` alike).
 
     The Job API client of its cluster's dashboard (made again when the cluster changes: ``backoffLimit``
-    retries run on new clusters), the job's log so far, and the last status line logged.
+    retries run on new clusters), the job's log so far, the last status line logged, and the usage record.
 
     :param log: where status lines go (``log.info`` / ``log.debug``, ``%``-style).
     :param connect: the Job API client of a cluster handle (an Airflow hook, or a ``JobApiClient``).
+    :param usage: what the usage record needs (``None``: no record; the client must then offer
+        ``dashboard_state()``).
     """
 
-    def __init__(self, log: Any, connect: Callable[[RayClusterHandle], Any]) -> None:
+    def __init__(
+        self, log: Any, connect: Callable[[RayClusterHandle], Any], usage: RayJobUsagePlan | None = None
+    ) -> None:
         self.log = log
         self.connect = connect
         self.client: Any = None
         self.last_cluster: RayClusterHandle | None = None
         self.text = ""
         self.summary = ""
+        self.usage = RayJobUsage(usage) if usage is not None else None
+        self.last: RayJobLook | None = None
+
+    def usage_due(self, look: RayJobLook) -> bool:
+        """Whether this look should make the usage record (the Ray job ended; a dashboard to ask)."""
+        return self.usage is not None and self.client is not None and self.usage.due(look)
+
+    def collect_usage(self, look: RayJobLook, ended_by: str | None = None) -> None:
+        """Make the usage record from the cluster's dashboard (blocking: the trigger runs it in a thread).
+        Best effort: a failure is logged, never raised."""
+        if self.usage is None or self.client is None:
+            return
+        try:
+            self.usage.collect(self.client.dashboard_state(), look, ended_by)
+        except Exception as exc:
+            self.log.warning("Could not make the usage record of RayJob %s: %s", look.status.name, exc)
+            self.usage.record = {}  # tried: not again at every look
+
+    @property
+    def record(self) -> dict[str, Any] | None:
+        """The usage record, once made."""
+        return (self.usage.record or None) if self.usage is not None else None
 
     def seen(self, look: RayJobLook) -> Any:
         """Take in a look; the client it replaced when the cluster is new (to close), else ``None``."""
+        self.last = look
+        if self.usage is not None:
+            self.usage.seen(look, time.time())
+            self.usage.gone(look, time.time())
         replaced = None
         if look.cluster is not None and (self.client is None or self.last_cluster != look.cluster):
             replaced = self.client
@@ -130,3 +164,125 @@ async def await_rayjob(
         return False
 
     return await wait_async(plan, observe, emit=emit, stop_job=stop, poll_interval=poll_interval)
+
+
+# ----------------------------------------------------------------- the usage record of a RayJob
+#: Ray's terminal job statuses as KubeRay mirrors them into ``status.jobStatus``.
+TERMINAL_JOB_STATUSES = ("SUCCEEDED", "FAILED", "STOPPED")
+#: Seconds a RayJob wait goes on looking, after KubeRay is done, for the cluster to be gone (TTL 0 only),
+#: to measure the teardown.
+TEARDOWN_WAIT_S = 30.0
+
+
+def _epoch(stamp: str | None) -> float | None:
+    """A Kubernetes timestamp (``2026-12-02T01:02:03Z``) in seconds since the epoch."""
+    if not stamp:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class RayJobUsagePlan:
+    """What a RayJob wait needs to make the job's usage record; JSON-safe (it travels to the trigger).
+
+    :param own_cluster: KubeRay made the cluster for this RayJob (else a standing one, ``clusterSelector``).
+    :param entrypoint: the entrypoint's reservation (Ray names).
+    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
+    :param teardown_wait: seconds to look on for the cluster to be gone after KubeRay is done (0: not).
+    :param teardown_note: why the record will have no ``teardown_s`` (``None``: it is measured).
+    """
+
+    own_cluster: bool
+    entrypoint: dict[str, float] = field(default_factory=dict)
+    prices: dict[str, Any] | None = None
+    teardown_wait: float = 0.0
+    teardown_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plan as JSON-safe kwargs."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any] | None) -> RayJobUsagePlan | None:
+        """The plan of :meth:`to_dict` (``None``: no record)."""
+        return cls(**data) if data else None
+
+
+@dataclass
+class RayJobUsage:
+    """The usage record along one RayJob wait (operator and trigger alike; no I/O of its own).
+
+    The record is made at the first look that finds the Ray job terminal while the task still has a
+    handle to the cluster's dashboard: KubeRay deletes the cluster ``ttlSecondsAfterFinished`` after
+    the job, so the record cannot wait for the RayJob to be ``Complete``.
+
+    :param plan: what the record needs.
+    :param cluster_ready: the first look that found the head ready after one that did not.
+    :param record: the record's dict once made.
+    """
+
+    plan: RayJobUsagePlan
+    cluster_ready: float | None = None
+    record: dict[str, Any] | None = None
+    _saw_unready: bool = False
+
+    def seen(self, look: RayJobLook, now: float) -> None:
+        """Note when the cluster became ready (only a look that saw it not ready yet can tell)."""
+        if look.cluster is None and not look.status.is_final:
+            self._saw_unready = True
+        elif look.cluster is not None and self._saw_unready and self.cluster_ready is None:
+            self.cluster_ready = now
+
+    def due(self, look: RayJobLook) -> bool:
+        """Whether to make the record now: not made yet, and the Ray job (or the RayJob) has ended."""
+        return (
+            self.record is None
+            and bool(look.status.job_id)
+            and (look.status.job_status in TERMINAL_JOB_STATUSES or look.status.is_final)
+        )
+
+    def request(self, look: RayJobLook, ended_by: str | None = None) -> UsageRequest:
+        """What the record of this RayJob's job is asked with (``ended_by``: default from the status:
+        KubeRay's deadlines are ``timed_out``, else ``finished``)."""
+        from airflow_ray_provider.launch.usage import UsageRequest, parse_prices
+
+        status = look.status
+        deadline = status.reason in ("DeadlineExceeded", "PreRunningDeadlineExceeded")
+        ended_by = ended_by or ("timed_out" if deadline else "finished")
+        return UsageRequest(
+            submission_id=status.job_id, cluster=status.cluster_name or status.name, mode="rayjob",
+            own_cluster=self.plan.own_cluster, entrypoint=self.plan.entrypoint,
+            prices=parse_prices(self.plan.prices), task_started=_epoch(status.start_time),
+            cluster_ready=self.cluster_ready, ended_by=ended_by, teardown_note=self.plan.teardown_note,
+        )  # fmt: skip
+
+    def collect(self, state: DashboardState, look: RayJobLook, ended_by: str | None = None) -> dict[str, Any]:
+        """Make the record from the cluster's dashboard (blocking HTTP: the trigger runs it in a thread)."""
+        from airflow_ray_provider.launch.usage import collect_usage
+
+        self.record = collect_usage(state, self.request(look, ended_by)).to_dict()
+        return self.record
+
+    def teardown_pending(self, look: RayJobLook | None) -> bool:
+        """Whether to look on for the cluster to go: a record to complete, the cluster still there."""
+        return (
+            bool(self.record) and self.plan.teardown_wait > 0 and look is not None
+            and not look.cluster_gone and "teardown_s" not in self._measured()
+        )  # fmt: skip
+
+    def _measured(self) -> dict[str, Any]:
+        phases = (self.record or {}).get("phases") or {}
+        return {k: v for k, v in phases.items() if v is not None}
+
+    def gone(self, look: RayJobLook | None, now: float) -> None:
+        """A look found the cluster gone: the teardown ends here (an upper bound by one poll)."""
+        from airflow_ray_provider.launch.usage import with_teardown
+
+        ended = self.record and look is not None and look.cluster_gone and self.plan.own_cluster
+        if ended and self.record and "teardown_s" not in self._measured():
+            self.record = with_teardown(self.record, now)

@@ -85,13 +85,18 @@ class OwnedClusterLifecycle:
         self.handle = self.backend.handle(self.plan, check.dashboard_url)
         return self.handle
 
-    def end(self, delete: bool, log: logging.Logger | Any) -> None:
+    def end(self, delete: bool, log: logging.Logger | Any) -> bool:
         """Delete the cluster when ``delete`` (the cleanup table's answer); a failed delete fails the task
-        only when nothing else did. Then release the backend."""
+        only when nothing else did. Then release the backend.
+
+        :returns: whether this call deleted a cluster that had answered (its teardown can be measured).
+        """
         failing = sys.exc_info()[1] is not None
+        deleted = False
         try:
             if delete and not self.done:
                 self.done = True
+                deleted = self.handle is not None
                 self._delete(log)
             elif not delete:
                 log.info(
@@ -105,8 +110,10 @@ class OwnedClusterLifecycle:
             )
             if not failing:
                 raise
+            deleted = False
         finally:
             self.backend.close()
+        return deleted
 
     def _delete(self, log: logging.Logger | Any) -> None:
         if self.handle is not None:
@@ -223,7 +230,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             raise
         finally:
             if not deferred:
-                lifecycle.end(self._deletes(ending), self.log)
+                self._end_cluster(lifecycle, ending)
 
     def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
         """After the trigger (or its timeout): finish the job as usual, then end the cluster."""
@@ -236,7 +243,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             ending = Ending.SUCCEEDED
             return result
         finally:
-            lifecycle.end(self._deletes(ending), self.log)
+            self._end_cluster(lifecycle, ending)
 
     def on_kill(self) -> None:
         """A SIGTERM: the job and the cluster as the cleanup table says for a worker's SIGTERM."""
@@ -244,4 +251,9 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             super().on_kill()
         finally:
             if self._owned is not None:
-                self._owned.end(self._deletes(Ending.WORKER_SIGTERM), self.log)
+                self._end_cluster(self._owned, Ending.WORKER_SIGTERM)
+
+    def _end_cluster(self, lifecycle: OwnedClusterLifecycle, ending: Ending) -> None:
+        """End the cluster as the cleanup table says; once deleted, its teardown goes into the record."""
+        if lifecycle.end(self._deletes(ending), self.log):
+            self.record_teardown()

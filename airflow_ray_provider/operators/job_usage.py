@@ -8,20 +8,28 @@ Reading the record never fails the job: a dashboard that does not answer gives a
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.launch.usage import (
+    HEAD_GROUP,
+    SCHEMA,
     DashboardState,
     Prices,
+    UsageRecord,
     UsageRequest,
+    check_against_cluster,
     check_prices_on_cluster,
     collect_usage,
     parse_prices,
+    with_teardown,
 )
 
 if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import RayClusterSpec
     from airflow_ray_provider.hooks.ray_job import RayJobHook
 
 #: The XCom key of the usage record.
@@ -57,16 +65,46 @@ def entrypoint_request(
     return out
 
 
+def _spec_group_resources(cpu: str, gpu: int, start_params: dict[str, str]) -> set[str]:
+    """The Ray resources a node of one group will offer (from its pod size and ``ray start`` params)."""
+    import json
+
+    out = {"memory_gib"}
+    if str(start_params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
+        out.add("CPU")
+    if gpu or str(start_params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
+        out.add("GPU")
+    try:
+        custom = json.loads(start_params.get("resources", "{}").strip("'\""))
+    except ValueError:
+        custom = {}
+    return out | {str(k) for k in custom} if isinstance(custom, dict) else out
+
+
+def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
+    """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
+    before submit): its head group ``headgroup`` and worker groups.
+
+    :raises RayInvalidInputError: for a price of a resource no group of the spec has.
+    """
+    groups = {HEAD_GROUP: _spec_group_resources(spec.head.cpu, 0, spec.head.ray_start_params)}
+    for group in spec.worker_groups:
+        groups[group.name] = _spec_group_resources(group.cpu, group.gpu, group.ray_start_params)
+    every = set().union(*groups.values())
+    check_against_cluster(prices, every, groups)
+
+
 def dashboard_state(hook: RayJobHook) -> DashboardState:
     """The state API of the hook's cluster, with the hook's token, cookies and TLS settings."""
-    config = hook.config
-    return DashboardState(
-        config.dashboard_url,
-        headers=config.request_headers(),
-        cookies=dict(config.cookies),
-        verify=config.verify,
-        timeout=min(config.request_timeout, 10.0),
-    )
+    return hook.dashboard_state()
+
+
+#: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
+TEARDOWN_NOTES = {
+    "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
+    "standing": "a standing cluster is never deleted by the provider",
+    "one_task": "the task had not deleted its cluster yet (kept by cleanup, or its deletion failed)",
+}
 
 
 @dataclass
@@ -74,11 +112,12 @@ class JobUsage:
     """One task's usage bookkeeping.
 
     :param prices: the checked price table (operator argument, else connection extra), if any.
-    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``).
+    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
     :param own_cluster: the cluster is the task's own.
     :param cluster: the cluster's name.
     :param task_started: when the task began waiting for its own cluster.
     :param cluster_ready: when that cluster answered.
+    :param teardown_note: why the record has no ``teardown_s`` (``None``: measured later, or none).
     """
 
     prices: Prices | None
@@ -87,6 +126,7 @@ class JobUsage:
     cluster: str
     task_started: float | None = None
     cluster_ready: float | None = None
+    teardown_note: str | None = None
 
     def check_before_submit(self, hook: RayJobHook, log: logging.Logger | Any) -> None:
         """Refuse prices for resources the cluster lacks (a dashboard that does not answer: a warning).
@@ -99,6 +139,28 @@ class JobUsage:
         if why:
             log.warning("Could not check the prices against the cluster's resources: %s", why)
 
+    def collect(
+        self,
+        hook: RayJobHook,
+        submission_id: str,
+        entrypoint: dict[str, float],
+        *,
+        log: logging.Logger | Any,
+        ended_by: str = "finished",
+    ) -> dict[str, Any] | None:
+        """The record's dict, ``None`` when even that failed (logged; the job's result stands)."""
+        try:
+            request = UsageRequest(
+                submission_id=submission_id, cluster=self.cluster, mode=self.mode,
+                own_cluster=self.own_cluster, entrypoint=entrypoint, prices=self.prices,
+                task_started=self.task_started, cluster_ready=self.cluster_ready, ended_by=ended_by,
+                teardown_note=self.teardown_note,
+            )  # fmt: skip
+            return collect_usage(dashboard_state(hook), request).to_dict()
+        except Exception as exc:  # the record is best effort: it never hides the job's outcome
+            log.warning("Could not make the usage record of Ray job %s: %s", submission_id, exc)
+            return None
+
     def record(
         self,
         hook: RayJobHook,
@@ -108,30 +170,90 @@ class JobUsage:
         ti: Any,
         artifact_uri: str | None,
         log: logging.Logger | Any,
+        ended_by: str = "finished",
     ) -> dict[str, Any] | None:
         """Collect the record, push it as the ``usage`` XCom, write ``usage.json``, log its line.
 
         :returns: the record's dict, ``None`` when even that failed (logged; the job's result stands).
         """
-        try:
-            request = UsageRequest(
-                submission_id=submission_id, cluster=self.cluster, mode=self.mode,
-                own_cluster=self.own_cluster, entrypoint=entrypoint, prices=self.prices,
-                task_started=self.task_started, cluster_ready=self.cluster_ready,
-            )  # fmt: skip
-            record = collect_usage(dashboard_state(hook), request)
-        except Exception as exc:  # the record is best effort: it never hides the job's outcome
-            log.warning("Could not make the usage record of Ray job %s: %s", submission_id, exc)
-            return None
-        data = record.to_dict()
-        log.info("Usage of Ray job %s: %s", submission_id, record.line())
-        for what, why in sorted(record.not_available.items()):
-            log.info("Usage record: %s not available: %s", what, why)
-        if ti is not None:
-            ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
-        if artifact_uri:
-            write_usage_file(artifact_uri, data, log)
+        data = self.collect(hook, submission_id, entrypoint, log=log, ended_by=ended_by)
+        if data is not None:
+            publish_usage(data, ti=ti, artifact_uri=artifact_uri, log=log)
         return data
+
+
+def usage_line(data: dict[str, Any]) -> str:
+    """The log line of a record's dict."""
+    fields = {f.name for f in dataclasses.fields(UsageRecord)}
+    return UsageRecord(**{k: v for k, v in data.items() if k in fields}).line()
+
+
+def publish_usage(
+    data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any, again: bool = False
+) -> None:
+    """Push a record as the ``usage`` XCom, write ``usage.json``, log its line (``again``: an update
+    of a record already published, e.g. with the teardown measured)."""
+    what = "Usage (with teardown)" if again else "Usage"
+    log.info("%s of Ray job %s: %s", what, data.get("submission_id"), usage_line(data))
+    if not again:
+        for name, why in sorted((data.get("not_available") or {}).items()):
+            log.info("Usage record: %s not available: %s", name, why)
+    if ti is not None:
+        ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
+    if artifact_uri:
+        write_usage_file(artifact_uri, data, log)
+
+
+def add_teardown(
+    data: dict[str, Any] | None, *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
+) -> dict[str, Any] | None:
+    """The record with ``phases.teardown_s`` measured now (the cluster just went), published again."""
+    if data is None:
+        return None
+    updated = with_teardown(data, time.time())
+    publish_usage(updated, ti=ti, artifact_uri=artifact_uri, log=log, again=True)
+    return updated
+
+
+def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str, Any] | None:
+    """The ``usage.json`` beside a job's artifacts, ``None`` when there is none (best effort)."""
+    if not artifact_uri:
+        return None
+    from airflow_ray_provider.workloads.common import artifacts
+
+    uri = artifacts.join(artifact_uri, USAGE_FILE)
+    try:
+        if not artifacts.exists(uri):
+            return None
+        data = artifacts.read_json(uri)
+    except Exception as exc:
+        log.warning("Could not read the usage record %s: %s", uri, exc)
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -> dict[str, Any] | None:
+    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line.
+
+    :param function: a task function whose allocated CPU-seconds to show as ``function_cpu_s`` (the
+        zone job's training tasks), from the record's ``allocated_cpu_s_by_function``.
+    """
+    if not data:
+        return None
+    cost = data.get("cost") or None
+    by_function = data.get("allocated_cpu_s_by_function") or {}
+    return {
+        "function_cpu_s": by_function.get(function) if function else None,
+        "line": usage_line(data),
+        "mode": data.get("mode"),
+        "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
+        "allocated_cpu_h": (data.get("allocated") or {}).get("CPU"),
+        "allocated_cpu_s": round(float((data.get("allocated") or {}).get("CPU") or 0.0) * 3600.0, 3),
+        "utilisation": data.get("utilisation"),
+        "cost": None if cost is None else {"amount": cost.get("amount"), "currency": cost.get("currency")},
+        "phases": data.get("phases"),
+        "not_available": data.get("not_available") or {},
+    }
 
 
 def write_usage_file(artifact_uri: str, data: dict[str, Any], log: logging.Logger | Any) -> str | None:

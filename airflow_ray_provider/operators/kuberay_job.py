@@ -39,8 +39,18 @@ from airflow_ray_provider.jobs.events import RayJobWaitFailed, parse_rayjob_even
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.submission import base_submission_id, build_entrypoint, build_metadata
-from airflow_ray_provider.launch import Cleanup, Ending, rayjob_plan, resolve_cleanup, wait_for_rayjob
+from airflow_ray_provider.launch import (
+    Cleanup,
+    Ending,
+    RayJobUsagePlan,
+    rayjob_plan,
+    resolve_cleanup,
+    wait_for_rayjob,
+)
+from airflow_ray_provider.launch.usage import Prices, parse_prices
 from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
+from airflow_ray_provider.operators.kuberay_job_usage import RayJobUsageMixin
+from airflow_ray_provider.operators.lineage import check_lineage_namespaces, check_uris
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template
 
@@ -88,7 +98,7 @@ def _standing_name(cluster: Any) -> str | None:
     return handle.name
 
 
-class KubeRayJobOperator(AirflowErrors, BaseOperator):
+class KubeRayJobOperator(AirflowErrors, RayJobUsageMixin, BaseOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
     XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
@@ -132,11 +142,18 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
     :param poll_interval: seconds between looks at the RayJob.
     :param stream_logs: write the job's log into the task log (through the dashboard, with the token).
     :param log_tail_lines: log lines carried by the error of a failed RayJob.
+    :param prices: price per resource-hour for the usage record (docs/usage.md); default: the ``kuberay``
+        connection's ``prices`` extra.
+    :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
+        ``output_uri`` of a workload entrypoint).
+    :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
+    :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
+    :param lineage_outputs: URIs the job writes, for OpenLineage.
     """
 
     template_fields = (
         "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
-        "entrypoint_resources", "queue_name", *TEMPLATED_NUMBERS,
+        "entrypoint_resources", "queue_name", "artifact_uri", *TEMPLATED_NUMBERS,
     )  # fmt: skip
     template_fields_renderers = {
         "runtime_env": "json",
@@ -179,9 +196,19 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         stream_logs: bool = True,
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         cleanup: str | Cleanup | None = None,
+        prices: dict[str, Any] | Prices | None = None,
+        artifact_uri: str | None = None,
+        record_usage: bool = True,
+        lineage_inputs: list[str] | None = None,
+        lineage_outputs: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.prices = parse_prices(prices)  # bad prices fail when the DAG is parsed
+        self.artifact_uri = artifact_uri
+        self.record_usage = record_usage
+        self.lineage_inputs = check_uris(lineage_inputs, "lineage_inputs")
+        self.lineage_outputs = check_uris(lineage_outputs, "lineage_outputs")
         self.entrypoint = entrypoint
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
@@ -216,6 +243,11 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         self._check_static()
         self._rayjob: tuple[str, str] | None = None
         self._announced: RayClusterHandle | None = None
+        self._watch: Any = None
+        self._usage_record: dict[str, Any] | None = None
+        self._final: RayJobStatus | None = None
+        self._context: Context | None = None
+        self._dashboard_url: str | None = None
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one).
@@ -296,28 +328,36 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Create (or re-attach to) the task instance's RayJob, then wait until KubeRay is done with it."""
         request = self.build_request(context)
+        check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before any API call
+        self._context = context
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
             plan = jobs.plan(request, task_identity(context))  # every check; still no API call
             self._rayjob = (plan.name, plan.namespace)
-            jobs.check_standing_cluster(plan)  # a standing cluster must be there, ready and answering
+            usage = self._usage_plan(plan, request)
+            standing = jobs.check_standing_cluster(plan)  # a standing cluster must be there, ready, answering
+            self._check_prices_on_standing(standing, usage)
             action, status = jobs.ensure(plan, suspend=self.suspend)
             self.log.info("RayJob %s/%s %s: %s", plan.namespace, plan.name, action, status.summary())
             if self.deferrable and not status.is_final:
-                self._defer(plan)
-            look, text = self._wait(jobs, plan, context)
+                self._defer(plan, usage)
+            look, text = self._wait(jobs, plan, context, usage)
         finally:
             jobs.close()
+        self._publish_usage(self._usage_record)
         url = look.cluster.dashboard_url if look.cluster else None
         return self._finish(look.status, url, tail(text, self.log_tail_lines))
 
-    def _wait(self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context) -> tuple[RayJobLook, str]:
-        """Look until the RayJob is final (the wait's one step function), streaming its log."""
+    def _wait(
+        self, jobs: KubeRayJobs, plan: RayJobPlan, context: Context, usage: RayJobUsagePlan | None
+    ) -> tuple[RayJobLook, str]:
+        """Look until the RayJob is final (the wait's one step function), streaming its log; the usage
+        record is made at the first look that finds the Ray job ended."""
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
         from airflow_ray_provider.launch import RayJobWatch
         from airflow_ray_provider.triggers.kuberay_job import cluster_hook
 
-        watch = RayJobWatch(self.log, cluster_hook)
+        watch = self._watch = RayJobWatch(self.log, cluster_hook, usage)
 
         def look() -> RayJobLook | None:
             try:
@@ -327,6 +367,8 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
             watch.seen(seen)
             if seen.cluster is not None and self._announced != seen.cluster:
                 self._announce(seen, context)
+            if watch.usage_due(seen):
+                watch.collect_usage(seen)
             return seen
 
         outcome = wait_for_rayjob(
@@ -342,6 +384,8 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
                 f"RayJob {plan.namespace}/{plan.name} was deleted while this task waited for it "
                 "(by a user or a kill)"
             )
+        self._until_cluster_gone(watch, final, look)
+        self._usage_record = watch.record
         return RayJobLook(final.status, watch.cluster(final)), watch.text
 
     def _announce(self, look: RayJobLook, context: Context) -> None:
@@ -352,14 +396,14 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         push_job_url(self, context["ti"], job_url)
         self.log.info("Ray dashboard of RayJob %s: %s", look.status.name, job_url)
 
-    def _defer(self, plan: RayJobPlan) -> NoReturn:
+    def _defer(self, plan: RayJobPlan, usage: RayJobUsagePlan | None) -> NoReturn:
         from airflow_ray_provider.triggers.kuberay_job import KubeRayJobTrigger
 
         trigger = KubeRayJobTrigger(
             conn_id=self.cluster_conn_id, namespace=plan.namespace, name=plan.name,
             dashboard_url_template=plan.dashboard_url_template, poll_interval=self.poll_interval,
             stream_logs=self.stream_logs, on_kill=self.on_kill_action, log_tail_lines=self.log_tail_lines,
-            cleanup_policy=self.cleanup.value,
+            cleanup_policy=self.cleanup.value, usage=usage.to_dict() if usage else None,
         )  # fmt: skip
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -372,10 +416,12 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's RayJob again")
             return self.execute(context)
+        self._context = context
         typed = parse_rayjob_event(event)
         if isinstance(typed, RayJobWaitFailed):
             raise RayProviderError(f"waiting for RayJob {typed.name!r} failed: {typed.message}")
         status = RayJobStatus.from_dict(typed.rayjob)
+        self._publish_usage(typed.usage)
         if typed.dashboard_url and status.job_id:
             push_job_url(self, context["ti"], dashboard_job_url(self._link_base(status, typed.dashboard_url),
                                                                 status.job_id))  # fmt: skip
@@ -394,6 +440,7 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         return cluster_link_url(template, status.cluster_name, status.namespace)
 
     def _finish(self, status: RayJobStatus, url: str | None, log_tail: str) -> dict[str, Any]:
+        self._final, self._dashboard_url = status, url
         raise_for_rayjob(status, log_tail)
         self.log.info("RayJob %s/%s: %s", status.namespace, status.name, status.summary())
         return rayjob_result(status.name, status.namespace, status, url)
@@ -403,6 +450,7 @@ class KubeRayJobOperator(AirflowErrors, BaseOperator):
         from airflow_ray_provider.triggers.kuberay_job import kill_verb
 
         verb = kill_verb(self.cleanup, self.on_kill_action, Ending.WORKER_SIGTERM)
+        self._record_on_kill()
         if self._rayjob is None or verb == "none":
             return
         name, namespace = self._rayjob

@@ -12,6 +12,7 @@ asks for lineage (it is optional at run time).
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -88,9 +89,54 @@ def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
         value = [value]
     uris = tuple(value)
     for uri in uris:
-        if not isinstance(uri, str) or not dataset_name(uri)[1]:
-            raise RayInvalidInputError(f"{name} must be URIs or paths (e.g. 's3://bucket/key'), got {uri!r}")
+        problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
+        if problem or not dataset_name(uri)[1]:
+            why = f": {problem}" if problem else ""
+            raise RayInvalidInputError(
+                f"{name} must be URIs or paths (e.g. 's3://bucket/key'), got {uri!r}{why}"
+            )
     return uris
+
+
+#: OpenLineage's dataset namespaces: ``file``, or ``<scheme>://<authority>`` (``s3://bucket``,
+#: ``gs://bucket``, ``hdfs://host:8020``, ``abfss://container@account.dfs.core.windows.net``).
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
+_AUTHORITY = re.compile(r"^[A-Za-z0-9._~%!$&'()*+,;=:@\[\]-]+$")
+
+
+def namespace_problem(uri: str) -> str | None:
+    """Why a URI makes a malformed OpenLineage dataset namespace, else ``None``."""
+    if "://" not in uri:
+        return None if uri.strip() else "it is empty"
+    scheme, _, rest = uri.partition("://")
+    if not _SCHEME.match(scheme):
+        return f"its scheme {scheme!r} is not a URI scheme (lower-case letters, digits, '+', '.', '-')"
+    if scheme == "file":
+        return None
+    authority = rest.split("/", 1)[0]
+    if not authority:
+        return (
+            f"it names no bucket or host after '{scheme}://' (OpenLineage's namespace is {scheme}://<bucket>)"
+        )
+    if not _AUTHORITY.match(authority):
+        return f"its bucket or host {authority!r} has characters a URI authority cannot have"
+    return None
+
+
+def check_lineage_namespaces(io: JobIO) -> None:
+    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit.
+
+    :raises RayInvalidInputError: naming the URI, why its namespace is malformed and the fix.
+    """
+    for field_name, uris in (("inputs", io.inputs), ("outputs", io.outputs)):
+        for uri in uris:
+            problem = namespace_problem(uri)
+            if problem:
+                raise RayInvalidInputError(
+                    f"OpenLineage {field_name}: {uri!r} makes a malformed dataset namespace: {problem}. "
+                    "Give lineage_inputs / lineage_outputs (or the workload's data_uri, models, output_uri) "
+                    "as '<scheme>://<bucket or host>/<path>' (e.g. 's3://logs/clicks') or a local path"
+                )
 
 
 def dataset_name(uri: str) -> tuple[str, str]:

@@ -16,6 +16,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.exceptions import MetricsArtifactError
+from airflow_ray_provider.operators.job_usage import read_usage, usage_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -291,10 +292,16 @@ class CollectZoneTrainingOperator(AirflowErrors, BaseOperator):
             )
         keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
         summary = {k: document.get(k) for k in keys}
+        run = document.get("run") or {}
         summary.update(
             artifact_uri=self.artifact_uri,
             failed_zones=list(document.get("failed_zones") or ())[:100],
             duration_s=document.get("duration_s"),
+            trainer_cpu_s=run.get("trainer_cpu_s"),
+            task_cpu_s=(run.get("tasks") or {}).get("cpu_s"),
+            usage=usage_summary(
+                read_usage(self.artifact_uri, self.log), function=(run.get("tasks") or {}).get("function")
+            ),
         )
         self.log.info(
             "Zone training %s: %s/%s zones succeeded, %s failed (%s)",
@@ -304,4 +311,10 @@ class CollectZoneTrainingOperator(AirflowErrors, BaseOperator):
             summary["failed"],
             uri,
         )
+        if summary["usage"]:
+            self.log.info(
+                "Zone training %s: trainer CPU %ss, training tasks held %s CPU-s (the record: %s); usage: %s",
+                summary["application"], summary["trainer_cpu_s"], summary["task_cpu_s"],
+                summary["usage"].get("function_cpu_s"), summary["usage"]["line"],
+            )  # fmt: skip
         return summary

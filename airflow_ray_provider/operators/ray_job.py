@@ -18,7 +18,7 @@ from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.jobs.events import JobDone, JobEvent, parse_job_event
+from airflow_ray_provider.jobs.events import JobDone, JobEvent, JobTimedOut, parse_job_event
 from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, new_log_lines, resume_offset
 from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.reattach import Action, submit_or_attach
@@ -51,8 +51,21 @@ from airflow_ray_provider.operators.job_target import (
     RayJobTargetMixin,
     check_target_arguments,
 )
-from airflow_ray_provider.operators.job_usage import JobUsage, connection_prices, entrypoint_request
-from airflow_ray_provider.operators.lineage import JobIO, RayRun, check_uris, operator_lineage, workload_io
+from airflow_ray_provider.operators.job_usage import (
+    TEARDOWN_NOTES,
+    JobUsage,
+    add_teardown,
+    connection_prices,
+    entrypoint_request,
+)
+from airflow_ray_provider.operators.lineage import (
+    JobIO,
+    RayRun,
+    check_lineage_namespaces,
+    check_uris,
+    operator_lineage,
+    workload_io,
+)
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
 
 if TYPE_CHECKING:
@@ -202,6 +215,8 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self.retry_attempts = retry_attempts
         self._submission_id: str | None = None
         self._killed: Ending | None = None
+        #: ``killed`` once :meth:`on_kill` ran (the record says so).
+        self._ending: str | None = None
         self._context: Context | None = None
         self._usage: JobUsage | None = None
         self._usage_record: dict[str, Any] | None = None
@@ -246,6 +261,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, str]:
         """Submit (or re-attach to) the task instance's job, then wait as configured."""
         spec = self.build_spec(context)
+        check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before the job exists
         self._context = context
         ti = context["ti"]
         hook = self.hook
@@ -346,9 +362,13 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             prices = self.prices or connection_prices(conn_id or handle.get("conn_id"))
             started, ready = self.cluster_times or (None, None)
             mode = self.usage_mode or ("ephemeral" if own else "standing")
+            # the one-task operator measures its teardown; elsewhere the record says who deletes the cluster
+            note = TEARDOWN_NOTES[
+                "one_task" if self.owned_cluster_conn else "ephemeral" if own else "standing"
+            ]
             self._usage = JobUsage(
                 prices=prices, mode=mode, own_cluster=own, cluster=str(handle.get("name") or conn_id),
-                task_started=started, cluster_ready=ready,
+                task_started=started, cluster_ready=ready, teardown_note=note,
             )  # fmt: skip
         return self._usage
 
@@ -361,10 +381,13 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             self.artifact_uri or found.artifact_uri,
         )
 
-    def _record_usage(self, state: JobState) -> None:
+    def _record_usage(self, submission_id: str, ended_by: str = "finished") -> None:
+        """Make the record (best effort); ``ended_by``: ``finished``, ``timed_out`` or ``killed``."""
         usage = self.usage()
         if usage is None:
             return
+        if self._ending is not None:  # a kill stopped the job: the wait then saw it STOPPED
+            ended_by = self._ending
         ti = self._context["ti"] if self._context is not None else None
         entrypoint = entrypoint_request(
             self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
@@ -372,11 +395,21 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         )  # fmt: skip
         self._usage_record = usage.record(
             self.hook,
-            state.submission_id,
+            submission_id,
             entrypoint,
             ti=ti,
             artifact_uri=self.job_io().artifact_uri,
             log=self.log,
+            ended_by=ended_by,
+        )
+
+    def record_teardown(self) -> None:
+        """The task's own cluster is gone: put ``phases.teardown_s`` into the record (the one-task mode)."""
+        if self._usage_record is None:
+            return
+        ti = self._context["ti"] if self._context is not None else None
+        self._usage_record = add_teardown(
+            self._usage_record, ti=ti, artifact_uri=self.job_io().artifact_uri, log=self.log
         )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -408,6 +441,10 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         (time-out, stop, a wait that failed) raises the matching error."""
         if isinstance(event, JobDone):
             return self.finish_job(event.state)
+        if isinstance(event, JobTimedOut):  # stopped by the timeout (or left running): a record all the same
+            self._record_usage(event.submission_id, "timed_out")
+        elif self._killed is not None:  # the wait ended on the kill, the job left running
+            self._record_usage(event.submission_id, "killed")
         return finish(event, logs=self._logs_best_effort, timeout=self.job_timeout, where=where)  # raises
 
     def finish_job(self, state: JobState) -> Any:
@@ -418,7 +455,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         to read the function's value from the job. The usage record is made first (also for a failed
         job), best effort.
         """
-        self._record_usage(state)
+        self._record_usage(state.submission_id)
         finish(
             JobDone(state.submission_id, state),
             logs=self._logs_best_effort,
@@ -455,6 +492,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         stop = actions_for(self.cleanup, Ending.WORKER_SIGTERM).stop_job
         # A stopped job ends the wait by itself (STOPPED); one left running must not be waited for.
         self._killed = None if stop else Ending.WORKER_SIGTERM
+        self._ending = "killed"
         if self._submission_id and not stop:
             self.log.info(
                 "Leaving Ray job %s running on kill: a retry re-attaches to it (cleanup='always' stops it)",
@@ -463,3 +501,5 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         if self._submission_id and stop:
             stopped = self.hook.stop_job(self._submission_id)
             self.log.info("Stopped Ray job %s on kill (was running: %s)", self._submission_id, stopped)
+        if self._submission_id:  # what could be read now (the wait may not get to it: the worker stops)
+            self._record_usage(self._submission_id, "killed")

@@ -9,6 +9,7 @@ deleted or suspended as the operator was told.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.launch import (
     Cleanup,
     Ending,
+    RayJobUsagePlan,
     RayJobWatch,
     actions_for,
     await_rayjob,
@@ -64,6 +66,8 @@ class KubeRayJobTrigger(BaseTrigger):
         wins over ``cleanup_policy``; ``suspend`` replaces deleting).
     :param log_tail_lines: lines of the log a failure event carries.
     :param cleanup_policy: ``never``, ``on_exception`` or ``always`` (docs/launch.md, "Cleanup").
+    :param usage: the usage record's plan (``RayJobUsagePlan.to_dict()``; ``None``: no record); the
+        record rides in the event.
     """
 
     def __init__(
@@ -79,8 +83,10 @@ class KubeRayJobTrigger(BaseTrigger):
         on_kill: str = "delete",
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         cleanup_policy: str | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        self.usage = usage
         self.conn_id = conn_id
         self.namespace = namespace
         self.name = name
@@ -113,6 +119,7 @@ class KubeRayJobTrigger(BaseTrigger):
                 "on_kill": self.on_kill_action,
                 "log_tail_lines": self.log_tail_lines,
                 "cleanup_policy": self.cleanup_policy.value,
+                "usage": self.usage,
             },
         )
 
@@ -121,7 +128,7 @@ class KubeRayJobTrigger(BaseTrigger):
         from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
 
         jobs: KubeRayJobs | None = None
-        watch = RayJobWatch(self.log, cluster_hook)
+        watch = RayJobWatch(self.log, cluster_hook, RayJobUsagePlan.from_dict(self.usage))
         try:
             jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
 
@@ -136,6 +143,8 @@ class KubeRayJobTrigger(BaseTrigger):
                 replaced = watch.seen(seen)
                 if replaced is not None:
                     await replaced.aclose()
+                if watch.usage_due(seen):
+                    await asyncio.to_thread(watch.collect_usage, seen)
                 return seen
 
             outcome = await await_rayjob(
@@ -151,10 +160,11 @@ class KubeRayJobTrigger(BaseTrigger):
                 message = f"RayJob {self.namespace}/{self.name} was deleted while the task waited for it"
                 yield TriggerEvent(RayJobWaitFailed(self.name, message, self.log_offset).to_payload())
                 return
+            await self._until_cluster_gone(watch, final, look)
             log_tail = "" if final.status.is_success else tail(watch.text, self.log_tail_lines)
             seen_cluster = watch.cluster(final)
             url = seen_cluster.dashboard_url if seen_cluster is not None else None
-            done = RayJobDone(self.name, final.status.to_dict(), url, self.log_offset, log_tail)
+            done = RayJobDone(self.name, final.status.to_dict(), url, self.log_offset, log_tail, watch.record)
             yield TriggerEvent(done.to_payload())
         except Exception as exc:  # an event, never an exception: execute_complete explains it
             self.log.warning("Waiting for RayJob %s/%s failed: %s", self.namespace, self.name, exc)
@@ -165,6 +175,17 @@ class KubeRayJobTrigger(BaseTrigger):
                 await watch.client.aclose()
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
+
+    async def _until_cluster_gone(self, watch: RayJobWatch, final: RayJobLook, look: Any) -> None:
+        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
+        usage = watch.usage
+        if usage is None:
+            return
+        deadline = time.monotonic() + usage.plan.teardown_wait
+        current: RayJobLook | None = final
+        while usage.teardown_pending(current) and time.monotonic() < deadline:
+            await asyncio.sleep(min(self.poll_interval, 1.0))
+            current = await look()
 
     async def on_kill(self) -> None:
         """A user killed the deferred task: delete or suspend the RayJob, as the cleanup table says."""

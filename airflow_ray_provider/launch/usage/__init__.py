@@ -12,17 +12,20 @@ from airflow_ray_provider.launch.usage.collect import (
     check_prices_on_cluster,
     collect_usage,
 )
-from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
-from airflow_ray_provider.launch.usage.record import SCHEMA, UsageRecord
+from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
+from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageRecord, with_teardown
 
 __all__ = [
+    "HEAD_GROUP",
     "SCHEMA",
     "DashboardState",
     "Prices",
     "StateUnreadableError",
     "UsageRecord",
     "UsageRequest",
+    "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",
     "parse_prices",
+    "with_teardown",
 ]

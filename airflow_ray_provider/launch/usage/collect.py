@@ -104,10 +104,43 @@ class DashboardState:
         """The job's task attempts, and a note when the list was cut."""
         return self._list("/api/v0/tasks", job_id=ray_job_id)
 
+    def actors_named(self, name: str) -> list[dict[str, Any]]:
+        """The state API's actors of this name (from the GCS: ``actor_id``, ``name``, ``class_name``)."""
+        rows, _ = self._list("/api/v0/actors", name=name)
+        return rows
+
     def actors(self) -> list[dict[str, Any]]:
         """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources."""
         body = self.get("/logical/actors")
         return list((((body or {}).get("data") or {}).get("actors") or {}).values())
+
+
+def find_supervisor(
+    state: DashboardState, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
+) -> dict[str, Any] | None:
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
+
+    By name first. The dashboard can keep an actor without its name: it applies the GCS's actor updates
+    in batches keyed by actor id, so when one poll holds an actor's registration (with its name) and a
+    later state change (state fields only), only the latter is kept, and an actor the dashboard did not
+    know yet is stored from it, nameless. A loaded head, or a job that starts many actors at once (the
+    evaluation's Ray Data actor pool), makes that likely. So, by name failing, the supervisor's id comes
+    from the state API (``/api/v0/actors``, read from the GCS) and is looked up in the list by id.
+    """
+    name = SUPERVISOR_PREFIX + submission_id
+    found = next((a for a in actors if a.get("name") == name), None)
+    if found is not None or not actors:
+        return found
+    try:
+        rows = state.actors_named(name)
+    except StateUnreadableError as exc:
+        missing["queued"] = f"the job's supervisor is not named in /logical/actors and {exc}"
+        return None
+    ids = {str(row.get("actor_id")) for row in rows}
+    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
+    if found is None:
+        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    return found
 
 
 def check_prices_on_cluster(state: DashboardState, prices: Prices) -> str | None:
@@ -137,6 +170,9 @@ class UsageRequest:
     :param prices: the checked price table, if any.
     :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
     :param cluster_ready: when that cluster answered.
+    :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
+    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
+        or the caller adds it once the cluster is gone, with :func:`with_teardown`).
     """
 
     submission_id: str
@@ -147,6 +183,8 @@ class UsageRequest:
     prices: Prices | None = None
     task_started: float | None = None
     cluster_ready: float | None = None
+    ended_by: str = "finished"
+    teardown_note: str | None = None
 
 
 def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
@@ -155,6 +193,49 @@ def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
     except StateUnreadableError as exc:
         missing[what] = str(exc)
         return None
+
+
+#: Ray's workers report task events (states, profile spans) every second (``task_events_report_interval_ms``).
+TASK_EVENTS_SETTLE_S = 1.2
+SETTLE_TRIES = 2
+
+
+def unsettled(tasks: list[dict[str, Any]]) -> int:
+    """Normal task attempts of an ended job whose events have not all arrived (no end, or no
+    ``task:execute`` span although the task ran): the record would count them to the job's end."""
+    count = 0
+    for task in tasks:
+        if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
+            continue
+        events = ((task.get("profiling_data") or {}).get("events")) or []
+        spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+        count += int(not task.get("end_time_ms") or not spans)
+    return count
+
+
+def _settled(
+    state: DashboardState,
+    ray_job_id: str,
+    listed: tuple[list[dict[str, Any]], str | None],
+    missing: dict[str, str],
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Read the tasks again (a second apart, twice at most) while some ended job's events are still on
+    their way from the workers; what stays unsettled is named in ``not_available``."""
+    for _ in range(SETTLE_TRIES):
+        if not unsettled(listed[0]):
+            return listed
+        time.sleep(TASK_EVENTS_SETTLE_S)
+        again = _read("tasks", missing, lambda: state.tasks(ray_job_id))
+        if again is None:
+            return listed
+        listed = again
+    left = unsettled(listed[0])
+    if left:
+        missing["tasks_unsettled"] = (
+            f"{left} task attempt(s) had no end or no task:execute span yet: counted from their start to "
+            "their end (or the job's)"
+        )
+    return listed
 
 
 def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]:
@@ -186,9 +267,9 @@ def collect_usage(
             reads["tasks"] = pool.submit(_read, "tasks", missing, lambda: state.tasks(ray_job_id))
         nodes, actors = reads["nodes"].result(), reads["actors"].result()
         listed = reads["tasks"].result() if "tasks" in reads else None
-    supervisor = next(
-        (a for a in actors or [] if a.get("name") == SUPERVISOR_PREFIX + request.submission_id), None
-    )
+    if listed is not None and ray_job_id and (job or {}).get("end_time"):
+        listed = _settled(state, ray_job_id, listed, missing)
+    supervisor = find_supervisor(state, request.submission_id, actors or [], missing)
     window = Window(
         submitted=submitted,
         ended=ended,
@@ -213,6 +294,8 @@ def collect_usage(
     )
     if busy_cpu_seconds is None:
         missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
+    if request.teardown_note:
+        missing["teardown"] = request.teardown_note
     record = build_record(
         submission_id=request.submission_id,
         ray_job_id=ray_job_id,
@@ -225,6 +308,8 @@ def collect_usage(
         busy_cpu_seconds=busy_cpu_seconds,
         prices=request.prices,
         not_available=missing,
+        job_status=(job or {}).get("status"),
+        ended_by=request.ended_by,
     )
     log.debug("usage of %s: %s", request.submission_id, record.line())
     return record

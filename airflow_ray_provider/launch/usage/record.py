@@ -92,8 +92,10 @@ class Window:
     :param submitted: the job's submission (Job API ``start_time``).
     :param driver_started: the job's supervisor started (the driver runs from then on), if known.
     :param ended: the job's end (Job API ``end_time``; the collection time while it runs).
-    :param task_started: the task began waiting for its own cluster (one-task mode), if it did.
-    :param cluster_ready: that cluster answered, if the task waited for it.
+    :param task_started: the task began waiting for its own cluster (one-task mode; RayJob mode: the
+        RayJob's ``status.startTime``, when KubeRay began making its cluster), if it did.
+    :param cluster_ready: that cluster answered (RayJob mode: the first look that found its head ready
+        after one that did not), if seen; without it the wait ends at the submission.
     """
 
     submitted: float
@@ -114,13 +116,24 @@ class Window:
 
     def phases(self) -> dict[str, float | None]:
         """Seconds per phase; ``None`` where it does not apply or was not seen."""
-        waiting = self.cluster_ready - self.task_started if self.task_started and self.cluster_ready else None
+        ready = self.cluster_ready or self.submitted
+        waiting = max(0.0, ready - self.task_started) if self.task_started else None
         queued = self.driver_started - self.submitted if self.driver_started else None
         return {
             "waiting_for_cluster_s": _round(waiting),
             "queued_s": _round(queued),
             "running_s": _round(max(0.0, self.ended - self.running_from)),
             "teardown_s": None,
+        }
+
+    def times(self) -> dict[str, float | None]:
+        """The window's instants (seconds since the epoch), for readers that line records up."""
+        return {
+            "task_started": _round(self.task_started),
+            "cluster_ready": _round(self.cluster_ready),
+            "submitted": _round(self.submitted),
+            "driver_started": _round(self.driver_started),
+            "ended": _round(self.ended),
         }
 
 
@@ -148,10 +161,20 @@ class Allocation:
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
+    #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
+    cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
-    def add(self, group: str, resources: Mapping[str, float], seconds: float) -> None:
-        """Count ``resources`` held for ``seconds`` on a node of ``group``."""
+    def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
+        """Count ``resources`` held for ``seconds`` on a node of ``group`` (by ``name``, its function)."""
         _add(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
+        if resources.get("CPU") and name:
+            held = resources["CPU"] * max(0.0, seconds)
+            self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
+
+    def top_functions(self, limit: int = 20) -> dict[str, float]:
+        """The ``limit`` functions that held the most CPU-seconds, largest first."""
+        ranked = sorted(self.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:limit]
+        return {name: round(held, 3) for name, held in ranked}
 
 
 def task_seconds(task: Mapping[str, Any], job_end: float) -> float:
@@ -187,12 +210,15 @@ def allocation(
     :param driver_group: the worker group the driver ran on.
     """
     out = Allocation()
-    out.add(driver_group, entrypoint, window.ended - window.running_from)
+    out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
             continue
         group = node_groups.get(str(task.get("node_id")), "default")
-        out.add(group, record_resources(task.get("required_resources")), task_seconds(task, window.ended))
+        name = str(task.get("func_or_class_name") or task.get("name") or "task")
+        out.add(
+            group, record_resources(task.get("required_resources")), task_seconds(task, window.ended), name
+        )
         out.tasks += 1
     for actor in actors:
         if not actor.get("startTime"):
@@ -200,7 +226,8 @@ def allocation(
         end = (actor.get("endTime") or window.ended * 1000.0) / 1000.0
         node = (actor.get("address") or {}).get("nodeId")
         resources = record_resources(actor.get("requiredResources"))
-        out.add(node_groups.get(str(node), "default"), resources, end - actor["startTime"] / 1000.0)
+        seconds, name = end - actor["startTime"] / 1000.0, str(actor.get("className") or "actor")
+        out.add(node_groups.get(str(node), "default"), resources, seconds, name)
         out.actors += 1
     return out
 
@@ -261,6 +288,13 @@ class UsageRecord:
     :param counts: tasks and actors counted.
     :param cost: the estimate, ``None`` without prices.
     :param not_available: what could not be read, and why.
+    :param job_status: Ray's status of the job when the record was made (``SUCCEEDED``, ``FAILED``,
+        ``STOPPED``; ``RUNNING`` for a job the task left running).
+    :param ended_by: why the task stopped waiting: ``finished`` (the job ended by itself), ``timed_out``
+        (``job_timeout``), ``killed`` (a kill of the task).
+    :param times: the window's instants (seconds since the epoch).
+    :param allocated_cpu_s_by_function: allocated CPU-seconds per task function and actor class
+        (``entrypoint``: the entrypoint's reservation); the 20 largest.
     """
 
     submission_id: str
@@ -275,6 +309,10 @@ class UsageRecord:
     counts: dict[str, int]
     cost: dict[str, Any] | None = None
     not_available: dict[str, str] = field(default_factory=dict)
+    job_status: str | None = None
+    ended_by: str = "finished"
+    times: dict[str, float | None] = field(default_factory=dict)
+    allocated_cpu_s_by_function: dict[str, float] = field(default_factory=dict)
     schema: str = SCHEMA
 
     @property
@@ -297,6 +335,10 @@ class UsageRecord:
         """``reserved 3.2 CPU-h, allocated 2.6 (81 %), busy 2.4 (75 %), ~$0.13`` (GPU-hours when any)."""
         share = self.utilisation
         parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
+        if self.ended_by != "finished":
+            parts[0] = (
+                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] " + parts[0]
+            )
         if self.reserved.get("GPU"):
             parts[0] += f" + {_figure(self.reserved['GPU'])} GPU-h"
         allocated = f"allocated {_figure(self.allocated.get('CPU', 0.0))}"
@@ -317,6 +359,16 @@ class UsageRecord:
         return ", ".join(parts)
 
 
+def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
+    """A record's dict with ``phases.teardown_s``: from the job's end to ``gone_at`` (the cluster gone)."""
+    ended = (data.get("times") or {}).get("ended")
+    if not ended:
+        return data
+    phases = {**data.get("phases", {}), "teardown_s": _round(max(0.0, gone_at - ended))}
+    missing = {k: v for k, v in (data.get("not_available") or {}).items() if k != "teardown"}
+    return {**data, "phases": phases, "not_available": missing}
+
+
 def build_record(
     *,
     submission_id: str,
@@ -330,6 +382,8 @@ def build_record(
     busy_cpu_seconds: float | None,
     prices: Prices | None,
     not_available: dict[str, str],
+    job_status: str | None = None,
+    ended_by: str = "finished",
 ) -> UsageRecord:
     """Put the figures together; what could not be read stays out (and is named in ``not_available``)."""
     missing = dict(not_available)
@@ -355,4 +409,8 @@ def build_record(
         counts={"tasks": alloc.tasks, "actors": alloc.actors},
         cost=cost(prices, reserved_groups) if prices is not None else None,
         not_available=missing,
+        job_status=job_status,
+        ended_by=ended_by,
+        times=window.times(),
+        allocated_cpu_s_by_function=alloc.top_functions(),
     )

@@ -187,7 +187,11 @@ def _num(value: float | None) -> str:
 
 
 def render_html(
-    summary: dict[str, Any], decision: Decision, policy: DecisionPolicy | None, title: str
+    summary: dict[str, Any],
+    decision: Decision,
+    policy: DecisionPolicy | None,
+    title: str,
+    usage: dict[str, Any] | None = None,
 ) -> str:
     """The full HTML page."""
     challenger, metrics = decision.challenger, chart_metrics(summary, policy)
@@ -230,9 +234,34 @@ def render_html(
         f"<h2>Inputs</h2><ul><li>data: <code>{escape(str(data.get('uri')))}</code>, "
         f"{data.get('rows')} rows</li>"
         f"{model_list}<li>artifact: <code>{escape(str(summary.get('artifact_uri')))}</code></li></ul>"
+        f"{usage_html(usage)}"
         f"<p class='muted'>Generated {datetime.now(timezone.utc).isoformat(timespec='seconds')} "
         f"by airflow-ray-provider.</p></body></html>"
     )
+
+
+def usage_html(usage: dict[str, Any] | None) -> str:
+    """The "Run usage" section: the evaluation job's reserved and allocated CPU, utilisation, cost."""
+    if not usage:
+        return ""
+    share = (usage.get("utilisation") or {}).get("allocated_cpu")
+    cost = usage.get("cost")
+    cells = [
+        ("reserved", f"{_hours(usage.get('reserved_cpu_h'))} CPU-h"),
+        ("allocated", f"{_hours(usage.get('allocated_cpu_h'))} CPU-h"),
+        ("allocated utilisation", "n/a" if share is None else f"{share:.0%}"),
+        ("cost", "n/a (no prices)" if not cost else f"{cost['amount']:.4f} {escape(str(cost['currency']))}"),
+    ]
+    rows = "".join(f"<tr><td>{name}</td><td class='num'>{value}</td></tr>" for name, value in cells)
+    mode, line = escape(str(usage.get("mode"))), escape(str(usage.get("line")))
+    return (
+        f"<h2>Run usage</h2><p class='muted'>The evaluation job's usage record ({mode} mode): {line}</p>"
+        f"<table id='usage'>{rows}</table>"
+    )
+
+
+def _hours(value: Any) -> str:
+    return "n/a" if not isinstance(value, int | float) else f"{value:.4g}"
 
 
 def _headline(decision: Decision) -> str:
@@ -266,7 +295,11 @@ def _markdown_board(decision: Decision, limit: int = 10) -> list[str]:
 
 
 def render_markdown(
-    summary: dict[str, Any], decision: Decision, policy: DecisionPolicy | None, report_uri: str
+    summary: dict[str, Any],
+    decision: Decision,
+    policy: DecisionPolicy | None,
+    report_uri: str,
+    usage: dict[str, Any] | None = None,
 ) -> str:
     """A short markdown summary for the task log."""
     challenger, baseline = decision.challenger, decision.baseline
@@ -285,7 +318,10 @@ def render_markdown(
         base, cand = _num(_value(summary, baseline, metric)), _num(_value(summary, challenger, metric))
         lines.append(f"| {metric} | {base} | {cand} | {delta} | {ci} |")
     lines += _markdown_board(decision)
-    lines += ["", "Reasons:", *(f"- {reason}" for reason in decision.reasons), "", f"Report: {report_uri}"]
+    lines += ["", "Reasons:", *(f"- {reason}" for reason in decision.reasons)]
+    if usage:
+        lines += ["", f"Run usage (evaluation job): {usage.get('line')}"]
+    lines += ["", f"Report: {report_uri}"]
     return "\n".join(lines)
 
 
@@ -295,12 +331,17 @@ def build_report(
     *,
     policy: DecisionPolicy | None = None,
     title: str | None = None,
+    usage: dict[str, Any] | None = None,
 ) -> Report:
-    """Render the HTML report and the markdown summary (no I/O)."""
+    """Render the HTML report and the markdown summary (no I/O).
+
+    :param usage: the evaluation job's usage summary (``operators.job_usage.usage_summary``), if any.
+    """
     title = title or f"Champion vs challenger: {decision.outcome}"
     report_uri = f"{str(summary.get('artifact_uri', '')).rstrip('/')}/{REPORT_HTML}"
     return Report(
-        render_html(summary, decision, policy, title), render_markdown(summary, decision, policy, report_uri)
+        render_html(summary, decision, policy, title, usage),
+        render_markdown(summary, decision, policy, report_uri, usage),
     )
 
 

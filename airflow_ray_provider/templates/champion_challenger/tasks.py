@@ -65,7 +65,9 @@ def report(
     policy: dict[str, Any],
     dag_id: str,
 ) -> dict[str, str]:
-    """Write ``report.html`` + ``report.md`` beside the artifact and log the markdown summary."""
+    """Write ``report.html`` + ``report.md`` beside the artifact and log the markdown summary; the
+    evaluation job's usage record (``usage.json`` beside the artifact), when there is one, goes in too."""
+    from airflow_ray_provider.operators.job_usage import read_usage, usage_summary
     from airflow_ray_provider.templates.champion_challenger.report import build_report, write_report
 
     summary, decision = resolved(summary), resolved(decision)
@@ -74,6 +76,7 @@ def report(
         Decision.from_dict(decision),
         policy=DecisionPolicy.from_dict(policy),
         title=f"{dag_id}: champion vs challenger ({(summary.get('data') or {}).get('uri')})",
+        usage=usage_summary(read_usage(summary.get("artifact_uri"), log)),
     )
     paths = write_report(summary["artifact_uri"], rendered)
     log.info("Report written to %s\n%s", paths["html"], rendered.markdown)

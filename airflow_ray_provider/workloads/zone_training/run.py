@@ -96,6 +96,12 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
     new_rows, ray_mode, engine = _train_zones(cfg, plan, todo, attempts, timings, tasks)
+    if tasks:  # the CPU-seconds the training tasks held, by their own clock (the usage record's unit)
+        tasks.update(
+            num_cpus=cfg.num_cpus,
+            cpu_s=round(float(tasks.get("busy_s") or 0.0) * cfg.num_cpus, 3),
+            function=TRAINING_TASK,  # its name in Ray's task list (the usage record's by-function figures)
+        )
     rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
@@ -110,6 +116,8 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         "only_failed": only_failed,
         "timings_s": timings,
         "tasks": tasks,
+        # CPU time of the trainer calls of this run's zones (time.process_time: fits only, no I/O)
+        "trainer_cpu_s": round(sum(float(r.get("cpu_s") or 0.0) for r in new_rows), 3),
     }
     summary = build_summary(
         application=cfg.application,
@@ -194,6 +202,10 @@ def _train_zones(
         wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
         new_rows = _train(cfg, plan, todo, attempts, timings, tasks)
     return new_rows, session.mode.value, choice
+
+
+#: The Ray function name of the training tasks (:mod:`.ray_tasks`).
+TRAINING_TASK = "_batch_task"
 
 
 def _train(

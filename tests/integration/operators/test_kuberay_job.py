@@ -9,6 +9,7 @@ not the shared head.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import threading
@@ -69,18 +70,59 @@ def _job_status(ray_head: Any, token: str, job_id: str) -> str:
         raise
 
 
+#: One task asking for 1 CPU for 1 s of busy work (timed by itself), then the line the test looks for.
+TIMED_TASK = """
+import json, time, ray
+ray.init()
+
+@ray.remote(num_cpus=1)
+def work():
+    start = time.time()
+    while time.time() - start < 1.0:
+        pass
+    return time.time() - start
+
+print("TASK-SECONDS", json.dumps(ray.get(work.remote())))
+print('hello from the rayjob', 6 * 7)
+"""
+
+
 def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattaches(
-    kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd
+    kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd, tmp_path
 ):
     from airflow_ray_provider.jobs.submission import base_submission_id
     from airflow_ray_provider.kuberay.rbac import BASE_RULES, allowed
 
     since = len(kube_emulator.calls)
     ti = StandInTI(dag_id="rayjob_e2e", task_id="success")
-    op = _rayjob_op(kuberay_conn, "success", entrypoint=_python("print('hello from the rayjob', 6 * 7)"))
+    op = _rayjob_op(
+        kuberay_conn, "success", entrypoint=_python(TIMED_TASK), prices={"CPU": 0.05},
+        artifact_uri=str(tmp_path / "art"), lineage_outputs=["s3://models/eta"],
+    )  # fmt: skip
 
     result = op.execute(context_for(ti))
     captured = capfd.readouterr()
+
+    # The usage record: read from the RayJob cluster's dashboard while it still answered (TTL 0).
+    record = ti.xcoms["usage"]
+    task_s = float(re.search(r"TASK-SECONDS ([0-9.]+)", captured.out + captured.err).group(1))  # type: ignore[union-attr]
+    assert (record["mode"], record["basis"], record["submission_id"]) == (
+        "rayjob",
+        "cluster",
+        result["job_id"],
+    )
+    assert record["cluster"] == result["cluster_name"] and record["counts"]["tasks"] == 1
+    assert record["allocated"]["CPU"] * 3600 == pytest.approx(task_s, rel=0.10)
+    assert record["reserved"]["CPU"] > record["allocated"]["CPU"] and record["cost"]["amount"] > 0
+    phases = record["phases"]
+    assert phases["waiting_for_cluster_s"] is not None and phases["queued_s"] is not None
+    assert phases["running_s"] >= 1.0 and phases["teardown_s"] is not None  # KubeRay deleted it (TTL 0)
+    assert record["ended_by"] == "finished" and record["job_status"] == "SUCCEEDED"
+    assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
+    assert "Usage of Ray job" in captured.out + captured.err
+    facet = op.get_openlineage_facets_on_complete(None).run_facets["rayJob"]
+    assert (facet.mode, facet.submissionId, facet.usage) == ("rayjob", result["job_id"], record)
+    assert facet.jobId == record["ray_job_id"] and facet.cluster == result["cluster_name"]
 
     assert (result["status"], result["deployment_status"]) == ("SUCCEEDED", "Complete")
     assert result["dashboard_url"] == ray_head.dashboard_url and result["job_url"].endswith(result["job_id"])
@@ -117,9 +159,11 @@ def test_rayjob_failure_carries_reason_message_and_log_tail(rayjob_controller, k
     code = "import sys; print('the-marker-line-before-failing'); sys.exit(3)"
     op = _rayjob_op(kuberay_conn, "failure", entrypoint=_python(code))
 
+    ti = StandInTI(dag_id="rayjob_e2e", task_id="failure")
     with pytest.raises(KubeRayJobError) as excinfo:
-        op.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="failure")))
+        op.execute(context_for(ti))
 
+    assert ti.xcoms["usage"]["job_status"] == "FAILED"  # a failed job has its record too
     error = excinfo.value
     assert (error.deployment_status, error.reason, error.status) == ("Failed", "AppFailed", "FAILED")
     message = str(error)
@@ -137,11 +181,14 @@ def test_active_deadline_fails_the_rayjob_and_stops_its_job(
         active_deadline_seconds=3,
     )
     started = time.monotonic()
+    ti = StandInTI(dag_id="rayjob_e2e", task_id="deadline")
 
     with pytest.raises(KubeRayJobError) as excinfo:
-        op.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="deadline")))
+        op.execute(context_for(ti))
 
     assert excinfo.value.reason == "DeadlineExceeded" and "activeDeadlineSeconds" in str(excinfo.value)
+    if "usage" in ti.xcoms:  # the deadline may pass before the job was submitted: then no record
+        assert ti.xcoms["usage"]["ended_by"] == "timed_out"
     assert time.monotonic() - started < 60
     job_id = excinfo.value.submission_id
     # Under load the deadline can pass before the submitter submitted: then there is no job to stop.
@@ -398,6 +445,11 @@ def test_deferrable_rayjob_and_one_task_under_dag_test(
     assert _clusters_of(kuberay_client, dag_id, "one_task") == []  # deleted in the task, after the trigger
     result = xcom_value(dag_run, "ok")
     assert result["status"] == "SUCCEEDED" and result["deployment_status"] == "Complete"
+    usage = xcom_value(dag_run, "ok", key="usage")  # made in the triggerer, carried by the event
+    assert (usage["mode"], usage["submission_id"]) == ("rayjob", result["job_id"])
+    assert usage["reserved"]["CPU"] > 0 and usage["phases"]["teardown_s"] is not None
+    one_task = xcom_value(dag_run, "one_task", key="usage")  # its cluster deleted in the task: teardown
+    assert one_task["mode"] == "one_task" and one_task["phases"]["teardown_s"] is not None
     assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]
     failed = rayjobs.list_labelled({"airflow-ray-provider/task-id": "bad"})
     assert failed and failed[0]["status"]["reason"] == "AppFailed"

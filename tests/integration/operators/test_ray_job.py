@@ -62,7 +62,11 @@ def _failing(prefix: str, **_: Any) -> dict[str, Any]:
 def _timeout(prefix: str, **_: Any) -> dict[str, Any]:
     ti = StandInTI(dag_id=f"{prefix}_timeout")
     op = _op(entrypoint="python -c 'import time; time.sleep(120)'", job_timeout=4)
-    return {"error": _run(op, ti), "sid": base_submission_id(ti.dag_id, ti.run_id, ti.task_id)}
+    return {
+        "error": _run(op, ti),
+        "sid": base_submission_id(ti.dag_id, ti.run_id, ti.task_id),
+        "xcoms": ti.xcoms,
+    }
 
 
 def _working_dir(prefix: str, tmp: Any, cluster: dict[str, Any], **_: Any) -> dict[str, Any]:
@@ -102,7 +106,8 @@ def _on_kill(prefix: str, hook: RayJobHook, **_: Any) -> dict[str, Any]:
         time.sleep(0.3)
     op.on_kill()
     worker.join(60)
-    return {"error": box.get("error"), "status": _wait_terminal(hook, sid), "alive": worker.is_alive()}
+    return {"error": box.get("error"), "status": _wait_terminal(hook, sid), "alive": worker.is_alive(),
+            "xcoms": ti.xcoms}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -147,6 +152,9 @@ def test_job_timeout_stops_the_job_and_fails(outcomes, ray_job_hook):
     assert isinstance(err, RayJobTimeoutError), err
     assert "job_timeout=4s" in str(err) and "it was stopped" in str(err)
     assert _wait_terminal(ray_job_hook, outcomes["timeout"]["sid"]) is JobStatus.STOPPED
+    usage = outcomes["timeout"]["xcoms"]["usage"]  # a timed-out job has its record, and it says so
+    assert usage["ended_by"] == "timed_out" and usage["submission_id"] == outcomes["timeout"]["sid"]
+    assert usage["phases"]["running_s"] >= 3.5
 
 
 def test_on_kill_stops_the_job(outcomes):
@@ -154,6 +162,7 @@ def test_on_kill_stops_the_job(outcomes):
     assert not outcome["alive"]
     assert isinstance(outcome["error"], RayJobStoppedError), outcome["error"]
     assert outcome["status"] is JobStatus.STOPPED
+    assert outcome["xcoms"]["usage"]["ended_by"] == "killed"  # made in on_kill (and again by the wait)
 
 
 def test_working_dir_is_uploaded_and_cluster_handle_works(outcomes):

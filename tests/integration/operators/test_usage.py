@@ -108,6 +108,16 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
         record["reserved"]["CPU"] * 0.05 + record["reserved"]["GPU"] * 2.0, rel=1e-3
     )
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
+    # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
+    from airflow_ray_provider.launch.usage.collect import SUPERVISOR_PREFIX, find_supervisor
+
+    state = op.hook.dashboard_state()
+    actors = state.actors()
+    named = [a for a in actors if a.get("name") == SUPERVISOR_PREFIX + result["submission_id"]]
+    nameless = [{k: v for k, v in a.items() if k != "name"} for a in actors]
+    found = find_supervisor(state, result["submission_id"], nameless, missing := {})
+    assert named and found is not None and found["actorId"] == named[0]["actorId"] and not missing
+    assert found["startTime"] == named[0]["startTime"]
     assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
 
     lineage = op.get_openlineage_facets_on_complete(None)
@@ -155,3 +165,48 @@ with DAG({job_prefix!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)
     assert facet["usage"]["submission_id"] == facet["submissionId"]
     assert facet["jobId"] == facet["usage"]["ray_job_id"] and facet["jobId"]
     assert facet["usage"]["basis"] == "job requests"
+
+
+def test_zone_summary_and_usage_record_agree_on_the_cpu_seconds_the_tasks_held(
+    ray_conn_id: str, zone_config: Any, tmp_path: Path
+) -> None:
+    """Apples to apples: the zone summary's ``task_cpu_s`` (its training tasks' own wall seconds x
+    ``num_cpus``) and the record's allocated CPU-seconds of those tasks (Ray's ``task:execute`` spans x
+    the same request) count the same thing; the trainer's CPU seconds (``process_time`` of the fits) are
+    a part of it."""
+    import sys
+
+    from airflow_ray_provider.operators.lineage import ZONE_MODULE
+    from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    cfg = zone_config(
+        trainer="tests.fixtures.zone_training:zone_busy_trainer", trainer_kwargs={"spin_s": 0.04},
+        batching={"target_task_seconds": 0.3, "probe_zones": 2}, engine="ray",
+    )  # fmt: skip
+    entrypoint = [sys.executable, "-m", ZONE_MODULE, "--config-json", json.dumps(cfg)]
+    op = SubmitRayJobOperator(
+        task_id="train", ray_conn_id=ray_conn_id, entrypoint=entrypoint, poll_interval=0.2
+    )
+    ti = StandInTI(dag_id=f"usage_zone_{uuid.uuid4().hex[:6]}")
+    op.execute(context_for(ti))
+    record = ti.xcoms["usage"]
+    collect = CollectZoneTrainingOperator(
+        task_id="collect", artifact_uri=cfg["output_uri"], application="test-app"
+    )
+    summary = collect.execute(context_for(StandInTI(dag_id=ti.dag_id, task_id="collect")))
+
+    allocated_s = record["allocated"]["CPU"] * 3600
+    assert summary["usage"]["allocated_cpu_s"] == pytest.approx(allocated_s, abs=0.01)  # usage.json was read
+    assert summary["task_cpu_s"] > 0.5 and record["counts"]["tasks"] >= 2
+    # The record counts every task of the job (here also the staging task of the shuffled file): its
+    # by-function figure for the training tasks is the one to compare.
+    training_s = record["allocated_cpu_s_by_function"]["_batch_task"]
+    assert summary["usage"]["function_cpu_s"] == training_s
+    run = json.loads((Path(cfg["output_uri"]) / "summary.json").read_text())["run"]
+    if "tasks_unsettled" not in record["not_available"]:  # Ray delivered every task's events
+        assert training_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (training_s, run["tasks"])
+    else:  # a worker's last events never came: those tasks count start to end, more than they ran
+        assert training_s > summary["task_cpu_s"], (training_s, run["tasks"], record["not_available"])
+    assert sum(record["allocated_cpu_s_by_function"].values()) == pytest.approx(allocated_s, rel=0.01)
+    assert 0 < summary["trainer_cpu_s"] <= training_s * 1.05  # CPU used inside what the tasks held

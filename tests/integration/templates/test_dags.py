@@ -53,6 +53,10 @@ def test_nightly_dag_runs_end_to_end_and_promotes(
     assert (artifact / "_SUCCESS").exists() and (artifact / "slices.parquet").exists()
     html = (artifact / "report.html").read_text()
     assert html.count('<rect class="bar"') > 20 and "PROMOTE" in html
+    assert (
+        "<h2>Run usage</h2>" in html
+        and "Run usage (evaluation job): reserved" in (artifact / "report.md").read_text()
+    )  # the evaluate job's usage.json, beside the metrics
     registry = json.loads((shipped_env / "registry" / "champion.json").read_text())
     assert (
         registry["model_uri"]
@@ -129,6 +133,9 @@ def test_zone_dag_one_cluster_per_application_retries_only_failed_zones(
     eta, demand = (xcom_value(dag_run, "application.result", map_index=i) for i in (0, 1))
     assert (eta["failed_before_retry"], eta["failed"], eta["succeeded"], eta["retried"]) == (2, 0, 6, True)
     assert (demand["failed_before_retry"], demand["failed"], demand["retried"]) == (0, 0, False)
+    # the summary shows the training job's usage beside the workload's own CPU figures
+    assert demand["usage"]["reserved_cpu_h"] > 0 and demand["usage"]["mode"] == "ephemeral"
+    assert demand["task_cpu_s"] > 0 and demand["trainer_cpu_s"] > 0
     assert states["application.retry_failed[0]"] == "success"
     assert states["application.retry_failed[1]"] == states["application.collect_retry[1]"] == "skipped"
     assert states["application.delete_cluster[0]"] == states["application.delete_cluster[1]"] == "success"

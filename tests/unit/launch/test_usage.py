@@ -154,3 +154,80 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     (block,) = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
     prices = parse_prices(json.loads(block))
     assert prices is not None and prices.for_group("spot-workers")["CPU"] == 0.015
+
+
+def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
+    from airflow_ray_provider.launch.usage import with_teardown
+
+    window = Window(submitted=T0, ended=T0 + 100)
+    record = build_record(
+        submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
+        window=window, nodes=[_node()], allocated=None, busy_cpu_seconds=None, prices=None,
+        not_available={"teardown": "not yet"},
+    ).to_dict()  # fmt: skip
+    assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
+    done = with_teardown(record, T0 + 112.5)
+    assert done["phases"]["teardown_s"] == 12.5 and "teardown" not in done["not_available"]
+    assert record["phases"]["teardown_s"] is None  # the record given is not changed
+
+
+def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
+    record = build_record(
+        submission_id="s", ray_job_id="02000000", cluster="c", mode="standing", own_cluster=False,
+        window=Window(submitted=T0, ended=T0 + 36), nodes=[], allocated=None, busy_cpu_seconds=None,
+        prices=None, not_available={}, job_status="STOPPED", ended_by="timed_out",
+    )  # fmt: skip
+    assert record.to_dict()["ended_by"] == "timed_out" and record.job_status == "STOPPED"
+    assert record.line().startswith("[job timed out, STOPPED] reserved 0 CPU-h")
+
+
+def _rayjob_look(job_status: str, deployment: str, *, cluster: bool, gone: bool = False, reason: str = ""):
+    from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook, RayJobStatus
+
+    status = RayJobStatus(
+        name="rj", namespace="ns", deployment_status=deployment, job_status=job_status, job_id="rj-abc",
+        cluster_name="rj-x1", start_time="2027-01-15T08:00:00Z", reason=reason,
+    )  # fmt: skip
+    handle = (
+        RayClusterHandle(backend="kuberay", name="rj-x1", dashboard_url="http://h:8265") if cluster else None
+    )
+    return RayJobLook(status, handle, cluster_gone=gone)
+
+
+def test_rayjob_usage_is_made_when_the_ray_job_ends_and_waits_for_the_teardown() -> None:
+    from airflow_ray_provider.launch import RayJobUsage, RayJobUsagePlan
+
+    plan = RayJobUsagePlan(own_cluster=True, entrypoint={"CPU": 1.0}, teardown_wait=30.0)
+    assert RayJobUsagePlan.from_dict(plan.to_dict()) == plan  # it travels in the trigger's kwargs
+    usage = RayJobUsage(plan)
+    usage.seen(_rayjob_look("", "Initializing", cluster=False), T0)
+    usage.seen(_rayjob_look("RUNNING", "Running", cluster=True), T0 + 40)
+    assert usage.cluster_ready == T0 + 40 and not usage.due(_rayjob_look("RUNNING", "Running", cluster=True))
+    ended = _rayjob_look("SUCCEEDED", "Running", cluster=True)
+    assert usage.due(ended)  # before KubeRay's Complete: the cluster may go right after it
+    request = usage.request(ended)
+    assert (request.mode, request.own_cluster, request.ended_by) == ("rayjob", True, "finished")
+    from datetime import datetime, timezone
+
+    assert request.task_started == datetime(2027, 1, 15, 8, tzinfo=timezone.utc).timestamp()  # startTime
+    usage.record = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+    complete = _rayjob_look("SUCCEEDED", "Complete", cluster=True)
+    assert usage.teardown_pending(complete)
+    usage.gone(_rayjob_look("SUCCEEDED", "Complete", cluster=False, gone=True), T0 + 103)
+    assert usage.record["phases"]["teardown_s"] == 3 and not usage.teardown_pending(complete)
+    deadline = _rayjob_look("RUNNING", "Failed", cluster=False, reason="DeadlineExceeded")
+    assert RayJobUsage(plan).request(deadline).ended_by == "timed_out"
+
+
+def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
+    from airflow_ray_provider.clusters import RayClusterSpec, WorkerGroup
+    from airflow_ray_provider.operators.job_usage import check_prices_on_spec
+
+    spec = RayClusterSpec(worker_groups=[WorkerGroup(name="gpu", gpu=1)])
+    ok = parse_prices({"CPU": 0.05, "GPU": 2.0, "groups": {"gpu": {"GPU": 1.2}}})
+    assert ok is not None
+    check_prices_on_spec(ok, spec)
+    no_gpu = parse_prices({"CPU": 0.05, "GPU": 2.0})
+    assert no_gpu is not None
+    with pytest.raises(RayInvalidInputError, match=r"\['GPU'\].*does not have"):
+        check_prices_on_spec(no_gpu, RayClusterSpec())

@@ -64,3 +64,23 @@ def test_operator_lineage_carries_datasets_and_the_ray_run_facet() -> None:
         "ephemeral",
         {"reserved": {"CPU": 1.0}},
     )
+
+
+@pytest.mark.parametrize(
+    ("uri", "why"),
+    [
+        ("s3:///clicks", "names no bucket or host"),
+        ("S3 ://logs/clicks", "is not a URI scheme"),
+        ("gs://bad bucket/x", "has characters"),
+        ("", "is empty"),
+    ],
+)
+def test_a_malformed_openlineage_namespace_is_refused_naming_the_field(uri: str, why: str) -> None:
+    from airflow_ray_provider.operators.lineage import JobIO, check_lineage_namespaces
+
+    with pytest.raises(RayInvalidInputError, match="lineage_inputs must be URIs") as parsed:
+        check_uris([uri], "lineage_inputs")
+    assert why in str(parsed.value)
+    with pytest.raises(RayInvalidInputError, match=f"OpenLineage outputs: {uri!r}.*{why}.*s3://logs/clicks"):
+        check_lineage_namespaces(JobIO(outputs=(uri,)))
+    check_lineage_namespaces(JobIO(("s3://logs/clicks", "/data/x", "file:///tmp/y"), ("hdfs://nn:8020/out",)))
