@@ -1,4 +1,4 @@
-"""The local head's environment: a job's plain ``python`` is the interpreter Airflow runs with."""
+"""The local head's environment: plain ``python`` is the interpreter Airflow runs; temp files go with it."""
 
 from __future__ import annotations
 
@@ -27,3 +27,13 @@ def test_a_path_given_in_the_options_wins(tmp_path):
 
     env = head_environment(LocalHeadConfig(env={"PATH": "/opt/x/bin"}), str(tmp_path))
     assert env["PATH"] == "/opt/x/bin"
+
+
+@pytest.mark.unit
+def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_otherwise(tmp_path):
+    """A killed dashboard's multiprocessing folders (``pymp-*``) used to stay in the machine's ``/tmp``."""
+    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+
+    assert head_environment(LocalHeadConfig(), str(tmp_path))["TMPDIR"] == str(tmp_path)
+    given = LocalHeadConfig(env={"TMPDIR": "/scratch"})
+    assert head_environment(given, str(tmp_path))["TMPDIR"] == "/scratch"
