@@ -98,6 +98,7 @@ def fake_gpu_ray(monkeypatch: pytest.MonkeyPatch) -> Any:
         monkeypatch.setenv("RAY_AUTH_MODE", "token")
         monkeypatch.setenv("RAY_AUTH_TOKEN", read_token(info.token_file))
         _zone_reset_ray_auth()
+        ray.shutdown()  # an earlier test of this process may have left its connection (seen under xdist)
         ray.init(address=info.gcs_address, logging_level="WARNING", log_to_driver=False)
         yield info
     finally:
