@@ -36,6 +36,7 @@ os.environ.pop("RAY_AUTH_TOKEN", None)
 pytest_plugins = [
     "tests.fixtures.head_count",
     "tests.fixtures.cpu_time",
+    "tests.fixtures.ray_connection",
     "tests.fixtures.dag_runs",
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",
