@@ -1,6 +1,6 @@
 """Zone fan-out benchmark: 1,000 zones x 2,000 rows, Ridge and HistGradientBoosting(max_iter=50).
 
-Run: ``python -m benchmarks.bench_zone_training [--zones N] [--rows R] [--models ridge,hgb]``
+Run: ``python -m benchmarks.bench_zone_training [--zones N] [--rows R] [--models ridge,hgb] [--variants ...]``
 (``make bench`` runs it with the defaults). Figures go to stdout and ``benchmarks/out/zone_training.json``.
 
 Every variant does the same work per zone: the built-in trainer (fit on 80 % of the rows, metrics on
@@ -260,7 +260,13 @@ VARIANTS = ("sequential", "joblib", "ray_per_zone", "zone_training", "zone_train
 
 
 def run(
-    zones: int, rows: int, models: Sequence[str], work: str, output: str, memory_zones: int
+    zones: int,
+    rows: int,
+    models: Sequence[str],
+    work: str,
+    output: str,
+    memory_zones: int,
+    variants: Sequence[str] = VARIANTS,
 ) -> list[dict]:
     import ray
 
@@ -276,9 +282,11 @@ def run(
         for name in models:
             trainer, kwargs = MODELS[name]
             bench_workload(warm_uri, trainer, kwargs, f"{output}/warm-{name}")  # warm workers, imports
-            bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
-            bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
-            for variant in VARIANTS:
+            if "ray_per_zone" in variants:
+                bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
+            if "joblib" in variants:
+                bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
+            for variant in [v for v in VARIANTS if v in variants]:
                 out = f"{output}/{name}-{variant}"
                 extra: dict[str, Any] = {"file_create_us": file_create_us(output)}
                 tree_cpu = _tree_cpu()
@@ -335,6 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", default="ridge,hgb")
     parser.add_argument("--memory-zones", type=int, default=10_000, help="0 skips the memory check")
     parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS)
+    )
+    parser.add_argument(
         "--output-dir",
         default=_default_output_dir(),
         help="where every variant writes its models (default: /dev/shm when there is one, see README)",
@@ -348,7 +359,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     create_us = {"output_dir": file_create_us(output), "work_dir": file_create_us(work)}
     print(json.dumps({"file_create_us": create_us}), flush=True)
     try:
-        results = run(args.zones, args.rows, args.models.split(","), work, output, args.memory_zones)
+        variants = args.variants.split(",")
+        unknown = sorted(set(variants) - set(VARIANTS))
+        if unknown:
+            parser.error(f"unknown variants {unknown}")
+        results = run(
+            args.zones, args.rows, args.models.split(","), work, output, args.memory_zones, variants
+        )
     finally:
         shutil.rmtree(output, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
