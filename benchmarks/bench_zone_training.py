@@ -267,6 +267,7 @@ def run(
     output: str,
     memory_zones: int,
     variants: Sequence[str] = VARIANTS,
+    repeats: int = 1,
 ) -> list[dict]:
     import ray
 
@@ -286,8 +287,8 @@ def run(
                 bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
             if "joblib" in variants:
                 bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
-            for variant in [v for v in VARIANTS if v in variants]:
-                out = f"{output}/{name}-{variant}"
+            for round_no, variant in enumerate(v for _ in range(repeats) for v in VARIANTS if v in variants):
+                out = f"{output}/{name}-{variant}-{round_no}"
                 extra: dict[str, Any] = {"file_create_us": file_create_us(output)}
                 tree_cpu = _tree_cpu()
                 used_cores = cores
@@ -342,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--models", default="ridge,hgb")
     parser.add_argument("--memory-zones", type=int, default=10_000, help="0 skips the memory check")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each variant, one after another")
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS)
     )
@@ -364,7 +366,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             parser.error(f"unknown variants {unknown}")
         results = run(
-            args.zones, args.rows, args.models.split(","), work, output, args.memory_zones, variants
+            args.zones,
+            args.rows,
+            args.models.split(","),
+            work,
+            output,
+            args.memory_zones,
+            variants,
+            args.repeats,
         )
     finally:
         shutil.rmtree(output, ignore_errors=True)

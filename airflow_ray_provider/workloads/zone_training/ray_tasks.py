@@ -44,12 +44,17 @@ def warm_workers(cfg: ZoneTrainingConfig) -> list[Any]:
     """Start one warm-up task per CPU slot (not waited for; staging and training queue behind them).
 
     Capped at :data:`WARM_UP_TASKS_MAX`: on a large cluster the first tasks warm their workers anyway.
+    None when no node can hold a zone now (the capacity check that follows the validation says why).
     """
     import ray
 
-    slots = int(ray.cluster_resources().get("CPU", 1) // cfg.num_cpus)
+    from airflow_ray_provider.workloads.zone_training.capacity import largest_node_cpus
+
+    if largest_node_cpus() < cfg.num_cpus:
+        return []
+    slots = int(ray.cluster_resources().get("CPU", 0) // cfg.num_cpus)
     task = ray.remote(_warm_task).options(num_cpus=cfg.num_cpus, max_retries=0)
-    return [task.remote(cfg.trainer, cfg.threads) for _ in range(max(1, min(slots, WARM_UP_TASKS_MAX)))]
+    return [task.remote(cfg.trainer, cfg.threads) for _ in range(min(slots, WARM_UP_TASKS_MAX))]
 
 
 #: Most warm-up tasks :func:`warm_workers` starts.
