@@ -7,7 +7,7 @@ How:
 
 * zones are handed out largest first (long zones start early, short ones fill the tail);
 * until the first task reports, tasks carry ``probe_zones`` zones, to measure the cost quickly (the
-  scheduler sends two such probes per CPU slot, not ``max_in_flight``);
+  scheduler sends one such probe per CPU slot, not ``max_in_flight``);
 * then the cost per row is learned from finished tasks' in-task time (fits *and* per-zone overhead
   such as model writes; the median of the last 64 tasks, so that a worker's one-off warm-up does not
   skew it), and a task takes zones until their estimated cost reaches the goal;

@@ -32,7 +32,7 @@ Keys (JSON or YAML mapping):
     Model files: one bundle per task, one file per zone, or bundles for models up to 1 MiB pickled
     (see :mod:`.bundles`); load them with :func:`.loading.load_zone_model` in every layout.
 ``batching`` (mapping)
-    ``target_task_seconds`` (0.5), ``min_task_seconds`` (0.02), ``max_in_flight`` (default 3 x the
+    ``target_task_seconds`` (0.25), ``min_task_seconds`` (0.02), ``max_in_flight`` (default 3 x the
     CPU slots), ``max_zones_per_task`` (1000; 1 disables batching), ``probe_zones`` (2).
 ``progress_interval_s`` (number, default 5)
     Seconds between progress lines in the job log.
@@ -107,7 +107,7 @@ class BatchingConfig:
     :param probe_zones: zones per task until the first fit times are measured.
     """
 
-    target_task_seconds: float = 0.5
+    target_task_seconds: float = 0.25
     min_task_seconds: float = 0.02
     max_in_flight: int | None = None
     max_zones_per_task: int = 1000
@@ -209,7 +209,7 @@ def _local_max_rows(top: ConfigSection) -> int | None:
 
 def _batching(batching: ConfigSection) -> BatchingConfig:
     batching.reject_unknown(_BATCHING_KEYS)
-    target = batching.number("target_task_seconds", 0.5, low=0.0, low_open=True)
+    target = batching.number("target_task_seconds", 0.25, low=0.0, low_open=True)
     min_s = batching.number("min_task_seconds", 0.02, low=0.0)
     if min_s > target:
         raise ConfigError("'batching.min_task_seconds' must not exceed 'batching.target_task_seconds'")

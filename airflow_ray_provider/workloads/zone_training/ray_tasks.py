@@ -24,43 +24,6 @@ def _batch_task(
     return run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
 
 
-def _warm_task(trainer: str, threads: int) -> str:
-    """Load what a training task needs in this worker (imports, the trainer, the thread cap).
-
-    Never raises: a trainer that cannot load fails each zone's task with its own error later.
-    """
-    try:
-        from airflow_ray_provider.workloads.zone_training import staging  # noqa: F401  (pyarrow)
-        from airflow_ray_provider.workloads.zone_training.worker import apply_thread_budget, cached_trainer
-
-        apply_thread_budget(threads)
-        cached_trainer(trainer)
-    except Exception as exc:  # reported by the training tasks themselves
-        return f"{type(exc).__name__}: {exc}"
-    return ""
-
-
-def warm_workers(cfg: ZoneTrainingConfig) -> list[Any]:
-    """Start one warm-up task per CPU slot (not waited for; staging and training queue behind them).
-
-    Capped at :data:`WARM_UP_TASKS_MAX`: on a large cluster the first tasks warm their workers anyway.
-    None when no node can hold a zone now (the capacity check that follows the validation says why).
-    """
-    import ray
-
-    from airflow_ray_provider.workloads.zone_training.capacity import largest_node_cpus
-
-    if largest_node_cpus() < cfg.num_cpus:
-        return []
-    slots = int(ray.cluster_resources().get("CPU", 0) // cfg.num_cpus)
-    task = ray.remote(_warm_task).options(num_cpus=cfg.num_cpus, max_retries=0)
-    return [task.remote(cfg.trainer, cfg.threads) for _ in range(min(slots, WARM_UP_TASKS_MAX))]
-
-
-#: Most warm-up tasks :func:`warm_workers` starts.
-WARM_UP_TASKS_MAX = 64
-
-
 class RayTasks:
     """Batch tasks on the connected Ray cluster.
 

@@ -23,7 +23,6 @@ written (probed first: nothing was trained).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -36,12 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
-from airflow_ray_provider.workloads.common.ray_session import (
-    RaySession,
-    SessionMode,
-    plan_session,
-    ray_session,
-)
+from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
 from airflow_ray_provider.workloads.zone_training.engine import (
@@ -72,9 +66,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
 
     Ray is found by :func:`~airflow_ray_provider.workloads.common.ray_session.ray_session`: the
     caller's when already initialised, ``cfg.ray_address``, the Ray job's cluster, or a private local
-    Ray standalone. Inside a Ray job, its cluster is connected to first and its workers warmed while
-    the input is checked (:func:`_connect_early`); otherwise Ray is touched only after the checks, and
-    not at all when there is nothing to train.
+    Ray standalone. It is not touched at all when there is nothing to train.
 
     :raises ConfigError: bad trainer or ``--only-failed`` manifest.
     :raises DataError: the dataset does not fit the config.
@@ -85,48 +77,10 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
-    mode = _session_mode(cfg)
-    standalone = mode is SessionMode.LOCAL
-    if cfg.engine != "ray" and standalone:  # the local engine is likely: its imports overlap the checks
+    if cfg.engine != "ray" and _standalone(cfg):  # the local engine is likely: its imports overlap the checks
         from airflow_ray_provider.workloads.zone_training.process_pool import warm_up
 
         warm_up()
-    with contextlib.ExitStack() as ray_stack:
-        early = _connect_early(cfg, ray_stack) if mode is SessionMode.JOB and cfg.engine != "local" else None
-        summary = _run(cfg, only_failed, started_at, t0, early, ray_stack)
-    return summary
-
-
-def _connect_early(cfg: ZoneTrainingConfig, stack: contextlib.ExitStack) -> tuple[RaySession, float]:
-    """Inside a Ray job: connect to its cluster and warm the workers while the driver checks the input.
-
-    The driver runs on the job's own cluster, so connecting starts nothing and cannot fail for bad
-    input; the workers' one-off start-up and imports (a second or more each on a fresh head) then
-    overlap the driver's validation instead of delaying staging and the first training tasks. Bad
-    input still fails before any staging or training task. Elsewhere (a standalone run, an explicit
-    ``ray_address`` or ``RAY_ADDRESS``) everything is checked before Ray is touched.
-
-    :returns: the session and the seconds connecting took.
-    """
-    from airflow_ray_provider.workloads.zone_training.ray_tasks import warm_workers
-
-    connect_from = time.monotonic()
-    session = stack.enter_context(ray_session(cfg.ray_address))
-    connect_s = time.monotonic() - connect_from
-    warm_workers(cfg)
-    return session, connect_s
-
-
-def _run(
-    cfg: ZoneTrainingConfig,
-    only_failed: str | None,
-    started_at: str,
-    t0: float,
-    early: tuple[RaySession, float] | None,
-    ray_stack: contextlib.ExitStack,
-) -> dict[str, Any]:
-    """Validate, train and write the artifact (see :func:`run_zone_training`)."""
-    validate_from = time.monotonic()
     plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     log.info(
@@ -139,14 +93,9 @@ def _run(
         "partitioned by zone" if plan.partitioned_by_zone else f"staged in {len(plan.chunks)} chunk(s)",
     )
     artifacts.clear_completion(cfg.output_uri)
-    timings = {"validate": time.monotonic() - (validate_from if early else t0)}
-    if early:
-        timings["connect"] = early[1]
+    timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
-    new_rows, ray_mode, engine = _train_zones(
-        cfg, plan, todo, attempts, timings, tasks, early[0] if early else None
-    )
-    ray_stack.close()  # the manifest and summary need no Ray
+    new_rows, ray_mode, engine = _train_zones(cfg, plan, todo, attempts, timings, tasks)
     if tasks:  # the CPU-seconds the training tasks held, by their own clock (the usage record's unit)
         tasks.update(
             num_cpus=cfg.num_cpus,
@@ -211,11 +160,8 @@ def _train_zones(
     attempts: dict[str, int],
     timings: dict[str, float],
     tasks: dict[str, Any],
-    session: RaySession | None = None,
 ) -> tuple[list[dict[str, Any]], str | None, EngineChoice | None]:
     """Train ``todo`` with the engine :func:`~.engine.choose_engine` picks (nothing when ``todo`` is empty).
-
-    :param session: the Ray session already entered by :func:`_connect_early`, if any.
 
     :returns: the result rows, how Ray was found (``"none"`` for the local engine, ``None`` when there
         was nothing to train) and the engine choice.
@@ -250,9 +196,6 @@ def _train_zones(
         timings.update(phases)
         tasks.update(figures)
         return new_rows, "none", choice
-    if session is not None:
-        wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
-        return _train(cfg, plan, todo, attempts, timings, tasks), session.mode.value, choice
     connect_from = time.monotonic()
     with ray_session(cfg.ray_address) as session:
         timings["connect"] = time.monotonic() - connect_from
@@ -304,14 +247,11 @@ def _train(
 
 def _standalone(cfg: ZoneTrainingConfig) -> bool:
     """Whether no Ray runs for this run (Ray would mean a private one: the session's rule 5)."""
-    return _session_mode(cfg) is SessionMode.LOCAL
-
-
-def _session_mode(cfg: ZoneTrainingConfig) -> SessionMode:
-    """Which rule of :func:`~airflow_ray_provider.workloads.common.ray_session.plan_session` applies."""
     ray_module = sys.modules.get("ray")  # imported by a caller that may have initialised it
     initialized = bool(ray_module is not None and ray_module.is_initialized())
-    return plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode
+    return (
+        plan_session(cfg.ray_address, environ=os.environ, initialized=initialized).mode is SessionMode.LOCAL
+    )
 
 
 def worker_context(cfg: ZoneTrainingConfig, plan: DatasetPlan) -> WorkerContext:

@@ -151,15 +151,11 @@ class ZoneScheduler:
             self._in_flight[self._runner.submit(key, works, chunk_refs)] = _Flight(key, batch)
 
     def _in_flight_limit(self) -> int:
-        """Two probe tasks per slot until the first task reports its cost, then ``max_in_flight``.
+        """One probe task per slot until the first task reports its cost, then ``max_in_flight``.
 
-        The second probe of each slot waits queued behind its first, so that the slot's worker goes
-        straight on to it and keeps its lease while the driver sizes the real tasks: with one probe
-        per slot every slot sat idle ~30 ms (a lease returned and granted again) before its first real task.
+        More probes would only queue behind the first ones; each costs a task round trip (a few ms).
         """
-        if self._batcher.seconds_per_row is not None:
-            return self._max_in_flight
-        return min(self._max_in_flight, 2 * self._slots)
+        return self._max_in_flight if self._batcher.seconds_per_row is not None else self._slots
 
     def _collect(self, flight: _Flight, out: dict[str, Any] | str) -> None:
         if isinstance(out, str):

@@ -142,7 +142,7 @@ def run_batch(
     started, started_wall = time.perf_counter(), time.time()
     apply_thread_budget(ctx.threads)
     try:
-        batch = BatchInput(ctx, cached_trainer(ctx.trainer), zones, tables)
+        batch = BatchInput(ctx, _trainer(ctx.trainer), zones, tables)
     except Exception as exc:
         error = f"could not prepare the batch: {type(exc).__name__}: {exc}"[:_ERROR_CHARS]
         rows = [_failed(z, error, z.rows, 0.0, 0.0) for z in zones]
@@ -220,8 +220,7 @@ def zone_part(frame: pd.DataFrame, lo: int, hi: int) -> pd.DataFrame:
     return part
 
 
-def cached_trainer(spec: str) -> TrainerFn:
-    """The trainer ``spec``, loaded once per process."""
+def _trainer(spec: str) -> TrainerFn:
     if spec not in _trainers:
         _trainers[spec] = load_trainer(spec)
     return _trainers[spec]

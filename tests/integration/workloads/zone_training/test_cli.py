@@ -45,31 +45,3 @@ def test_exit_status_follows_max_failed_fraction(ray_head, ray_head_token, zone_
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].startswith("zone_training: error: --only-failed manifest")
     assert "belongs to application ['test-app'], not 'another-app'" in refused.stderr
-
-
-def test_inside_a_ray_job_the_driver_connects_before_validating_and_bad_input_still_fails_first(
-    ray_head, ray_head_token, zone_config
-) -> None:
-    """As the job supervisor starts it: connected (workers warming) before the checks; bad input stops."""
-    env = {
-        "RAY_AUTH_MODE": "token",
-        "RAY_AUTH_TOKEN": ray_head_token,
-        "RAY_ADDRESS": ray_head.gcs_address,
-        "RAY_JOB_CONFIG_JSON_ENV_VAR": "{}",  # what Ray's job supervisor sets for the entrypoint
-    }
-    raw = zone_config(engine="auto")
-    done = run_cli(["--config-json", json.dumps(raw)], env)
-    assert done.returncode == 0, done.stderr[-3000:]
-    lines = done.stderr.splitlines()
-    connected = next(i for i, line in enumerate(lines) if "Ray session: inside a Ray job" in line)
-    checked = next(i for i, line in enumerate(lines) if "24 zones to train" in line)
-    assert connected < checked  # the connection (and the workers' warm-up) came first
-    with open(f"{raw['output_uri']}/summary.json") as handle:
-        run = json.load(handle)["run"]
-    assert run["ray_session"] == "job" and run["engine"]["name"] == "ray"
-    assert {"validate", "connect", "stage", "fan_out"} <= set(run["timings_s"])
-
-    bad = run_cli(["--config-json", json.dumps({**raw, "label_column": "no_such_column"})], env)
-    assert bad.returncode == 2, bad.stderr[-3000:]
-    assert "no_such_column" in bad.stderr.strip().splitlines()[-1]
-    assert "staged in" not in bad.stderr and "tasks done" not in bad.stderr  # no staging, no training

@@ -28,7 +28,7 @@ def test_minimal_config_gets_documented_defaults() -> None:
         0,
     )
     assert cfg.zone_timeout_s is None and cfg.max_failed_fraction == 0.0 and cfg.feature_columns is None
-    assert cfg.batching.target_task_seconds == 0.5 and cfg.batching.max_in_flight is None
+    assert cfg.batching.target_task_seconds == 0.25 and cfg.batching.max_in_flight is None
 
 
 def test_full_config_is_kept() -> None:
