@@ -1,6 +1,6 @@
 """Zone fan-out benchmark: 1,000 zones x 2,000 rows, Ridge and HistGradientBoosting(max_iter=50).
 
-Run: ``python -m benchmarks.bench_zone_training [--zones N] [--rows R] [--models ridge,hgb]``
+Run: ``python -m benchmarks.bench_zone_training [--zones N] [--rows R] [--models ridge,hgb] [--variants ...]``
 (``make bench`` runs it with the defaults). Figures go to stdout and ``benchmarks/out/zone_training.json``.
 
 Every variant does the same work per zone: the built-in trainer (fit on 80 % of the rows, metrics on
@@ -260,7 +260,14 @@ VARIANTS = ("sequential", "joblib", "ray_per_zone", "zone_training", "zone_train
 
 
 def run(
-    zones: int, rows: int, models: Sequence[str], work: str, output: str, memory_zones: int
+    zones: int,
+    rows: int,
+    models: Sequence[str],
+    work: str,
+    output: str,
+    memory_zones: int,
+    variants: Sequence[str] = VARIANTS,
+    repeats: int = 1,
 ) -> list[dict]:
     import ray
 
@@ -276,10 +283,12 @@ def run(
         for name in models:
             trainer, kwargs = MODELS[name]
             bench_workload(warm_uri, trainer, kwargs, f"{output}/warm-{name}")  # warm workers, imports
-            bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
-            bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
-            for variant in VARIANTS:
-                out = f"{output}/{name}-{variant}"
+            if "ray_per_zone" in variants:
+                bench_ray_per_zone(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-ray")
+            if "joblib" in variants:
+                bench_joblib(_group(warm_uri), trainer, kwargs, f"{output}/warm-{name}-joblib", cores)
+            for round_no, variant in enumerate(v for _ in range(repeats) for v in VARIANTS if v in variants):
+                out = f"{output}/{name}-{variant}-{round_no}"
                 extra: dict[str, Any] = {"file_create_us": file_create_us(output)}
                 tree_cpu = _tree_cpu()
                 used_cores = cores
@@ -334,6 +343,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2000)
     parser.add_argument("--models", default="ridge,hgb")
     parser.add_argument("--memory-zones", type=int, default=10_000, help="0 skips the memory check")
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each variant, one after another")
+    parser.add_argument(
+        "--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS)
+    )
     parser.add_argument(
         "--output-dir",
         default=_default_output_dir(),
@@ -348,7 +361,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     create_us = {"output_dir": file_create_us(output), "work_dir": file_create_us(work)}
     print(json.dumps({"file_create_us": create_us}), flush=True)
     try:
-        results = run(args.zones, args.rows, args.models.split(","), work, output, args.memory_zones)
+        variants = args.variants.split(",")
+        unknown = sorted(set(variants) - set(VARIANTS))
+        if unknown:
+            parser.error(f"unknown variants {unknown}")
+        results = run(
+            args.zones,
+            args.rows,
+            args.models.split(","),
+            work,
+            output,
+            args.memory_zones,
+            variants,
+            args.repeats,
+        )
     finally:
         shutil.rmtree(output, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)

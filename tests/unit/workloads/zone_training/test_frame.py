@@ -81,3 +81,23 @@ def test_the_frame_owns_its_data() -> None:
 def test_no_rows_is_an_error() -> None:
     with pytest.raises(ValueError, match="no rows"):
         segments_frame([(chunk(7), 0, 0)], ["f0"])
+
+
+def test_array_block_matches_arrow_and_fits_the_same_model_as_a_row_major_copy() -> None:
+    """The feature block is column-major; built-in fits on its views equal fits on C-ordered rows."""
+    from airflow_ray_provider.workloads.zone_training.frame import segments_arrays
+    from airflow_ray_provider.workloads.zone_training.trainers import array_entry, load_trainer
+
+    segments = [(chunk(1, 400), 10, 300), (chunk(2, 400), 0, 250), (chunk(3, 400), 100, 200)]
+    x, y = segments_arrays(segments, "y", ["f0", "f1", "f2"])
+    reference = arrow_reference(segments, ["y", "f0", "f1", "f2"])
+    assert x.shape == (750, 3) and x.flags.f_contiguous and not x.flags.c_contiguous
+    np.testing.assert_array_equal(x, reference[["f0", "f1", "f2"]].to_numpy(dtype=np.float64))
+    np.testing.assert_array_equal(y, reference["y"].to_numpy())
+    fit = array_entry(load_trainer("ridge"))
+    assert fit is not None
+    names = ["f0", "f1", "f2"]
+    model, metrics = fit(x[300:], y[300:], feature_names=names)
+    row_major, same = fit(np.ascontiguousarray(x[300:]), y[300:], feature_names=names)
+    assert model.coef_.tobytes() == row_major.coef_.tobytes() and model.intercept_ == row_major.intercept_
+    assert metrics == same
