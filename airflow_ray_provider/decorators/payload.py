@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
+import re
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -31,6 +34,9 @@ from airflow_ray_provider.workloads.function import (
 
 #: The importable name of the uploaded package (``python -m airflow_ray_task`` in the job).
 PACKAGE_NAME = "airflow_ray_task"
+#: Staged folders are ``arp-task-<pid>@<host>-<random>``: a later staging removes those of dead processes.
+STAGE_PREFIX = "arp-task-"
+_STAGE_NAME = re.compile(rf"^{STAGE_PREFIX}(?P<pid>\d+)@(?P<host>.+)-[a-z0-9_]+$")
 #: The largest pickled call sent to the cluster (Ray's package upload allows a few hundred MiB).
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 _SHIPPED = {"__main__.py": "driver.py", "protocol.py": "protocol.py"}
@@ -168,7 +174,8 @@ def dumps_call(
 class StagedPackage:
     """The task package in a temporary folder, ready for ``runtime_env["py_modules"]``.
 
-    :param root: the temporary folder (remove it with :meth:`remove` once the job is submitted).
+    :param root: the temporary folder (remove it with :meth:`remove` once the job is submitted: Ray's
+        client has uploaded it by then).
     :param path: the package folder inside it.
     :param payload_bytes: size of the pickled call.
     """
@@ -188,7 +195,8 @@ def stage_package(
     """Write the task package: driver, protocol, pickled call and manifest (versions, result options)."""
     from airflow_ray_provider.workloads import function as shipped
 
-    root = Path(tempfile.mkdtemp(prefix="arp-task-"))
+    remove_orphaned_stages()
+    root = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}@{socket.gethostname()}-"))
     package = root / PACKAGE_NAME
     package.mkdir()
     source = Path(shipped.__file__).parent
@@ -205,3 +213,30 @@ def stage_package(
     }
     (package / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
     return StagedPackage(root=root, path=package, payload_bytes=len(payload))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_orphaned_stages(temp_dir: str | Path | None = None) -> list[Path]:
+    """Remove staged folders of this host whose process is gone (a worker killed before it removed its own).
+
+    :param temp_dir: where to look (default: :func:`tempfile.gettempdir`).
+    :return: the folders removed.
+    """
+    host = socket.gethostname()
+    removed = []
+    for path in Path(temp_dir or tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*"):
+        match = _STAGE_NAME.match(path.name)
+        if match is None or match["host"] != host or _alive(int(match["pid"])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed

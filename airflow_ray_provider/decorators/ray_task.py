@@ -85,9 +85,16 @@ class _RayTaskBase(DecoratedOperator):
         try:
             return super().execute(context)
         finally:
-            if self._staged is not None:  # uploaded by now (or never needed: re-attached)
-                self._staged.remove()
-                self._staged = None
+            self._remove_staged()  # a failure before the submission
+
+    def job_submitted(self, submission_id: str) -> None:
+        """The package is uploaded (or was never needed: re-attached): its folder goes now."""
+        self._remove_staged()
+
+    def _remove_staged(self) -> None:
+        if self._staged is not None:
+            self._staged.remove()
+            self._staged = None
 
     def job_spec(self, context: Context) -> Any:
         """The job operator's spec, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""

@@ -272,6 +272,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         base = base_submission_id(ti.dag_id, ti.run_id, ti.task_id, map_index)
         plan = submit_or_attach(base, hook.list_jobs, lambda sid: hook.submit_job(spec, sid))
         sid = self._submission_id = plan.submission_id
+        self.job_submitted(sid)
         self._log_plan(plan.action, sid, [job.submission_id for job in plan.previous])
         job_url = job_link(hook.config.browser_url, sid, self._target[1])
         push_job_url(self, ti, job_url)
@@ -284,6 +285,13 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         if self.deferrable and not state.is_terminal:
             self._defer(sid, start, offset)
         return self._wait(sid, start, offset)
+
+    def job_submitted(self, submission_id: str) -> None:
+        """Called once the job is submitted (or re-attached to): Ray has uploaded the spec's local files.
+
+        Subclasses remove what they staged for the upload here, not at the end of the task, so that a
+        worker killed while it waits leaves nothing behind.
+        """
 
     def _resume_offset(self, sid: str) -> int:
         """A re-attached try streams from the last lines on (the earlier try's task log has the rest)."""

@@ -192,15 +192,20 @@ module.dag.test(logical_date=when, run_after=when)
 def test_kill_and_rerun_returns_the_value_of_the_one_job(
     dags_folder, ray_conn_id, ray_job_hook, job_prefix, tmp_path
 ):
+    """A worker SIGKILLed while its job runs has already removed the staged package; the next try of
+    the same task instance re-attaches to that job and returns its value (the function ran once)."""
     module = write_dag_module(job_prefix, KILL_DAG.format(dag_id=job_prefix, conn=ray_conn_id))
     sid = base_submission_id(job_prefix, RUN_ID, "slow")
     worker_file = tmp_path / "worker.py"
     worker_file.write_text(_WORKER)
     worker_log = tmp_path / "worker.log"
+    worker_tmp = tmp_path / "worker-tmp"  # where the worker stages the call's package
+    worker_tmp.mkdir()
     with worker_log.open("wb") as sink:
         worker = subprocess.Popen(
             [sys.executable, str(worker_file), job_prefix, module.__file__],
             start_new_session=True, stdout=sink, stderr=subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(worker_tmp)},
         )  # fmt: skip
     try:
         deadline = time.monotonic() + 150
@@ -214,6 +219,8 @@ def test_kill_and_rerun_returns_the_value_of_the_one_job(
         os.killpg(worker.pid, signal.SIGKILL)  # the worker dies mid-wait; the job keeps running
         worker.wait(30)
 
+    # the package went right after the submission, not at the end of the (killed) task
+    assert not list(worker_tmp.glob("arp-task-*")), "the killed worker left its staged package"
     dag_run = run_dag(module.dag, logical_date=WHEN, run_after=WHEN)  # the same task instance again
 
     assert task_states(dag_run) == {"slow": "success"}

@@ -4,6 +4,10 @@ the decorator is found as ``task.ray`` through the provider's ``task-decorators`
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 from typing import Any
 
@@ -13,7 +17,7 @@ import pytest
 from airflow_ray_provider.decorators import ray_task
 from airflow_ray_provider.decorators.checks import call_arguments
 from airflow_ray_provider.decorators.outcome import task_error, task_value
-from airflow_ray_provider.decorators.payload import dumps_call, stage_package
+from airflow_ray_provider.decorators.payload import dumps_call, remove_orphaned_stages, stage_package
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayTaskError, RayTaskFunctionError
 from airflow_ray_provider.workloads.function import protocol
 
@@ -130,6 +134,25 @@ def test_closures_nested_functions_and_module_functions_pickle_by_value(tmp_path
     finally:
         staged.remove()
     assert not staged.root.exists()
+
+
+def test_a_staged_folder_whose_process_died_is_removed_by_the_next_staging(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    names = {
+        "dead": f"arp-task-{dead.pid}@{host}-abc_1",
+        "alive": f"arp-task-{os.getpid()}@{host}-abc_2",
+        "other_host": f"arp-task-{dead.pid}@not-{host}-abc_3",
+        "foreign": "arp-task-unrelated",
+    }
+    for name in names.values():
+        (tmp_path / name / "airflow_ray_task").mkdir(parents=True)
+
+    removed = remove_orphaned_stages(tmp_path)
+
+    assert removed == [tmp_path / names["dead"]]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(v for k, v in names.items() if k != "dead")
 
 
 def test_context_values_travel_only_when_the_function_names_them():
