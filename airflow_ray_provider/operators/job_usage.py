@@ -11,12 +11,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
     SCHEMA,
+    BusySampler,
     DashboardState,
     Prices,
     UsageRecord,
@@ -25,6 +27,7 @@ from airflow_ray_provider.launch.usage import (
     check_prices_on_cluster,
     collect_usage,
     parse_prices,
+    sampling,
     with_teardown,
 )
 
@@ -139,6 +142,10 @@ class JobUsage:
         if why:
             log.warning("Could not check the prices against the cluster's resources: %s", why)
 
+    def sampling(self, hook: RayJobHook, *, since: float) -> AbstractContextManager[BusySampler | None]:
+        """Sample the job's process CPU times while the block waits for it (the record's ``busy``)."""
+        return sampling(dashboard_state(hook), since=since)
+
     def collect(
         self,
         hook: RayJobHook,
@@ -147,8 +154,12 @@ class JobUsage:
         *,
         log: logging.Logger | Any,
         ended_by: str = "finished",
+        busy: BusySampler | None = None,
     ) -> dict[str, Any] | None:
-        """The record's dict, ``None`` when even that failed (logged; the job's result stands)."""
+        """The record's dict, ``None`` when even that failed (logged; the job's result stands).
+
+        :param busy: the sampler that ran while the job was waited for (stopped here), if any.
+        """
         try:
             request = UsageRequest(
                 submission_id=submission_id, cluster=self.cluster, mode=self.mode,
@@ -156,7 +167,8 @@ class JobUsage:
                 task_started=self.task_started, cluster_ready=self.cluster_ready, ended_by=ended_by,
                 teardown_note=self.teardown_note,
             )  # fmt: skip
-            return collect_usage(dashboard_state(hook), request).to_dict()
+            ledger = busy.stop() if busy is not None else None
+            return collect_usage(dashboard_state(hook), request, busy=ledger).to_dict()
         except Exception as exc:  # the record is best effort: it never hides the job's outcome
             log.warning("Could not make the usage record of Ray job %s: %s", submission_id, exc)
             return None
@@ -171,12 +183,13 @@ class JobUsage:
         artifact_uri: str | None,
         log: logging.Logger | Any,
         ended_by: str = "finished",
+        busy: BusySampler | None = None,
     ) -> dict[str, Any] | None:
         """Collect the record, push it as the ``usage`` XCom, write ``usage.json``, log its line.
 
         :returns: the record's dict, ``None`` when even that failed (logged; the job's result stands).
         """
-        data = self.collect(hook, submission_id, entrypoint, log=log, ended_by=ended_by)
+        data = self.collect(hook, submission_id, entrypoint, log=log, ended_by=ended_by, busy=busy)
         if data is not None:
             publish_usage(data, ti=ti, artifact_uri=artifact_uri, log=log)
         return data

@@ -8,6 +8,7 @@ after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.jobs.reatt
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -70,6 +71,8 @@ from airflow_ray_provider.operators.templated import coerce_rendered, is_templat
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_ray_provider.launch.usage import BusySampler
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self._context: Context | None = None
         self._usage: JobUsage | None = None
         self._usage_record: dict[str, Any] | None = None
+        #: The CPU sampler while this worker waits for the job (``None`` in the triggerer's wait).
+        self._busy: BusySampler | None = None
         #: Set by the one-task operator: when it began waiting for its cluster, and when that answered.
         self.cluster_times: tuple[float, float] | None = None
 
@@ -319,16 +324,20 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         )
 
     def _wait(self, sid: str, start: float, offset: int = 0) -> dict[str, str]:
-        """Wait in this worker (the one step function of :mod:`airflow_ray_provider.launch`), then finish."""
-        outcome = wait_for_job(
-            self.hook,
-            sid,
-            self.wait_plan(start, offset),
-            emit=lambda lines: emit_lines(self.log, lines),
-            poll_interval=self.poll_interval,
-            killed=lambda: self._killed,
-        )
-        return self._end(event_for(sid, outcome))
+        """Wait in this worker (the one step function of :mod:`airflow_ray_provider.launch`), then finish;
+        the job's process CPU times are sampled meanwhile (the usage record's ``busy``)."""
+        usage = self.usage()
+        with usage.sampling(self.hook, since=start) if usage is not None else nullcontext() as sampler:
+            self._busy = sampler
+            outcome = wait_for_job(
+                self.hook,
+                sid,
+                self.wait_plan(start, offset),
+                emit=lambda lines: emit_lines(self.log, lines),
+                poll_interval=self.poll_interval,
+                killed=lambda: self._killed,
+            )
+            return self._end(event_for(sid, outcome))
 
     def _defer(self, sid: str, start: float, offset: int = 0) -> None:
         from airflow_ray_provider.triggers.ray_job import RayJobTrigger
@@ -401,6 +410,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             artifact_uri=self.job_io().artifact_uri,
             log=self.log,
             ended_by=ended_by,
+            busy=self._busy,
         )
 
     def record_teardown(self) -> None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_ray_provider.launch.usage.busy import BusyLedger, job_processes
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
     HEAD_GROUP,
@@ -248,13 +249,13 @@ def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]
 
 
 def collect_usage(
-    state: DashboardState, request: UsageRequest, *, busy_cpu_seconds: float | None = None
+    state: DashboardState, request: UsageRequest, *, busy: BusyLedger | None = None
 ) -> UsageRecord:
     """The job's record: never raises for what the dashboard could not tell (see ``not_available``).
 
     :param state: the cluster's dashboard.
     :param request: what the caller knows.
-    :param busy_cpu_seconds: CPU seconds of the job's processes where they were sampled, else ``None``.
+    :param busy: the process CPU samples taken while the job ran (:mod:`.busy`), else ``None``.
     """
     now = time.time()
     missing: dict[str, str] = {}
@@ -286,17 +287,25 @@ def collect_usage(
     if note:
         missing["tasks_truncated"] = note
     groups = {node.node_id: node.group for node in nodes or []}
+    job_actors = [a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id]
     driver_node = str((job or {}).get("driver_node_id") or "")
     allocated = allocation(
         tasks=tasks,
-        actors=[a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id],
+        actors=job_actors,
         entrypoint=record_resources(request.entrypoint),
         window=window,
         node_groups=groups,
         driver_group=groups.get(driver_node, HEAD_GROUP),
     )
-    if busy_cpu_seconds is None:
+    busy_cpu_seconds = None
+    if busy is None:
         missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
+    elif busy.samples == 0:
+        missing["busy"] = busy.note() or ""
+    else:
+        pids = job_processes(tasks=tasks, actors=job_actors, supervisor=supervisor, job=job)
+        busy_cpu_seconds = busy.busy_seconds(pids, until=ended)
+        missing["busy_lower_bound"] = busy.note() or ""
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     record = build_record(
