@@ -237,7 +237,7 @@ def _settled(
     if left:
         missing["tasks_unsettled"] = (
             f"{left} task attempt(s) had no end or no task:execute span yet: counted from their start to "
-            "their end (or the job's)"
+            "their end, else to their worker's next task attempt, else to the job's end"
         )
     return listed
 

@@ -92,6 +92,21 @@ def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
     assert got.by_group["gpu"] == pytest.approx({"CPU": 2 * 90 / 3600, "GPU": 36 / 3600})
 
 
+def test_a_task_whose_end_event_never_came_ends_at_its_workers_next_task_start() -> None:
+    window = Window(submitted=T0, ended=T0 + 100, driver_started=T0)
+    ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
+    task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}}
+    tasks = [
+        {**task, "worker_id": "w1", "start_time_ms": ms(30), "end_time_ms": ms(45)},
+        {**task, "worker_id": "w1", "start_time_ms": ms(10), "end_time_ms": None},  # lost: ends at 30
+        {**task, "worker_id": "w2", "start_time_ms": ms(20), "end_time_ms": None},  # lost, alone: to 100
+        {**task, "worker_id": "w1", "start_time_ms": ms(60), "end_time_ms": None},  # lost, last on w1
+    ]  # fmt: skip
+    got = allocation(tasks=tasks, actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup"})
+    assert got.tasks == 4
+    assert got.by_group["headgroup"]["CPU"] == pytest.approx((15 + 20 + 80 + 40) / 3600)
+
+
 def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> None:
     window = Window(submitted=T0 + 60, ended=T0 + 3600, task_started=T0, cluster_ready=T0 + 60)
     nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
