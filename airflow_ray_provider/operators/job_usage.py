@@ -8,7 +8,6 @@ Reading the record never fails the job: a dashboard that does not answer gives a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from contextlib import AbstractContextManager
@@ -197,8 +196,7 @@ class JobUsage:
 
 def usage_line(data: dict[str, Any]) -> str:
     """The log line of a record's dict."""
-    fields = {f.name for f in dataclasses.fields(UsageRecord)}
-    return UsageRecord(**{k: v for k, v in data.items() if k in fields}).line()
+    return UsageRecord.from_dict(data).line()
 
 
 def publish_usage(

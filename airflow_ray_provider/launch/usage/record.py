@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from itertools import pairwise
 from typing import Any
 
@@ -350,6 +350,12 @@ class UsageRecord:
             "busy_cpu": _share(self.busy_cpu_hours, cpu),
             "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
+        """The record of a :meth:`to_dict` (derived keys such as ``utilisation`` are left out)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable (XCom, ``usage.json``)."""
