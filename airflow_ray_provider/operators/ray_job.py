@@ -64,8 +64,8 @@ from airflow_ray_provider.operators.lineage import (
     RayRun,
     check_lineage_namespaces,
     check_uris,
+    job_io_of,
     operator_lineage,
-    workload_io,
 )
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
 
@@ -383,11 +383,11 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
 
     def job_io(self) -> JobIO:
         """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
-        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
-        return JobIO(
-            (*found.inputs, *self.lineage_inputs),
-            (*found.outputs, *self.lineage_outputs),
-            self.artifact_uri or found.artifact_uri,
+        return job_io_of(
+            self.entrypoint,
+            inputs=self.lineage_inputs,
+            outputs=self.lineage_outputs,
+            artifact_uri=self.artifact_uri,
         )
 
     def _record_usage(self, submission_id: str, ended_by: str = "finished") -> None:

@@ -9,7 +9,6 @@ deleted or suspended as the operator was told.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +126,6 @@ class KubeRayJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Look until the RayJob is final; stream the log while its dashboard answers."""
-        from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
-
         jobs: KubeRayJobs | None = None
         watch = self._watch = self._new_watch()
         try:
@@ -136,17 +133,12 @@ class KubeRayJobTrigger(BaseTrigger):
 
             async def look() -> RayJobLook | None:
                 assert jobs is not None
-                try:
-                    seen = await asyncio.to_thread(
-                        jobs.look, self.name, namespace=self.namespace, template=self.dashboard_url_template
-                    )
-                except KubeRayNotFoundError:
-                    return None
-                replaced = watch.seen(seen)
-                if replaced is not None:
-                    await replaced.aclose()
-                if watch.usage_due(seen):
-                    await asyncio.to_thread(watch.collect_usage, seen)
+                template = self.dashboard_url_template
+                seen = await asyncio.to_thread(
+                    watch.look, jobs, self.name, namespace=self.namespace, template=template
+                )
+                while watch.retired:  # the client of a cluster a retry replaced
+                    await watch.retired.pop().aclose()
                 return seen
 
             outcome = await await_rayjob(
@@ -162,7 +154,7 @@ class KubeRayJobTrigger(BaseTrigger):
                 message = f"RayJob {self.namespace}/{self.name} was deleted while the task waited for it"
                 yield TriggerEvent(RayJobWaitFailed(self.name, message, self.log_offset).to_payload())
                 return
-            await self._until_cluster_gone(watch, final, look)
+            await watch.auntil_cluster_gone(final, look, self.poll_interval)
             log_tail = "" if final.status.is_success else tail(watch.text, self.log_tail_lines)
             seen_cluster = watch.cluster(final)
             url = seen_cluster.dashboard_url if seen_cluster is not None else None
@@ -177,17 +169,6 @@ class KubeRayJobTrigger(BaseTrigger):
                 await watch.client.aclose()
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
-
-    async def _until_cluster_gone(self, watch: RayJobWatch, final: RayJobLook, look: Any) -> None:
-        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
-        usage = watch.usage
-        if usage is None:
-            return
-        deadline = time.monotonic() + usage.plan.teardown_wait
-        current: RayJobLook | None = final
-        while usage.teardown_pending(current) and time.monotonic() < deadline:
-            await asyncio.sleep(min(self.poll_interval, 1.0))
-            current = await look()
 
     def _new_watch(self) -> RayJobWatch:
         return RayJobWatch(self.log, cluster_hook, RayJobUsagePlan.from_dict(self.usage))

@@ -234,6 +234,25 @@ def test_rayjob_usage_is_made_when_the_ray_job_ends_and_waits_for_the_teardown()
     assert RayJobUsage(plan).request(deadline).ended_by == "timed_out"
 
 
+def test_the_teardown_step_looks_on_while_the_cluster_stands_and_the_wait_is_not_spent() -> None:
+    from airflow_ray_provider.launch import RayJobUsage, RayJobUsagePlan
+
+    usage = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=30.0))
+    standing = _rayjob_look("SUCCEEDED", "Complete", cluster=True)
+    assert usage.teardown_delay(standing, 0.0, 5.0) is None  # no record yet: nothing to complete
+    usage.record = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+    assert usage.teardown_delay(standing, 0.0, 5.0) == 1.0  # at most a second between looks
+    assert usage.teardown_delay(standing, 0.0, 0.3) == 0.3
+    assert usage.teardown_delay(standing, 30.0, 0.3) is None  # teardown_wait spent
+    assert usage.teardown_delay(None, 0.0, 0.3) is None  # the RayJob is gone
+    gone = _rayjob_look("SUCCEEDED", "Complete", cluster=False, gone=True)
+    usage.gone(gone, T0 + 104)
+    assert usage.teardown_delay(gone, 1.0, 0.3) is None and usage.record["phases"]["teardown_s"] == 4
+    fresh = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+    untimed = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=0.0), record=fresh)
+    assert untimed.teardown_delay(standing, 0.0, 0.3) is None  # a TTL: the task does not wait
+
+
 def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
     from airflow_ray_provider.clusters import RayClusterSpec, WorkerGroup
     from airflow_ray_provider.operators.job_usage import check_prices_on_spec
