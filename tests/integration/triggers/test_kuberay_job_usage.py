@@ -25,7 +25,7 @@ LONG = "import time, ray; ray.init(); time.sleep(120)"
 
 
 def _deferred_trigger(kuberay_conn: str) -> Any:
-    from airflow.exceptions import TaskDeferred
+    from airflow.sdk.exceptions import TaskDeferred
 
     from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 
