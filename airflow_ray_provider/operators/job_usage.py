@@ -141,6 +141,16 @@ class JobUsage:
         if why:
             log.warning("Could not check the prices against the cluster's resources: %s", why)
 
+    def request(
+        self, submission_id: str, entrypoint: dict[str, float], ended_by: str = "finished"
+    ) -> UsageRequest:
+        """What the record of this task's job is asked with."""
+        return UsageRequest(
+            submission_id=submission_id, cluster=self.cluster, mode=self.mode, own_cluster=self.own_cluster,
+            entrypoint=entrypoint, prices=self.prices, task_started=self.task_started,
+            cluster_ready=self.cluster_ready, ended_by=ended_by, teardown_note=self.teardown_note,
+        )  # fmt: skip
+
     def sampling(self, hook: RayJobHook, *, since: float) -> AbstractContextManager[BusySampler | None]:
         """Sample the job's process CPU times while the block waits for it (the record's ``busy``)."""
         return sampling(dashboard_state(hook), since=since)
@@ -160,12 +170,7 @@ class JobUsage:
         :param busy: the sampler that ran while the job was waited for (stopped here), if any.
         """
         try:
-            request = UsageRequest(
-                submission_id=submission_id, cluster=self.cluster, mode=self.mode,
-                own_cluster=self.own_cluster, entrypoint=entrypoint, prices=self.prices,
-                task_started=self.task_started, cluster_ready=self.cluster_ready, ended_by=ended_by,
-                teardown_note=self.teardown_note,
-            )  # fmt: skip
+            request = self.request(submission_id, entrypoint, ended_by)
             ledger = busy.stop() if busy is not None else None
             return collect_usage(dashboard_state(hook), request, busy=ledger).to_dict()
         except Exception as exc:  # the record is best effort: it never hides the job's outcome

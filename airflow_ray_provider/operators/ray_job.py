@@ -343,6 +343,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
         conn_id, cluster = self._target
+        usage = self.usage()  # what a kill's record needs, made in the triggerer
         trigger = RayJobTrigger(
             submission_id=sid,
             ray_conn_id=conn_id,
@@ -356,6 +357,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             cleanup_policy=self.cleanup.value,
             owns_cluster=self.owned_cluster_conn is not None,
             cluster_conn_id=self.owned_cluster_conn.conn_id if self.owned_cluster_conn else None,
+            usage=usage.request(sid, self._entrypoint_request()).to_dict() if usage else None,
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -390,6 +392,12 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             artifact_uri=self.artifact_uri,
         )
 
+    def _entrypoint_request(self) -> dict[str, float]:
+        return entrypoint_request(
+            self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
+            self.entrypoint_resources,
+        )  # fmt: skip
+
     def _record_usage(self, submission_id: str, ended_by: str = "finished") -> None:
         """Make the record (best effort); ``ended_by``: ``finished``, ``timed_out`` or ``killed``."""
         usage = self.usage()
@@ -398,14 +406,10 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         if self._ending is not None:  # a kill stopped the job: the wait then saw it STOPPED
             ended_by = self._ending
         ti = self._context["ti"] if self._context is not None else None
-        entrypoint = entrypoint_request(
-            self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
-            self.entrypoint_resources,
-        )  # fmt: skip
         self._usage_record = usage.record(
             self.hook,
             submission_id,
-            entrypoint,
+            self._entrypoint_request(),
             ti=ti,
             artifact_uri=self.job_io().artifact_uri,
             log=self.log,

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -189,6 +189,23 @@ class UsageRequest:
     cluster_ready: float | None = None
     ended_by: str = "finished"
     teardown_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe kwargs (a trigger carries them, to make a kill's record in the triggerer)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            **data,
+            "entrypoint": dict(self.entrypoint),
+            "prices": self.prices.to_dict() if self.prices else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **changes: Any) -> UsageRequest:
+        """The request of :meth:`to_dict`, with ``changes`` (e.g. ``ended_by="killed"``)."""
+        from airflow_ray_provider.launch.usage.prices import parse_prices
+
+        merged = {**data, **changes}
+        return cls(**{**merged, "prices": parse_prices(merged.get("prices"))})
 
 
 def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
