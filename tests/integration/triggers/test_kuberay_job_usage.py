@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import time
 import uuid
 from typing import Any
 
@@ -18,6 +17,7 @@ import pytest
 
 from tests.fixtures.kuberay import HEAD_MODE
 from tests.fixtures.ray_job import StandInTI, context_for
+from tests.fixtures.triggers import run_then_kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -40,27 +40,16 @@ def _deferred_trigger(kuberay_conn: str) -> Any:
     return type(trigger)(**trigger.serialize()[1])  # as the triggerer builds it
 
 
-async def _run_then_kill(trigger: Any) -> None:
-    async def first_event() -> None:
-        async for _ in trigger.run():
-            raise AssertionError("the trigger fired although its job runs for two minutes")
-
-    task = asyncio.create_task(first_event())
-    deadline = time.monotonic() + 120
-    while not (trigger._watch and trigger._watch.last and trigger._watch.last.status.job_status == "RUNNING"):
-        assert time.monotonic() < deadline and not task.done(), "the trigger never saw the Ray job running"
-        await asyncio.sleep(0.2)
-    task.cancel()  # the triggerer cancels the run on a user's action...
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    await trigger.on_kill()  # ...then calls on_kill
-
-
 def test_a_kill_of_the_deferred_task_logs_a_killed_record_and_deletes_the_rayjob(
     kube_emulator: Any, rayjob_controller: Any, kuberay_conn: str, rayjobs: Any, capfd: Any
 ) -> None:
     trigger = _deferred_trigger(kuberay_conn)
-    asyncio.run(_run_then_kill(trigger))
+
+    async def running() -> bool:
+        last = trigger._watch.last if trigger._watch else None
+        return last is not None and last.status.job_status == "RUNNING"
+
+    asyncio.run(run_then_kill(trigger, running))
 
     record = trigger._watch.record
     assert record is not None and record["ended_by"] == "killed" and record["mode"] == "rayjob"

@@ -15,28 +15,12 @@ import pytest
 
 from airflow_ray_provider.jobs.status import JobStatus
 from tests.fixtures.ray_job import StandInTI, context_for
+from tests.fixtures.triggers import run_then_kill
 from tests.fixtures.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 LONG = ["python", "-c", "import time, ray; ray.init(); time.sleep(120)"]
-
-
-async def _run_then_kill(trigger: Any, hook: Any) -> None:
-    async def first_event() -> None:
-        async for _ in trigger.run():
-            raise AssertionError("the trigger fired although its job runs for two minutes")
-
-    task = asyncio.create_task(first_event())
-    for _ in range(300):
-        state = await asyncio.to_thread(hook.get_job, trigger.submission_id)
-        if state is not None and state.status is JobStatus.RUNNING:
-            break
-        await asyncio.sleep(0.3)
-    task.cancel()  # the triggerer cancels the run on a user's action...
-    with pytest.raises(asyncio.CancelledError):
-        await task
-    await trigger.on_kill()  # ...then calls on_kill
 
 
 def test_a_kill_of_the_deferred_task_stops_the_job_and_logs_a_killed_record(
@@ -55,7 +39,12 @@ def test_a_kill_of_the_deferred_task_stops_the_job_and_logs_a_killed_record(
     carried = deferred.value.trigger
     trigger = type(carried)(**carried.serialize()[1])  # as the triggerer builds it
     assert trigger.usage["prices"]["CPU"] == 0.05 and trigger.usage["entrypoint"] == {"CPU": 0.5}
-    asyncio.run(_run_then_kill(trigger, ray_job_hook))
+
+    async def running() -> bool:
+        state = await asyncio.to_thread(ray_job_hook.get_job, trigger.submission_id)
+        return state is not None and state.status is JobStatus.RUNNING
+
+    asyncio.run(run_then_kill(trigger, running))
 
     record = trigger.killed_record
     assert record is not None and record["ended_by"] == "killed" and record["mode"] == "standing"
