@@ -27,6 +27,7 @@ from airflow_ray_provider.launch.usage.record import (
     allocation,
     build_record,
     cluster_resources,
+    execute_spans,
     record_resources,
 )
 
@@ -228,9 +229,7 @@ def unsettled(tasks: list[dict[str, Any]]) -> int:
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
             continue
-        events = ((task.get("profiling_data") or {}).get("events")) or []
-        spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
-        count += int(not task.get("end_time_ms") or not spans)
+        count += int(not task.get("end_time_ms") or not execute_spans(task))
     return count
 
 
@@ -314,6 +313,11 @@ def collect_usage(
         node_groups=groups,
         driver_group=groups.get(driver_node, HEAD_GROUP),
     )
+    if allocated.startless:
+        missing["tasks_without_start"] = (
+            f"{allocated.startless} ended task attempt(s) had neither a start event nor a task:execute "
+            "span (Ray lost them): not counted"
+        )
     busy_cpu_seconds = None
     if busy is None:
         missing.setdefault("busy", "node CPU stats were not sampled while this job ran")

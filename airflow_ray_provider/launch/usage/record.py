@@ -162,6 +162,8 @@ class Allocation:
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
+    #: Ended task attempts with neither a start event nor a ``task:execute`` span: in no figure.
+    startless: int = 0
     #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
@@ -178,13 +180,18 @@ class Allocation:
         return {name: round(held, 3) for name, held in ranked}
 
 
+def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A task attempt's ended ``task:execute`` profiling spans (the function's own run)."""
+    events = ((task.get("profiling_data") or {}).get("events")) or []
+    return [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+
+
 def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | None = None) -> float:
     """How long one task attempt ran: Ray's ``task:execute`` span where its profile has one (the
     function's run, without the worker's argument loading), else ``RUNNING`` to its end; an attempt
     whose end event never came ends where its worker began its next attempt (``next_start``: a worker
     runs one normal task at a time), else at the job's end."""
-    events = ((task.get("profiling_data") or {}).get("events")) or []
-    spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+    spans = execute_spans(task)
     if spans:
         return sum(float(e["end_time"]) - float(e["start_time"]) for e in spans) / 1000.0
     if task.get("end_time_ms"):
@@ -235,7 +242,11 @@ def allocation(
     tasks = list(tasks)
     following = next_starts(tasks)
     for task in tasks:
-        if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
+        if task.get("type") not in (None, "NORMAL_TASK"):
+            continue
+        if not task.get("start_time_ms") and not execute_spans(task):
+            # never ran, or ended with its start event lost (Ray keeps the FINISHED state only)
+            out.startless += int(bool(task.get("end_time_ms")))
             continue
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
