@@ -14,14 +14,14 @@ import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.launch.cleanup import Cleanup
 from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
 from airflow_ray_provider.launch.wait import Observation, WaitPlan
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
+    from airflow_ray_provider.clusters import KubeRayJobs, RayClusterHandle, RayJobLook
     from airflow_ray_provider.launch.usage import DashboardState, UsageRequest
 
 
@@ -48,6 +48,8 @@ class RayJobWatch:
         self.summary = ""
         self.usage = RayJobUsage(usage) if usage is not None else None
         self.last: RayJobLook | None = None
+        #: Clients of clusters a later look replaced, for the caller to close (async ones on its loop).
+        self.retired: list[Any] = []
 
     def usage_due(self, look: RayJobLook) -> bool:
         """Whether this look should make the usage record (the Ray job ended; a dashboard to ask)."""
@@ -110,6 +112,53 @@ class RayJobWatch:
     def cluster(self, look: RayJobLook) -> RayClusterHandle | None:
         """Its cluster, or the one last seen (KubeRay may have deleted it already: TTL 0)."""
         return look.cluster or self.last_cluster
+
+    def look(
+        self, jobs: KubeRayJobs, name: str, *, namespace: str, template: str | None
+    ) -> RayJobLook | None:
+        """One look at the RayJob, taken in, with the usage record made when it is due (blocking: the
+        trigger runs it in a thread). ``None``: the RayJob is gone. A client the look replaced (a new
+        cluster) waits in :attr:`retired` for the caller to close."""
+        from airflow_ray_provider.kuberay import KubeRayNotFoundError
+
+        try:
+            seen = jobs.look(name, namespace=namespace, template=template)
+        except KubeRayNotFoundError:
+            return None
+        replaced = self.seen(seen)
+        if replaced is not None:
+            self.retired.append(replaced)
+        if self.usage_due(seen):
+            self.collect_usage(seen)
+        return seen
+
+    def until_cluster_gone(
+        self, final: RayJobLook, look: Callable[[], RayJobLook | None], poll_interval: float
+    ) -> None:
+        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown (the
+        blocking driver of :meth:`RayJobUsage.teardown_delay`)."""
+        started, current = time.monotonic(), cast("RayJobLook | None", final)
+        while (delay := self.teardown_delay(current, started, poll_interval)) is not None:
+            time.sleep(delay)
+            current = look()
+
+    async def auntil_cluster_gone(
+        self, final: RayJobLook, look: Callable[[], Awaitable[RayJobLook | None]], poll_interval: float
+    ) -> None:
+        """:meth:`until_cluster_gone` on an event loop."""
+        import asyncio
+
+        started, current = time.monotonic(), cast("RayJobLook | None", final)
+        while (delay := self.teardown_delay(current, started, poll_interval)) is not None:
+            await asyncio.sleep(delay)
+            current = await look()
+
+    def teardown_delay(self, look: RayJobLook | None, started: float, poll_interval: float) -> float | None:
+        """Seconds until the next look for the cluster to go, ``None`` to stop (no record: at once).
+        See :meth:`RayJobUsage.teardown_delay`."""
+        if self.usage is None:
+            return None
+        return self.usage.teardown_delay(look, time.monotonic() - started, poll_interval)
 
 
 def rayjob_plan(*, log_offset: int = 0, stream_logs: bool = True) -> WaitPlan:
@@ -274,6 +323,18 @@ class RayJobUsage:
             bool(self.record) and self.plan.teardown_wait > 0 and look is not None
             and not look.cluster_gone and "teardown_s" not in self._measured()
         )  # fmt: skip
+
+    def teardown_delay(self, look: RayJobLook | None, waited: float, poll_interval: float) -> float | None:
+        """The one step of the wait for the cluster to go: seconds until the next look, ``None`` to stop
+        (no record to complete, the cluster gone, the teardown measured, or ``teardown_wait`` spent).
+
+        :param look: the last look (``None``: the RayJob is gone).
+        :param waited: seconds looked on so far.
+        :param poll_interval: the wait's seconds between looks (at most 1 s here: the teardown is short).
+        """
+        if not self.teardown_pending(look) or waited >= self.plan.teardown_wait:
+            return None
+        return min(poll_interval, 1.0)
 
     def _measured(self) -> dict[str, Any]:
         phases = (self.record or {}).get("phases") or {}

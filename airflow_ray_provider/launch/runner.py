@@ -258,17 +258,10 @@ def _wait_rayjob(
     say: Callable[[str], None],
 ) -> tuple[RayJobStatus, str | None, str]:
     """Look until the RayJob is final (the wait's one step function); its status, dashboard and log."""
-    from airflow_ray_provider.kuberay import KubeRayNotFoundError
-
     watch = RayJobWatch(_SayLog(say), lambda cluster: job_api_of(jobs.backend, cluster))
 
     def look() -> RayJobLook | None:
-        try:
-            seen = jobs.look(plan.name, namespace=plan.namespace, template=plan.dashboard_url_template)
-        except KubeRayNotFoundError:
-            return None
-        watch.seen(seen)
-        return seen
+        return watch.look(jobs, plan.name, namespace=plan.namespace, template=plan.dashboard_url_template)
 
     outcome = wait_for_rayjob(
         rayjob_plan(), look=look, read_logs=watch.read, emit=emit, poll_interval=poll_interval

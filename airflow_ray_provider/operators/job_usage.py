@@ -8,15 +8,16 @@ Reading the record never fails the job: a dashboard that does not answer gives a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
     SCHEMA,
+    BusySampler,
     DashboardState,
     Prices,
     UsageRecord,
@@ -25,6 +26,7 @@ from airflow_ray_provider.launch.usage import (
     check_prices_on_cluster,
     collect_usage,
     parse_prices,
+    sampling,
     with_teardown,
 )
 
@@ -139,6 +141,20 @@ class JobUsage:
         if why:
             log.warning("Could not check the prices against the cluster's resources: %s", why)
 
+    def request(
+        self, submission_id: str, entrypoint: dict[str, float], ended_by: str = "finished"
+    ) -> UsageRequest:
+        """What the record of this task's job is asked with."""
+        return UsageRequest(
+            submission_id=submission_id, cluster=self.cluster, mode=self.mode, own_cluster=self.own_cluster,
+            entrypoint=entrypoint, prices=self.prices, task_started=self.task_started,
+            cluster_ready=self.cluster_ready, ended_by=ended_by, teardown_note=self.teardown_note,
+        )  # fmt: skip
+
+    def sampling(self, hook: RayJobHook, *, since: float) -> AbstractContextManager[BusySampler | None]:
+        """Sample the job's process CPU times while the block waits for it (the record's ``busy``)."""
+        return sampling(dashboard_state(hook), since=since)
+
     def collect(
         self,
         hook: RayJobHook,
@@ -147,16 +163,16 @@ class JobUsage:
         *,
         log: logging.Logger | Any,
         ended_by: str = "finished",
+        busy: BusySampler | None = None,
     ) -> dict[str, Any] | None:
-        """The record's dict, ``None`` when even that failed (logged; the job's result stands)."""
+        """The record's dict, ``None`` when even that failed (logged; the job's result stands).
+
+        :param busy: the sampler that ran while the job was waited for (stopped here), if any.
+        """
         try:
-            request = UsageRequest(
-                submission_id=submission_id, cluster=self.cluster, mode=self.mode,
-                own_cluster=self.own_cluster, entrypoint=entrypoint, prices=self.prices,
-                task_started=self.task_started, cluster_ready=self.cluster_ready, ended_by=ended_by,
-                teardown_note=self.teardown_note,
-            )  # fmt: skip
-            return collect_usage(dashboard_state(hook), request).to_dict()
+            request = self.request(submission_id, entrypoint, ended_by)
+            ledger = busy.stop() if busy is not None else None
+            return collect_usage(dashboard_state(hook), request, busy=ledger).to_dict()
         except Exception as exc:  # the record is best effort: it never hides the job's outcome
             log.warning("Could not make the usage record of Ray job %s: %s", submission_id, exc)
             return None
@@ -171,12 +187,13 @@ class JobUsage:
         artifact_uri: str | None,
         log: logging.Logger | Any,
         ended_by: str = "finished",
+        busy: BusySampler | None = None,
     ) -> dict[str, Any] | None:
         """Collect the record, push it as the ``usage`` XCom, write ``usage.json``, log its line.
 
         :returns: the record's dict, ``None`` when even that failed (logged; the job's result stands).
         """
-        data = self.collect(hook, submission_id, entrypoint, log=log, ended_by=ended_by)
+        data = self.collect(hook, submission_id, entrypoint, log=log, ended_by=ended_by, busy=busy)
         if data is not None:
             publish_usage(data, ti=ti, artifact_uri=artifact_uri, log=log)
         return data
@@ -184,8 +201,7 @@ class JobUsage:
 
 def usage_line(data: dict[str, Any]) -> str:
     """The log line of a record's dict."""
-    fields = {f.name for f in dataclasses.fields(UsageRecord)}
-    return UsageRecord(**{k: v for k, v in data.items() if k in fields}).line()
+    return UsageRecord.from_dict(data).line()
 
 
 def publish_usage(

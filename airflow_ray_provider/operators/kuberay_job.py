@@ -353,22 +353,15 @@ class KubeRayJobOperator(AirflowErrors, RayJobUsageMixin, BaseOperator):
     ) -> tuple[RayJobLook, str]:
         """Look until the RayJob is final (the wait's one step function), streaming its log; the usage
         record is made at the first look that finds the Ray job ended."""
-        from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
         from airflow_ray_provider.launch import RayJobWatch
         from airflow_ray_provider.triggers.kuberay_job import cluster_hook
 
         watch = self._watch = RayJobWatch(self.log, cluster_hook, usage)
 
         def look() -> RayJobLook | None:
-            try:
-                seen = jobs.look(plan.name, namespace=plan.namespace, template=plan.dashboard_url_template)
-            except KubeRayNotFoundError:
-                return None
-            watch.seen(seen)
-            if seen.cluster is not None and self._announced != seen.cluster:
+            seen = watch.look(jobs, plan.name, namespace=plan.namespace, template=plan.dashboard_url_template)
+            if seen is not None and seen.cluster is not None and self._announced != seen.cluster:
                 self._announce(seen, context)
-            if watch.usage_due(seen):
-                watch.collect_usage(seen)
             return seen
 
         outcome = wait_for_rayjob(
@@ -384,7 +377,7 @@ class KubeRayJobOperator(AirflowErrors, RayJobUsageMixin, BaseOperator):
                 f"RayJob {plan.namespace}/{plan.name} was deleted while this task waited for it "
                 "(by a user or a kill)"
             )
-        self._until_cluster_gone(watch, final, look)
+        watch.until_cluster_gone(final, look, self.poll_interval)
         self._usage_record = watch.record
         return RayJobLook(final.status, watch.cluster(final)), watch.text
 

@@ -19,11 +19,10 @@ from airflow_ray_provider.operators.job_usage import (
     entrypoint_request,
     publish_usage,
 )
-from airflow_ray_provider.operators.lineage import JobIO, RayRun, operator_lineage, workload_io
-from airflow_ray_provider.operators.templated import is_template
+from airflow_ray_provider.operators.lineage import JobIO, RayRun, job_io_of, operator_lineage
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook, RayJobPlan, RayJobRequest
+    from airflow_ray_provider.clusters import RayClusterHandle, RayJobPlan, RayJobRequest
 
 
 class RayJobUsageMixin:
@@ -47,19 +46,6 @@ class RayJobUsageMixin:
     _final: Any
     _context: Any
     _dashboard_url: str | None
-
-    def _until_cluster_gone(self, watch: Any, final: RayJobLook, look: Any) -> None:
-        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
-        import time
-
-        usage = watch.usage
-        if usage is None:
-            return
-        deadline = time.monotonic() + usage.plan.teardown_wait
-        current: RayJobLook | None = final
-        while usage.teardown_pending(current) and time.monotonic() < deadline:
-            time.sleep(min(self.poll_interval, 1.0))
-            current = look()
 
     # ----------------------------------------------------------------- usage and lineage
     def _usage_plan(self, plan: RayJobPlan, request: RayJobRequest) -> RayJobUsagePlan | None:
@@ -119,11 +105,11 @@ class RayJobUsageMixin:
 
     def job_io(self) -> JobIO:
         """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
-        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
-        return JobIO(
-            (*found.inputs, *self.lineage_inputs),
-            (*found.outputs, *self.lineage_outputs),
-            self.artifact_uri or found.artifact_uri,
+        return job_io_of(
+            self.entrypoint,
+            inputs=self.lineage_inputs,
+            outputs=self.lineage_outputs,
+            artifact_uri=self.artifact_uri,
         )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -8,6 +8,7 @@ after a failed/stopped one (the rule is in :mod:`airflow_ray_provider.jobs.reatt
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
@@ -63,13 +64,15 @@ from airflow_ray_provider.operators.lineage import (
     RayRun,
     check_lineage_namespaces,
     check_uris,
+    job_io_of,
     operator_lineage,
-    workload_io,
 )
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+    from airflow_ray_provider.launch.usage import BusySampler
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,8 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self._context: Context | None = None
         self._usage: JobUsage | None = None
         self._usage_record: dict[str, Any] | None = None
+        #: The CPU sampler while this worker waits for the job (``None`` in the triggerer's wait).
+        self._busy: BusySampler | None = None
         #: Set by the one-task operator: when it began waiting for its cluster, and when that answered.
         self.cluster_times: tuple[float, float] | None = None
 
@@ -327,21 +332,26 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         )
 
     def _wait(self, sid: str, start: float, offset: int = 0) -> dict[str, str]:
-        """Wait in this worker (the one step function of :mod:`airflow_ray_provider.launch`), then finish."""
-        outcome = wait_for_job(
-            self.hook,
-            sid,
-            self.wait_plan(start, offset),
-            emit=lambda lines: emit_lines(self.log, lines),
-            poll_interval=self.poll_interval,
-            killed=lambda: self._killed,
-        )
-        return self._end(event_for(sid, outcome))
+        """Wait in this worker (the one step function of :mod:`airflow_ray_provider.launch`), then finish;
+        the job's process CPU times are sampled meanwhile (the usage record's ``busy``)."""
+        usage = self.usage()
+        with usage.sampling(self.hook, since=start) if usage is not None else nullcontext() as sampler:
+            self._busy = sampler
+            outcome = wait_for_job(
+                self.hook,
+                sid,
+                self.wait_plan(start, offset),
+                emit=lambda lines: emit_lines(self.log, lines),
+                poll_interval=self.poll_interval,
+                killed=lambda: self._killed,
+            )
+            return self._end(event_for(sid, outcome))
 
     def _defer(self, sid: str, start: float, offset: int = 0) -> None:
         from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
         conn_id, cluster = self._target
+        usage = self.usage()  # what a kill's record needs, made in the triggerer
         trigger = RayJobTrigger(
             submission_id=sid,
             ray_conn_id=conn_id,
@@ -355,6 +365,7 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
             cleanup_policy=self.cleanup.value,
             owns_cluster=self.owned_cluster_conn is not None,
             cluster_conn_id=self.owned_cluster_conn.conn_id if self.owned_cluster_conn else None,
+            usage=usage.request(sid, self._entrypoint_request()).to_dict() if usage else None,
         )
         self.defer(trigger=trigger, method_name="execute_complete")
 
@@ -382,12 +393,18 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
 
     def job_io(self) -> JobIO:
         """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
-        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
-        return JobIO(
-            (*found.inputs, *self.lineage_inputs),
-            (*found.outputs, *self.lineage_outputs),
-            self.artifact_uri or found.artifact_uri,
+        return job_io_of(
+            self.entrypoint,
+            inputs=self.lineage_inputs,
+            outputs=self.lineage_outputs,
+            artifact_uri=self.artifact_uri,
         )
+
+    def _entrypoint_request(self) -> dict[str, float]:
+        return entrypoint_request(
+            self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
+            self.entrypoint_resources,
+        )  # fmt: skip
 
     def _record_usage(self, submission_id: str, ended_by: str = "finished") -> None:
         """Make the record (best effort); ``ended_by``: ``finished``, ``timed_out`` or ``killed``."""
@@ -397,18 +414,15 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         if self._ending is not None:  # a kill stopped the job: the wait then saw it STOPPED
             ended_by = self._ending
         ti = self._context["ti"] if self._context is not None else None
-        entrypoint = entrypoint_request(
-            self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory,
-            self.entrypoint_resources,
-        )  # fmt: skip
         self._usage_record = usage.record(
             self.hook,
             submission_id,
-            entrypoint,
+            self._entrypoint_request(),
             ti=ti,
             artifact_uri=self.job_io().artifact_uri,
             log=self.log,
             ended_by=ended_by,
+            busy=self._busy,
         )
 
     def record_teardown(self) -> None:

@@ -9,7 +9,6 @@ deleted or suspended as the operator was told.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +86,8 @@ class KubeRayJobTrigger(BaseTrigger):
     ) -> None:
         super().__init__()
         self.usage = usage
+        #: The wait's state (the last look, the cluster's client, the record), for a kill's record.
+        self._watch: RayJobWatch | None = None
         self.conn_id = conn_id
         self.namespace = namespace
         self.name = name
@@ -125,26 +126,19 @@ class KubeRayJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Look until the RayJob is final; stream the log while its dashboard answers."""
-        from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
-
         jobs: KubeRayJobs | None = None
-        watch = RayJobWatch(self.log, cluster_hook, RayJobUsagePlan.from_dict(self.usage))
+        watch = self._watch = self._new_watch()
         try:
             jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
 
             async def look() -> RayJobLook | None:
                 assert jobs is not None
-                try:
-                    seen = await asyncio.to_thread(
-                        jobs.look, self.name, namespace=self.namespace, template=self.dashboard_url_template
-                    )
-                except KubeRayNotFoundError:
-                    return None
-                replaced = watch.seen(seen)
-                if replaced is not None:
-                    await replaced.aclose()
-                if watch.usage_due(seen):
-                    await asyncio.to_thread(watch.collect_usage, seen)
+                template = self.dashboard_url_template
+                seen = await asyncio.to_thread(
+                    watch.look, jobs, self.name, namespace=self.namespace, template=template
+                )
+                while watch.retired:  # the client of a cluster a retry replaced
+                    await watch.retired.pop().aclose()
                 return seen
 
             outcome = await await_rayjob(
@@ -160,7 +154,7 @@ class KubeRayJobTrigger(BaseTrigger):
                 message = f"RayJob {self.namespace}/{self.name} was deleted while the task waited for it"
                 yield TriggerEvent(RayJobWaitFailed(self.name, message, self.log_offset).to_payload())
                 return
-            await self._until_cluster_gone(watch, final, look)
+            await watch.auntil_cluster_gone(final, look, self.poll_interval)
             log_tail = "" if final.status.is_success else tail(watch.text, self.log_tail_lines)
             seen_cluster = watch.cluster(final)
             url = seen_cluster.dashboard_url if seen_cluster is not None else None
@@ -176,24 +170,19 @@ class KubeRayJobTrigger(BaseTrigger):
             if jobs is not None:
                 await asyncio.to_thread(jobs.close)
 
-    async def _until_cluster_gone(self, watch: RayJobWatch, final: RayJobLook, look: Any) -> None:
-        """Look on (a bounded while) until KubeRay deleted the cluster, for the record's teardown."""
-        usage = watch.usage
-        if usage is None:
-            return
-        deadline = time.monotonic() + usage.plan.teardown_wait
-        current: RayJobLook | None = final
-        while usage.teardown_pending(current) and time.monotonic() < deadline:
-            await asyncio.sleep(min(self.poll_interval, 1.0))
-            current = await look()
+    def _new_watch(self) -> RayJobWatch:
+        return RayJobWatch(self.log, cluster_hook, RayJobUsagePlan.from_dict(self.usage))
 
     async def on_kill(self) -> None:
-        """A user killed the deferred task: delete or suspend the RayJob, as the cleanup table says."""
+        """A user killed the deferred task: make the usage record (``ended_by: killed``, logged: no
+        ``execute_complete`` runs to publish it), then delete or suspend the RayJob as the cleanup table
+        says."""
         verb = kill_verb(self.cleanup_policy, self.on_kill_action, Ending.USER_KILL)
-        if verb == "none":
-            return
         jobs = await arayjobs_for_connection(self.conn_id, namespace=self.namespace)
         try:
+            await self._record_on_kill(jobs)
+            if verb == "none":
+                return
             if verb == "suspend":
                 await asyncio.to_thread(jobs.suspend, self.name, namespace=self.namespace)
             else:
@@ -201,3 +190,35 @@ class KubeRayJobTrigger(BaseTrigger):
             self.log.info("RayJob %s/%s: %s on task kill", self.namespace, self.name, verb)
         finally:
             await asyncio.to_thread(jobs.close)
+
+    async def _record_on_kill(self, jobs: KubeRayJobs) -> None:
+        """The record of what could be read now, before the RayJob goes; its line into the log. Best
+        effort: a look or a read that fails is logged, never raised."""
+        from airflow_ray_provider.launch.usage import UsageRecord
+
+        if self.usage is None:
+            return
+        watch = self._watch
+        try:
+            if watch is None or watch.last is None or watch.client is None:  # killed before a look
+                watch = self._watch = self._new_watch()
+                look = await asyncio.to_thread(
+                    jobs.look, self.name, namespace=self.namespace, template=self.dashboard_url_template
+                )
+                watch.seen(look)
+            if not watch.record and watch.last is not None and watch.last.status.job_id:
+                await asyncio.to_thread(watch.collect_usage, watch.last, "killed")
+        except Exception as exc:
+            self.log.warning("No usage record of RayJob %s/%s on kill: %s", self.namespace, self.name, exc)
+            return
+        record = watch.record
+        if not record:
+            self.log.info("No usage record of RayJob %s/%s on kill: no Ray job", self.namespace, self.name)
+            return
+        self.log.info(
+            "Usage of Ray job %s (task killed while deferred): %s",
+            record.get("submission_id"),
+            UsageRecord.from_dict(record).line(),
+        )
+        for name, why in sorted((record.get("not_available") or {}).items()):
+            self.log.info("Usage record: %s not available: %s", name, why)

@@ -53,6 +53,8 @@ class RayJobTrigger(BaseTrigger):
     :param owns_cluster: ``cluster`` is the task's own cluster (the one-task operator): a user's kill
         deletes it too, as ``cleanup_policy`` says.
     :param cluster_conn_id: the connection that cluster was created through (``None``: local).
+    :param usage: the usage record's request (``UsageRequest.to_dict()``; ``None``: no record): a user's
+        kill of the deferred task makes the record (``ended_by: killed``) and logs its line.
     """
 
     def __init__(
@@ -72,6 +74,7 @@ class RayJobTrigger(BaseTrigger):
         cleanup_policy: str | None = None,
         owns_cluster: bool = False,
         cluster_conn_id: str | None = None,
+        usage: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.submission_id = submission_id
@@ -90,6 +93,9 @@ class RayJobTrigger(BaseTrigger):
         self.retry_attempts = retry_attempts
         self.owns_cluster = owns_cluster
         self.cluster_conn_id = cluster_conn_id
+        self.usage = usage
+        #: The record a kill made (for tests and logs; not serialised).
+        self.killed_record: dict[str, Any] | None = None
 
     @property
     def stop_on_cancel(self) -> bool:
@@ -120,6 +126,7 @@ class RayJobTrigger(BaseTrigger):
                 "cleanup_policy": self.cleanup_policy.value,
                 "owns_cluster": self.owns_cluster,
                 "cluster_conn_id": self.cluster_conn_id,
+                "usage": self.usage,
             },
         )
 
@@ -166,10 +173,31 @@ class RayJobTrigger(BaseTrigger):
                 self.log.info(
                     "Stopped Ray job %s on task kill (was running: %s)", self.submission_id, stopped
                 )
+            await self._record_on_kill()  # while the cluster still exists
         finally:
             await self.hook.aclose()
             if actions.delete_cluster and self.owns_cluster and self.cluster is not None:
                 await self._delete_cluster()
+
+    async def _record_on_kill(self) -> None:
+        """The usage record of what could be read now, its line into the log (no ``execute_complete``
+        runs to publish it). Best effort: never raises."""
+        if not self.usage:
+            return
+        from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
+
+        try:
+            request = UsageRequest.from_dict(self.usage, ended_by="killed")
+            record = await asyncio.to_thread(lambda: collect_usage(self.hook.dashboard_state(), request))
+        except Exception as exc:
+            self.log.warning("No usage record of Ray job %s on kill: %s", self.submission_id, exc)
+            return
+        self.log.info(
+            "Usage of Ray job %s (task killed while deferred): %s", self.submission_id, record.line()
+        )
+        for name, why in sorted(record.not_available.items()):
+            self.log.info("Usage record: %s not available: %s", name, why)
+        self.killed_record = record.to_dict()
 
     async def _delete_cluster(self) -> None:
         from airflow_ray_provider.clusters import RayClusterHandle

@@ -1,10 +1,12 @@
 """What each job reserved, was allocated, kept busy and cost: the usage record (docs/usage.md).
 
-Airflow-free: the operators call :func:`collect_usage` once a job has finished (``finish_job``) and put
-the record into XCom, ``usage.json`` and one log line; :func:`parse_prices` and
+Airflow-free: the operators sample the job's process CPU (:func:`sampling`) while they wait, call
+:func:`collect_usage` once the job has finished (``finish_job``) and put the record into XCom,
+``usage.json`` and one log line; :func:`parse_prices` and
 :func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
 """
 
+from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, sampling
 from airflow_ray_provider.launch.usage.collect import (
     DashboardState,
     StateUnreadableError,
@@ -18,6 +20,8 @@ from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageRe
 __all__ = [
     "HEAD_GROUP",
     "SCHEMA",
+    "BusyLedger",
+    "BusySampler",
     "DashboardState",
     "Prices",
     "StateUnreadableError",
@@ -27,5 +31,6 @@ __all__ = [
     "check_prices_on_cluster",
     "collect_usage",
     "parse_prices",
+    "sampling",
     "with_teardown",
 ]

@@ -13,10 +13,11 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_ray_provider.launch.usage.busy import BusyLedger, job_processes
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
     HEAD_GROUP,
@@ -26,6 +27,7 @@ from airflow_ray_provider.launch.usage.record import (
     allocation,
     build_record,
     cluster_resources,
+    execute_spans,
     record_resources,
 )
 
@@ -189,6 +191,23 @@ class UsageRequest:
     ended_by: str = "finished"
     teardown_note: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe kwargs (a trigger carries them, to make a kill's record in the triggerer)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {
+            **data,
+            "entrypoint": dict(self.entrypoint),
+            "prices": self.prices.to_dict() if self.prices else None,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], **changes: Any) -> UsageRequest:
+        """The request of :meth:`to_dict`, with ``changes`` (e.g. ``ended_by="killed"``)."""
+        from airflow_ray_provider.launch.usage.prices import parse_prices
+
+        merged = {**data, **changes}
+        return cls(**{**merged, "prices": parse_prices(merged.get("prices"))})
+
 
 def _read(what: str, missing: dict[str, str], read: Callable[[], Any]) -> Any:
     try:
@@ -210,9 +229,7 @@ def unsettled(tasks: list[dict[str, Any]]) -> int:
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
             continue
-        events = ((task.get("profiling_data") or {}).get("events")) or []
-        spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
-        count += int(not task.get("end_time_ms") or not spans)
+        count += int(not task.get("end_time_ms") or not execute_spans(task))
     return count
 
 
@@ -236,7 +253,7 @@ def _settled(
     if left:
         missing["tasks_unsettled"] = (
             f"{left} task attempt(s) had no end or no task:execute span yet: counted from their start to "
-            "their end (or the job's)"
+            "their end, else to their worker's next task attempt, else to the job's end"
         )
     return listed
 
@@ -248,13 +265,13 @@ def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]
 
 
 def collect_usage(
-    state: DashboardState, request: UsageRequest, *, busy_cpu_seconds: float | None = None
+    state: DashboardState, request: UsageRequest, *, busy: BusyLedger | None = None
 ) -> UsageRecord:
     """The job's record: never raises for what the dashboard could not tell (see ``not_available``).
 
     :param state: the cluster's dashboard.
     :param request: what the caller knows.
-    :param busy_cpu_seconds: CPU seconds of the job's processes where they were sampled, else ``None``.
+    :param busy: the process CPU samples taken while the job ran (:mod:`.busy`), else ``None``.
     """
     now = time.time()
     missing: dict[str, str] = {}
@@ -286,17 +303,30 @@ def collect_usage(
     if note:
         missing["tasks_truncated"] = note
     groups = {node.node_id: node.group for node in nodes or []}
+    job_actors = [a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id]
     driver_node = str((job or {}).get("driver_node_id") or "")
     allocated = allocation(
         tasks=tasks,
-        actors=[a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id],
+        actors=job_actors,
         entrypoint=record_resources(request.entrypoint),
         window=window,
         node_groups=groups,
         driver_group=groups.get(driver_node, HEAD_GROUP),
     )
-    if busy_cpu_seconds is None:
+    if allocated.startless:
+        missing["tasks_without_start"] = (
+            f"{allocated.startless} ended task attempt(s) had neither a start event nor a task:execute "
+            "span (Ray lost them): not counted"
+        )
+    busy_cpu_seconds = None
+    if busy is None:
         missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
+    elif busy.samples == 0:
+        missing["busy"] = busy.note() or ""
+    else:
+        pids = job_processes(tasks=tasks, actors=job_actors, supervisor=supervisor, job=job)
+        busy_cpu_seconds = busy.busy_seconds(pids, until=ended)
+        missing["busy_lower_bound"] = busy.note() or ""
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     record = build_record(

@@ -16,7 +16,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from itertools import pairwise
 from typing import Any
 
 from airflow_ray_provider.launch.usage.prices import MEMORY, Prices, resource_name
@@ -161,6 +162,8 @@ class Allocation:
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
+    #: Ended task attempts with neither a start event nor a ``task:execute`` span: in no figure.
+    startless: int = 0
     #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
@@ -177,15 +180,40 @@ class Allocation:
         return {name: round(held, 3) for name, held in ranked}
 
 
-def task_seconds(task: Mapping[str, Any], job_end: float) -> float:
-    """How long one task attempt ran: Ray's ``task:execute`` span where its profile has one (the
-    function's run, without the worker's argument loading), else ``RUNNING`` to its end (or the job's)."""
+def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A task attempt's ended ``task:execute`` profiling spans (the function's own run)."""
     events = ((task.get("profiling_data") or {}).get("events")) or []
-    spans = [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+    return [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+
+
+def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | None = None) -> float:
+    """How long one task attempt ran: Ray's ``task:execute`` span where its profile has one (the
+    function's run, without the worker's argument loading), else ``RUNNING`` to its end; an attempt
+    whose end event never came ends where its worker began its next attempt (``next_start``: a worker
+    runs one normal task at a time), else at the job's end."""
+    spans = execute_spans(task)
     if spans:
         return sum(float(e["end_time"]) - float(e["start_time"]) for e in spans) / 1000.0
-    end = (task.get("end_time_ms") or job_end * 1000.0) / 1000.0
+    if task.get("end_time_ms"):
+        end = float(task["end_time_ms"]) / 1000.0
+    else:
+        end = min(next_start, job_end) if next_start is not None else job_end
     return end - float(task["start_time_ms"]) / 1000.0
+
+
+def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """For each normal task attempt (by ``id()`` of its row), when its worker began its next attempt."""
+    by_worker: dict[str, list[Mapping[str, Any]]] = {}
+    for task in tasks:
+        worker = task.get("worker_id")
+        if worker and task.get("start_time_ms") and task.get("type") in (None, "NORMAL_TASK"):
+            by_worker.setdefault(str(worker), []).append(task)
+    out: dict[int, float] = {}
+    for rows in by_worker.values():
+        rows.sort(key=lambda row: float(row["start_time_ms"]))
+        for row, after in pairwise(rows):
+            out[id(row)] = float(after["start_time_ms"]) / 1000.0
+    return out
 
 
 def allocation(
@@ -211,13 +239,22 @@ def allocation(
     """
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
+    tasks = list(tasks)
+    following = next_starts(tasks)
     for task in tasks:
-        if task.get("type") not in (None, "NORMAL_TASK") or not task.get("start_time_ms"):
+        if task.get("type") not in (None, "NORMAL_TASK"):
+            continue
+        if not task.get("start_time_ms") and not execute_spans(task):
+            # never ran, or ended with its start event lost (Ray keeps the FINISHED state only)
+            out.startless += int(bool(task.get("end_time_ms")))
             continue
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
         out.add(
-            group, record_resources(task.get("required_resources")), task_seconds(task, window.ended), name
+            group,
+            record_resources(task.get("required_resources")),
+            task_seconds(task, window.ended, following.get(id(task))),
+            name,
         )
         out.tasks += 1
     for actor in actors:
@@ -324,6 +361,12 @@ class UsageRecord:
             "busy_cpu": _share(self.busy_cpu_hours, cpu),
             "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
+        """The record of a :meth:`to_dict` (derived keys such as ``utilisation`` are left out)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable (XCom, ``usage.json``)."""

@@ -92,6 +92,36 @@ def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
     assert got.by_group["gpu"] == pytest.approx({"CPU": 2 * 90 / 3600, "GPU": 36 / 3600})
 
 
+def test_a_task_whose_end_event_never_came_ends_at_its_workers_next_task_start() -> None:
+    window = Window(submitted=T0, ended=T0 + 100, driver_started=T0)
+    ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
+    task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}}
+    tasks = [
+        {**task, "worker_id": "w1", "start_time_ms": ms(30), "end_time_ms": ms(45)},
+        {**task, "worker_id": "w1", "start_time_ms": ms(10), "end_time_ms": None},  # lost: ends at 30
+        {**task, "worker_id": "w2", "start_time_ms": ms(20), "end_time_ms": None},  # lost, alone: to 100
+        {**task, "worker_id": "w1", "start_time_ms": ms(60), "end_time_ms": None},  # lost, last on w1
+    ]  # fmt: skip
+    got = allocation(tasks=tasks, actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup"})
+    assert got.tasks == 4
+    assert got.by_group["headgroup"]["CPU"] == pytest.approx((15 + 20 + 80 + 40) / 3600)
+
+
+def test_an_ended_task_whose_start_event_was_lost_counts_by_its_span_else_is_named() -> None:
+    window = Window(submitted=T0, ended=T0 + 100, driver_started=T0)
+    ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
+    task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}, "state": "FINISHED"}
+    span = {"event_name": "task:execute", "start_time": ms(10), "end_time": ms(16)}
+    tasks = [
+        {**task, "start_time_ms": None, "end_time_ms": ms(17), "profiling_data": {"events": [span]}},
+        {**task, "start_time_ms": None, "end_time_ms": ms(20)},  # neither start nor span
+        {**task, "state": "PENDING_NODE_ASSIGNMENT", "start_time_ms": None, "end_time_ms": None},
+    ]  # fmt: skip
+    got = allocation(tasks=tasks, actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup"})
+    assert (got.tasks, got.startless) == (1, 1)
+    assert got.by_group["headgroup"]["CPU"] == pytest.approx(6 / 3600)
+
+
 def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> None:
     window = Window(submitted=T0 + 60, ended=T0 + 3600, task_started=T0, cluster_ready=T0 + 60)
     nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
@@ -217,6 +247,25 @@ def test_rayjob_usage_is_made_when_the_ray_job_ends_and_waits_for_the_teardown()
     assert usage.record["phases"]["teardown_s"] == 3 and not usage.teardown_pending(complete)
     deadline = _rayjob_look("RUNNING", "Failed", cluster=False, reason="DeadlineExceeded")
     assert RayJobUsage(plan).request(deadline).ended_by == "timed_out"
+
+
+def test_the_teardown_step_looks_on_while_the_cluster_stands_and_the_wait_is_not_spent() -> None:
+    from airflow_ray_provider.launch import RayJobUsage, RayJobUsagePlan
+
+    usage = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=30.0))
+    standing = _rayjob_look("SUCCEEDED", "Complete", cluster=True)
+    assert usage.teardown_delay(standing, 0.0, 5.0) is None  # no record yet: nothing to complete
+    usage.record = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+    assert usage.teardown_delay(standing, 0.0, 5.0) == 1.0  # at most a second between looks
+    assert usage.teardown_delay(standing, 0.0, 0.3) == 0.3
+    assert usage.teardown_delay(standing, 30.0, 0.3) is None  # teardown_wait spent
+    assert usage.teardown_delay(None, 0.0, 0.3) is None  # the RayJob is gone
+    gone = _rayjob_look("SUCCEEDED", "Complete", cluster=False, gone=True)
+    usage.gone(gone, T0 + 104)
+    assert usage.teardown_delay(gone, 1.0, 0.3) is None and usage.record["phases"]["teardown_s"] == 4
+    fresh = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+    untimed = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=0.0), record=fresh)
+    assert untimed.teardown_delay(standing, 0.0, 0.3) is None  # a TTL: the task does not wait
 
 
 def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:

@@ -1,0 +1,101 @@
+"""The usage record's busy CPU on a real local head: a job whose two tasks burn known CPU.
+
+The head's reporter sends process stats every second here (``REPORTER_UPDATE_INTERVAL_MS=1000``; Ray's
+default is 5 s), so the figure's lower-bound gap (what a process burnt after its last report) is at most
+about a second per process. The tasks measure their own CPU (``time.process_time``, start-up included);
+the record's busy figure must be within that gap (and a pre-started worker's start-up) below it and,
+above it, at most the start-up CPU of the job's other processes (supervisor, driver).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.fixtures.ray_job import StandInTI, context_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+#: Two tasks, each spinning until it has burnt 5 CPU-seconds by its own clock (``process_time``).
+JOB = """
+import json, time, ray
+ray.init()
+burn = ray.remote(num_cpus=1)(lambda cpu_s: next(t for t in iter(time.process_time, None) if t >= cpu_s))
+print("BUSY-TEST " + json.dumps({"cpu_s": sum(ray.get([burn.remote(5.0), burn.remote(5.0)]))}), flush=True)
+"""
+REPORT_S = 1.0
+#: CPU seconds the job's processes spend starting (imports of the workers, the supervisor and the driver).
+STARTUP_CPU_S = 6.0
+
+
+@pytest.fixture(scope="module")
+def busy_head() -> Iterator[Any]:
+    """A 2-CPU head whose reporter sends process stats every second, stopped at the module's end."""
+    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+
+    env = {"REPORTER_UPDATE_INTERVAL_MS": str(int(REPORT_S * 1000))}
+    info = start_head(LocalHeadConfig(num_cpus=2, auth=True, env=env), name="usage-busy")
+    try:
+        yield info
+    finally:
+        stop_head(info)
+
+
+def _operator(head: Any) -> Any:
+    from airflow_ray_provider.clusters.handle import RayClusterHandle
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    handle = RayClusterHandle(
+        backend="local", name=head.name, dashboard_url=head.dashboard_url, auth_token_file=head.token_file
+    ).to_dict()
+    return SubmitRayJobOperator(
+        task_id="submit", cluster=handle, entrypoint=["python", "-c", JOB], poll_interval=0.2
+    )
+
+
+def _until_reporting(op: Any, deadline_s: float = 60.0) -> None:
+    """The reporter's first payload comes some seconds after the head is up: wait for it."""
+    from airflow_ray_provider.launch.usage.busy import DUMP_ROUTE
+
+    state = op.hook.dashboard_state()
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        nodes = (state.get(DUMP_ROUTE).get("data") or {}).get("nodePhysicalStats") or {}
+        if any(stats.get("workers") for stats in nodes.values()):
+            return
+        time.sleep(0.5)
+    pytest.fail("the head's reporter sent no process stats within a minute")
+
+
+def test_busy_is_the_cpu_the_jobs_tasks_burnt_within_the_sampling_gap(busy_head: Any) -> None:
+    op = _operator(busy_head)
+    _until_reporting(op)
+    ti = StandInTI(dag_id=f"usage_busy_{uuid.uuid4().hex[:6]}")
+    result = op.execute(context_for(ti))
+    record = ti.xcoms["usage"]
+    text = op.hook.get_job_logs(result["submission_id"])
+    burnt = json.loads(re.search(r"^BUSY-TEST (\{.*\})$", text, re.M).group(1))["cpu_s"]  # type: ignore[union-attr]
+
+    busy_s = record["busy_cpu_hours"] * 3600
+    print(f"BUSY-FIGURES burnt {burnt:.2f} CPU-s, busy {busy_s:.2f} CPU-s")  # for the docs' figures
+    # below: per task worker, what it burnt after its last report (<= REPORT_S, plus the report's own
+    # delay) and, for a worker Ray had started before the job, its start-up (not this job's)
+    assert burnt - 2 * (REPORT_S + 1.0) <= busy_s <= burnt + STARTUP_CPU_S, (busy_s, burnt, record)
+    assert "lower bound" in record["not_available"]["busy_lower_bound"]
+    assert "busy" not in record["not_available"]
+    assert record["utilisation"]["busy_cpu"] == pytest.approx(
+        record["busy_cpu_hours"] / record["reserved"]["CPU"], abs=1e-3
+    )
+    assert re.search(r", busy [0-9.]+ \(\d+ %\)", _line(record)), _line(record)
+
+
+def _line(record: dict[str, Any]) -> str:
+    from airflow_ray_provider.operators.job_usage import usage_line
+
+    return usage_line(record)

@@ -1,0 +1,60 @@
+"""A user's kill of a deferred RayJob task makes its usage record (``ended_by: killed``) in the triggerer.
+
+Through the emulated Kubernetes API and the test KubeRay controller (``tests/fixtures/kuberay*.py``) on
+the shared real head: the operator defers, its trigger runs in an asyncio loop until it has seen the Ray
+job running, then the triggerer's user-kill path runs (the run cancelled, then ``on_kill``). No
+``execute_complete`` runs, so the record's line goes into the log, and the RayJob is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import uuid
+from typing import Any
+
+import pytest
+
+from tests.fixtures.kuberay import HEAD_MODE
+from tests.fixtures.ray_job import StandInTI, context_for
+from tests.fixtures.triggers import run_then_kill
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+LONG = "import time, ray; ray.init(); time.sleep(120)"
+
+
+def _deferred_trigger(kuberay_conn: str) -> Any:
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+
+    op = KubeRayJobOperator(
+        task_id="killed", cluster_conn_id=kuberay_conn, entrypoint=[sys.executable, "-c", LONG],
+        spec={"annotations": {HEAD_MODE: "shared"}}, poll_interval=0.3, ttl_seconds_after_finished=0,
+        deferrable=True,
+    )  # fmt: skip
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context_for(StandInTI(dag_id=f"rayjob_kill_{uuid.uuid4().hex[:6]}")))
+    trigger = deferred.value.trigger
+    return type(trigger)(**trigger.serialize()[1])  # as the triggerer builds it
+
+
+def test_a_kill_of_the_deferred_task_logs_a_killed_record_and_deletes_the_rayjob(
+    kube_emulator: Any, rayjob_controller: Any, kuberay_conn: str, rayjobs: Any, capfd: Any
+) -> None:
+    trigger = _deferred_trigger(kuberay_conn)
+
+    async def running() -> bool:
+        last = trigger._watch.last if trigger._watch else None
+        return last is not None and last.status.job_status == "RUNNING"
+
+    asyncio.run(run_then_kill(trigger, running))
+
+    record = trigger._watch.record
+    assert record is not None and record["ended_by"] == "killed" and record["mode"] == "rayjob"
+    assert record["job_status"] == "RUNNING" and record["submission_id"]
+    out = capfd.readouterr().out
+    line = f"Usage of Ray job {record['submission_id']} (task killed while deferred): [job killed, RUNNING]"
+    assert line in out
+    rayjobs.wait_until_gone(trigger.name, timeout=30)  # deleted on the kill
