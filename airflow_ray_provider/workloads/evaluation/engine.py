@@ -2,16 +2,24 @@
 
 ``engine: auto`` (the default) picks, and logs why:
 
-* **ray** on a multi-node cluster, and for inputs above the break-even row count;
-* **local** (in this process: the same per-block code and exact merge, so bit-identical metrics) when the
-  cluster is one node and the input is so small that Ray's fixed cost (worker processes, imports, actor
-  start-up, and for a standalone run Ray's own start) cannot pay back on its CPUs.
+* **ray** on a multi-node cluster (always), and on one node with more than :data:`MAX_LOCAL_CPUS` CPUs
+  for inputs above the break-even row count;
+* **local** (in this process: the same per-block code and exact merge, so bit-identical metrics) on one
+  node with at most :data:`MAX_LOCAL_CPUS` CPUs whatever the size, and below the break-even elsewhere.
 
-Break-even: in-process time ``rows / R`` against Ray's ``S + rows / (R * E * cpus)`` (``R`` rows/s of one
-core, ``E`` parallel efficiency, ``S`` Ray's fixed cost), so Ray wins above
-``S * R / (1 - 1 / (E * cpus))`` rows; never more than :data:`MAX_LOCAL_ROWS` (large inputs always use Ray).
-``local_max_rows`` in the config replaces the computed figure. ``engine: ray`` and ``engine: local`` force
-an engine (``local`` on a large input or a multi-node cluster is allowed, and logged as a warning).
+Break-even on one node with ``cpus`` CPUs: in-process time ``rows / R`` against Ray's
+``S + rows / (R * E * cpus)`` (``R`` rows/s of one core, ``E`` parallel efficiency, ``S`` Ray's fixed
+cost, :data:`RAY_FIXED_S`), so Ray wins above ``S * R / (1 - 1 / (E * cpus))`` rows.
+``local_max_rows`` in the config replaces the rule on one node (above it: Ray). ``engine: ray`` and
+``engine: local`` force an engine (``local`` on a multi-node cluster, or above ``local_max_rows``, is
+allowed and logged as a warning).
+
+Where the figures come from (benchmarks/evaluate.md, both engines measured side by side on the 2-core
+machine, 1M-40M rows, 2026-12): in-process scores 0.9-1.8M rows/s on one core (:data:`ROWS_PER_S_PER_CORE`);
+Ray's fixed cost is its start (2.8-4.3 s standalone), the actor start-up that preflight does not hide and
+its shutdown, which no longer delays the artifact (:data:`RAY_FIXED_S`); on 2 CPUs the driver's merge and
+the reads take the second core, and in-process was faster at 1M, 5M and 20M rows and tied at 40M, so
+Ray is never chosen there (:data:`MAX_LOCAL_CPUS`).
 """
 
 from __future__ import annotations
@@ -36,22 +44,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.87-1.8M on the 2-core machine).
+#: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.9-1.8M on the 2-core machine).
 ROWS_PER_S_PER_CORE = 1_000_000
 #: Share of ``cpus`` x one core's speed the Ray pool reaches (reads, driver and merge share the cores).
 RAY_EFFICIENCY = 0.8
-#: Ray's fixed cost in seconds: actor start-up on a running cluster; plus Ray's own start standalone.
-RAY_STARTUP_S = {"connected": 4.0, "standalone": 12.0}
-#: Auto never scores more rows than this in one process.
-MAX_LOCAL_ROWS = 10_000_000
+#: Ray's fixed cost in seconds (benchmarks/evaluate.md, issue 27): on a running cluster the actor start-up
+#: left after preflight overlaps it; standalone also Ray's own start (2.8-4.3 s measured).
+RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
+#: On one node with at most this many CPUs auto never uses Ray (measured slower or tied up to 40M rows).
+MAX_LOCAL_CPUS = 2
 
 
-def break_even_rows(cpus: float, startup_s: float) -> int:
-    """Rows above which Ray's ``cpus`` pay back its ``startup_s`` (capped at :data:`MAX_LOCAL_ROWS`)."""
-    gain = 1.0 - 1.0 / (RAY_EFFICIENCY * max(cpus, 1e-9))
-    if gain <= 0:  # one CPU: Ray cannot beat one process; only the cap sends work to it
-        return MAX_LOCAL_ROWS
-    return min(MAX_LOCAL_ROWS, int(startup_s * ROWS_PER_S_PER_CORE / gain))
+def break_even_rows(cpus: float, fixed_s: float) -> int | None:
+    """Rows above which Ray's ``cpus`` on one node pay back its ``fixed_s`` (``None``: never)."""
+    if cpus <= MAX_LOCAL_CPUS:
+        return None
+    gain = 1.0 - 1.0 / (RAY_EFFICIENCY * cpus)
+    return int(fixed_s * ROWS_PER_S_PER_CORE / gain)
 
 
 def choose_engine(
@@ -64,22 +73,27 @@ def choose_engine(
     :param standalone: no Ray runs yet (choosing Ray means starting one).
     :param local_max_rows: the config's threshold (``None``: :func:`break_even_rows`).
     """
-    startup = RAY_STARTUP_S["standalone" if standalone else "connected"]
-    limit = local_max_rows if local_max_rows is not None else break_even_rows(cpus, startup)
-    where = f"{rows:,} rows, {nodes} node(s), {cpus:g} CPUs, in-process limit {limit:,} rows"
+    fixed = RAY_FIXED_S["standalone" if standalone else "connected"]
+    limit = local_max_rows if local_max_rows is not None else break_even_rows(cpus, fixed)
+    shown = "none" if limit is None else f"{limit:,} rows"
+    where = f"{rows:,} rows, {nodes} node(s), {cpus:g} CPUs, in-process limit {shown}"
     if requested == "ray":
         return EngineChoice("ray", f"engine: ray in the config ({where})")
     if requested == "local":
-        if nodes > 1 or rows > limit:
+        if nodes > 1 or (limit is not None and rows > limit):
             log.warning(
                 "engine: local on %s: one process scores everything; engine: auto would use Ray here", where
             )
         return EngineChoice("local", f"engine: local in the config ({where})")
     if nodes > 1:
         return EngineChoice("ray", f"auto: a multi-node cluster always uses Ray ({where})")
+    if limit is None:
+        return EngineChoice(
+            "local", f"auto: one node with <= {MAX_LOCAL_CPUS} CPUs is faster in-process at any size ({where})"
+        )
     if rows > limit:
         return EngineChoice("ray", f"auto: input above the in-process limit ({where})")
-    return EngineChoice("local", f"auto: too small for Ray's start-up to pay back ({where})")
+    return EngineChoice("local", f"auto: too small for Ray's fixed cost to pay back ({where})")
 
 
 def ray_initialized() -> bool:
