@@ -11,8 +11,9 @@ In this order:
 4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
    ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
    remote cluster says so.
-5. **Standalone**: start a *private* local Ray (no dashboard, quiet logging, its own temp dir in a
-   private folder that is removed afterwards). It never joins a cluster it merely finds on the machine:
+5. **Standalone**: start a *private* local Ray (no dashboard, no metrics export, event stats, task
+   events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its own
+   temp dir in a private folder that is removed afterwards). It never joins a cluster it merely finds on the machine:
    a bare ``ray.init()`` would attach to whichever head last wrote Ray's ``ray_current_cluster`` file
    (another user's, another test's), and run this job on it.
 
@@ -46,6 +47,14 @@ log = logging.getLogger(__name__)
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 ADDRESS_ENV = "RAY_ADDRESS"
 LOCAL = "local"
+#: Ray settings of a private local Ray that nobody watches: what only a dashboard, a metrics scraper or the
+#: state API would read is not collected (keys of Ray 2.60's ``ray_config_def.h``, accepted by ``ray.init``).
+PRIVATE_SYSTEM_CONFIG: dict[str, object] = {
+    "enable_metrics_collection": False,
+    "event_stats": False,
+    "enable_timeline": False,
+    "task_events_report_interval_ms": 0,
+}
 
 
 class SessionMode(str, enum.Enum):
@@ -150,7 +159,10 @@ def ray_session(address: str | None = None) -> Iterator[RaySession]:
 #: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.
 _TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 _RAY_DATA_LOGGER = "ray.data"  # configured from RAY_DATA_LOG_LEVEL when ray.data is first imported
-_QUIET_ENV = {"RAY_DATA_LOG_LEVEL": "WARNING"}  # read when ray.data is imported (here, or in a worker)
+_QUIET_ENV = {  # read when ray.data is imported (here, or in a worker) / when Ray starts
+    "RAY_DATA_LOG_LEVEL": "WARNING",
+    "RAY_USAGE_STATS_ENABLED": "0",  # a private Ray reports nothing (and prints no usage-stats notice)
+}
 
 
 @contextlib.contextmanager
@@ -190,7 +202,14 @@ def _start_private_ray(private_dir: str) -> None:
     import ray
 
     try:
-        ray.init(address=LOCAL, include_dashboard=False, _temp_dir=private_dir, logging_level=logging.WARNING)
+        ray.init(
+            address=LOCAL,
+            include_dashboard=False,
+            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+            logging_level=logging.WARNING,
+            _temp_dir=private_dir,
+            _system_config=PRIVATE_SYSTEM_CONFIG,
+        )
     except BaseException:
         ray.shutdown(wait_for_processes=True)
         _kill_processes_in(private_dir)
