@@ -12,13 +12,14 @@ In this order:
    ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
    remote cluster says so.
 5. **Standalone**: start a *private* local Ray (no dashboard, no metrics export, event stats, task
-   events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its own
-   temp dir in a private folder that is removed afterwards). It never joins a cluster it merely finds on the machine:
-   a bare ``ray.init()`` would attach to whichever head last wrote Ray's ``ray_current_cluster`` file
-   (another user's, another test's), and run this job on it.
+   events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its
+   own temp dir in a private folder that is removed afterwards). It never joins a cluster it merely
+   finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote Ray's
+   ``ray_current_cluster`` file (another user's, another test's), and run this job on it.
 
 On exit, Ray is shut down only if this session initialised it (rules 2-5); the private folder of
-rule 5 is removed.
+rule 5 is removed. Given a :class:`RayCloser`, that shutdown runs on a thread beside the caller's
+remaining work (finalize, writing the artifact), and the caller waits for it at the end.
 
 A private local Ray is quiet (:func:`quiet_private_ray`): a standalone run prints its own progress
 lines, not Ray's start-up notes (the token-auth notice of a cluster nobody else can reach) or Ray
@@ -36,8 +37,9 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,11 +125,53 @@ def plan_session(address: str | None, *, environ: Mapping[str, str], initialized
     return RaySession(SessionMode.LOCAL)
 
 
+class RayCloser:
+    """Runs a session's shutdown on a thread; :meth:`wait` (or leaving the ``with``) waits for it.
+
+    Used as ``with RayCloser() as closer: with ray_session(address, closer): ...; write the artifact``:
+    the artifact is written while Ray's processes exit, and the run ends only when they have.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        #: Monotonic time the shutdown finished (``None``: none ran, or it still runs).
+        self.closed_at: float | None = None
+
+    def close(self, shutdown: Callable[[], None]) -> None:
+        """Start ``shutdown`` on a thread (one per closer)."""
+
+        def run() -> None:
+            try:
+                shutdown()
+            except BaseException as exc:  # raised by wait(), in the caller's thread
+                self._error = exc
+            self.closed_at = time.monotonic()
+
+        self._thread = threading.Thread(target=run, name="ray-shutdown")
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for the shutdown; re-raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def __enter__(self) -> RayCloser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wait()
+
+
 @contextlib.contextmanager
-def ray_session(address: str | None = None) -> Iterator[RaySession]:
+def ray_session(address: str | None = None, closer: RayCloser | None = None) -> Iterator[RaySession]:
     """Connect to (or start) the Ray chosen by :func:`plan_session`; undo only what was done here.
 
     :param address: the explicit address (config key ``ray_address`` or argument), if any.
+    :param closer: shuts Ray down on its thread (``None``: here, before the ``with`` is left).
     """
     import ray
 
@@ -136,24 +180,33 @@ def ray_session(address: str | None = None) -> Iterator[RaySession]:
     if not session.owned:
         yield session
         return
-    private_dir = None
+    private_dir = (
+        tempfile.mkdtemp(prefix="rayw", dir=_temp_root()) if session.mode is SessionMode.LOCAL else None
+    )
+
+    def shutdown() -> None:
+        # A private Ray's processes write into its folder until they exit: wait for them (Ray falls back
+        # to SIGKILL), so that nothing outlives the session and the folder goes.
+        try:
+            ray.shutdown(wait_for_processes=private_dir is not None)
+        finally:
+            if private_dir is not None:
+                shutil.rmtree(private_dir, ignore_errors=True)
+
+    started = False
     try:
-        if session.mode is SessionMode.LOCAL:
-            private_dir = tempfile.mkdtemp(prefix="rayw", dir=_temp_root())
         with quiet_private_ray(private_dir is not None):
             if private_dir is not None:
                 _start_private_ray(private_dir)
             else:
                 ray.init(address=session.address, logging_level=logging.WARNING)
-            try:
-                yield session
-            finally:
-                # A private Ray's processes write into its folder until they exit: wait for them (Ray
-                # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
-                ray.shutdown(wait_for_processes=private_dir is not None)
+            started = True
+            yield session
     finally:
-        if private_dir is not None:
-            shutil.rmtree(private_dir, ignore_errors=True)
+        if closer is not None and started:
+            closer.close(shutdown)
+        else:
+            shutdown()
 
 
 #: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.

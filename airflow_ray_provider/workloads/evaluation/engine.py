@@ -37,10 +37,11 @@ from airflow_ray_provider.workloads.common.progress import Progress
 from airflow_ray_provider.workloads.evaluation.packing import ModelGroup, Resources, demands_of, pack_models
 
 if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.common.ray_session import RayCloser
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
-    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,8 @@ def choose_engine(
         return EngineChoice("ray", f"auto: a multi-node cluster always uses Ray ({where})")
     if limit is None:
         return EngineChoice(
-            "local", f"auto: one node with <= {MAX_LOCAL_CPUS} CPUs is faster in-process at any size ({where})"
+            "local",
+            f"auto: one node with <= {MAX_LOCAL_CPUS} CPUs is faster in-process at any size ({where})",
         )
     if rows > limit:
         return EngineChoice("ray", f"auto: input above the in-process limit ({where})")
@@ -161,15 +163,23 @@ class EngineRun:
 
 
 def run_engine(
-    cfg: EvalConfig, pre: Preflight, address: str | None, predictions_uri: str | None, clock: PhaseClock
+    cfg: EvalConfig,
+    checks: PreflightRun,
+    address: str | None,
+    predictions_uri: str | None,
+    clock: PhaseClock,
+    closer: RayCloser | None = None,
 ) -> EngineRun:
-    """Choose the engine, pack the models, score everything with it.
+    """Choose the engine, pack the models, score everything with it, while ``checks`` runs preflight.
 
     A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
-    Ray finds them); otherwise the choice is made once connected (the cluster's CPUs and nodes are
-    known then), and the models are packed against the cluster's nodes before any block is read.
+    Ray finds them); otherwise Ray connects (or starts) at once, beside preflight, the choice is made once
+    connected (the cluster's CPUs and nodes are known then) and preflight has the row count, and the
+    models are packed against the cluster's nodes before any block is read.
 
+    :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
+    :param closer: shuts Ray down beside the caller's remaining work (``None``: before returning).
     """
     from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
     from airflow_ray_provider.workloads.evaluation.pipeline import stream_on_ray
@@ -179,7 +189,7 @@ def run_engine(
     if planned.mode is SessionMode.LOCAL and cfg.engine != "ray" and not wants_gpus:
         choice = choose_engine(
             cfg.engine,
-            pre.rows,
+            checks.shape().rows,
             cpus=local_cpus(),
             nodes=1,
             standalone=True,
@@ -188,9 +198,10 @@ def run_engine(
         if choice.engine == "local":
             log.info("engine local: %s", choice.reason)
             groups = plan_groups(cfg, [this_machine()])
-            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
             return EngineRun(acc, choice, "none", groups, nbytes)
-    with ray_session(address) as session:
+    clock.mark("ray_start")
+    with ray_session(address, closer) as session:
         clock.mark("ray")
         from airflow_ray_provider.workloads.common import autoscaling
 
@@ -200,7 +211,7 @@ def run_engine(
         standalone = session.mode is SessionMode.LOCAL
         choice = choose_engine(
             cfg.engine,
-            pre.rows,
+            checks.shape().rows,
             cpus=cpus,
             nodes=count,
             standalone=standalone,
@@ -208,11 +219,11 @@ def run_engine(
         )
         log.info("engine %s: %s", choice.engine, choice.reason)
         if choice.engine == "local":
-            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
         else:  # a private one-node Ray has no other node to restart an actor on
             acc, nbytes = stream_on_ray(
                 cfg,
-                pre,
+                checks,
                 groups,
                 nodes,
                 predictions_uri,

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.block import BlockPartial
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
-    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
 log = logging.getLogger(__name__)
 
@@ -108,36 +108,30 @@ def ship_models(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup]) -
 
 @dataclass
 class _Pool:
-    """The actors of one model group, how many calls each has outstanding, and its models' refs.
-
-    The refs are held here for the whole run: a restarted actor (after a node loss) runs its
-    constructor again and needs them (ray-project/ray#53727).
-    """
+    """The actors of one model group and how many calls each has outstanding."""
 
     actors: list[Any]
     busy: list[int] = field(default_factory=list)
-    model_refs: dict[str, Any] = field(default_factory=dict)
 
-    def submit(self, table_ref: Any) -> tuple[Any, int]:
+    def submit(self, table_ref: Any, setup_ref: Any) -> tuple[Any, int]:
         """Give the block to the least busy actor; returns ``(partial ref, actor index)``."""
         i = min(range(len(self.actors)), key=lambda k: self.busy[k])
         self.busy[i] += 1
-        return self.actors[i].score_block.remote(table_ref), i
+        return self.actors[i].score_block.remote(table_ref, setup_ref), i
 
 
 def _start_pools(
     cfg: EvalConfig,
-    pre: Preflight,
     groups: Sequence[ModelGroup],
     sizes: Sequence[int],
     predictions_uri: str | None,
     restart_actors: bool,
 ) -> list[_Pool]:
+    """Create every group's actors before preflight's findings exist (they import while it runs)."""
     import ray
 
     from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
 
-    shipped = ship_models(cfg, pre, groups)
     actor_class = ray.remote(BlockEvaluator)
     retries = -1 if restart_actors else 0
     pools = []
@@ -151,16 +145,32 @@ def _start_pools(
         }
         if needs.memory:
             options["memory"] = needs.memory
-        models = {m: shipped[m] for m in group.models if m in shipped}
         device = "cuda" if needs.num_gpus > 0 else "cpu"
         actors = [
             actor_class.options(**options).remote(  # type: ignore[attr-defined]
-                cfg, pre.features, pre.has_proba, predictions_uri, models, group.models, device
+                cfg, None, None, predictions_uri, None, group.models, device
             )
             for _ in range(size)
         ]
-        pools.append(_Pool(actors, [0] * size, models))
+        pools.append(_Pool(actors, [0] * size))
     return pools
+
+
+def _prepare_pools(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup], pools: list[_Pool]) -> Any:
+    """Put preflight's findings and models once; every actor starts getting its models now.
+
+    :returns: the :class:`~.block.Setup` ref, held for the whole run and passed with every block (an
+        actor restarted after a node loss runs its constructor again and needs it, ray-project/ray#53727).
+    """
+    import ray
+
+    from airflow_ray_provider.workloads.evaluation.block import Setup
+
+    setup = ray.put(Setup(pre.features, pre.has_proba, ship_models(cfg, pre, groups)))
+    for pool in pools:
+        for actor in pool.actors:
+            actor.prepare.remote(setup)
+    return setup
 
 
 @dataclass
@@ -174,7 +184,7 @@ class _Block:
 
 def stream_on_ray(
     cfg: EvalConfig,
-    pre: Preflight,
+    checks: PreflightRun,
     groups: Sequence[ModelGroup],
     nodes: Sequence[Resources],
     predictions_uri: str | None,
@@ -185,6 +195,10 @@ def stream_on_ray(
 ) -> tuple[Accumulator, int]:
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
+    The pools are created as soon as preflight knows the input's blocks, so the actors start while its
+    checks run; its models are then put once and fetched by every actor before its first block.
+
+    :param checks: the preflight running on its thread.
     :param nodes: the cluster's nodes (pools are sized to fit them all at once).
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
     :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
@@ -200,11 +214,17 @@ def stream_on_ray(
     from airflow_ray_provider.workloads.evaluation.block import merge_partials
     from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
-    acc = Accumulator(cfg, pre.has_proba)
+    sizes = pool_sizes(cfg, groups, nodes, checks.shape().blocks, can_grow=can_grow)
     clock.mark("pipeline")
-    sizes = pool_sizes(cfg, groups, nodes, len(pre.units), can_grow=can_grow)
     log.info("scoring pools: %s actors", sizes)
-    pools = _start_pools(cfg, pre, groups, sizes, predictions_uri, restart_actors)
+    pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+    try:
+        pre = checks.result()
+        setup = _prepare_pools(cfg, pre, groups, pools)
+    except BaseException:
+        _kill(pools)
+        raise
+    acc = Accumulator(cfg, pre.has_proba)
     read = ray.remote(read_unit_counted).options(
         num_cpus=cfg.scoring.read_num_cpus, num_returns=2, max_retries=-1
     )
@@ -221,7 +241,7 @@ def stream_on_ray(
                     table, count = refs  # num_returns=2: two object refs
                     blocks[next_unit] = _Block(table, count, [None] * len(pools))
                     for g, pool in enumerate(pools):
-                        ref, actor = pool.submit(table)
+                        ref, actor = pool.submit(table, setup)
                         waiting[ref] = (next_unit, g, actor)
                     next_unit += 1
                 done, _ = ray.wait(list(waiting), num_returns=1)
@@ -242,11 +262,17 @@ def stream_on_ray(
             raise inner from exc
         raise
     finally:
-        for pool in pools:
-            for actor in pool.actors:
-                ray.kill(actor)
+        _kill(pools)
     _mark_stream(clock, progress, acc)
     return acc, nbytes
+
+
+def _kill(pools: list[_Pool]) -> None:
+    import ray
+
+    for pool in pools:
+        for actor in pool.actors:
+            ray.kill(actor)
 
 
 def _mark_stream(clock: PhaseClock, progress: Progress, acc: Accumulator) -> None:
