@@ -103,9 +103,13 @@ class TreeSampler:
             self._stop.wait(self.interval)
 
 
-def _run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, int, int, float]:
+def _run_child(
+    argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[str, int, int, float]:
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    )
     with TreeSampler(proc.pid) as sampler:
         out, _ = proc.communicate()
     if proc.returncode != 0:
@@ -160,11 +164,11 @@ def run_cli(rows: int, engine: str, bootstrap: int, code: Code = None) -> dict[s
     cfg = eval_config(rows, engine, out_dir, bootstrap)
     env = {**os.environ, "RAY_TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
-    if code:
+    if code:  # ``-m`` puts the working directory first on sys.path: run there
         env["PYTHONPATH"] = code
     argv = [sys.executable, "-m", "airflow_ray_provider.workloads.evaluate", "--config-json", json.dumps(cfg)]
     try:
-        _, rss, pss, wall = _run_child(argv, env)
+        _, rss, pss, wall = _run_child(argv, env, cwd=code)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return _project_result(out_dir, wall, rss, pss)
@@ -188,7 +192,7 @@ def run_job(head: Any, rows: int, engine: str, bootstrap: int, code: Code = None
     ]
     entrypoint = shlex.join(command)  # this venv's Python, whatever the head's PATH says
     if code:
-        entrypoint = f"PYTHONPATH={shlex.quote(code)} {entrypoint}"
+        entrypoint = f"cd {shlex.quote(code)} && PYTHONPATH={shlex.quote(code)} {entrypoint}"
     client = JobSubmissionClient(
         head.dashboard_url, headers={"Authorization": f"Bearer {read_token(head.token_file)}"}
     )
