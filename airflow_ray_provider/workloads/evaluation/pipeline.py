@@ -5,7 +5,9 @@ stays in the object store and its object ref is handed to one actor of every mod
 (:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
 models declare. When every group has scored a block, its partials are merged into one
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
-:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows.
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. Until the first
+actor is ready, the driver scores blocks from the end of the input itself with the models preflight
+loaded (:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -15,6 +17,7 @@ raised in an actor keep their class (a ``DataError`` found deep in the data reac
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -156,21 +159,65 @@ def _start_pools(
     return pools
 
 
-def _prepare_pools(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup], pools: list[_Pool]) -> Any:
+def _prepare_pools(
+    cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup], pools: list[_Pool]
+) -> tuple[Any, list[Any]]:
     """Put preflight's findings and models once; every actor starts getting its models now.
 
     :returns: the :class:`~.block.Setup` ref, held for the whole run and passed with every block (an
-        actor restarted after a node loss runs its constructor again and needs it, ray-project/ray#53727).
+        actor restarted after a node loss runs its constructor again and needs it, ray-project/ray#53727),
+        and each actor's ``prepare`` ref (done: the actor is ready).
     """
     import ray
 
     from airflow_ray_provider.workloads.evaluation.block import Setup
 
     setup = ray.put(Setup(pre.features, pre.has_proba, ship_models(cfg, pre, groups)))
-    for pool in pools:
-        for actor in pool.actors:
-            actor.prepare.remote(setup)
-    return setup
+    ready = [actor.prepare.remote(setup) for pool in pools for actor in pool.actors]
+    return setup, ready
+
+
+class _DriverShare:
+    """The driver's own scoring while no actor is ready: the same per-block code, the models preflight
+    loaded (a run with a GPU group leaves everything to its pools).
+
+    :param ready: the actors' ``prepare`` refs (one done: an actor is ready, the driver stops for good).
+    """
+
+    def __init__(
+        self,
+        cfg: EvalConfig,
+        pre: Preflight,
+        groups: Sequence[ModelGroup],
+        predictions_uri: str | None,
+        ready: list[Any],
+    ) -> None:
+        from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, Setup
+
+        self.cfg, self.pre, self.ready = cfg, pre, ready
+        self.setup = Setup(pre.features, pre.has_proba, pre.loaded)
+        gpu = any(actor_needs(g, cfg).num_gpus > 0 for g in groups)
+        self.evaluator = (
+            None
+            if gpu
+            else BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded)
+        )
+
+    def active(self) -> bool:
+        """Whether the driver still scores (no actor ready yet)."""
+        import ray
+
+        if self.evaluator is not None and ray.wait(self.ready, num_returns=1, timeout=0)[0]:
+            self.evaluator = None
+        return self.evaluator is not None
+
+    def score(self, unit: dict[str, Any]) -> tuple[BlockPartial, int]:
+        """Read and score one unit here; returns its partial and the stored bytes read."""
+        from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
+
+        assert self.evaluator is not None
+        table, nbytes = read_unit_counted(unit, self.cfg.data_uri, self.pre.read_columns)
+        return self.evaluator.score_block(table, self.setup), nbytes
 
 
 @dataclass
@@ -220,7 +267,7 @@ def stream_on_ray(
     pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
     try:
         pre = checks.result()
-        setup = _prepare_pools(cfg, pre, groups, pools)
+        setup, ready = _prepare_pools(cfg, pre, groups, pools)
     except BaseException:
         _kill(pools)
         raise
@@ -232,18 +279,26 @@ def stream_on_ray(
     blocks: dict[int, _Block] = {}
     waiting: dict[Any, tuple[int, int, int]] = {}  # partial ref -> (block, group, actor)
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
-    next_unit, nbytes = 0, 0
+    todo = collections.deque(range(len(pre.units)))  # the pools take from the front, the driver the back
+    share = _DriverShare(cfg, pre, groups, predictions_uri, ready)
+    nbytes = 0
     try:
         with progress.reporting():
-            while next_unit < len(pre.units) or waiting:
-                while next_unit < len(pre.units) and len(blocks) < window:
-                    refs: Any = read.remote(pre.units[next_unit], cfg.data_uri, pre.read_columns)
+            while todo or waiting:
+                while todo and len(blocks) < window:
+                    unit = todo.popleft()
+                    refs: Any = read.remote(pre.units[unit], cfg.data_uri, pre.read_columns)
                     table, count = refs  # num_returns=2: two object refs
-                    blocks[next_unit] = _Block(table, count, [None] * len(pools))
+                    blocks[unit] = _Block(table, count, [None] * len(pools))
                     for g, pool in enumerate(pools):
                         ref, actor = pool.submit(table, setup)
-                        waiting[ref] = (next_unit, g, actor)
-                    next_unit += 1
+                        waiting[ref] = (unit, g, actor)
+                if todo and share.active():
+                    mine, read_bytes = share.score(pre.units[todo.pop()])
+                    acc.add(mine)
+                    nbytes += read_bytes
+                    progress.add(int(mine["rows"]))
+                    continue
                 done, _ = ray.wait(list(waiting), num_returns=1)
                 for ref in done:
                     b, g, actor = waiting.pop(ref)
