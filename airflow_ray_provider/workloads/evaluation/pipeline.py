@@ -5,9 +5,9 @@ stays in the object store and its object ref is handed to one actor of every mod
 (:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
 models declare. When every group has scored a block, its partials are merged into one
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
-:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. Until the first
-actor is ready, the driver scores blocks from the end of the input itself with the models preflight
-loaded (:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. While the actors
+start, the driver scores one block from the end of the input itself with the models preflight loaded
+(:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -177,9 +177,14 @@ def _prepare_pools(
     return setup, ready
 
 
+#: Blocks the driver scores at most while the actors start. More was measured slower on 2 cores: the
+#: driver's scoring takes the CPU the actors' start needs (benchmarks/evaluate.md, issue 27).
+DRIVER_MAX_BLOCKS = 1
+
+
 class _DriverShare:
-    """The driver's own scoring while no actor is ready: the same per-block code, the models preflight
-    loaded (a run with a GPU group leaves everything to its pools).
+    """The driver's own scoring while no actor is ready (at most :data:`DRIVER_MAX_BLOCKS`): the same
+    per-block code, the models preflight loaded (a run with a GPU group leaves everything to its pools).
 
     :param ready: the actors' ``prepare`` refs (one done: an actor is ready, the driver stops for good).
     """
@@ -194,7 +199,7 @@ class _DriverShare:
     ) -> None:
         from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, Setup
 
-        self.cfg, self.pre, self.ready = cfg, pre, ready
+        self.cfg, self.pre, self.ready, self.blocks = cfg, pre, ready, 0
         self.setup = Setup(pre.features, pre.has_proba, pre.loaded)
         gpu = any(actor_needs(g, cfg).num_gpus > 0 for g in groups)
         self.evaluator = (
@@ -207,8 +212,11 @@ class _DriverShare:
         """Whether the driver still scores (no actor ready yet)."""
         import ray
 
-        if self.evaluator is not None and ray.wait(self.ready, num_returns=1, timeout=0)[0]:
+        if self.evaluator is not None and (
+            self.blocks >= DRIVER_MAX_BLOCKS or ray.wait(self.ready, num_returns=1, timeout=0)[0]
+        ):
             self.evaluator = None
+            log.info("the driver scored %d block(s) while the actors started", self.blocks)
         return self.evaluator is not None
 
     def score(self, unit: dict[str, Any]) -> tuple[BlockPartial, int]:
@@ -217,6 +225,7 @@ class _DriverShare:
 
         assert self.evaluator is not None
         table, nbytes = read_unit_counted(unit, self.cfg.data_uri, self.pre.read_columns)
+        self.blocks += 1
         return self.evaluator.score_block(table, self.setup), nbytes
 
 
