@@ -14,12 +14,13 @@ cost, :data:`RAY_FIXED_S`), so Ray wins above ``S * R / (1 - 1 / (E * cpus))`` r
 ``engine: local`` force an engine (``local`` on a multi-node cluster, or above ``local_max_rows``, is
 allowed and logged as a warning).
 
-Where the figures come from (benchmarks/evaluate.md, both engines measured side by side on the 2-core
-machine, 1M-40M rows, 2026-12): in-process scores 0.9-1.8M rows/s on one core (:data:`ROWS_PER_S_PER_CORE`);
-Ray's fixed cost is its start (2.8-4.3 s standalone), the actor start-up that preflight does not hide and
-its shutdown, which no longer delays the artifact (:data:`RAY_FIXED_S`); on 2 CPUs the driver's merge and
-the reads take the second core, and in-process was faster at 1M, 5M and 20M rows and tied at 40M, so
-Ray is never chosen there (:data:`MAX_LOCAL_CPUS`).
+Where the figures come from (benchmarks/evaluate.md, issue 27: both engines measured side by side on
+the 2-core machine at 1M-40M rows, 2026-12-02): in-process scores 0.9-2.5M rows/s on one core
+(:data:`ROWS_PER_S_PER_CORE` takes 1M); Ray's fixed cost (:data:`RAY_FIXED_S`) is, standalone, its
+start (3.2-3.6 s) plus the actors' start that preflight does not hide (about 2.5 s), and on a running
+cluster that actor start alone (1.8-2.8 s; the shutdown no longer delays the artifact). On 2 CPUs the
+driver's merge and the reads take the second core: in-process was faster at 1M, 5M, 20M and 40M rows
+(24.8 s against Ray's 30.5 s at 40M), so Ray is never chosen there (:data:`MAX_LOCAL_CPUS`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ RAY_EFFICIENCY = 0.8
 #: Ray's fixed cost in seconds (benchmarks/evaluate.md, issue 27): on a running cluster the actor start-up
 #: left after preflight overlaps it; standalone also Ray's own start (2.8-4.3 s measured).
 RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
-#: On one node with at most this many CPUs auto never uses Ray (measured slower or tied up to 40M rows).
+#: On one node with at most this many CPUs auto never uses Ray (measured slower at 1M-40M rows).
 MAX_LOCAL_CPUS = 2
 
 

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 
 #: (rows, CPUs, nodes, standalone, local_max_rows) -> the engine auto picks, and a word of its reason.
 AUTO_RULE = [
-    # one node with <= 2 CPUs: in-process at every size (measured faster or tied up to 40M rows)
+    # one node with <= 2 CPUs: in-process at every size (measured faster at 1M-40M rows)
     (1_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
     (5_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
     (20_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
