@@ -14,8 +14,13 @@ The paired bootstrap is off by default (``--bootstrap 0``) because the plain scr
 ``--bootstrap 200`` the project does strictly more work than the baseline. Memory: the peak of the summed
 RSS and PSS of each side's process tree (for a job: the head's whole process group), sampled every 0.2 s.
 
-Run: ``python -m benchmarks.bench_evaluate [--rows 5000000] [--sides plain cli_auto cli_ray job_auto
-job_ray]``; writes ``benchmarks/out/bench_evaluate.json`` and prints a Markdown table.
+``--baseline DIR`` (a checkout of main, e.g. ``git worktree add --detach DIR main``) runs every project
+side twice in the same run, this checkout's code and ``DIR``'s (by ``PYTHONPATH``, with this venv), back
+to back, and prints their ratios (this / baseline) for the wall clock, first scored row and finalize.
+
+Run: ``python -m benchmarks.bench_evaluate [--rows 5000000] [--sides plain cli_auto cli_local cli_ray
+job_auto job_local job_ray] [--baseline DIR]``; writes ``benchmarks/out/bench_evaluate.json`` and prints
+Markdown tables.
 """
 
 from __future__ import annotations
@@ -35,7 +40,9 @@ from typing import Any, cast
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 ZONES, FEATURES, GROUP_SIZE = 200, 16, 20
-SIDES = ("plain", "cli_auto", "cli_ray", "job_auto", "job_ray")
+SIDES = ("plain", "cli_auto", "cli_local", "cli_ray", "job_auto", "job_local", "job_ray")
+#: The code a project side runs: ``None`` this checkout, else a baseline checkout's folder.
+Code = str | None
 PHASE_COLUMNS = ("preflight_s", "ray_init_s", "actor_startup_s", "first_row_s", "scoring_s", "finalize_s")
 
 
@@ -96,9 +103,13 @@ class TreeSampler:
             self._stop.wait(self.interval)
 
 
-def _run_child(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, int, int, float]:
+def _run_child(
+    argv: list[str], env: dict[str, str] | None = None, cwd: str | None = None
+) -> tuple[str, int, int, float]:
     start = time.monotonic()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    )
     with TreeSampler(proc.pid) as sampler:
         out, _ = proc.communicate()
     if proc.returncode != 0:
@@ -142,28 +153,34 @@ def _project_result(out_dir: str, wall: float, rss: int, pss: int) -> dict[str, 
     }
 
 
-def run_cli(rows: int, engine: str, bootstrap: int) -> dict[str, Any]:
+def _label(code: Code) -> str:
+    return "base" if code else "this"
+
+
+def run_cli(rows: int, engine: str, bootstrap: int, code: Code = None) -> dict[str, Any]:
     """The evaluation CLI with no Ray running (a private local Ray if it picks Ray)."""
     tmp = tempfile.mkdtemp(prefix="arpbe-", dir="/tmp")
-    out_dir = os.path.join(OUT, f"cli-{engine}-{rows}")
+    out_dir = os.path.join(OUT, f"cli-{engine}-{rows}-{_label(code)}")
     cfg = eval_config(rows, engine, out_dir, bootstrap)
     env = {**os.environ, "RAY_TMPDIR": tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
+    if code:  # ``-m`` puts the working directory first on sys.path: run there
+        env["PYTHONPATH"] = code
     argv = [sys.executable, "-m", "airflow_ray_provider.workloads.evaluate", "--config-json", json.dumps(cfg)]
     try:
-        _, rss, pss, wall = _run_child(argv, env)
+        _, rss, pss, wall = _run_child(argv, env, cwd=code)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return _project_result(out_dir, wall, rss, pss)
 
 
-def run_job(head: Any, rows: int, engine: str, bootstrap: int) -> dict[str, Any]:
+def run_job(head: Any, rows: int, engine: str, bootstrap: int, code: Code = None) -> dict[str, Any]:
     """One job on the running head: submit -> SUCCEEDED with ``_SUCCESS`` written."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
     from airflow_ray_provider.local.head import read_token
 
-    out_dir = os.path.join(OUT, f"job-{engine}-{rows}")
+    out_dir = os.path.join(OUT, f"job-{engine}-{rows}-{_label(code)}")
     shutil.rmtree(out_dir, ignore_errors=True)
     cfg = eval_config(rows, engine, out_dir, bootstrap)
     command = [
@@ -174,6 +191,8 @@ def run_job(head: Any, rows: int, engine: str, bootstrap: int) -> dict[str, Any]
         json.dumps(cfg),
     ]
     entrypoint = shlex.join(command)  # this venv's Python, whatever the head's PATH says
+    if code:
+        entrypoint = f"cd {shlex.quote(code)} && PYTHONPATH={shlex.quote(code)} {entrypoint}"
     client = JobSubmissionClient(
         head.dashboard_url, headers={"Authorization": f"Bearer {read_token(head.token_file)}"}
     )
@@ -210,22 +229,28 @@ def _attempt(func: Any, *args: Any) -> dict[str, Any]:
         return {"error": f"{type(exc).__name__}: {str(exc)[-500:]}"}
 
 
-def run_size(rows: int, sides: Sequence[str], bootstrap: int) -> dict[str, Any]:
-    """Every requested side at one size, back to back; the head is started (and ready) before the jobs."""
+def run_size(rows: int, sides: Sequence[str], bootstrap: int, baseline: Code = None) -> dict[str, Any]:
+    """Every requested side at one size, back to back (with ``baseline``: each project side on this code,
+    then on the baseline's); the head is started (and ready) before the jobs."""
     from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
 
     entry: dict[str, Any] = {"rows": rows, "bootstrap": bootstrap, "uptime_before": _uptime(), "sides": {}}
+    codes: list[Code] = [None, baseline] if baseline else [None]
     for side in sides:
         if side == "plain":
             entry["sides"]["plain"] = _attempt(run_plain, rows)
         elif side.startswith("cli_"):
-            entry["sides"][side] = _attempt(run_cli, rows, side[4:], bootstrap)
+            for code in codes:
+                entry["sides"][_key(side, code)] = _attempt(run_cli, rows, side[4:], bootstrap, code)
     jobs = [side for side in sides if side.startswith("job_")]
     if jobs:
         head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name=f"bench-eval-{os.getpid()}")
         try:
             for side in jobs:
-                entry["sides"][side] = _attempt(run_job, head, rows, side[4:], bootstrap)
+                for code in codes:
+                    entry["sides"][_key(side, code)] = _attempt(
+                        run_job, head, rows, side[4:], bootstrap, code
+                    )
         finally:
             stop_head(head)
     plain = entry["sides"].get("plain")
@@ -235,6 +260,58 @@ def run_size(rows: int, sides: Sequence[str], bootstrap: int) -> dict[str, Any]:
             result["max_abs_metric_diff"] = same_metrics(plain["out"], result["out"])
     entry["uptime_after"] = _uptime()
     return entry
+
+
+def _key(side: str, code: Code) -> str:
+    return f"{side}@{_label(code)}" if code else side
+
+
+def metric_diff(out_a: str, out_b: str) -> float:
+    """Largest absolute difference between two project runs' metrics (overall and per slice)."""
+    docs = []
+    for out in (out_a, out_b):
+        with open(os.path.join(out, "metrics.json")) as fh:
+            docs.append(json.load(fh))
+    a, b = (d["metrics"] for d in docs)
+    diffs = [
+        abs(v - b[m][k])
+        for m in a
+        for k, v in a[m].items()
+        if isinstance(v, float) and isinstance(b[m].get(k), float)
+    ]
+    return max(diffs, default=0.0)
+
+
+def _comparison(results: list[dict[str, Any]]) -> str:
+    """This code against the baseline, side by side: wall, first row, finalize, PSS (ratio this / base)."""
+    lines = [
+        "| rows | side | engine this / base | wall s this / base (ratio) | first row s (ratio) "
+        "| finalize s (ratio) | peak PSS GB this / base | max metric diff vs ray (this) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+
+    def pair(a: Any, b: Any) -> str:
+        if a is None or b is None:
+            return "-"
+        return f"{a:.2f} / {b:.2f} ({a / b:.2f}x)" if b else f"{a:.2f} / {b:.2f}"
+
+    for r in results:
+        sides = r["sides"]
+        for side, this in sides.items():
+            base = sides.get(f"{side}@base")
+            if "@" in side or base is None or "error" in this or "error" in base:
+                continue
+            t, tb = this.get("timings", {}), base.get("timings", {})
+            ray_out = sides.get("cli_ray", {}).get("out")
+            diff = f"{metric_diff(this['out'], ray_out):.1e}" if ray_out and "out" in this else "-"
+            lines.append(
+                f"| {r['rows']:,} | {side} | {this['engine']['name']} / {base['engine']['name']} "
+                f"| {pair(this['wall_s'], base['wall_s'])} "
+                f"| {pair(t.get('first_row_s'), tb.get('first_row_s'))} "
+                f"| {pair(t.get('finalize_s'), tb.get('finalize_s'))} "
+                f"| {this['peak_pss_gb']:.2f} / {base['peak_pss_gb']:.2f} | {diff} |"
+            )
+    return "\n".join(lines)
 
 
 def _uptime() -> str:
@@ -277,17 +354,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[5_000_000])
     parser.add_argument("--sides", nargs="+", choices=SIDES, default=list(SIDES))
     parser.add_argument("--bootstrap", type=int, default=0, help="bootstrap samples on the project side")
+    parser.add_argument("--baseline", help="a checkout of main: every project side also runs its code")
     args = parser.parse_args(argv)
+    baseline = os.path.abspath(args.baseline) if args.baseline else None
     os.makedirs(OUT, exist_ok=True)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     results = []
     for rows in args.rows:
         dataset(rows)
-        results.append(run_size(rows, args.sides, args.bootstrap))
+        results.append(run_size(rows, args.sides, args.bootstrap, baseline))
         print(json.dumps(results[-1]), flush=True)
     with open(os.path.join(OUT, "bench_evaluate.json"), "w") as fh:
         json.dump(results, fh, indent=2)
     print(_table(results))
+    if baseline:
+        print()
+        print(_comparison(results))
     return 0
 
 

@@ -11,13 +11,15 @@ In this order:
 4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
    ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
    remote cluster says so.
-5. **Standalone**: start a *private* local Ray (no dashboard, quiet logging, its own temp dir in a
-   private folder that is removed afterwards). It never joins a cluster it merely finds on the machine:
-   a bare ``ray.init()`` would attach to whichever head last wrote Ray's ``ray_current_cluster`` file
-   (another user's, another test's), and run this job on it.
+5. **Standalone**: start a *private* local Ray (no dashboard, no metrics export, event stats, task
+   events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its
+   own temp dir in a private folder that is removed afterwards). It never joins a cluster it merely
+   finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote Ray's
+   ``ray_current_cluster`` file (another user's, another test's), and run this job on it.
 
 On exit, Ray is shut down only if this session initialised it (rules 2-5); the private folder of
-rule 5 is removed.
+rule 5 is removed. Given a :class:`RayCloser`, that shutdown runs on a thread beside the caller's
+remaining work (finalize, writing the artifact), and the caller waits for it at the end.
 
 A private local Ray is quiet (:func:`quiet_private_ray`): a standalone run prints its own progress
 lines, not Ray's start-up notes (the token-auth notice of a cluster nobody else can reach) or Ray
@@ -35,8 +37,9 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +49,14 @@ log = logging.getLogger(__name__)
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 ADDRESS_ENV = "RAY_ADDRESS"
 LOCAL = "local"
+#: Ray settings of a private local Ray that nobody watches: what only a dashboard, a metrics scraper or the
+#: state API would read is not collected (keys of Ray 2.60's ``ray_config_def.h``, accepted by ``ray.init``).
+PRIVATE_SYSTEM_CONFIG: dict[str, object] = {
+    "enable_metrics_collection": False,
+    "event_stats": False,
+    "enable_timeline": False,
+    "task_events_report_interval_ms": 0,
+}
 
 
 class SessionMode(str, enum.Enum):
@@ -114,11 +125,53 @@ def plan_session(address: str | None, *, environ: Mapping[str, str], initialized
     return RaySession(SessionMode.LOCAL)
 
 
+class RayCloser:
+    """Runs a session's shutdown on a thread; :meth:`wait` (or leaving the ``with``) waits for it.
+
+    Used as ``with RayCloser() as closer: with ray_session(address, closer): ...; write the artifact``:
+    the artifact is written while Ray's processes exit, and the run ends only when they have.
+    """
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        #: Monotonic time the shutdown finished (``None``: none ran, or it still runs).
+        self.closed_at: float | None = None
+
+    def close(self, shutdown: Callable[[], None]) -> None:
+        """Start ``shutdown`` on a thread (one per closer)."""
+
+        def run() -> None:
+            try:
+                shutdown()
+            except BaseException as exc:  # raised by wait(), in the caller's thread
+                self._error = exc
+            self.closed_at = time.monotonic()
+
+        self._thread = threading.Thread(target=run, name="ray-shutdown")
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for the shutdown; re-raise its error."""
+        if self._thread is not None:
+            self._thread.join()
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def __enter__(self) -> RayCloser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wait()
+
+
 @contextlib.contextmanager
-def ray_session(address: str | None = None) -> Iterator[RaySession]:
+def ray_session(address: str | None = None, closer: RayCloser | None = None) -> Iterator[RaySession]:
     """Connect to (or start) the Ray chosen by :func:`plan_session`; undo only what was done here.
 
     :param address: the explicit address (config key ``ray_address`` or argument), if any.
+    :param closer: shuts Ray down on its thread (``None``: here, before the ``with`` is left).
     """
     import ray
 
@@ -127,30 +180,42 @@ def ray_session(address: str | None = None) -> Iterator[RaySession]:
     if not session.owned:
         yield session
         return
-    private_dir = None
+    private_dir = (
+        tempfile.mkdtemp(prefix="rayw", dir=_temp_root()) if session.mode is SessionMode.LOCAL else None
+    )
+
+    def shutdown() -> None:
+        # A private Ray's processes write into its folder until they exit: wait for them (Ray falls back
+        # to SIGKILL), so that nothing outlives the session and the folder goes.
+        try:
+            ray.shutdown(wait_for_processes=private_dir is not None)
+        finally:
+            if private_dir is not None:
+                shutil.rmtree(private_dir, ignore_errors=True)
+
+    started = False
     try:
-        if session.mode is SessionMode.LOCAL:
-            private_dir = tempfile.mkdtemp(prefix="rayw", dir=_temp_root())
         with quiet_private_ray(private_dir is not None):
             if private_dir is not None:
                 _start_private_ray(private_dir)
             else:
                 ray.init(address=session.address, logging_level=logging.WARNING)
-            try:
-                yield session
-            finally:
-                # A private Ray's processes write into its folder until they exit: wait for them (Ray
-                # falls back to SIGKILL), so that nothing outlives the session and the folder goes.
-                ray.shutdown(wait_for_processes=private_dir is not None)
+            started = True
+            yield session
     finally:
-        if private_dir is not None:
-            shutil.rmtree(private_dir, ignore_errors=True)
+        if closer is not None and started:
+            closer.close(shutdown)
+        else:
+            shutdown()
 
 
 #: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.
 _TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 _RAY_DATA_LOGGER = "ray.data"  # configured from RAY_DATA_LOG_LEVEL when ray.data is first imported
-_QUIET_ENV = {"RAY_DATA_LOG_LEVEL": "WARNING"}  # read when ray.data is imported (here, or in a worker)
+_QUIET_ENV = {  # read when ray.data is imported (here, or in a worker) / when Ray starts
+    "RAY_DATA_LOG_LEVEL": "WARNING",
+    "RAY_USAGE_STATS_ENABLED": "0",  # a private Ray reports nothing (and prints no usage-stats notice)
+}
 
 
 @contextlib.contextmanager
@@ -190,7 +255,14 @@ def _start_private_ray(private_dir: str) -> None:
     import ray
 
     try:
-        ray.init(address=LOCAL, include_dashboard=False, _temp_dir=private_dir, logging_level=logging.WARNING)
+        ray.init(
+            address=LOCAL,
+            include_dashboard=False,
+            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+            logging_level=logging.WARNING,
+            _temp_dir=private_dir,
+            _system_config=PRIVATE_SYSTEM_CONFIG,
+        )
     except BaseException:
         ray.shutdown(wait_for_processes=True)
         _kill_processes_in(private_dir)

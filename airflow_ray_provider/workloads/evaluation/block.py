@@ -10,9 +10,11 @@ that no group was seen complete twice (see :mod:`~airflow_ray_provider.workloads
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
 import numpy as np
@@ -141,6 +143,15 @@ def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) ->
     return out
 
 
+def _warm_imports() -> None:
+    """Import :data:`WARM_MODULES` (those installed), so the first block does not pay for them."""
+    import importlib
+
+    for name in WARM_MODULES:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def _resolve_model(cfg: EvalConfig, name: str, given: Any, device: str) -> LoadedModel:
     """The model ``name``: ``given`` itself, the object behind a Ray object ref, or loaded from its spec."""
     from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel, load_model
@@ -188,14 +199,33 @@ def add_stats(into: dict[str, np.ndarray], more: dict[str, np.ndarray]) -> None:
         into[key] = into[key] + value if key in into else value
 
 
+#: Modules a scoring actor imports in its constructor, while preflight still runs (each if installed).
+WARM_MODULES = ("pyarrow", "pyarrow.compute", "pandas", "joblib", "sklearn.base")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a scoring actor needs from preflight: features, which models yield probabilities, the models.
+
+    :param models: by name, the objects themselves (in-process) or Ray object refs to them (put once).
+    """
+
+    features: tuple[str, ...]
+    has_proba: dict[str, bool]
+    models: Mapping[str, Any] = field(default_factory=dict)
+
+
 class BlockEvaluator:
     """Scores one model group: gets its models once, then turns each block into one partial.
 
-    Used in this process (the in-process engine) and as a Ray actor class (one pool per group).
+    Used in this process (the in-process engine) and as a Ray actor class (one pool per group). An actor
+    is created before preflight ends (``features=None``): its constructor imports :data:`WARM_MODULES`,
+    and :meth:`prepare` (called once preflight is done, and again by :meth:`score_block` in an actor
+    restarted after a node loss) takes the rest.
 
-    :param cfg: the validated config; :param features: resolved feature columns;
-    :param has_proba: per model, whether it yields probabilities; :param predictions_uri: where to write
-        per-block prediction files (None: do not write).
+    :param cfg: the validated config; :param features: resolved feature columns (``None``: later, from
+        :meth:`prepare`); :param has_proba: per model, whether it yields probabilities;
+        :param predictions_uri: where to write per-block prediction files (None: do not write).
     :param models: models already loaded by the driver's preflight, by name: the objects themselves
         (in-process engine) or Ray object refs to them (shipped once through the object store). A
         model missing here is loaded from its spec (factories on a GPU actor, unpicklable objects).
@@ -206,26 +236,40 @@ class BlockEvaluator:
     def __init__(
         self,
         cfg: EvalConfig,
-        features: tuple[str, ...],
-        has_proba: dict[str, bool],
+        features: tuple[str, ...] | None,
+        has_proba: dict[str, bool] | None,
         predictions_uri: str | None,
         models: Mapping[str, Any] | None = None,
         names: Sequence[str] | None = None,
         device: str = "cpu",
     ) -> None:
-        self.cfg, self.features, self.has_proba, self.predictions_uri = (
-            cfg,
-            features,
-            has_proba,
-            predictions_uri,
-        )
-        wanted = cfg.model_names if names is None else [n for n in cfg.model_names if n in set(names)]
-        self.models = {name: _resolve_model(cfg, name, (models or {}).get(name), device) for name in wanted}
+        self.cfg, self.predictions_uri, self.device = cfg, predictions_uri, device
+        self.wanted = cfg.model_names if names is None else [n for n in cfg.model_names if n in set(names)]
+        self.features: tuple[str, ...] = ()
+        self.has_proba: dict[str, bool] = {}
+        self.models: dict[str, LoadedModel] = {}
+        self.ready = False
+        if features is None or has_proba is None:
+            _warm_imports()
+        else:
+            self.prepare(Setup(features, has_proba, models or {}))
 
-    def score_block(self, table: pa.Table) -> BlockPartial:
-        """:meth:`evaluate` with the wall-clock span of the work (the Ray actor's method)."""
+    def prepare(self, setup: Setup) -> None:
+        """Take preflight's findings and get the group's models (once; later calls do nothing)."""
+        if self.ready:
+            return
+        self.features, self.has_proba = setup.features, setup.has_proba
+        self.models = {n: _resolve_model(self.cfg, n, setup.models.get(n), self.device) for n in self.wanted}
+        self.ready = True
+
+    def score_block(self, table: pa.Table, setup: Setup) -> BlockPartial:
+        """:meth:`evaluate` with the wall-clock span of the work (the Ray actor's method).
+
+        :param setup: what :meth:`prepare` takes (a restarted actor has not had it).
+        """
         import time
 
+        self.prepare(setup)
         started = time.time()
         partial = self.evaluate(table)
         partial["span"] = (started, time.time())  # wall clock of the work, for throughput figures

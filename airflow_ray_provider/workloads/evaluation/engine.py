@@ -2,16 +2,25 @@
 
 ``engine: auto`` (the default) picks, and logs why:
 
-* **ray** on a multi-node cluster, and for inputs above the break-even row count;
-* **local** (in this process: the same per-block code and exact merge, so bit-identical metrics) when the
-  cluster is one node and the input is so small that Ray's fixed cost (worker processes, imports, actor
-  start-up, and for a standalone run Ray's own start) cannot pay back on its CPUs.
+* **ray** on a multi-node cluster (always), and on one node with more than :data:`MAX_LOCAL_CPUS` CPUs
+  for inputs above the break-even row count;
+* **local** (in this process: the same per-block code and exact merge, so bit-identical metrics) on one
+  node with at most :data:`MAX_LOCAL_CPUS` CPUs whatever the size, and below the break-even elsewhere.
 
-Break-even: in-process time ``rows / R`` against Ray's ``S + rows / (R * E * cpus)`` (``R`` rows/s of one
-core, ``E`` parallel efficiency, ``S`` Ray's fixed cost), so Ray wins above
-``S * R / (1 - 1 / (E * cpus))`` rows; never more than :data:`MAX_LOCAL_ROWS` (large inputs always use Ray).
-``local_max_rows`` in the config replaces the computed figure. ``engine: ray`` and ``engine: local`` force
-an engine (``local`` on a large input or a multi-node cluster is allowed, and logged as a warning).
+Break-even on one node with ``cpus`` CPUs: in-process time ``rows / R`` against Ray's
+``S + rows / (R * E * cpus)`` (``R`` rows/s of one core, ``E`` parallel efficiency, ``S`` Ray's fixed
+cost, :data:`RAY_FIXED_S`), so Ray wins above ``S * R / (1 - 1 / (E * cpus))`` rows.
+``local_max_rows`` in the config replaces the rule on one node (above it: Ray). ``engine: ray`` and
+``engine: local`` force an engine (``local`` on a multi-node cluster, or above ``local_max_rows``, is
+allowed and logged as a warning).
+
+Where the figures come from (benchmarks/evaluate.md, issue 27: both engines measured side by side on
+the 2-core machine at 1M-40M rows, 2026-12-02): in-process scores 0.9-2.5M rows/s on one core
+(:data:`ROWS_PER_S_PER_CORE` takes 1M); Ray's fixed cost (:data:`RAY_FIXED_S`) is, standalone, its
+start (3.2-3.6 s) plus the actors' start that preflight does not hide (about 2.5 s), and on a running
+cluster that actor start alone (1.8-2.8 s; the shutdown no longer delays the artifact). On 2 CPUs the
+driver's merge and the reads take the second core: in-process was faster at 1M, 5M, 20M and 40M rows
+(24.8 s against Ray's 30.5 s at 40M), so Ray is never chosen there (:data:`MAX_LOCAL_CPUS`).
 """
 
 from __future__ import annotations
@@ -29,29 +38,31 @@ from airflow_ray_provider.workloads.common.progress import Progress
 from airflow_ray_provider.workloads.evaluation.packing import ModelGroup, Resources, demands_of, pack_models
 
 if TYPE_CHECKING:
+    from airflow_ray_provider.workloads.common.ray_session import RayCloser
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
-    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
 log = logging.getLogger(__name__)
 
-#: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.87-1.8M on the 2-core machine).
+#: Rows/s of the per-block code on one core (benchmarks/evaluate.md: 0.9-1.8M on the 2-core machine).
 ROWS_PER_S_PER_CORE = 1_000_000
 #: Share of ``cpus`` x one core's speed the Ray pool reaches (reads, driver and merge share the cores).
 RAY_EFFICIENCY = 0.8
-#: Ray's fixed cost in seconds: actor start-up on a running cluster; plus Ray's own start standalone.
-RAY_STARTUP_S = {"connected": 4.0, "standalone": 12.0}
-#: Auto never scores more rows than this in one process.
-MAX_LOCAL_ROWS = 10_000_000
+#: Ray's fixed cost in seconds (benchmarks/evaluate.md, issue 27): on a running cluster the actor start-up
+#: left after preflight overlaps it; standalone also Ray's own start (2.8-4.3 s measured).
+RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
+#: On one node with at most this many CPUs auto never uses Ray (measured slower at 1M-40M rows).
+MAX_LOCAL_CPUS = 2
 
 
-def break_even_rows(cpus: float, startup_s: float) -> int:
-    """Rows above which Ray's ``cpus`` pay back its ``startup_s`` (capped at :data:`MAX_LOCAL_ROWS`)."""
-    gain = 1.0 - 1.0 / (RAY_EFFICIENCY * max(cpus, 1e-9))
-    if gain <= 0:  # one CPU: Ray cannot beat one process; only the cap sends work to it
-        return MAX_LOCAL_ROWS
-    return min(MAX_LOCAL_ROWS, int(startup_s * ROWS_PER_S_PER_CORE / gain))
+def break_even_rows(cpus: float, fixed_s: float) -> int | None:
+    """Rows above which Ray's ``cpus`` on one node pay back its ``fixed_s`` (``None``: never)."""
+    if cpus <= MAX_LOCAL_CPUS:
+        return None
+    gain = 1.0 - 1.0 / (RAY_EFFICIENCY * cpus)
+    return int(fixed_s * ROWS_PER_S_PER_CORE / gain)
 
 
 def choose_engine(
@@ -64,22 +75,28 @@ def choose_engine(
     :param standalone: no Ray runs yet (choosing Ray means starting one).
     :param local_max_rows: the config's threshold (``None``: :func:`break_even_rows`).
     """
-    startup = RAY_STARTUP_S["standalone" if standalone else "connected"]
-    limit = local_max_rows if local_max_rows is not None else break_even_rows(cpus, startup)
-    where = f"{rows:,} rows, {nodes} node(s), {cpus:g} CPUs, in-process limit {limit:,} rows"
+    fixed = RAY_FIXED_S["standalone" if standalone else "connected"]
+    limit = local_max_rows if local_max_rows is not None else break_even_rows(cpus, fixed)
+    shown = "none" if limit is None else f"{limit:,} rows"
+    where = f"{rows:,} rows, {nodes} node(s), {cpus:g} CPUs, in-process limit {shown}"
     if requested == "ray":
         return EngineChoice("ray", f"engine: ray in the config ({where})")
     if requested == "local":
-        if nodes > 1 or rows > limit:
+        if nodes > 1 or (limit is not None and rows > limit):
             log.warning(
                 "engine: local on %s: one process scores everything; engine: auto would use Ray here", where
             )
         return EngineChoice("local", f"engine: local in the config ({where})")
     if nodes > 1:
         return EngineChoice("ray", f"auto: a multi-node cluster always uses Ray ({where})")
+    if limit is None:
+        return EngineChoice(
+            "local",
+            f"auto: one node with <= {MAX_LOCAL_CPUS} CPUs is faster in-process at any size ({where})",
+        )
     if rows > limit:
         return EngineChoice("ray", f"auto: input above the in-process limit ({where})")
-    return EngineChoice("local", f"auto: too small for Ray's start-up to pay back ({where})")
+    return EngineChoice("local", f"auto: too small for Ray's fixed cost to pay back ({where})")
 
 
 def ray_initialized() -> bool:
@@ -147,15 +164,23 @@ class EngineRun:
 
 
 def run_engine(
-    cfg: EvalConfig, pre: Preflight, address: str | None, predictions_uri: str | None, clock: PhaseClock
+    cfg: EvalConfig,
+    checks: PreflightRun,
+    address: str | None,
+    predictions_uri: str | None,
+    clock: PhaseClock,
+    closer: RayCloser | None = None,
 ) -> EngineRun:
-    """Choose the engine, pack the models, score everything with it.
+    """Choose the engine, pack the models, score everything with it, while ``checks`` runs preflight.
 
     A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
-    Ray finds them); otherwise the choice is made once connected (the cluster's CPUs and nodes are
-    known then), and the models are packed against the cluster's nodes before any block is read.
+    Ray finds them); otherwise Ray connects (or starts) at once, beside preflight, the choice is made once
+    connected (the cluster's CPUs and nodes are known then) and preflight has the row count, and the
+    models are packed against the cluster's nodes before any block is read.
 
+    :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
+    :param closer: shuts Ray down beside the caller's remaining work (``None``: before returning).
     """
     from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
     from airflow_ray_provider.workloads.evaluation.pipeline import stream_on_ray
@@ -165,7 +190,7 @@ def run_engine(
     if planned.mode is SessionMode.LOCAL and cfg.engine != "ray" and not wants_gpus:
         choice = choose_engine(
             cfg.engine,
-            pre.rows,
+            checks.shape().rows,
             cpus=local_cpus(),
             nodes=1,
             standalone=True,
@@ -174,9 +199,10 @@ def run_engine(
         if choice.engine == "local":
             log.info("engine local: %s", choice.reason)
             groups = plan_groups(cfg, [this_machine()])
-            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
             return EngineRun(acc, choice, "none", groups, nbytes)
-    with ray_session(address) as session:
+    clock.mark("ray_start")
+    with ray_session(address, closer) as session:
         clock.mark("ray")
         from airflow_ray_provider.workloads.common import autoscaling
 
@@ -186,7 +212,7 @@ def run_engine(
         standalone = session.mode is SessionMode.LOCAL
         choice = choose_engine(
             cfg.engine,
-            pre.rows,
+            checks.shape().rows,
             cpus=cpus,
             nodes=count,
             standalone=standalone,
@@ -194,11 +220,11 @@ def run_engine(
         )
         log.info("engine %s: %s", choice.engine, choice.reason)
         if choice.engine == "local":
-            acc, nbytes = stream_in_process(cfg, pre, groups, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
         else:  # a private one-node Ray has no other node to restart an actor on
             acc, nbytes = stream_on_ray(
                 cfg,
-                pre,
+                checks,
                 groups,
                 nodes,
                 predictions_uri,

@@ -3,12 +3,15 @@
 Phases, in the order a run passes them (``None`` where a phase did not happen, e.g. no Ray on the
 in-process engine)::
 
-    preflight_s        config, Parquet metadata, a sample, each model loaded and checked once
+    preflight_s        config, Parquet metadata, a sample, each model loaded and checked once (on a
+                       thread: Ray's start and the actors' overlap it)
     ray_init_s         connecting to (or starting) Ray
-    actor_startup_s    pipeline start -> the first block starts scoring (worker processes, imports)
+    actor_startup_s    actors created -> the first block starts scoring (worker processes, imports,
+                       the rest of preflight)
     first_row_s        run start -> the driver holds the first scored block
     scoring_s          first block started -> last block merged
-    ray_shutdown_s     disconnecting from Ray (a private local Ray waits for its processes to exit)
+    ray_shutdown_s     the run's wait for Ray's shutdown before finalize (it runs on a thread beside
+                       finalize and the artifact write, so about 0)
     finalize_s         exact metrics and bootstrap (the artifact write after it is not included)
     total_s            the whole run (interpreter start and imports not included)
 """
@@ -51,15 +54,15 @@ class PhaseClock:
     def timings(self, rows: int) -> dict[str, float | None]:
         """Every phase of :data:`PHASES` plus two throughputs (rows/s over scoring and over the run).
 
-        Marks used: ``preflight``, ``ray``, ``pipeline`` (stream started), ``first_scoring`` (first
-        block started), ``first_row``, ``last_row``, ``ray_closed``, ``finalized``.
+        Marks used: ``preflight``, ``ray_start``, ``ray``, ``pipeline`` (stream started),
+        ``first_scoring`` (first block started), ``first_row``, ``last_row``, ``ray_closed``, ``finalized``.
         """
         self.marks.setdefault("start", self.started)
         total = round(time.monotonic() - self.started, 3)
         scoring = self.between("first_scoring", "last_row") or self.between("first_row", "last_row")
         return {
             "preflight_s": self.between("start", "preflight"),
-            "ray_init_s": self.between("preflight", "ray"),
+            "ray_init_s": self.between("ray_start", "ray"),
             "actor_startup_s": self.between("pipeline", "first_scoring"),
             "first_row_s": self.between("start", "first_row"),
             "scoring_s": scoring,

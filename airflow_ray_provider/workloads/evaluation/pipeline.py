@@ -5,7 +5,9 @@ stays in the object store and its object ref is handed to one actor of every mod
 (:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
 models declare. When every group has scored a block, its partials are merged into one
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
-:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows.
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. While the actors
+start, the driver scores one block from the end of the input itself with the models preflight loaded
+(:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -15,6 +17,7 @@ raised in an actor keep their class (a ``DataError`` found deep in the data reac
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.block import BlockPartial
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
-    from airflow_ray_provider.workloads.evaluation.preflight import Preflight
+    from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
 log = logging.getLogger(__name__)
 
@@ -108,36 +111,30 @@ def ship_models(cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup]) -
 
 @dataclass
 class _Pool:
-    """The actors of one model group, how many calls each has outstanding, and its models' refs.
-
-    The refs are held here for the whole run: a restarted actor (after a node loss) runs its
-    constructor again and needs them (ray-project/ray#53727).
-    """
+    """The actors of one model group and how many calls each has outstanding."""
 
     actors: list[Any]
     busy: list[int] = field(default_factory=list)
-    model_refs: dict[str, Any] = field(default_factory=dict)
 
-    def submit(self, table_ref: Any) -> tuple[Any, int]:
+    def submit(self, table_ref: Any, setup_ref: Any) -> tuple[Any, int]:
         """Give the block to the least busy actor; returns ``(partial ref, actor index)``."""
         i = min(range(len(self.actors)), key=lambda k: self.busy[k])
         self.busy[i] += 1
-        return self.actors[i].score_block.remote(table_ref), i
+        return self.actors[i].score_block.remote(table_ref, setup_ref), i
 
 
 def _start_pools(
     cfg: EvalConfig,
-    pre: Preflight,
     groups: Sequence[ModelGroup],
     sizes: Sequence[int],
     predictions_uri: str | None,
     restart_actors: bool,
 ) -> list[_Pool]:
+    """Create every group's actors before preflight's findings exist (they import while it runs)."""
     import ray
 
     from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
 
-    shipped = ship_models(cfg, pre, groups)
     actor_class = ray.remote(BlockEvaluator)
     retries = -1 if restart_actors else 0
     pools = []
@@ -151,16 +148,85 @@ def _start_pools(
         }
         if needs.memory:
             options["memory"] = needs.memory
-        models = {m: shipped[m] for m in group.models if m in shipped}
         device = "cuda" if needs.num_gpus > 0 else "cpu"
         actors = [
             actor_class.options(**options).remote(  # type: ignore[attr-defined]
-                cfg, pre.features, pre.has_proba, predictions_uri, models, group.models, device
+                cfg, None, None, predictions_uri, None, group.models, device
             )
             for _ in range(size)
         ]
-        pools.append(_Pool(actors, [0] * size, models))
+        pools.append(_Pool(actors, [0] * size))
     return pools
+
+
+def _prepare_pools(
+    cfg: EvalConfig, pre: Preflight, groups: Sequence[ModelGroup], pools: list[_Pool]
+) -> tuple[Any, list[Any]]:
+    """Put preflight's findings and models once; every actor starts getting its models now.
+
+    :returns: the :class:`~.block.Setup` ref, held for the whole run and passed with every block (an
+        actor restarted after a node loss runs its constructor again and needs it, ray-project/ray#53727),
+        and each actor's ``prepare`` ref (done: the actor is ready).
+    """
+    import ray
+
+    from airflow_ray_provider.workloads.evaluation.block import Setup
+
+    setup = ray.put(Setup(pre.features, pre.has_proba, ship_models(cfg, pre, groups)))
+    ready = [actor.prepare.remote(setup) for pool in pools for actor in pool.actors]
+    return setup, ready
+
+
+#: Blocks the driver scores at most while the actors start. More was measured slower on 2 cores: the
+#: driver's scoring takes the CPU the actors' start needs (benchmarks/evaluate.md, issue 27).
+DRIVER_MAX_BLOCKS = 1
+
+
+class _DriverShare:
+    """The driver's own scoring while no actor is ready (at most :data:`DRIVER_MAX_BLOCKS`): the same
+    per-block code, the models preflight loaded (a run with a GPU group leaves everything to its pools).
+
+    :param ready: the actors' ``prepare`` refs (one done: an actor is ready, the driver stops for good).
+    """
+
+    def __init__(
+        self,
+        cfg: EvalConfig,
+        pre: Preflight,
+        groups: Sequence[ModelGroup],
+        predictions_uri: str | None,
+        ready: list[Any],
+    ) -> None:
+        from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, Setup
+
+        self.cfg, self.pre, self.ready, self.blocks = cfg, pre, ready, 0
+        self.setup = Setup(pre.features, pre.has_proba, pre.loaded)
+        gpu = any(actor_needs(g, cfg).num_gpus > 0 for g in groups)
+        self.evaluator = (
+            None
+            if gpu
+            else BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded)
+        )
+
+    def active(self) -> bool:
+        """Whether the driver still scores (no actor ready yet)."""
+        import ray
+
+        if self.evaluator is not None and (
+            self.blocks >= DRIVER_MAX_BLOCKS or ray.wait(self.ready, num_returns=1, timeout=0)[0]
+        ):
+            self.evaluator = None
+            log.info("the driver scored %d block(s) while the actors started", self.blocks)
+        return self.evaluator is not None
+
+    def score(self, unit: dict[str, Any]) -> tuple[BlockPartial, int]:
+        """Read and score one unit here; returns its partial and the stored bytes read."""
+        from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
+
+        assert self.evaluator is not None
+        table, nbytes = read_unit_counted(unit, self.cfg.data_uri, self.pre.read_columns)
+        self.blocks += 1
+        return self.evaluator.score_block(table, self.setup), nbytes
 
 
 @dataclass
@@ -174,7 +240,7 @@ class _Block:
 
 def stream_on_ray(
     cfg: EvalConfig,
-    pre: Preflight,
+    checks: PreflightRun,
     groups: Sequence[ModelGroup],
     nodes: Sequence[Resources],
     predictions_uri: str | None,
@@ -185,6 +251,10 @@ def stream_on_ray(
 ) -> tuple[Accumulator, int]:
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
+    The pools are created as soon as preflight knows the input's blocks, so the actors start while its
+    checks run; its models are then put once and fetched by every actor before its first block.
+
+    :param checks: the preflight running on its thread.
     :param nodes: the cluster's nodes (pools are sized to fit them all at once).
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
     :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
@@ -200,11 +270,17 @@ def stream_on_ray(
     from airflow_ray_provider.workloads.evaluation.block import merge_partials
     from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
-    acc = Accumulator(cfg, pre.has_proba)
+    sizes = pool_sizes(cfg, groups, nodes, checks.shape().blocks, can_grow=can_grow)
     clock.mark("pipeline")
-    sizes = pool_sizes(cfg, groups, nodes, len(pre.units), can_grow=can_grow)
     log.info("scoring pools: %s actors", sizes)
-    pools = _start_pools(cfg, pre, groups, sizes, predictions_uri, restart_actors)
+    pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+    try:
+        pre = checks.result()
+        setup, ready = _prepare_pools(cfg, pre, groups, pools)
+    except BaseException:
+        _kill(pools)
+        raise
+    acc = Accumulator(cfg, pre.has_proba)
     read = ray.remote(read_unit_counted).options(
         num_cpus=cfg.scoring.read_num_cpus, num_returns=2, max_retries=-1
     )
@@ -212,18 +288,26 @@ def stream_on_ray(
     blocks: dict[int, _Block] = {}
     waiting: dict[Any, tuple[int, int, int]] = {}  # partial ref -> (block, group, actor)
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
-    next_unit, nbytes = 0, 0
+    todo = collections.deque(range(len(pre.units)))  # the pools take from the front, the driver the back
+    share = _DriverShare(cfg, pre, groups, predictions_uri, ready)
+    nbytes = 0
     try:
         with progress.reporting():
-            while next_unit < len(pre.units) or waiting:
-                while next_unit < len(pre.units) and len(blocks) < window:
-                    refs: Any = read.remote(pre.units[next_unit], cfg.data_uri, pre.read_columns)
+            while todo or waiting:
+                while todo and len(blocks) < window:
+                    unit = todo.popleft()
+                    refs: Any = read.remote(pre.units[unit], cfg.data_uri, pre.read_columns)
                     table, count = refs  # num_returns=2: two object refs
-                    blocks[next_unit] = _Block(table, count, [None] * len(pools))
+                    blocks[unit] = _Block(table, count, [None] * len(pools))
                     for g, pool in enumerate(pools):
-                        ref, actor = pool.submit(table)
-                        waiting[ref] = (next_unit, g, actor)
-                    next_unit += 1
+                        ref, actor = pool.submit(table, setup)
+                        waiting[ref] = (unit, g, actor)
+                if todo and share.active():
+                    mine, read_bytes = share.score(pre.units[todo.pop()])
+                    acc.add(mine)
+                    nbytes += read_bytes
+                    progress.add(int(mine["rows"]))
+                    continue
                 done, _ = ray.wait(list(waiting), num_returns=1)
                 for ref in done:
                     b, g, actor = waiting.pop(ref)
@@ -242,11 +326,17 @@ def stream_on_ray(
             raise inner from exc
         raise
     finally:
-        for pool in pools:
-            for actor in pool.actors:
-                ray.kill(actor)
+        _kill(pools)
     _mark_stream(clock, progress, acc)
     return acc, nbytes
+
+
+def _kill(pools: list[_Pool]) -> None:
+    import ray
+
+    for pool in pools:
+        for actor in pool.actors:
+            ray.kill(actor)
 
 
 def _mark_stream(clock: PhaseClock, progress: Progress, acc: Accumulator) -> None:

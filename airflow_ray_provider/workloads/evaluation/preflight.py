@@ -3,13 +3,18 @@
 Reads each Parquet footer once (row counts and the read plan come from the same metadata) and a few
 hundred rows of the first row group, and loads each model once on the driver, so a wrong column name,
 an empty dataset, an unreadable model or a model without ``predict_proba`` fails in seconds with a
-message saying what to fix, before any Ray work starts. The loaded models are kept: the in-process
+message saying what to fix, before any block is scored. The loaded models are kept: the in-process
 engine scores with them and the Ray engine ships them to its actors through the object store.
+
+A run does its preflight on a thread (:class:`PreflightRun`) while Ray connects and the scoring actors
+start; the engine choice waits only for the row count (known once the footers are read).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +26,7 @@ if TYPE_CHECKING:
     import pyarrow.dataset as pads
 
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
     from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -48,6 +54,49 @@ class Preflight:
     pass_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class InputShape:
+    """What preflight knows early (from the footers): the rows and the read units of the input."""
+
+    rows: int
+    blocks: int
+
+
+class PreflightRun:
+    """:func:`run_preflight` on a thread: :meth:`shape` as soon as the footers are read, :meth:`result` at
+    the end. Preflight's error is raised by whichever is asked first (and by both).
+
+    :param clock: receives the ``preflight`` mark when the checks are done.
+    """
+
+    def __init__(self, cfg: EvalConfig, clock: PhaseClock) -> None:
+        self._shape: concurrent.futures.Future[InputShape] = concurrent.futures.Future()
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "eval-preflight")
+        self._result = self._pool.submit(self._run, cfg, clock)
+
+    def _run(self, cfg: EvalConfig, clock: PhaseClock) -> Preflight:
+        try:
+            pre = run_preflight(cfg, on_shape=self._shape.set_result)
+        except BaseException as exc:
+            if not self._shape.done():
+                self._shape.set_exception(exc)
+            raise
+        clock.mark("preflight")
+        return pre
+
+    def shape(self) -> InputShape:
+        """The input's rows and blocks (waits for the footers)."""
+        return self._shape.result()
+
+    def result(self) -> Preflight:
+        """Everything preflight found (waits for the checks)."""
+        return self._result.result()
+
+    def close(self) -> None:
+        """Wait for the thread (a run that failed elsewhere does not leave it behind)."""
+        self._pool.shutdown(wait=True)
+
+
 def open_dataset(uri: str) -> pads.Dataset:
     """Open a Parquet file, folder or hive-partitioned dataset.
 
@@ -70,8 +119,10 @@ def open_dataset(uri: str) -> pads.Dataset:
     return dataset
 
 
-def run_preflight(cfg: EvalConfig) -> Preflight:
+def run_preflight(cfg: EvalConfig, *, on_shape: Callable[[InputShape], None] | None = None) -> Preflight:
     """Validate data, columns, models and the output location against ``cfg``.
+
+    :param on_shape: called with the input's :class:`InputShape` once the footers are read.
 
     :raises ConfigError | DataError | ArtifactError: with the problem and the fix.
     """
@@ -102,6 +153,8 @@ def run_preflight(cfg: EvalConfig) -> Preflight:
             [c for c in (cfg.columns.label, cfg.columns.group, *cfg.columns.slices) if c] + list(features)
         )
     )
+    if on_shape is not None:
+        on_shape(InputShape(rows, len(units)))
     _check_whole_input(cfg, units, footers)
     metadata = dict(footers)
     pass_bytes = sum(chunk_bytes(metadata[u["path"]], u["row_groups"], read_columns) for u in units)

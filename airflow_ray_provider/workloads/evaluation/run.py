@@ -6,15 +6,16 @@ Run inside a Ray job, or standalone on a private local Ray (the rule is
     python -m airflow_ray_provider.workloads.evaluate --config eval.yaml
     python -m airflow_ray_provider.workloads.evaluate --config-json '{"data_uri": ..., ...}'
 
-Pipeline: preflight (metadata, a sample, each model loaded once) -> read units (contiguous Parquet row
+Pipeline: preflight (metadata, a sample, each model loaded once; on a thread while Ray connects and
+the scoring actors start) -> read units (contiguous Parquet row
 groups, each read once) -> each block reduced to exact integer partials by every model group's actor
 pool, the models shipped through the object store (:mod:`~.pipeline`), or in this process for inputs
 too small for Ray to pay back (``engine: auto | ray | local``, :mod:`~.engine`) -> the driver merges
 the partials (:mod:`~.aggregate`) -> ``metrics.json`` (with the run's phase timings, :mod:`~.phases`,
 the bytes read against the dataset's size and the model groups, :mod:`~.packing`) +
-``slices.parquet`` (+ predictions) written atomically. Node loss: reads are retried and actors
-restarted without limit, and the merge is exact and order-independent, so a run that lost a node
-yields the same metrics as one that did not.
+``slices.parquet`` (+ predictions) written atomically, while Ray shuts down on a thread. Node loss:
+reads are retried and actors restarted without limit, and the merge is exact and order-independent,
+so a run that lost a node yields the same metrics as one that did not.
 """
 
 from __future__ import annotations
@@ -45,46 +46,49 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     :param ray_address: overrides ``config.ray_address`` (tests pass a ``Cluster`` address).
     :raises WorkloadError: on bad input (before heavy work) or failed work; no artifact is written then.
     """
+    from airflow_ray_provider.workloads.common.ray_session import RayCloser
     from airflow_ray_provider.workloads.evaluation import artifact as eval_artifact
     from airflow_ray_provider.workloads.evaluation import bootstrap
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
     from airflow_ray_provider.workloads.evaluation.engine import run_engine
     from airflow_ray_provider.workloads.evaluation.names import metric_directions
-    from airflow_ray_provider.workloads.evaluation.preflight import run_preflight
+    from airflow_ray_provider.workloads.evaluation.preflight import PreflightRun
 
     started = dt.datetime.now(dt.timezone.utc)
     clock = PhaseClock()
     cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
-    pre = run_preflight(cfg)
-    clock.mark("preflight")
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
+    checks = PreflightRun(cfg, clock)  # on its thread, while Ray connects and the actors start
     try:
-        predictions = artifacts.join(staging, "predictions") if staging else None
-        scored = run_engine(cfg, pre, ray_address or cfg.ray_address, predictions, clock)
-        acc = scored.acc
-        result = acc.finalize()
-        directions = metric_directions(cfg.metrics, cfg.ndcg_k)
-        result.deltas = bootstrap.paired_deltas(
-            cfg, acc.buckets, acc.hist, result.overall, list(directions), directions=directions
-        )
-        clock.mark("finalized")
-        finished = dt.datetime.now(dt.timezone.utc)
-        run = {
-            "started_at": started.isoformat(),
-            "finished_at": finished.isoformat(),
-            "duration_s": round(time.monotonic() - clock.started, 3),
-            "timings": clock.timings(result.rows),
-            "io": read_figures(pre, scored.bytes_read),
-            "packing": [g.as_dict() for g in scored.groups],
-            "engine": scored.choice.as_dict(),
-            "ray_version": importlib.metadata.version("ray"),
-            "ray_session": scored.session_mode,
-            "run_info": cfg.run_info,
-        }
-        doc = eval_artifact.build_document(cfg, result, models=pre.models, directions=directions, run=run)
-        table = eval_artifact.slices_table(result, list(directions))
-        eval_artifact.write_artifact(cfg.output_uri, doc, table, predictions)
+        with RayCloser() as closer:  # Ray shuts down while the metrics and the artifact are made
+            predictions = artifacts.join(staging, "predictions") if staging else None
+            scored = run_engine(cfg, checks, ray_address or cfg.ray_address, predictions, clock, closer)
+            pre = checks.result()
+            acc = scored.acc
+            result = acc.finalize()
+            directions = metric_directions(cfg.metrics, cfg.ndcg_k)
+            result.deltas = bootstrap.paired_deltas(
+                cfg, acc.buckets, acc.hist, result.overall, list(directions), directions=directions
+            )
+            clock.mark("finalized")
+            finished = dt.datetime.now(dt.timezone.utc)
+            run = {
+                "started_at": started.isoformat(),
+                "finished_at": finished.isoformat(),
+                "duration_s": round(time.monotonic() - clock.started, 3),
+                "timings": clock.timings(result.rows),
+                "io": read_figures(pre, scored.bytes_read),
+                "packing": [g.as_dict() for g in scored.groups],
+                "engine": scored.choice.as_dict(),
+                "ray_version": importlib.metadata.version("ray"),
+                "ray_session": scored.session_mode,
+                "run_info": cfg.run_info,
+            }
+            doc = eval_artifact.build_document(cfg, result, models=pre.models, directions=directions, run=run)
+            table = eval_artifact.slices_table(result, list(directions))
+            eval_artifact.write_artifact(cfg.output_uri, doc, table, predictions)
     finally:
+        checks.close()
         if staging:
             eval_artifact.discard(staging)
     log.info(

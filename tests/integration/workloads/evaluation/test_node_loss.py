@@ -148,12 +148,16 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
         # Worker start-up decides when the first block is scored: about 5 s on a quiet machine, over 90 s at
         # load 20. The wait costs nothing once it is over; the assertion below is what counts.
         deadline = time.monotonic() + 240
-        while not _scored_blocks(tmp_path / "b") and time.monotonic() < deadline and thread.is_alive():
+        # (The driver scores blocks itself until an actor is ready: wait for the actors' blocks.)
+        busy: set[str] = set()
+        while time.monotonic() < deadline and thread.is_alive():
+            busy = _nodes_with_scoring_actors() if _scored_blocks(tmp_path / "b") else set()
+            if busy:
+                break
             time.sleep(0.1)
         # Blocks are being scored on the worker: now the "spot node" goes away.
         assert thread.is_alive(), "the run finished before the node was removed: make it slower"
         assert 0 < _scored_blocks(tmp_path / "b") < 24
-        busy = _nodes_with_scoring_actors()
         spot = next(node for node in cluster.worker_nodes if node.node_id in busy)
         cluster.remove_node(spot)
         thread.join(timeout=150)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from airflow_ray_provider.workloads.common.ray_session import (
     ADDRESS_ENV,
     JOB_CONFIG_ENV,
+    RayCloser,
     SessionMode,
     plan_session,
 )
@@ -75,3 +78,28 @@ def test_a_failed_private_start_stops_only_processes_in_its_own_folder(tmp_path)
         for p in [*started, bystander]:
             p.kill()
             p.wait()
+
+
+def test_the_closer_runs_the_shutdown_beside_the_caller_and_waits_for_it() -> None:
+    gate, order = threading.Event(), []
+
+    def shutdown() -> None:
+        gate.wait(5)
+        order.append("shutdown")
+
+    with RayCloser() as closer:
+        closer.close(shutdown)
+        order.append("artifact")  # the caller's work goes on while the shutdown waits
+        gate.set()
+    assert order == ["artifact", "shutdown"] and closer.closed_at is not None
+
+
+def test_the_closer_raises_the_shutdowns_error_in_the_caller() -> None:
+    def shutdown() -> None:
+        raise RuntimeError("raylet stuck")
+
+    closer = RayCloser()
+    closer.close(shutdown)
+    with pytest.raises(RuntimeError, match="raylet stuck"):
+        closer.wait()
+    closer.wait()  # raised once

@@ -13,34 +13,56 @@ import pytest
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
 from airflow_ray_provider.workloads.evaluation.config import EvalConfig
-from airflow_ray_provider.workloads.evaluation.engine import MAX_LOCAL_ROWS, break_even_rows, choose_engine
+from airflow_ray_provider.workloads.evaluation.engine import break_even_rows, choose_engine
 from airflow_ray_provider.workloads.evaluation.phases import PHASES
 from airflow_ray_provider.workloads.evaluation.run import run_evaluation
 
 pytestmark = pytest.mark.unit
 
 
-def test_auto_picks_local_for_small_input_and_ray_above_the_configured_limit() -> None:
-    small = choose_engine("auto", 20_000, cpus=2, nodes=1, standalone=True, local_max_rows=50_000)
-    large = choose_engine("auto", 60_000, cpus=2, nodes=1, standalone=True, local_max_rows=50_000)
-    assert small.engine == "local" and "too small" in small.reason and "20,000 rows" in small.reason
-    assert large.engine == "ray" and "above the in-process limit" in large.reason
+#: (rows, CPUs, nodes, standalone, local_max_rows) -> the engine auto picks, and a word of its reason.
+AUTO_RULE = [
+    # one node with <= 2 CPUs: in-process at every size (measured faster at 1M-40M rows)
+    (1_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
+    (5_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
+    (20_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
+    (40_000_000, 2, 1, True, None, "local", "<= 2 CPUs"),
+    (40_000_000, 2, 1, False, None, "local", "<= 2 CPUs"),
+    (400_000_000, 1, 1, False, None, "local", "<= 2 CPUs"),
+    # more than one node: always Ray, whatever the size or the configured limit
+    (10, 64, 3, False, None, "ray", "multi-node"),
+    (10, 2, 2, False, None, "ray", "multi-node"),
+    (10, 4, 2, False, 1_000_000, "ray", "multi-node"),
+    # one node with more CPUs: the break-even (connected 2.5 s, standalone 6.0 s of fixed cost)
+    (3_000_000, 4, 1, False, None, "local", "too small"),
+    (4_000_000, 4, 1, False, None, "ray", "above the in-process limit"),
+    (8_000_000, 4, 1, True, None, "local", "too small"),
+    (9_000_000, 4, 1, True, None, "ray", "above the in-process limit"),
+    (2_500_000, 16, 1, False, None, "local", "too small"),
+    (3_000_000, 16, 1, False, None, "ray", "above the in-process limit"),
+    (6_000_000, 16, 1, True, None, "local", "too small"),
+    (7_000_000, 16, 1, True, None, "ray", "above the in-process limit"),
+    # local_max_rows replaces the rule on one node
+    (20_000, 2, 1, True, 50_000, "local", "too small"),
+    (60_000, 2, 1, True, 50_000, "ray", "above the in-process limit"),
+]
 
 
-def test_multi_node_clusters_and_large_inputs_always_use_ray_under_auto() -> None:
-    multi = choose_engine("auto", 10, cpus=64, nodes=3, standalone=False, local_max_rows=None)
-    assert multi.engine == "ray" and "multi-node" in multi.reason
-    huge = choose_engine("auto", MAX_LOCAL_ROWS + 1, cpus=1, nodes=1, standalone=True, local_max_rows=None)
-    assert huge.engine == "ray"
+@pytest.mark.parametrize(("rows", "cpus", "nodes", "standalone", "limit", "engine", "why"), AUTO_RULE)
+def test_auto_rule(
+    rows: int, cpus: int, nodes: int, standalone: bool, limit: int | None, engine: str, why: str
+) -> None:
+    choice = choose_engine("auto", rows, cpus=cpus, nodes=nodes, standalone=standalone, local_max_rows=limit)
+    assert (choice.engine, why in choice.reason) == (engine, True), choice.reason
+    assert f"{rows:,} rows, {nodes} node(s), {cpus} CPUs" in choice.reason
 
 
-def test_break_even_shrinks_with_more_cpus_and_is_capped() -> None:
-    assert break_even_rows(1, 4.0) == MAX_LOCAL_ROWS  # one CPU: Ray's pool cannot beat one process
-    two, sixteen = break_even_rows(2, 4.0), break_even_rows(16, 4.0)
-    assert MAX_LOCAL_ROWS >= two > sixteen > 0
-    assert break_even_rows(16, 12.0) > sixteen  # a standalone run also pays Ray's own start
-    picked = choose_engine("auto", sixteen + 1, cpus=16, nodes=1, standalone=False, local_max_rows=None)
-    assert picked.engine == "ray"
+def test_break_even_shrinks_with_more_cpus_and_grows_with_the_fixed_cost() -> None:
+    assert break_even_rows(1, 2.5) is None and break_even_rows(2, 6.0) is None  # never Ray there
+    four, sixteen = break_even_rows(4, 2.5), break_even_rows(16, 2.5)
+    assert four is not None and sixteen is not None and four > sixteen > 2_500_000
+    standalone = break_even_rows(16, 6.0)
+    assert standalone is not None and standalone > sixteen  # a standalone run also pays Ray's own start
 
 
 def test_forced_engines_win_and_a_large_local_run_is_logged(caplog: pytest.LogCaptureFixture) -> None:
@@ -71,7 +93,7 @@ def test_small_standalone_run_scores_in_process_without_starting_ray(
     was_imported = "ray" in sys.modules
     doc = run_evaluation(eval_config())
     engine, timings = doc["run"]["engine"], doc["run"]["timings"]
-    assert engine["name"] == "local" and engine["reason"].startswith("auto: too small"), engine
+    assert engine["name"] == "local" and engine["reason"].startswith("auto: "), engine
     assert doc["run"]["ray_session"] == "none" and timings["ray_init_s"] is None
     assert set(PHASES) <= set(timings) and timings["scoring_s"] > 0 and timings["first_row_s"] > 0
     assert doc["data"]["rows"] == 20_000
