@@ -119,7 +119,7 @@ class RayJobSensor(AirflowErrors, RayJobTargetMixin, BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, str]:
         """Resume after the trigger fired (without an event, e.g. after a worker crash: look again)."""
-        from airflow.exceptions import AirflowSensorTimeout
+        from airflow.sdk.exceptions import AirflowSensorTimeout
 
         if event is None:
             self.log.info("Resumed without a trigger event: looking at Ray job %s again", self.submission_id)
