@@ -130,7 +130,11 @@ def group_partial(
     per_slice: dict[str, dict[str, dict[str, np.ndarray]]] = {}
     for col, (values, row_codes) in codes.items():
         per_slice[col] = {m: _group_sums(row_codes[starts], len(values), ndcg[m]) for m in scores}
-    per_bucket = {m: _group_sums(buckets[starts], cfg.bootstrap.buckets, ndcg[m]) for m in scores}
+    per_bucket = (  # only the paired bootstrap reads them
+        {m: _group_sums(buckets[starts], cfg.bootstrap.buckets, ndcg[m]) for m in scores}
+        if cfg.bootstrap.samples
+        else {}
+    )
     return per_slice, per_bucket
 
 
@@ -141,6 +145,11 @@ def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) ->
         out[f"ndcg@{k}_hi"] = metrics.grouped_int_sum(codes, hi, n_codes)
         out[f"ndcg@{k}_lo"] = metrics.grouped_int_sum(codes, lo, n_codes)
     return out
+
+
+def _key_dtype(n_keys: int) -> type[np.integer[Any]]:
+    """The smallest sort key type for ``n_keys`` distinct keys (16 bits: numpy sorts them by radix)."""
+    return np.uint16 if n_keys <= np.iinfo(np.uint16).max + 1 else np.int64
 
 
 def _warm_imports() -> None:
@@ -316,22 +325,21 @@ class BlockEvaluator:
     ) -> BlockPartial:
         cfg, n_buckets = self.cfg, self.cfg.bootstrap.buckets
         auc_cols = {cfg.columns.slices[0] if cfg.columns.slices else ALL, *cfg.columns.slices}
+        terms = {m: metrics.row_terms(y, s, cfg.threshold, self.has_proba[m]) for m, s in scores.items()}
         slices: dict[str, Any] = {}
         for col, (values, row_codes) in codes.items():
-            stats = {
-                m: metrics.row_stats(row_codes, len(values), y, s, cfg.threshold, self.has_proba[m])
-                for m, s in scores.items()
-            }
+            stats = {m: metrics.grouped_stats(row_codes, len(values), terms[m]) for m in scores}
             slices[col] = {"values": values, "stats": stats, "scores": {}}
             if "roc_auc" in cfg.metrics and col in auc_cols:
-                key = row_codes * 2 + y
-                order = np.argsort(key, kind="stable")
+                key = (row_codes * 2 + y).astype(_key_dtype(2 * len(values)))
+                order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
                 counts = np.bincount(key, minlength=2 * len(values)).astype(np.int64)
                 slices[col]["scores"] = {m: (counts, s[order]) for m, s in scores.items()}
-        bucket_stats = {
-            m: metrics.row_stats(buckets, n_buckets, y, s, cfg.threshold, self.has_proba[m])
-            for m, s in scores.items()
-        }
+        bucket_stats = (  # only the paired bootstrap reads them
+            {m: metrics.grouped_stats(buckets, n_buckets, terms[m]) for m in scores}
+            if cfg.bootstrap.samples
+            else {}
+        )
         hist = {}
         if "roc_auc" in cfg.metrics and cfg.bootstrap.samples:
             for m, s in scores.items():

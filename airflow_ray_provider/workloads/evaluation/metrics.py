@@ -80,6 +80,29 @@ def log_loss_terms(y: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.negative(p_true, out=p_true)
 
 
+def row_terms(y: np.ndarray, p: np.ndarray, threshold: float, proba: bool) -> dict[str, np.ndarray | None]:
+    """One model's per-row integer-valued weights of :data:`ROW_STATS` (``None``: count the rows).
+
+    Computed once per block and model, then summed per code set by :func:`grouped_stats`.
+
+    :param y: 0/1 labels; :param p: scores (probabilities when ``proba``).
+    """
+    terms: dict[str, np.ndarray | None] = {"rows": None, "pos": y.astype(np.float64)}
+    if not proba:
+        return terms
+    terms["correct"] = ((p >= threshold) == (y == 1)).astype(np.float64)
+    for name, values in (("sum_p", p), ("sum_ll", log_loss_terms(y, p))):
+        terms[f"{name}_hi"], terms[f"{name}_lo"] = fixed_limbs(values, RANGE_BITS[name])
+    return terms
+
+
+def grouped_stats(
+    codes: np.ndarray, n_codes: int, terms: Mapping[str, np.ndarray | None]
+) -> dict[str, np.ndarray]:
+    """Exact per-code sums of :func:`row_terms` (``codes``: int code per row in ``[0, n_codes)``)."""
+    return {key: grouped_int_sum(codes, weights, n_codes) for key, weights in terms.items()}
+
+
 def row_stats(
     codes: np.ndarray, n_codes: int, y: np.ndarray, p: np.ndarray, threshold: float, proba: bool
 ) -> dict[str, np.ndarray]:
@@ -88,19 +111,7 @@ def row_stats(
     :param codes: int code per row in ``[0, n_codes)``.
     :param y: 0/1 labels; :param p: scores (probabilities when ``proba``).
     """
-    out = {
-        "rows": grouped_int_sum(codes, None, n_codes),
-        "pos": grouped_int_sum(codes, y.astype(np.float64), n_codes),
-    }
-    if not proba:
-        return out
-    correct = ((p >= threshold) == (y == 1)).astype(np.float64)
-    out["correct"] = grouped_int_sum(codes, correct, n_codes)
-    for name, values in (("sum_p", p), ("sum_ll", log_loss_terms(y, p))):
-        hi, lo = fixed_limbs(values, RANGE_BITS[name])
-        out[f"{name}_hi"] = grouped_int_sum(codes, hi, n_codes)
-        out[f"{name}_lo"] = grouped_int_sum(codes, lo, n_codes)
-    return out
+    return grouped_stats(codes, n_codes, row_terms(y, p, threshold, proba))
 
 
 def auc_from_scores(pos: np.ndarray, neg: np.ndarray) -> float | None:
