@@ -36,7 +36,8 @@ class BlockPartial(TypedDict):
     """What one block reduces to (merged on the driver by :class:`.aggregate.Accumulator`).
 
     :param slices: per slice column (and :data:`ALL`): ``values``, per-model integer ``stats``, and
-        for AUC the per-(value, label) ``counts`` with the sorted ``scores``.
+        for AUC the per-(value, label) ``counts`` with the ``scores`` ordered by (value, label) and
+        ascending within each.
     :param buckets: per model, integer statistics per bootstrap bucket.
     :param hist: per model, ``(keys, counts)`` of the bootstrap's AUC score histogram.
     :param complete_gkeys: hashes of the groups complete inside the block (``None``: no group column).
@@ -150,6 +151,15 @@ def _group_sums(codes: np.ndarray, n_codes: int, ndcg: dict[int, np.ndarray]) ->
 def _key_dtype(n_keys: int) -> type[np.integer[Any]]:
     """The smallest sort key type for ``n_keys`` distinct keys (16 bits: numpy sorts them by radix)."""
     return np.uint16 if n_keys <= np.iinfo(np.uint16).max + 1 else np.int64
+
+
+def _slot_sorted(key: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    """``scores`` ordered by ``key``, ascending within each key (so finalize merges sorted runs).
+
+    A float sort, then a stable sort of the keys (radix for 16-bit keys), as in ranking's group order.
+    """
+    by_score = np.argsort(scores)
+    return scores[by_score[np.argsort(key[by_score], kind="stable")]]
 
 
 def _warm_imports() -> None:
@@ -332,9 +342,8 @@ class BlockEvaluator:
             slices[col] = {"values": values, "stats": stats, "scores": {}}
             if "roc_auc" in cfg.metrics and col in auc_cols:
                 key = (row_codes * 2 + y).astype(_key_dtype(2 * len(values)))
-                order = np.argsort(key, kind="stable")  # a radix sort for 16-bit keys
                 counts = np.bincount(key, minlength=2 * len(values)).astype(np.int64)
-                slices[col]["scores"] = {m: (counts, s[order]) for m, s in scores.items()}
+                slices[col]["scores"] = {m: (counts, _slot_sorted(key, s)) for m, s in scores.items()}
         bucket_stats = (  # only the paired bootstrap reads them
             {m: metrics.grouped_stats(buckets, n_buckets, terms[m]) for m in scores}
             if cfg.bootstrap.samples

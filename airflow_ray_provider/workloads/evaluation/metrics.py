@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 FIXED_BITS = 60
 LIMB_BITS = 30
@@ -119,14 +119,45 @@ def auc_from_scores(pos: np.ndarray, neg: np.ndarray) -> float | None:
 
     :returns: None when either class is absent (AUC is undefined there).
     """
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    neg_sorted = np.sort(neg)
-    pos_sorted = np.sort(pos)  # sorted needles: searchsorted walks forward (measured ~15x faster)
-    below = np.searchsorted(neg_sorted, pos_sorted, side="left")
-    at_or_below = np.searchsorted(neg_sorted, pos_sorted, side="right")
-    twice_u = int(below.sum(dtype=np.int64)) + int(at_or_below.sum(dtype=np.int64))
-    return twice_u / (2.0 * len(pos) * len(neg))
+    return auc_from_twice_u(twice_u_sorted(np.sort(pos), np.sort(neg)), len(pos), len(neg))
+
+
+def auc_from_twice_u(twice_u: int, n_pos: int, n_neg: int) -> float | None:
+    """The AUC of ``2U`` over ``n_pos`` positives and ``n_neg`` negatives (None when a class is absent)."""
+    return twice_u / (2.0 * n_pos * n_neg) if n_pos and n_neg else None
+
+
+def twice_u_sorted(pos: np.ndarray, neg: np.ndarray) -> int:
+    """``2U`` (pairs with the positive above count 2, ties 1) of sorted positive and negative scores."""
+    if len(pos) <= len(neg):  # look the smaller class up in the larger
+        return ranks_in(neg, pos)
+    return 2 * len(pos) * len(neg) - ranks_in(pos, neg)
+
+
+#: Scores looked up per ``searchsorted`` call in :func:`ranks_in` (bounds its index temporaries).
+AUC_CHUNK = 1 << 20
+
+
+def ranks_in(haystack: np.ndarray, needles: np.ndarray) -> int:
+    """``sum over needles of (#haystack < needle + #haystack <= needle)``; both sorted ascending.
+
+    With positives ``p`` and negatives ``n``: ``2U = ranks_in(n, p) = 2PN - ranks_in(p, n)``.
+    """
+    total = 0
+    for start in range(0, len(needles), AUC_CHUNK):
+        chunk = needles[start : start + AUC_CHUNK]
+        total += int(np.searchsorted(haystack, chunk, side="left").sum(dtype=np.int64))
+        total += int(np.searchsorted(haystack, chunk, side="right").sum(dtype=np.int64))
+    return total
+
+
+def merge_sorted(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """One ascending array from ascending pieces (sorting concatenated runs is fast)."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = np.concatenate(parts) if parts else np.zeros(0)
+    merged.sort()
+    return merged
 
 
 def point_metrics(
