@@ -183,8 +183,8 @@ class Accumulator:
     def _finish_groups(self) -> int:
         frag_keys = self._merge_fragments()
         complete = np.concatenate(self.complete) if self.complete else np.zeros(0, dtype=np.uint64)
-        uniq = np.unique(complete)
-        if len(uniq) != len(complete) or np.intersect1d(uniq, frag_keys).size:
+        complete, repeated = ranking.sort_with_repeats(complete)
+        if len(repeated) or ranking.contains_sorted(complete, frag_keys).any():
             raise DataError(
                 f"rows of a group ({self.cfg.columns.group!r}) are not stored together: NDCG and the group "
                 f"bootstrap need each group's rows consecutive in the files. Sort the log by "

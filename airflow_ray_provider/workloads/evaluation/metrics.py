@@ -143,11 +143,17 @@ def ranks_in(haystack: np.ndarray, needles: np.ndarray) -> int:
 
     With positives ``p`` and negatives ``n``: ``2U = ranks_in(n, p) = 2PN - ranks_in(p, n)``.
     """
+    if len(haystack) == 0:
+        return 0
     total = 0
     for start in range(0, len(needles), AUC_CHUNK):
         chunk = needles[start : start + AUC_CHUNK]
-        total += int(np.searchsorted(haystack, chunk, side="left").sum(dtype=np.int64))
-        total += int(np.searchsorted(haystack, chunk, side="right").sum(dtype=np.int64))
+        below = np.searchsorted(haystack, chunk, side="left")
+        total += 2 * int(below.sum(dtype=np.int64))
+        tied = haystack[np.minimum(below, len(haystack) - 1)] == chunk  # only ties need the right side
+        if tied.any():
+            at_or_below = np.searchsorted(haystack, chunk[tied], side="right")
+            total += int((at_or_below - below[tied]).sum(dtype=np.int64))
     return total
 
 
