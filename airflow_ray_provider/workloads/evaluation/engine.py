@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import contextlib
 import itertools
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -246,7 +248,8 @@ def stream_in_process(
     Each thread reads a unit once and gives it to every group's evaluator (the same packing as on Ray);
     this thread merges the partials in unit order. The reads, numpy's sorts and ufuncs and the models'
     matrix products release the GIL, so two blocks in flight keep two cores busy; at most one more unit
-    than threads is held (memory does not grow with the input).
+    than threads is held (memory does not grow with the input). With several block threads, BLAS and
+    OpenMP run one thread each (:func:`_native_threads`), as in a Ray actor.
 
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
     :returns: the merged partials and the stored bytes read.
@@ -270,7 +273,11 @@ def stream_in_process(
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
     nbytes = 0
     units = iter(pre.units)
-    with progress.reporting(), concurrent.futures.ThreadPoolExecutor(threads, "eval-block") as pool:
+    with (
+        progress.reporting(),
+        _native_threads(1 if threads > 1 else None),
+        concurrent.futures.ThreadPoolExecutor(threads, "eval-block") as pool,
+    ):
         clock.mark("first_scoring")
         pending = collections.deque(pool.submit(work, u) for u in itertools.islice(units, threads + 1))
         try:
@@ -289,3 +296,23 @@ def stream_in_process(
     else:
         clock.mark("last_row", time.monotonic())
     return acc, nbytes
+
+
+@contextlib.contextmanager
+def _native_threads(limit: int | None) -> Iterator[None]:
+    """Cap the native thread pools (BLAS, OpenMP) of this process at ``limit`` (``None``: leave them).
+
+    The blocks are the parallelism: two block threads each calling a two-thread BLAS measured 2x slower
+    on a 2-core machine (the pools spin for cores the other block holds); one thread gives the same
+    bits. ``threadpoolctl`` comes with scikit-learn; without it nothing is capped.
+    """
+    if limit is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=limit):
+        yield
