@@ -123,10 +123,12 @@ def group_partial(
     codes: dict[str, tuple[list[Any], np.ndarray]],
     buckets: np.ndarray,
     cfg: EvalConfig,
+    ascending: Mapping[str, np.ndarray] | None = None,
 ) -> tuple[dict[str, dict[str, dict[str, np.ndarray]]], dict[str, dict[str, np.ndarray]]]:
     """Group counts and NDCG sums per slice value and per bootstrap bucket, for whole groups.
 
     :param starts: start row of each group (rows of a group are consecutive).
+    :param ascending: per model, its rows in ascending score order (``None``: sorted here).
     :raises DataError: when a slice column varies inside a group.
     """
     sizes = np.diff(np.append(starts, len(y)))
@@ -137,7 +139,10 @@ def group_partial(
                 "be "
                 "attributes of the whole request (e.g. zone, device); remove it from columns.slices"
             )
-    ndcg = {m: ranking.ndcg_per_group(starts, y, s, cfg.ndcg_k) for m, s in scores.items()}
+    ndcg = {
+        m: ranking.ndcg_per_group(starts, y, s, cfg.ndcg_k, (ascending or {}).get(m))
+        for m, s in scores.items()
+    }
     per_slice: dict[str, dict[str, dict[str, np.ndarray]]] = {}
     for col, (values, row_codes) in codes.items():
         per_slice[col] = {m: _group_sums(row_codes[starts], len(values), ndcg[m]) for m in scores}
@@ -163,13 +168,17 @@ def _key_dtype(n_keys: int) -> type[np.integer[Any]]:
     return np.uint16 if n_keys <= np.iinfo(np.uint16).max + 1 else np.int64
 
 
-def _slot_sorted(key: np.ndarray, scores: np.ndarray) -> np.ndarray:
+def _slot_sorted(key: np.ndarray, scores: np.ndarray, ascending: np.ndarray) -> np.ndarray:
     """``scores`` ordered by ``key``, ascending within each key (so finalize merges sorted runs).
 
-    A float sort, then a stable sort of the keys (radix for 16-bit keys), as in ranking's group order.
+    :param ascending: ``np.argsort(scores)``; a stable sort of the keys follows (radix for 16 bits).
     """
-    by_score = np.argsort(scores)
-    return scores[by_score[np.argsort(key[by_score], kind="stable")]]
+    return scores[ascending[np.argsort(key[ascending], kind="stable")]]
+
+
+def _inner_order(ascending: np.ndarray, low: int, high: int) -> np.ndarray:
+    """The ascending order of rows ``[low, high)`` alone (as indices from ``low``), from the block's."""
+    return ascending[(ascending >= low) & (ascending < high)] - low
 
 
 def _warm_imports() -> None:
@@ -329,9 +338,10 @@ class BlockEvaluator:
         )
         unit = gkey if gkey is not None else bootstrap.row_unit_hash(y, x)
         buckets = bootstrap.buckets_for(unit, cfg.bootstrap.seed, cfg.bootstrap.buckets)
-        partial = self._row_partial(y, scores, codes, buckets)
+        ascending = {m: np.argsort(s) for m, s in scores.items()}  # shared by AUC and NDCG
+        partial = self._row_partial(y, scores, codes, buckets, ascending)
         if gkey is not None:
-            self._add_groups(partial, gkey, y, scores, codes, buckets)
+            self._add_groups(partial, gkey, y, scores, codes, buckets, ascending)
         if self.predictions_uri:
             self._write_predictions(table, scores, gkey if gkey is not None else unit)
         return partial
@@ -342,6 +352,7 @@ class BlockEvaluator:
         scores: dict[str, np.ndarray],
         codes: dict[str, tuple[list[Any], np.ndarray]],
         buckets: np.ndarray,
+        ascending: dict[str, np.ndarray],
     ) -> BlockPartial:
         cfg, n_buckets = self.cfg, self.cfg.bootstrap.buckets
         auc_cols = {cfg.columns.slices[0] if cfg.columns.slices else ALL, *cfg.columns.slices}
@@ -353,7 +364,9 @@ class BlockEvaluator:
             if "roc_auc" in cfg.metrics and col in auc_cols:
                 key = (row_codes * 2 + y).astype(_key_dtype(2 * len(values)))
                 counts = np.bincount(key, minlength=2 * len(values)).astype(np.int64)
-                slices[col]["scores"] = {m: (counts, _slot_sorted(key, s)) for m, s in scores.items()}
+                slices[col]["scores"] = {
+                    m: (counts, _slot_sorted(key, s, ascending[m])) for m, s in scores.items()
+                }
         bucket_stats = (  # only the paired bootstrap reads them
             {m: metrics.grouped_stats(buckets, n_buckets, terms[m]) for m in scores}
             if cfg.bootstrap.samples
@@ -374,6 +387,7 @@ class BlockEvaluator:
         scores: dict[str, np.ndarray],
         codes: dict[str, tuple[list[Any], np.ndarray]],
         buckets: np.ndarray,
+        ascending: dict[str, np.ndarray],
     ) -> None:
         starts = ranking.run_starts(gkey)
         edge = np.zeros(len(y), dtype=bool)
@@ -401,6 +415,7 @@ class BlockEvaluator:
             inner_codes,
             buckets[inner],
             self.cfg,
+            {m: _inner_order(a, int(first_end), int(starts[-1])) for m, a in ascending.items()},
         )
         for col, by_model in per_slice.items():
             for m, stats in by_model.items():
