@@ -3,7 +3,7 @@
 Everything merged here is an integer (counts, fixed-point sums, histograms) or a multiset of exact float64
 scores, so the result is the same whatever the block boundaries, the arrival order, or recomputed blocks.
 Memory: constant except for the AUC scores (8 bytes per row and model, per AUC slice column; finalize
-adds the smaller class's scores once per AUC thread) and 8 bytes per group id (for the group-contiguity
+adds one model's scores once more, one model at a time) and 8 bytes per group id (for the group-contiguity
 check); predictions themselves never reach the driver.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -131,14 +132,24 @@ class Accumulator:
         """The exact AUC of each ``(column, slice id, model)`` (``None`` each when AUC is not asked for).
 
         One task per AUC column and model (:meth:`_column_aucs`), on :data:`AUC_THREADS` threads; the
-        overall AUC comes from the first slice column's task.
+        overall AUC comes from the first slice column's tasks, one at a time (each merges all of a
+        model's scores once: two at once would hold twice that), every other task doing its slice
+        values first so that it does not wait.
         """
         if "roc_auc" not in self.cfg.metrics:
             return [None] * len(cells)
-        tasks = [(col, m) for col in self.cols for m in self.models if self.scores[col][m]]
-        with concurrent.futures.ThreadPoolExecutor(AUC_THREADS, "eval-auc") as pool:
-            done = dict(zip(tasks, pool.map(lambda task: self._column_aucs(*task), tasks), strict=True))
         first = self.cfg.columns.slices[0] if self.cfg.columns.slices else ALL
+        tasks = [(col, m) for col in self.cols for m in self.models if self.scores[col][m]]
+        one_at_a_time = threading.Lock()
+
+        def run(i: int) -> tuple[dict[int, float | None], float | None]:
+            col, m = tasks[i]
+            return self._column_aucs(
+                col, m, one_at_a_time if col == first else None, overall_first=i % 2 == 0
+            )
+
+        with concurrent.futures.ThreadPoolExecutor(AUC_THREADS, "eval-auc") as pool:
+            done = dict(zip(tasks, pool.map(run, range(len(tasks))), strict=True))
         out: list[float | None] = []
         for col, gid, m in cells:
             if col == ALL:
@@ -147,19 +158,31 @@ class Accumulator:
                 out.append(done[(col, m)][0].get(gid) if (col, m) in done else None)
         return out
 
-    def _column_aucs(self, col: str, model: str) -> tuple[dict[int, float | None], float | None]:
-        """The exact AUC of ``model`` on each value of slice column ``col``, and on all its rows.
+    def _column_aucs(
+        self, col: str, model: str, overall: threading.Lock | None, *, overall_first: bool
+    ) -> tuple[dict[int, float | None], float | None]:
+        """The exact AUC of ``model`` on each value of slice column ``col`` (and on all rows).
 
         The pieces of each slot arrive sorted (one per block), so each class is merged from sorted
-        runs (fast) into one array, sorted in place: for all rows first (then freed), then per value.
+        runs (fast) into one array, sorted in place.
+
+        :param overall: held while all rows' AUC is computed (``None``: not computed here).
+        :param overall_first: compute all rows' AUC before the values' (else after).
         """
         slots = self.scores[col][model]
-        pos, neg = (
-            metrics.merge_sorted([a for (_, c), parts in slots.items() if c == label for a in parts])
-            for label in (1, 0)
-        )
-        overall = metrics.auc_from_twice_u(metrics.twice_u_sorted(pos, neg), len(pos), len(neg))
-        del pos, neg
+        result: float | None = None
+
+        def all_rows() -> float | None:
+            assert overall is not None
+            with overall:
+                pos, neg = (
+                    metrics.merge_sorted([a for (_, c), parts in slots.items() if c == label for a in parts])
+                    for label in (1, 0)
+                )
+                return metrics.auc_from_twice_u(metrics.twice_u_sorted(pos, neg), len(pos), len(neg))
+
+        if overall is not None and overall_first:
+            result = all_rows()
         by_value: dict[int, dict[int, list[np.ndarray]]] = {}
         for (gid, label), parts in slots.items():
             by_value.setdefault(gid, {})[label] = parts
@@ -167,7 +190,9 @@ class Accumulator:
         for gid, classes in by_value.items():
             pos, neg = (metrics.merge_sorted(classes.get(c, [])) for c in (1, 0))
             per_value[gid] = metrics.auc_from_twice_u(metrics.twice_u_sorted(pos, neg), len(pos), len(neg))
-        return per_value, overall
+        if overall is not None and not overall_first:
+            result = all_rows()
+        return per_value, result
 
     def _metrics_for(self, cell: tuple[str, int, str], auc: float | None) -> dict[str, Any]:
         col, gid, model = cell
