@@ -59,6 +59,10 @@ RAY_EFFICIENCY = 0.8
 RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
 #: On one node with at most this many CPUs auto never uses Ray (measured slower at 1M-40M rows).
 MAX_LOCAL_CPUS = 2
+#: Block threads of the in-process engine (at most this CPUs' count): measured on 2 cores (1.4-1.6 cores
+#: busy; the GIL holds the rest); more would hold more blocks in memory for little gain. The break-even
+#: above still takes one core's speed for in-process, so on larger nodes Ray is chosen somewhat early.
+BLOCK_THREADS = 2
 
 
 def break_even_rows(cpus: float, fixed_s: float) -> int | None:
@@ -243,7 +247,7 @@ def run_engine(
 def stream_in_process(
     cfg: EvalConfig, pre: Preflight, groups: list[ModelGroup], predictions_uri: str | None, clock: PhaseClock
 ) -> tuple[Accumulator, int]:
-    """Score every read unit here, with the preflight's models, on :func:`local_cpus` block threads.
+    """Score every read unit here, with the preflight's models, on up to :data:`BLOCK_THREADS` threads.
 
     Each thread reads a unit once and gives it to every group's evaluator (the same packing as on Ray);
     this thread merges the partials in unit order. The reads, numpy's sorts and ufuncs and the models'
@@ -269,7 +273,7 @@ def stream_in_process(
         table, read = read_unit_counted(unit, cfg.data_uri, pre.read_columns)
         return merge_partials([e.evaluate(table) for e in evaluators]), read
 
-    threads = max(1, min(local_cpus(), len(pre.units)))
+    threads = max(1, min(local_cpus(), BLOCK_THREADS, len(pre.units)))
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
     nbytes = 0
     units = iter(pre.units)
