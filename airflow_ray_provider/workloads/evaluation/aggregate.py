@@ -2,14 +2,16 @@
 
 Everything merged here is an integer (counts, fixed-point sums, histograms) or a multiset of exact float64
 scores, so the result is the same whatever the block boundaries, the arrival order, or recomputed blocks.
-Memory: constant except for the AUC scores (8 bytes per row and model, per AUC slice column) and 8 bytes
-per group id (for the group-contiguity check); predictions themselves never reach the driver.
+Memory: constant except for the AUC scores (8 bytes per row and model, per AUC slice column; finalize
+adds one model's scores once more, one model at a time) and 8 bytes per group id (for the group-contiguity
+check); predictions themselves never reach the driver.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +26,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
 
 log = logging.getLogger(__name__)
-#: Threads computing the exact AUCs at finalize (two: the overall AUC of champion and challenger at once).
+#: Threads computing the exact AUCs at finalize (two: champion and challenger at once).
 AUC_THREADS = 2
 
 
@@ -102,8 +104,8 @@ class Accumulator:
     def finalize(self) -> EvalResult:
         """Complete the fragment groups, check group contiguity, and compute every metric.
 
-        The exact AUCs (a sort of every model's scores per slice value) run on :data:`AUC_THREADS`
-        threads: numpy sorts and searches without the GIL.
+        The exact AUCs (:meth:`_aucs`) run on :data:`AUC_THREADS` threads: numpy sorts and searches
+        without the GIL.
         """
         if self.rows == 0:
             raise DataError(f"no rows were read from {self.cfg.data_uri!r}: the dataset is empty")
@@ -127,12 +129,70 @@ class Accumulator:
         return EvalResult(rows=self.rows, groups=groups, overall=overall, slice_rows=slice_rows)
 
     def _aucs(self, cells: list[tuple[str, int, str]]) -> list[float | None]:
-        """The exact AUC of each ``(column, slice id, model)`` (``None`` each when AUC is not asked for)."""
+        """The exact AUC of each ``(column, slice id, model)`` (``None`` each when AUC is not asked for).
+
+        One task per AUC column and model (:meth:`_column_aucs`), on :data:`AUC_THREADS` threads; the
+        overall AUC comes from the first slice column's tasks, one at a time (each merges all of a
+        model's scores once: two at once would hold twice that), every other task doing its slice
+        values first so that it does not wait.
+        """
         if "roc_auc" not in self.cfg.metrics:
             return [None] * len(cells)
-        # the overall AUCs first: the largest sorts start at once, one per thread
+        first = self.cfg.columns.slices[0] if self.cfg.columns.slices else ALL
+        tasks = [(col, m) for col in self.cols for m in self.models if self.scores[col][m]]
+        one_at_a_time = threading.Lock()
+
+        def run(i: int) -> tuple[dict[int, float | None], float | None]:
+            col, m = tasks[i]
+            return self._column_aucs(
+                col, m, one_at_a_time if col == first else None, overall_first=i % 2 == 0
+            )
+
         with concurrent.futures.ThreadPoolExecutor(AUC_THREADS, "eval-auc") as pool:
-            return list(pool.map(lambda cell: metrics.auc_from_scores(*self._auc_scores(*cell)), cells))
+            done = dict(zip(tasks, pool.map(run, range(len(tasks))), strict=True))
+        out: list[float | None] = []
+        for col, gid, m in cells:
+            if col == ALL:
+                out.append(done[(first, m)][1] if (first, m) in done else None)
+            else:
+                out.append(done[(col, m)][0].get(gid) if (col, m) in done else None)
+        return out
+
+    def _column_aucs(
+        self, col: str, model: str, overall: threading.Lock | None, *, overall_first: bool
+    ) -> tuple[dict[int, float | None], float | None]:
+        """The exact AUC of ``model`` on each value of slice column ``col`` (and on all rows).
+
+        The pieces of each slot arrive sorted (one per block), so each class is merged from sorted
+        runs (fast) into one array, sorted in place.
+
+        :param overall: held while all rows' AUC is computed (``None``: not computed here).
+        :param overall_first: compute all rows' AUC before the values' (else after).
+        """
+        slots = self.scores[col][model]
+        result: float | None = None
+
+        def all_rows() -> float | None:
+            assert overall is not None
+            with overall:
+                pos, neg = (
+                    metrics.merge_sorted([a for (_, c), parts in slots.items() if c == label for a in parts])
+                    for label in (1, 0)
+                )
+                return metrics.auc_from_twice_u(metrics.twice_u_sorted(pos, neg), len(pos), len(neg))
+
+        if overall is not None and overall_first:
+            result = all_rows()
+        by_value: dict[int, dict[int, list[np.ndarray]]] = {}
+        for (gid, label), parts in slots.items():
+            by_value.setdefault(gid, {})[label] = parts
+        per_value: dict[int, float | None] = {}
+        for gid, classes in by_value.items():
+            pos, neg = (metrics.merge_sorted(classes.get(c, [])) for c in (1, 0))
+            per_value[gid] = metrics.auc_from_twice_u(metrics.twice_u_sorted(pos, neg), len(pos), len(neg))
+        if overall is not None and not overall_first:
+            result = all_rows()
+        return per_value, result
 
     def _metrics_for(self, cell: tuple[str, int, str], auc: float | None) -> dict[str, Any]:
         col, gid, model = cell
@@ -145,21 +205,11 @@ class Accumulator:
             out[name] = values.get(name)
         return out
 
-    def _auc_scores(self, col: str, gid: int, model: str) -> tuple[np.ndarray, np.ndarray]:
-        if col == ALL and self.cfg.columns.slices:
-            src = self.scores[self.cfg.columns.slices[0]][model]
-            pick = [(slot, parts) for slot, parts in src.items()]
-        else:
-            pick = [(slot, parts) for slot, parts in self.scores[col][model].items() if slot[0] == gid]
-        pos = [a for (_, label), parts in pick if label == 1 for a in parts]
-        neg = [a for (_, label), parts in pick if label == 0 for a in parts]
-        return (np.concatenate(pos) if pos else np.zeros(0)), (np.concatenate(neg) if neg else np.zeros(0))
-
     def _finish_groups(self) -> int:
         frag_keys = self._merge_fragments()
         complete = np.concatenate(self.complete) if self.complete else np.zeros(0, dtype=np.uint64)
-        uniq = np.unique(complete)
-        if len(uniq) != len(complete) or np.intersect1d(uniq, frag_keys).size:
+        complete, repeated = ranking.sort_with_repeats(complete)
+        if len(repeated) or ranking.contains_sorted(complete, frag_keys).any():
             raise DataError(
                 f"rows of a group ({self.cfg.columns.group!r}) are not stored together: NDCG and the group "
                 f"bootstrap need each group's rows consecutive in the files. Sort the log by "

@@ -25,11 +25,15 @@ driver's merge and the reads take the second core: in-process was faster at 1M, 
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
+import contextlib
+import itertools
 import logging
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +59,10 @@ RAY_EFFICIENCY = 0.8
 RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
 #: On one node with at most this many CPUs auto never uses Ray (measured slower at 1M-40M rows).
 MAX_LOCAL_CPUS = 2
+#: Block threads of the in-process engine (at most this CPUs' count): measured on 2 cores (1.4-1.6 cores
+#: busy; the GIL holds the rest); more would hold more blocks in memory for little gain. The break-even
+#: above still takes one core's speed for in-process, so on larger nodes Ray is chosen somewhat early.
+BLOCK_THREADS = 2
 
 
 def break_even_rows(cpus: float, fixed_s: float) -> int | None:
@@ -239,15 +247,19 @@ def run_engine(
 def stream_in_process(
     cfg: EvalConfig, pre: Preflight, groups: list[ModelGroup], predictions_uri: str | None, clock: PhaseClock
 ) -> tuple[Accumulator, int]:
-    """Score every read unit here, group by group, with the preflight's models; read while one scores.
+    """Score every read unit here, with the preflight's models, on up to :data:`BLOCK_THREADS` threads.
 
-    Each unit is read once and given to every group's evaluator (the same packing as on Ray).
+    Each thread reads a unit once and gives it to every group's evaluator (the same packing as on Ray);
+    this thread merges the partials in unit order. The reads, numpy's sorts and ufuncs and the models'
+    matrix products release the GIL, so two blocks in flight keep two cores busy; at most one more unit
+    than threads is held (memory does not grow with the input). With several block threads, BLAS and
+    OpenMP run one thread each (:func:`_native_threads`), as in a Ray actor.
 
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
     :returns: the merged partials and the stored bytes read.
     """
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
-    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, merge_partials
+    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, BlockPartial, merge_partials
     from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
     acc = Accumulator(cfg, pre.has_proba)
@@ -256,24 +268,55 @@ def stream_in_process(
         BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded, names=g.models)
         for g in groups
     ]
+
+    def work(unit: dict[str, Any]) -> tuple[BlockPartial, int]:
+        table, read = read_unit_counted(unit, cfg.data_uri, pre.read_columns)
+        return merge_partials([e.evaluate(table) for e in evaluators]), read
+
+    threads = max(1, min(local_cpus(), BLOCK_THREADS, len(pre.units)))
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
     nbytes = 0
-    with progress.reporting(), concurrent.futures.ThreadPoolExecutor(1, "eval-read") as reader:
-        pending: Any = None
-        for i, unit in enumerate(pre.units):
-            current, read = (
-                pending.result() if pending else read_unit_counted(unit, cfg.data_uri, pre.read_columns)
-            )
-            nbytes += read
-            if i + 1 < len(pre.units):  # pyarrow reads without the GIL: overlap the next read
-                pending = reader.submit(read_unit_counted, pre.units[i + 1], cfg.data_uri, pre.read_columns)
-            if i == 0:
-                clock.mark("first_scoring")
-            acc.add(merge_partials([e.evaluate(current) for e in evaluators]))
-            progress.add(current.num_rows)
+    units = iter(pre.units)
+    with (
+        progress.reporting(),
+        _native_threads(1 if threads > 1 else None),
+        concurrent.futures.ThreadPoolExecutor(threads, "eval-block") as pool,
+    ):
+        clock.mark("first_scoring")
+        pending = collections.deque(pool.submit(work, u) for u in itertools.islice(units, threads + 1))
+        try:
+            while pending:
+                partial, read = pending.popleft().result()
+                pending.extend(pool.submit(work, u) for u in itertools.islice(units, 1))
+                nbytes += read
+                acc.add(partial)
+                progress.add(int(partial["rows"]))
+        finally:  # a failed block: do not score the units queued behind it
+            for future in pending:
+                future.cancel()
     if progress.first_at is not None and progress.last_at is not None:
         clock.mark("first_row", progress.first_at)
         clock.mark("last_row", progress.last_at)
     else:
         clock.mark("last_row", time.monotonic())
     return acc, nbytes
+
+
+@contextlib.contextmanager
+def _native_threads(limit: int | None) -> Iterator[None]:
+    """Cap the native thread pools (BLAS, OpenMP) of this process at ``limit`` (``None``: leave them).
+
+    The blocks are the parallelism: two block threads each calling a two-thread BLAS measured 2x slower
+    on a 2-core machine (the pools spin for cores the other block holds); one thread gives the same
+    bits. ``threadpoolctl`` comes with scikit-learn; without it nothing is capped.
+    """
+    if limit is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=limit):
+        yield

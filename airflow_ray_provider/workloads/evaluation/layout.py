@@ -119,9 +119,9 @@ def check_groups_together(cfg: EvalConfig, units: list[dict[str, Any]]) -> None:
         inner_keys.append(run_keys[1:-1])
         edge_keys.append(np.unique(run_keys[[0, -1]]))
     inner = np.concatenate(inner_keys) if inner_keys else np.zeros(0, dtype=np.uint64)
-    uniq, counts = np.unique(inner, return_counts=True)
-    twice = uniq[counts > 1]
-    touching = np.intersect1d(uniq, np.concatenate(edge_keys)) if edge_keys else twice[:0]
+    inner, twice = ranking.sort_with_repeats(inner)
+    edges = np.concatenate(edge_keys) if edge_keys else inner[:0]
+    touching = np.unique(edges[ranking.contains_sorted(inner, edges)])
     bad = np.concatenate([twice[:1], touching[:1]])
     if len(bad):
         _split(cfg, units, _units_holding(cfg, units, int(bad[0])))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 FIXED_BITS = 60
 LIMB_BITS = 30
@@ -80,6 +80,29 @@ def log_loss_terms(y: np.ndarray, p: np.ndarray) -> np.ndarray:
     return np.negative(p_true, out=p_true)
 
 
+def row_terms(y: np.ndarray, p: np.ndarray, threshold: float, proba: bool) -> dict[str, np.ndarray | None]:
+    """One model's per-row integer-valued weights of :data:`ROW_STATS` (``None``: count the rows).
+
+    Computed once per block and model, then summed per code set by :func:`grouped_stats`.
+
+    :param y: 0/1 labels; :param p: scores (probabilities when ``proba``).
+    """
+    terms: dict[str, np.ndarray | None] = {"rows": None, "pos": y.astype(np.float64)}
+    if not proba:
+        return terms
+    terms["correct"] = ((p >= threshold) == (y == 1)).astype(np.float64)
+    for name, values in (("sum_p", p), ("sum_ll", log_loss_terms(y, p))):
+        terms[f"{name}_hi"], terms[f"{name}_lo"] = fixed_limbs(values, RANGE_BITS[name])
+    return terms
+
+
+def grouped_stats(
+    codes: np.ndarray, n_codes: int, terms: Mapping[str, np.ndarray | None]
+) -> dict[str, np.ndarray]:
+    """Exact per-code sums of :func:`row_terms` (``codes``: int code per row in ``[0, n_codes)``)."""
+    return {key: grouped_int_sum(codes, weights, n_codes) for key, weights in terms.items()}
+
+
 def row_stats(
     codes: np.ndarray, n_codes: int, y: np.ndarray, p: np.ndarray, threshold: float, proba: bool
 ) -> dict[str, np.ndarray]:
@@ -88,19 +111,7 @@ def row_stats(
     :param codes: int code per row in ``[0, n_codes)``.
     :param y: 0/1 labels; :param p: scores (probabilities when ``proba``).
     """
-    out = {
-        "rows": grouped_int_sum(codes, None, n_codes),
-        "pos": grouped_int_sum(codes, y.astype(np.float64), n_codes),
-    }
-    if not proba:
-        return out
-    correct = ((p >= threshold) == (y == 1)).astype(np.float64)
-    out["correct"] = grouped_int_sum(codes, correct, n_codes)
-    for name, values in (("sum_p", p), ("sum_ll", log_loss_terms(y, p))):
-        hi, lo = fixed_limbs(values, RANGE_BITS[name])
-        out[f"{name}_hi"] = grouped_int_sum(codes, hi, n_codes)
-        out[f"{name}_lo"] = grouped_int_sum(codes, lo, n_codes)
-    return out
+    return grouped_stats(codes, n_codes, row_terms(y, p, threshold, proba))
 
 
 def auc_from_scores(pos: np.ndarray, neg: np.ndarray) -> float | None:
@@ -108,14 +119,51 @@ def auc_from_scores(pos: np.ndarray, neg: np.ndarray) -> float | None:
 
     :returns: None when either class is absent (AUC is undefined there).
     """
-    if len(pos) == 0 or len(neg) == 0:
-        return None
-    neg_sorted = np.sort(neg)
-    pos_sorted = np.sort(pos)  # sorted needles: searchsorted walks forward (measured ~15x faster)
-    below = np.searchsorted(neg_sorted, pos_sorted, side="left")
-    at_or_below = np.searchsorted(neg_sorted, pos_sorted, side="right")
-    twice_u = int(below.sum(dtype=np.int64)) + int(at_or_below.sum(dtype=np.int64))
-    return twice_u / (2.0 * len(pos) * len(neg))
+    return auc_from_twice_u(twice_u_sorted(np.sort(pos), np.sort(neg)), len(pos), len(neg))
+
+
+def auc_from_twice_u(twice_u: int, n_pos: int, n_neg: int) -> float | None:
+    """The AUC of ``2U`` over ``n_pos`` positives and ``n_neg`` negatives (None when a class is absent)."""
+    return twice_u / (2.0 * n_pos * n_neg) if n_pos and n_neg else None
+
+
+def twice_u_sorted(pos: np.ndarray, neg: np.ndarray) -> int:
+    """``2U`` (pairs with the positive above count 2, ties 1) of sorted positive and negative scores."""
+    if len(pos) <= len(neg):  # look the smaller class up in the larger
+        return ranks_in(neg, pos)
+    return 2 * len(pos) * len(neg) - ranks_in(pos, neg)
+
+
+#: Scores looked up per ``searchsorted`` call in :func:`ranks_in` (bounds its index temporaries).
+AUC_CHUNK = 1 << 20
+
+
+def ranks_in(haystack: np.ndarray, needles: np.ndarray) -> int:
+    """``sum over needles of (#haystack < needle + #haystack <= needle)``; both sorted ascending.
+
+    With positives ``p`` and negatives ``n``: ``2U = ranks_in(n, p) = 2PN - ranks_in(p, n)``.
+    """
+    if len(haystack) == 0:
+        return 0
+    total = 0
+    for start in range(0, len(needles), AUC_CHUNK):
+        chunk = needles[start : start + AUC_CHUNK]
+        below = np.searchsorted(haystack, chunk, side="left")
+        total += 2 * int(below.sum(dtype=np.int64))
+        tied = haystack[np.minimum(below, len(haystack) - 1)] == chunk  # only ties need the right side
+        if tied.any():
+            at_or_below = np.searchsorted(haystack, chunk[tied], side="right")
+            total += int((at_or_below - below[tied]).sum(dtype=np.int64))
+    return total
+
+
+def merge_sorted(parts: Sequence[np.ndarray]) -> np.ndarray:
+    """One ascending array from ascending pieces (sorting concatenated runs is fast)."""
+    if len(parts) == 1:
+        return parts[0]
+    merged = np.concatenate(parts) if parts else np.zeros(0)
+    merged.sort()
+    return merged
 
 
 def point_metrics(
