@@ -6,7 +6,7 @@ Airflow-free: the operators sample the job's process CPU (:func:`sampling`) whil
 :func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
 """
 
-from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, sampling
+from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, asampling, sampling
 from airflow_ray_provider.launch.usage.collect import (
     DashboardState,
     StateUnreadableError,
@@ -27,6 +27,7 @@ __all__ = [
     "StateUnreadableError",
     "UsageRecord",
     "UsageRequest",
+    "asampling",
     "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",
