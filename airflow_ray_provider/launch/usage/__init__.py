@@ -1,6 +1,7 @@
 """What each job reserved, was allocated, kept busy and cost: the usage record (docs/usage.md).
 
-Airflow-free: the operators sample the job's process CPU (:func:`sampling`) while they wait, call
+Airflow-free: the operators sample the job's process CPU while they wait (:func:`sampling` in the worker,
+:func:`asampling` in a trigger), call
 :func:`collect_usage` once the job has finished (``finish_job``) and put the record into XCom,
 ``usage.json`` and one log line; :func:`parse_prices` and
 :func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
