@@ -97,9 +97,11 @@ def test_a_deferred_task_samples_busy_in_the_trigger_and_its_event_carries_it(bu
     trigger = type(carried)(**json.loads(json.dumps(carried.serialize()[1])))
 
     async def first_event() -> dict[str, Any]:
-        async for event in trigger.run():
-            return dict(event.payload)
-        raise AssertionError("the trigger fired no event")
+        events = trigger.run()
+        try:
+            return dict((await anext(events)).payload)
+        finally:
+            await events.aclose()  # its hook closed; the sampling task already ended with the wait
 
     payload = json.loads(json.dumps(asyncio.run(first_event())))  # what the triggerer stores
     assert payload["status"] == "done" and payload["busy"]["samples"] >= 1, payload
