@@ -181,8 +181,12 @@ class RayJobTrigger(BaseTrigger):
             return nullcontext()
         from airflow_ray_provider.launch.usage import BusyLedger, asampling
 
-        state = await asyncio.to_thread(self.hook.dashboard_state)
         self.busy = BusyLedger(since=self.start_time)
+        try:
+            state = await asyncio.to_thread(self.hook.dashboard_state)
+        except Exception as exc:  # the wait itself reports a cluster it cannot reach; busy says why
+            self.busy.failed(f"no dashboard to sample: {exc}")
+            return nullcontext()
         return asampling(state, self.busy)
 
     async def on_kill(self) -> None:

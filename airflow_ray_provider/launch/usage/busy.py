@@ -113,11 +113,11 @@ class BusyLedger:
             self.add_dump(body)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe (a trigger's event): per process its key and its CPU seconds gained so far."""
+        """JSON-safe (a trigger's event): per process that gained CPU, its key and the seconds gained."""
         return {
             "since": self.since, "samples": self.samples, "failures": self.failures,
             "last_error": self.last_error,
-            "processes": [[*key, round(s.grown(), 6)] for key, s in self.series.items()],
+            "processes": [[*key, round(s.grown(), 6)] for key, s in self.series.items() if s.grown() > 0],
         }  # fmt: skip
 
     @classmethod
