@@ -8,8 +8,8 @@ keys earlier releases used, so an event fired by a trigger of the previous relea
 ==================  ===========================================================================
 event               payload
 ==================  ===========================================================================
-:class:`JobDone`    ``{"status": "done", "submission_id", "job": JobState dict, "log_offset"}``
-:class:`JobTimedOut` ``{"status": "timeout", "submission_id", "job", "log_offset", "stopped"}``
+:class:`JobDone`    ``{"status": "done", "submission_id", "job": JobState dict, "log_offset", "busy"}``
+:class:`JobTimedOut` ``{"status": "timeout", "submission_id", "job", "log_offset", "stopped", "busy"}``
 :class:`JobWaitFailed` ``{"status": "error", "submission_id", "log_offset", "message"}``
 :class:`RayJobDone` ``{"status": "done", "name", "rayjob": RayJobStatus dict, "dashboard_url", "usage", ...}``
 :class:`RayJobWaitFailed` ``{"status": "error", "name", "message"}``
@@ -45,6 +45,8 @@ class JobDone:
     submission_id: str
     state: JobState
     log_offset: int = 0
+    #: The trigger's busy-CPU samples (``BusyLedger.to_dict()``; ``None``: not sampled there).
+    busy: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _need(bool(self.submission_id), "trigger event without submission_id", self)
@@ -58,6 +60,7 @@ class JobDone:
             "job": self.state.to_dict(),
             "log_offset": self.log_offset,
             "message": "",
+            "busy": self.busy,
         }
 
 
@@ -69,6 +72,8 @@ class JobTimedOut:
     stopped: bool
     log_offset: int = 0
     state: JobState | None = None
+    #: The trigger's busy-CPU samples (as :attr:`JobDone.busy`).
+    busy: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         _need(bool(self.submission_id), "trigger event without submission_id", self)
@@ -82,6 +87,7 @@ class JobTimedOut:
             "log_offset": self.log_offset,
             "stopped": self.stopped,
             "message": _STOPPED_WORD if self.stopped else "left running",
+            "busy": self.busy,
         }
 
 
@@ -124,15 +130,16 @@ def parse_job_event(payload: Any) -> JobEvent:
     _need(isinstance(sid, str) and bool(sid), "trigger event without submission_id", payload)
     offset = int(payload.get("log_offset") or 0)
     job = payload.get("job")
+    busy = payload.get("busy") if isinstance(payload.get("busy"), dict) else None
     if payload["status"] == DONE:
         _need(isinstance(job, dict), "trigger event 'done' without the job's state", payload)
-        return JobDone(sid, JobState.from_dict(job), offset)
+        return JobDone(sid, JobState.from_dict(job), offset, busy)
     if payload["status"] == TIMEOUT:
         stopped = payload.get("stopped")
         if not isinstance(stopped, bool):  # fired by a trigger of an earlier release
             stopped = payload.get("message") == _STOPPED_WORD
         state = JobState.from_dict(job) if isinstance(job, dict) else None
-        return JobTimedOut(sid, stopped, offset, state)
+        return JobTimedOut(sid, stopped, offset, state, busy)
     return JobWaitFailed(sid, str(payload.get("message") or "no message"), offset)
 
 

@@ -5,7 +5,8 @@ the wait has no timeout of its own. A look that finds the RayJob gone ends the w
 The job's log comes through its cluster's dashboard once the head answers: :class:`RayJobWatch` keeps
 the Job API client of that cluster, which the shell supplies (``connect``), because only it may build an
 Airflow hook; ``launch.run`` connects with its own client. :class:`RayJobUsage` makes the job's usage
-record along the same looks (the shell supplies the dashboard's state API).
+record along the same looks (the shell supplies the dashboard's state API), its busy CPU sampled at each
+look while the Ray job runs (:meth:`RayJobWatch.sample_busy`, the same step as :mod:`.usage.busy`'s).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from airflow_ray_provider.launch.wait import Observation, WaitPlan
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import KubeRayJobs, RayClusterHandle, RayJobLook
-    from airflow_ray_provider.launch.usage import DashboardState, UsageRequest
+    from airflow_ray_provider.launch.usage import BusyLedger, DashboardState, UsageRequest
 
 
 class RayJobWatch:
@@ -65,6 +66,23 @@ class RayJobWatch:
         except Exception as exc:
             self.log.warning("Could not make the usage record of RayJob %s: %s", look.status.name, exc)
             self.usage.record = {}  # tried: not again at every look
+
+    def sample_busy(self, look: RayJobLook) -> None:
+        """One sample of the job's process CPU (the record's ``busy``), at each look while the Ray job
+        runs and the record is not made yet (blocking: the trigger's looks run in a thread). Never raises:
+        a failed read is counted in the ledger."""
+        if self.usage is None or self.client is None or self.usage.record is not None:
+            return
+        if not look.status.job_id:
+            return
+        from airflow_ray_provider.launch.usage.busy import read_dump
+
+        try:
+            state = self.client.dashboard_state()
+        except Exception as exc:
+            self.usage.ledger(look).failed(f"no dashboard to sample: {exc}")
+            return
+        self.usage.ledger(look).take(*read_dump(state))
 
     @property
     def record(self) -> dict[str, Any] | None:
@@ -128,6 +146,7 @@ class RayJobWatch:
         replaced = self.seen(seen)
         if replaced is not None:
             self.retired.append(replaced)
+        self.sample_busy(seen)
         if self.usage_due(seen):
             self.collect_usage(seen)
         return seen
@@ -278,7 +297,17 @@ class RayJobUsage:
     plan: RayJobUsagePlan
     cluster_ready: float | None = None
     record: dict[str, Any] | None = None
+    #: The job's process CPU samples, one per look while it runs (``None``: none taken yet).
+    busy: BusyLedger | None = None
     _saw_unready: bool = False
+
+    def ledger(self, look: RayJobLook) -> BusyLedger:
+        """The busy ledger, begun at the RayJob's start (else now) on first use."""
+        from airflow_ray_provider.launch.usage import BusyLedger
+
+        if self.busy is None:
+            self.busy = BusyLedger(since=_epoch(look.status.start_time) or time.time())
+        return self.busy
 
     def seen(self, look: RayJobLook, now: float) -> None:
         """Note when the cluster became ready (only a look that saw it not ready yet can tell)."""
@@ -314,7 +343,7 @@ class RayJobUsage:
         """Make the record from the cluster's dashboard (blocking HTTP: the trigger runs it in a thread)."""
         from airflow_ray_provider.launch.usage import collect_usage
 
-        self.record = collect_usage(state, self.request(look, ended_by)).to_dict()
+        self.record = collect_usage(state, self.request(look, ended_by), busy=self.busy).to_dict()
         return self.record
 
     def teardown_pending(self, look: RayJobLook | None) -> bool:

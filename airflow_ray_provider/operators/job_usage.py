@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
     SCHEMA,
+    BusyLedger,
     BusySampler,
     DashboardState,
     Prices,
@@ -163,15 +164,16 @@ class JobUsage:
         *,
         log: logging.Logger | Any,
         ended_by: str = "finished",
-        busy: BusySampler | None = None,
+        busy: BusySampler | BusyLedger | None = None,
     ) -> dict[str, Any] | None:
         """The record's dict, ``None`` when even that failed (logged; the job's result stands).
 
-        :param busy: the sampler that ran while the job was waited for (stopped here), if any.
+        :param busy: the sampler that ran while the job was waited for (stopped here), or the ledger a
+            trigger's wait filled (its event's ``busy``), if any.
         """
         try:
             request = self.request(submission_id, entrypoint, ended_by)
-            ledger = busy.stop() if busy is not None else None
+            ledger = busy.stop() if isinstance(busy, BusySampler) else busy
             return collect_usage(dashboard_state(hook), request, busy=ledger).to_dict()
         except Exception as exc:  # the record is best effort: it never hides the job's outcome
             log.warning("Could not make the usage record of Ray job %s: %s", submission_id, exc)
@@ -187,7 +189,7 @@ class JobUsage:
         artifact_uri: str | None,
         log: logging.Logger | Any,
         ended_by: str = "finished",
-        busy: BusySampler | None = None,
+        busy: BusySampler | BusyLedger | None = None,
     ) -> dict[str, Any] | None:
         """Collect the record, push it as the ``usage`` XCom, write ``usage.json``, log its line.
 

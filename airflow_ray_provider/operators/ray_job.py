@@ -72,7 +72,7 @@ from airflow_ray_provider.operators.templated import coerce_rendered, is_templat
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch.usage import BusySampler
+    from airflow_ray_provider.launch.usage import BusyLedger, BusySampler
 
 
 @dataclass(frozen=True)
@@ -223,8 +223,8 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self._context: Context | None = None
         self._usage: JobUsage | None = None
         self._usage_record: dict[str, Any] | None = None
-        #: The CPU sampler while this worker waits for the job (``None`` in the triggerer's wait).
-        self._busy: BusySampler | None = None
+        #: The CPU sampler while this worker waits for the job, or the ledger the trigger's event carried.
+        self._busy: BusySampler | BusyLedger | None = None
         #: Set by the one-task operator: when it began waiting for its cluster, and when that answered.
         self.cluster_times: tuple[float, float] | None = None
 
@@ -504,6 +504,11 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self._context = context
         typed = parse_job_event(event)
         self._submission_id = typed.submission_id
+        busy = getattr(typed, "busy", None)
+        if busy:  # the trigger's samples of the job's process CPU
+            from airflow_ray_provider.launch.usage import BusyLedger
+
+            self._busy = BusyLedger.from_dict(busy)
         if isinstance(typed, JobDone) and self.stream_logs:  # lines the trigger had not written yet
             text = self._logs_best_effort(typed.submission_id)
             emit_lines(self.log, new_log_lines(text, typed.log_offset, final=True)[0])

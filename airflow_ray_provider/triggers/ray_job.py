@@ -9,8 +9,10 @@ connection or the cluster handle. Every poll is non-blocking (aiohttp); any fail
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, nullcontext
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from airflow_ray_provider.launch import Cleanup, Ending, WaitPlan, actions_for, 
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import RayClusterHandle
+    from airflow_ray_provider.launch.usage import BusyLedger
 
 
 def legacy_cleanup(stop_on_timeout: bool | None, stop_on_cancel: bool | None) -> Cleanup | None:
@@ -54,7 +57,9 @@ class RayJobTrigger(BaseTrigger):
         deletes it too, as ``cleanup_policy`` says.
     :param cluster_conn_id: the connection that cluster was created through (``None``: local).
     :param usage: the usage record's request (``UsageRequest.to_dict()``; ``None``: no record): a user's
-        kill of the deferred task makes the record (``ended_by: killed``) and logs its line.
+        kill of the deferred task makes the record (``ended_by: killed``) and logs its line. With it, the
+        job's process CPU is sampled while the trigger waits (:func:`~airflow_ray_provider.launch.usage.
+        asampling`); the ledger rides in the event (``busy``) for ``execute_complete``'s record.
     """
 
     def __init__(
@@ -96,6 +101,8 @@ class RayJobTrigger(BaseTrigger):
         self.usage = usage
         #: The record a kill made (for tests and logs; not serialised).
         self.killed_record: dict[str, Any] | None = None
+        #: The busy-CPU samples of this wait (``None`` without a usage record; not serialised).
+        self.busy: BusyLedger | None = None
 
     @property
     def stop_on_cancel(self) -> bool:
@@ -149,20 +156,38 @@ class RayJobTrigger(BaseTrigger):
         """Wait until the job is terminal, the timeout expires, or an error occurs; fire one event."""
         sid = self.submission_id
         try:
-            outcome = await await_job(
-                self.hook,
-                sid,
-                self.wait_plan(),
-                emit=lambda lines: emit_lines(self.log, lines),
-                poll_interval=self.poll_interval,
-            )
-            yield TriggerEvent(event_for(sid, outcome).to_payload())
+            async with await self._sampling():
+                outcome = await await_job(
+                    self.hook,
+                    sid,
+                    self.wait_plan(),
+                    emit=lambda lines: emit_lines(self.log, lines),
+                    poll_interval=self.poll_interval,
+                )
+            event = event_for(sid, outcome)
+            if self.busy is not None and not isinstance(event, JobWaitFailed):
+                event = dataclasses.replace(event, busy=self.busy.to_dict())
+            yield TriggerEvent(event.to_payload())
         except Exception as exc:  # an event, never an exception: execute_complete explains it
             self.log.warning("Waiting for Ray job %s failed: %s", sid, exc)
             message = f"{type(exc).__name__}: {exc}"
             yield TriggerEvent(JobWaitFailed(sid, message, self.log_offset).to_payload())
         finally:
             await self.hook.aclose()
+
+    async def _sampling(self) -> AbstractAsyncContextManager[Any]:
+        """Sample the job's process CPU into :attr:`busy` while the block waits (with a usage record)."""
+        if not self.usage:
+            return nullcontext()
+        from airflow_ray_provider.launch.usage import BusyLedger, asampling
+
+        self.busy = BusyLedger(since=self.start_time)
+        try:
+            state = await asyncio.to_thread(self.hook.dashboard_state)
+        except Exception as exc:  # the wait itself reports a cluster it cannot reach; busy says why
+            self.busy.failed(f"no dashboard to sample: {exc}")
+            return nullcontext()
+        return asampling(state, self.busy)
 
     async def on_kill(self) -> None:
         """A user killed the deferred task (mark failed/success, clear): clean up as the policy says."""
@@ -188,7 +213,8 @@ class RayJobTrigger(BaseTrigger):
 
         try:
             request = UsageRequest.from_dict(self.usage, ended_by="killed")
-            record = await asyncio.to_thread(lambda: collect_usage(self.hook.dashboard_state(), request))
+            state = await asyncio.to_thread(self.hook.dashboard_state)
+            record = await asyncio.to_thread(collect_usage, state, request, busy=self.busy)
         except Exception as exc:
             self.log.warning("No usage record of Ray job %s on kill: %s", self.submission_id, exc)
             return

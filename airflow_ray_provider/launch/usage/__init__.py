@@ -1,12 +1,13 @@
 """What each job reserved, was allocated, kept busy and cost: the usage record (docs/usage.md).
 
-Airflow-free: the operators sample the job's process CPU (:func:`sampling`) while they wait, call
+Airflow-free: the operators sample the job's process CPU while they wait (:func:`sampling` in the worker,
+:func:`asampling` in a trigger), call
 :func:`collect_usage` once the job has finished (``finish_job``) and put the record into XCom,
 ``usage.json`` and one log line; :func:`parse_prices` and
 :func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
 """
 
-from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, sampling
+from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, asampling, sampling
 from airflow_ray_provider.launch.usage.collect import (
     DashboardState,
     StateUnreadableError,
@@ -27,6 +28,7 @@ __all__ = [
     "StateUnreadableError",
     "UsageRecord",
     "UsageRequest",
+    "asampling",
     "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",

@@ -6,8 +6,11 @@ driver): ``pid``, ``createTime`` and ``cpuTimes`` (``user`` + ``system`` seconds
 the latest report per node; ``/test/dump?key=node_physical_stats`` answers it as received (``/nodes/{id}``
 merges it into its worker list only every 15 s, too coarse for a short job, so it is the fallback).
 
-A :class:`BusySampler` reads it every ~2 s from one background thread (plain HTTP, no Ray process) while
-the operator waits; :class:`BusyLedger` keeps, per process, the CPU seconds it gained while sampled. Which
+One step takes one sample (:func:`read_dump`, then :meth:`BusyLedger.take`): :class:`BusySampler` drives
+it every ~2 s from one background thread while an operator waits in its worker, :func:`asampling` from an
+``asyncio`` task beside a trigger's poll loop (the one read in a worker thread; plain HTTP, no Ray process
+either way). The ledger travels in the trigger's event (:meth:`BusyLedger.to_dict`).
+:class:`BusyLedger` keeps, per process, the CPU seconds it gained while sampled. Which
 processes were the job's is known only at the end (the tasks' ``worker_pid``, the actors' ``pid``, the
 supervisor's and the driver's), so :func:`busy_seconds` picks them then. The figure is a lower bound:
 what a process burnt after the last report that listed it (at most one reporter interval) is missed.
@@ -16,11 +19,12 @@ Sampling never fails the job: a read that fails is counted and named in the reco
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -101,6 +105,32 @@ class BusyLedger:
         self.failures += 1
         self.last_error = why
 
+    def take(self, body: Mapping[str, Any] | None, why: str | None) -> None:
+        """The one step of a sample: a :func:`read_dump` answer (``why``: it could not be read)."""
+        if why is not None or body is None:
+            self.failed(why or "no answer")
+        else:
+            self.add_dump(body)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe (a trigger's event): per process that gained CPU, its key and the seconds gained."""
+        return {
+            "since": self.since, "samples": self.samples, "failures": self.failures,
+            "last_error": self.last_error,
+            "processes": [[*key, round(s.grown(), 6)] for key, s in self.series.items() if s.grown() > 0],
+        }  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BusyLedger:
+        """The ledger of :meth:`to_dict` (each process's gain banked: it is not sampled again)."""
+        ledger = cls(
+            since=float(data["since"]), samples=int(data.get("samples") or 0),
+            failures=int(data.get("failures") or 0), last_error=data.get("last_error"),
+        )  # fmt: skip
+        for node, pid, created, grown in data.get("processes") or []:
+            ledger.series[(str(node), int(pid), float(created))] = _Series(0.0, 0.0, float(grown))
+        return ledger
+
     def busy_seconds(self, pids: Mapping[str, set[int]], *, until: float | None = None) -> float:
         """CPU seconds gained by the processes ``pids`` names (node id -> pids; ``""``: any node),
         leaving out a process created after ``until`` (a pid reused once the job had ended)."""
@@ -152,6 +182,14 @@ def job_processes(
     return out
 
 
+def read_dump(state: DashboardState) -> tuple[Any, str | None]:
+    """One read of every node's latest process stats: ``(body, None)``, or ``(None, why)`` (never raises)."""
+    try:
+        return state.get(DUMP_ROUTE), None
+    except Exception as exc:
+        return None, str(exc)
+
+
 class BusySampler:
     """Sample the dashboard's process CPU times every ``interval`` seconds from one daemon thread.
 
@@ -170,14 +208,9 @@ class BusySampler:
 
     def sample(self) -> None:
         """One sample; a failure is counted, never raised."""
-        try:
-            body = self.state.get(DUMP_ROUTE)
-        except Exception as exc:
-            with self._lock:
-                self.ledger.failed(str(exc))
-            return
+        body, why = read_dump(self.state)
         with self._lock:
-            self.ledger.add_dump(body)
+            self.ledger.take(body, why)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -216,3 +249,29 @@ def sampling(state: DashboardState | None, *, since: float | None = None) -> Ite
         yield sampler
     finally:
         sampler.close()
+
+
+@asynccontextmanager
+async def asampling(
+    state: DashboardState | None, ledger: BusyLedger, *, interval: float = SAMPLE_INTERVAL_S
+) -> AsyncIterator[BusyLedger]:
+    """Sample into ``ledger`` every ``interval`` seconds from an ``asyncio`` task while the block runs
+    (a trigger's wait; ``state`` ``None``: no sampling); on the way out the task is cancelled and one last
+    sample taken. The read runs in a worker thread (:func:`read_dump`), so no thread outlives a sample."""
+    if state is None:
+        yield ledger
+        return
+
+    async def loop() -> None:
+        while True:
+            ledger.take(*await asyncio.to_thread(read_dump, state))
+            await asyncio.sleep(interval)
+
+    task = asyncio.create_task(loop(), name="usage-busy")
+    try:
+        yield ledger
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task
+        ledger.take(*await asyncio.to_thread(read_dump, state))

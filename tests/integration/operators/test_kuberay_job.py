@@ -118,6 +118,8 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     else:  # the worker's last events never came (seen once in a full run): start to end, more than it ran
         assert allocated_s > task_s, record["not_available"]
     assert record["reserved"]["CPU"] > record["allocated"]["CPU"] and record["cost"]["amount"] > 0
+    # busy: sampled at each look while the job ran (the operator's wait in this worker)
+    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"], record
     phases = record["phases"]
     assert phases["waiting_for_cluster_s"] is not None
     # queued_s needs the supervisor in the dashboard's actor list; on the busy shared head of a full run it
@@ -455,6 +457,7 @@ def test_deferrable_rayjob_and_one_task_under_dag_test(
     usage = xcom_value(dag_run, "ok", key="usage")  # made in the triggerer, carried by the event
     assert (usage["mode"], usage["submission_id"]) == ("rayjob", result["job_id"])
     assert usage["reserved"]["CPU"] > 0 and usage["phases"]["teardown_s"] is not None
+    assert usage["busy_cpu_hours"] is not None and "busy" not in usage["not_available"]  # the trigger's
     one_task = xcom_value(dag_run, "one_task", key="usage")  # its cluster deleted in the task: teardown
     assert one_task["mode"] == "one_task" and one_task["phases"]["teardown_s"] is not None
     assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]

@@ -47,7 +47,7 @@ def busy_head() -> Iterator[Any]:
         stop_head(info)
 
 
-def _operator(head: Any) -> Any:
+def _operator(head: Any, **kwargs: Any) -> Any:
     from airflow_ray_provider.clusters.handle import RayClusterHandle
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
@@ -55,7 +55,7 @@ def _operator(head: Any) -> Any:
         backend="local", name=head.name, dashboard_url=head.dashboard_url, auth_token_file=head.token_file
     ).to_dict()
     return SubmitRayJobOperator(
-        task_id="submit", cluster=handle, entrypoint=["python", "-c", JOB], poll_interval=0.2
+        task_id="submit", cluster=handle, entrypoint=["python", "-c", JOB], poll_interval=0.2, **kwargs
     )
 
 
@@ -78,8 +78,39 @@ def test_busy_is_the_cpu_the_jobs_tasks_burnt_within_the_sampling_gap(busy_head:
     _until_reporting(op)
     ti = StandInTI(dag_id=f"usage_busy_{uuid.uuid4().hex[:6]}")
     result = op.execute(context_for(ti))
-    record = ti.xcoms["usage"]
-    text = op.hook.get_job_logs(result["submission_id"])
+    _check_busy(op, ti.xcoms["usage"], result["submission_id"])
+
+
+def test_a_deferred_task_samples_busy_in_the_trigger_and_its_event_carries_it(busy_head: Any) -> None:
+    """The deferred path as the triggerer runs it: the trigger built from its serialised kwargs, its
+    event through JSON, ``execute_complete`` making the record from the ledger the event carried."""
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    op = _operator(busy_head, deferrable=True)
+    _until_reporting(op)
+    ti = StandInTI(dag_id=f"usage_busy_deferred_{uuid.uuid4().hex[:6]}")
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context_for(ti))
+    carried = deferred.value.trigger
+    trigger = type(carried)(**json.loads(json.dumps(carried.serialize()[1])))
+
+    async def first_event() -> dict[str, Any]:
+        events = trigger.run()
+        try:
+            return dict((await anext(events)).payload)
+        finally:
+            await events.aclose()  # its hook closed; the sampling task already ended with the wait
+
+    payload = json.loads(json.dumps(asyncio.run(first_event())))  # what the triggerer stores
+    assert payload["status"] == "done" and payload["busy"]["samples"] >= 1, payload
+    result = op.execute_complete(context_for(ti), payload)
+    _check_busy(op, ti.xcoms["usage"], result["submission_id"])
+
+
+def _check_busy(op: Any, record: dict[str, Any], submission_id: str) -> None:
+    text = op.hook.get_job_logs(submission_id)
     burnt = json.loads(re.search(r"^BUSY-TEST (\{.*\})$", text, re.M).group(1))["cpu_s"]  # type: ignore[union-attr]
 
     busy_s = record["busy_cpu_hours"] * 3600

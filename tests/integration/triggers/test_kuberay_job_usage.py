@@ -54,6 +54,7 @@ def test_a_kill_of_the_deferred_task_logs_a_killed_record_and_deletes_the_rayjob
     record = trigger._watch.record
     assert record is not None and record["ended_by"] == "killed" and record["mode"] == "rayjob"
     assert record["job_status"] == "RUNNING" and record["submission_id"]
+    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"]  # the trigger's
     out = capfd.readouterr().out
     line = f"Usage of Ray job {record['submission_id']} (task killed while deferred): [job killed, RUNNING]"
     assert line in out

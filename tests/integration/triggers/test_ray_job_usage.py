@@ -50,6 +50,7 @@ def test_a_kill_of_the_deferred_task_stops_the_job_and_logs_a_killed_record(
     assert record is not None and record["ended_by"] == "killed" and record["mode"] == "standing"
     assert record["submission_id"] == trigger.submission_id and record["cost"] is not None
     assert record["job_status"] in ("STOPPED", "RUNNING")  # Ray stops a job asynchronously
+    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"]  # the trigger's
     out = capfd.readouterr().out
     assert f"Usage of Ray job {trigger.submission_id} (task killed while deferred): [job killed," in out
     sid = trigger.submission_id

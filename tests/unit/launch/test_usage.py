@@ -3,6 +3,7 @@ dashboard that does not answer (a closed port: a real connection refused, no moc
 
 from __future__ import annotations
 
+import logging
 import socket
 
 import pytest
@@ -280,3 +281,33 @@ def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
     assert no_gpu is not None
     with pytest.raises(RayInvalidInputError, match=r"\['GPU'\].*does not have"):
         check_prices_on_spec(no_gpu, RayClusterSpec())
+
+
+def test_a_rayjob_watch_samples_busy_at_each_look_while_the_job_runs_and_never_raises() -> None:
+    from airflow_ray_provider.launch import RayJobUsagePlan, RayJobWatch
+    from airflow_ray_provider.launch.usage import DashboardState
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: a real refused connection
+
+    class Client:  # the shell's Job API client: only its dashboard is asked for here
+        def dashboard_state(self) -> DashboardState:
+            return DashboardState(f"http://127.0.0.1:{port}", timeout=1.0)
+
+    watch = RayJobWatch(logging.getLogger("t"), lambda handle: Client(), RayJobUsagePlan(own_cluster=True))
+    watch.sample_busy(_rayjob_look("", "Initializing", cluster=False))  # no cluster yet: no sample
+    assert watch.usage is not None and watch.usage.busy is None
+    running = _rayjob_look("RUNNING", "Running", cluster=True)
+    watch.seen(running)
+    watch.sample_busy(running)
+    watch.sample_busy(running)
+    ledger = watch.usage.busy
+    assert ledger is not None and (ledger.samples, ledger.failures) == (0, 2)
+    assert "did not answer" in (ledger.last_error or "")
+    from datetime import datetime, timezone
+
+    assert ledger.since == datetime(2027, 1, 15, 8, tzinfo=timezone.utc).timestamp()  # the RayJob's start
+    watch.usage.record = {}  # made (or tried): no more samples
+    watch.sample_busy(running)
+    assert ledger.failures == 2

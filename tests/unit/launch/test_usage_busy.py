@@ -97,3 +97,47 @@ def test_a_sampler_on_a_dashboard_that_does_not_answer_counts_failures_and_never
     ledger = sampler.stop()
     assert ledger.samples == 0 and ledger.failures >= 2 and "did not answer" in (ledger.last_error or "")
     assert sampler.stop() is ledger  # once
+
+
+def test_the_ledger_round_trips_through_a_trigger_event_as_json() -> None:
+    import json
+
+    from airflow_ray_provider.jobs.events import JobDone, JobTimedOut, parse_job_event
+    from airflow_ray_provider.jobs.status import JobState
+
+    ledger = BusyLedger(since=T0)
+    ledger.add_dump(_dump(n1=[_worker(10, 1.0), _worker(11, 0.5, created=T0 + 1)]))
+    ledger.add_dump(_dump(n1=[_worker(10, 3.0), _worker(11, 2.0, 0.5, created=T0 + 1)]))
+    ledger.take(None, "/test/dump answered HTTP 500")
+    state = JobState.from_dict({"submission_id": "s1", "status": "SUCCEEDED"})
+    for event in (
+        JobDone("s1", state, 0, ledger.to_dict()),
+        JobTimedOut("s1", True, 0, state, ledger.to_dict()),
+    ):
+        payload = json.loads(json.dumps(event.to_payload()))  # what the triggerer stores
+        again = BusyLedger.from_dict(parse_job_event(payload).busy or {})
+        pids = {"n1": {10, 11}}
+        assert again.busy_seconds(pids) == ledger.busy_seconds(pids) == 2.0 + 2.5
+        assert again.busy_seconds({"n1": {11}}, until=T0) == 0.0  # a process made after the end: left out
+        assert (again.samples, again.failures, again.note()) == (2, 1, ledger.note())
+    assert parse_job_event(JobDone("s1", state).to_payload()).busy is None  # sampled in no trigger
+
+
+def test_async_sampling_takes_the_same_step_and_leaves_no_task_behind() -> None:
+    import asyncio
+
+    from airflow_ray_provider.launch.usage import asampling
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    state = DashboardState(f"http://127.0.0.1:{port}", timeout=1.0)
+
+    async def wait() -> tuple[BusyLedger, int]:
+        async with asampling(state, BusyLedger(since=time.time()), interval=0.05) as ledger:
+            await asyncio.sleep(0.3)
+        return ledger, len(asyncio.all_tasks())
+
+    ledger, tasks = asyncio.run(wait())
+    assert tasks == 1 and ledger.samples == 0 and ledger.failures >= 3  # the last sample on the way out
+    assert "did not answer" in (ledger.last_error or "")
