@@ -300,6 +300,7 @@ class RayJobUsage:
     #: The job's process CPU samples, one per look while it runs (``None``: none taken yet).
     busy: BusyLedger | None = None
     _saw_unready: bool = False
+    _looked_at: float | None = None
 
     def ledger(self, look: RayJobLook) -> BusyLedger:
         """The busy ledger, begun at the RayJob's start (else now) on first use."""
@@ -311,6 +312,7 @@ class RayJobUsage:
 
     def seen(self, look: RayJobLook, now: float) -> None:
         """Note when the cluster became ready (only a look that saw it not ready yet can tell)."""
+        self._looked_at = now
         if look.cluster is None and not look.status.is_final:
             self._saw_unready = True
         elif look.cluster is not None and self._saw_unready and self.cluster_ready is None:
@@ -344,6 +346,8 @@ class RayJobUsage:
         from airflow_ray_provider.launch.usage import collect_usage
 
         self.record = collect_usage(state, self.request(look, ended_by), busy=self.busy).to_dict()
+        if self._looked_at is not None:  # the look that found the job ended may find the cluster gone
+            self.gone(look, self._looked_at)  # too (TTL 0, a quick controller): no later look would
         return self.record
 
     def teardown_pending(self, look: RayJobLook | None) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import socket
+from typing import Any
 
 import pytest
 
@@ -267,6 +268,30 @@ def test_the_teardown_step_looks_on_while_the_cluster_stands_and_the_wait_is_not
     fresh = {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
     untimed = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=0.0), record=fresh)
     assert untimed.teardown_delay(standing, 0.0, 0.3) is None  # a TTL: the task does not wait
+
+
+def test_a_record_made_at_the_look_that_finds_the_cluster_gone_has_its_teardown(monkeypatch) -> None:
+    """KubeRay (TTL 0) may delete the cluster before the look that finds the job ended: that look
+    makes the record and is the last one, so the record takes the teardown from it (a full run met
+    a record without ``teardown_s`` this way)."""
+    import airflow_ray_provider.launch.usage as usage_package
+    from airflow_ray_provider.launch import RayJobUsage, RayJobUsagePlan
+
+    class Made:
+        def to_dict(self) -> dict[str, Any]:
+            return {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
+
+    monkeypatch.setattr(usage_package, "collect_usage", lambda state, request, busy=None: Made())
+    usage = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=30.0))
+    final = _rayjob_look("SUCCEEDED", "Complete", cluster=False, gone=True)
+    usage.seen(final, T0 + 102)
+    usage.gone(final, T0 + 102)  # the watch takes in the look before it makes the record
+    assert usage.due(final)
+
+    record = usage.collect(None, final)  # type: ignore[arg-type]  # no dashboard read: collect_usage replaced
+
+    assert record["phases"]["teardown_s"] == 2 and "teardown" not in record["not_available"]
+    assert usage.teardown_delay(final, 0.0, 0.3) is None  # nothing left to wait for
 
 
 def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
