@@ -6,19 +6,24 @@ The job's log comes through its cluster's dashboard once the head answers: :clas
 the Job API client of that cluster, which the shell supplies (``connect``), because only it may build an
 Airflow hook; ``launch.run`` connects with its own client. :class:`RayJobUsage` makes the job's usage
 record along the same looks (the shell supplies the dashboard's state API), its busy CPU sampled at each
-look while the Ray job runs (:meth:`RayJobWatch.sample_busy`, the same step as :mod:`.usage.busy`'s).
+look while the Ray job runs (:meth:`RayJobWatch.sample_busy`, the same step as :mod:`.usage.busy`'s) and,
+when looks are further apart than :data:`~.usage.busy.SAMPLE_INTERVAL_S`, between them too
+(:meth:`RayJobWatch.sampling` from a thread, :meth:`RayJobWatch.asampling` from an ``asyncio`` task).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.launch.cleanup import Cleanup
 from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
+from airflow_ray_provider.launch.usage.busy import SAMPLE_INTERVAL_S
 from airflow_ray_provider.launch.wait import Observation, WaitPlan
 
 if TYPE_CHECKING:
@@ -51,6 +56,8 @@ class RayJobWatch:
         self.last: RayJobLook | None = None
         #: Clients of clusters a later look replaced, for the caller to close (async ones on its loop).
         self.retired: list[Any] = []
+        #: Held while the busy ledger is sampled or read into the record (looks and the sampler's thread).
+        self._busy_lock = threading.Lock()
 
     def usage_due(self, look: RayJobLook) -> bool:
         """Whether this look should make the usage record (the Ray job ended; a dashboard to ask)."""
@@ -62,7 +69,8 @@ class RayJobWatch:
         if self.usage is None or self.client is None:
             return
         try:
-            self.usage.collect(self.client.dashboard_state(), look, ended_by)
+            with self._busy_lock:
+                self.usage.collect(self.client.dashboard_state(), look, ended_by)
         except Exception as exc:
             self.log.warning("Could not make the usage record of RayJob %s: %s", look.status.name, exc)
             self.usage.record = {}  # tried: not again at every look
@@ -78,11 +86,42 @@ class RayJobWatch:
         from airflow_ray_provider.launch.usage.busy import read_dump
 
         try:
-            state = self.client.dashboard_state()
+            body, why = read_dump(self.client.dashboard_state())
         except Exception as exc:
-            self.usage.ledger(look).failed(f"no dashboard to sample: {exc}")
+            body, why = None, f"no dashboard to sample: {exc}"
+        with self._busy_lock:
+            if self.usage.record is None:  # the record may have been made meanwhile (the sampler's thread)
+                self.usage.ledger(look).take(body, why)
+
+    def sample_latest(self) -> None:
+        """:meth:`sample_busy` for the last look (the sampler's step between looks; never raises)."""
+        if self.last is not None:
+            self.sample_busy(self.last)
+
+    @contextmanager
+    def sampling(self, poll_interval: float, interval: float = SAMPLE_INTERVAL_S) -> Iterator[None]:
+        """While the block waits: sample busy CPU every ``interval`` seconds from a thread, when looks are
+        further apart (``poll_interval``) and a record is asked for; else nothing."""
+        from airflow_ray_provider.launch.usage.busy import repeating
+
+        if self.usage is None or poll_interval <= interval:
+            yield
             return
-        self.usage.ledger(look).take(*read_dump(state))
+        with repeating(self.sample_latest, interval=interval):
+            yield
+
+    @asynccontextmanager
+    async def asampling(
+        self, poll_interval: float, interval: float = SAMPLE_INTERVAL_S
+    ) -> AsyncIterator[None]:
+        """:meth:`sampling` on an event loop (a trigger's wait)."""
+        from airflow_ray_provider.launch.usage.busy import arepeating
+
+        if self.usage is None or poll_interval <= interval:
+            yield
+            return
+        async with arepeating(self.sample_latest, interval=interval):
+            yield
 
     @property
     def record(self) -> dict[str, Any] | None:

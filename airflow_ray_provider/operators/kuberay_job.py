@@ -364,13 +364,14 @@ class KubeRayJobOperator(AirflowErrors, RayJobUsageMixin, BaseOperator):
                 self._announce(seen, context)
             return seen
 
-        outcome = wait_for_rayjob(
-            rayjob_plan(stream_logs=self.stream_logs),
-            look=look,
-            read_logs=watch.read,
-            emit=lambda lines: emit_lines(self.log, lines),
-            poll_interval=self.poll_interval,
-        )
+        with watch.sampling(self.poll_interval):  # busy CPU between looks too, when they are far apart
+            outcome = wait_for_rayjob(
+                rayjob_plan(stream_logs=self.stream_logs),
+                look=look,
+                read_logs=watch.read,
+                emit=lambda lines: emit_lines(self.log, lines),
+                poll_interval=self.poll_interval,
+            )
         final = outcome.seen.subject
         if final is None:
             raise RayProviderError(

@@ -141,13 +141,14 @@ class KubeRayJobTrigger(BaseTrigger):
                     await watch.retired.pop().aclose()
                 return seen
 
-            outcome = await await_rayjob(
-                rayjob_plan(log_offset=self.log_offset, stream_logs=self.stream_logs),
-                look=look,
-                read_logs=watch.aread,
-                emit=lambda lines: emit_lines(self.log, lines),
-                poll_interval=self.poll_interval,
-            )
+            async with watch.asampling(self.poll_interval):  # busy CPU between looks when far apart
+                outcome = await await_rayjob(
+                    rayjob_plan(log_offset=self.log_offset, stream_logs=self.stream_logs),
+                    look=look,
+                    read_logs=watch.aread,
+                    emit=lambda lines: emit_lines(self.log, lines),
+                    poll_interval=self.poll_interval,
+                )
             self.log_offset = outcome.plan.log_offset
             final = outcome.seen.subject
             if final is None:

@@ -9,7 +9,8 @@ merges it into its worker list only every 15 s, too coarse for a short job, so i
 One step takes one sample (:func:`read_dump`, then :meth:`BusyLedger.take`): :class:`BusySampler` drives
 it every ~2 s from one background thread while an operator waits in its worker, :func:`asampling` from an
 ``asyncio`` task beside a trigger's poll loop (the one read in a worker thread; plain HTTP, no Ray process
-either way). The ledger travels in the trigger's event (:meth:`BusyLedger.to_dict`).
+either way), and :func:`repeating` / :func:`arepeating` run any such step between a RayJob wait's looks.
+The ledger travels in the trigger's event (:meth:`BusyLedger.to_dict`).
 :class:`BusyLedger` keeps, per process, the CPU seconds it gained while sampled. Which
 processes were the job's is known only at the end (the tasks' ``worker_pid``, the actors' ``pid``, the
 supervisor's and the driver's), so :func:`busy_seconds` picks them then. The figure is a lower bound:
@@ -23,7 +24,7 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -275,3 +276,40 @@ async def asampling(
         with suppress(asyncio.CancelledError):
             await task
         ledger.take(*await asyncio.to_thread(read_dump, state))
+
+
+@contextmanager
+def repeating(step: Callable[[], None], *, interval: float = SAMPLE_INTERVAL_S) -> Iterator[None]:
+    """Run ``step`` every ``interval`` seconds from one daemon thread while the block runs (the first
+    after one interval; a wait's own looks sample too). ``step`` must not raise (a sample never does)."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(interval):
+            step()
+
+    thread = threading.Thread(target=loop, name="usage-busy", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()  # the thread ends after its current step; a step is one bounded HTTP read
+
+
+@asynccontextmanager
+async def arepeating(step: Callable[[], None], *, interval: float = SAMPLE_INTERVAL_S) -> AsyncIterator[None]:
+    """:func:`repeating` on an event loop: ``step`` (blocking) in a worker thread every ``interval`` seconds
+    from an ``asyncio`` task, cancelled on the way out."""
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(interval)
+            await asyncio.to_thread(step)
+
+    task = asyncio.create_task(loop(), name="usage-busy")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with suppress(asyncio.CancelledError):
+            await task

@@ -164,6 +164,34 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
         assert allowed(BASE_RULES, group=group, resource=resource, verb=verb), (method, path)
 
 
+def test_rayjob_looks_further_apart_than_two_seconds_get_busy_samples_between_them(
+    rayjob_controller, kuberay_conn, rayjobs, monkeypatch
+):
+    """With looks 4 s apart, the worker's wait also samples busy CPU every 2 s from its thread (the look's
+    own step for the last look), and the record still gets its busy figure."""
+    from airflow_ray_provider.launch import RayJobWatch
+
+    between: list[float] = []
+    latest = RayJobWatch.sample_latest
+
+    def counted(watch: RayJobWatch) -> None:
+        between.append(time.monotonic())
+        latest(watch)
+
+    monkeypatch.setattr(RayJobWatch, "sample_latest", counted)
+    code = "import time; time.sleep(6); print('slept')"
+    op = _rayjob_op(kuberay_conn, "apart", entrypoint=_python(code), poll_interval=4.0)
+    ti = StandInTI(dag_id="rayjob_e2e", task_id="apart")
+    result = op.execute(context_for(ti))
+
+    assert result["status"] == "SUCCEEDED"
+    assert len(between) >= 2, between  # a 6 s job, samples every 2 s beside looks every 4 s
+    record = ti.xcoms["usage"]
+    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"], record
+    assert op._watch is not None and op._watch.usage is not None and op._watch.usage.busy is not None
+    assert op._watch.usage.busy.samples >= 3  # looks while it ran plus the samples between them
+
+
 def test_rayjob_failure_carries_reason_message_and_log_tail(rayjob_controller, kuberay_conn, rayjobs):
     code = "import sys; print('the-marker-line-before-failing'); sys.exit(3)"
     op = _rayjob_op(kuberay_conn, "failure", entrypoint=_python(code))

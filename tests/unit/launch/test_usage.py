@@ -336,3 +336,54 @@ def test_a_rayjob_watch_samples_busy_at_each_look_while_the_job_runs_and_never_r
     watch.usage.record = {}  # made (or tried): no more samples
     watch.sample_busy(running)
     assert ledger.failures == 2
+
+
+def test_a_rayjob_watch_samples_between_looks_only_when_they_are_further_apart_than_the_interval() -> None:
+    """The sampler's thread (worker) and ``asyncio`` task (trigger) drive the look's own step for the
+    last look; with looks as often as samples, nothing extra runs."""
+    import asyncio
+    import time
+
+    from airflow_ray_provider.launch import RayJobUsagePlan, RayJobWatch
+    from airflow_ray_provider.launch.usage import DashboardState
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed once the block ends: each sample is a refused connection
+
+    class Client:
+        def dashboard_state(self) -> DashboardState:
+            return DashboardState(f"http://127.0.0.1:{port}", timeout=1.0)
+
+    def watching() -> RayJobWatch:
+        watch = RayJobWatch(
+            logging.getLogger("t"), lambda handle: Client(), RayJobUsagePlan(own_cluster=True)
+        )
+        watch.seen(_rayjob_look("RUNNING", "Running", cluster=True))
+        return watch
+
+    def failures(watch: RayJobWatch) -> int:
+        assert watch.usage is not None
+        return watch.usage.busy.failures if watch.usage.busy is not None else 0
+
+    often = watching()
+    with often.sampling(poll_interval=0.05, interval=0.05):  # looks as often as samples: no thread
+        time.sleep(0.3)
+    assert failures(often) == 0
+
+    apart = watching()
+    with apart.sampling(poll_interval=10.0, interval=0.05):
+        time.sleep(0.5)
+    taken = failures(apart)
+    assert taken >= 3  # ~10 in 0.5 s; at least 3 on a loaded machine
+    time.sleep(0.2)
+    assert failures(apart) <= taken + 1  # stopped on the way out (at most the step it was in)
+
+    async def deferred(watch: RayJobWatch) -> None:
+        async with watch.asampling(poll_interval=10.0, interval=0.05):
+            await asyncio.sleep(0.5)
+
+    trigger = watching()
+    asyncio.run(deferred(trigger))
+    assert failures(trigger) >= 3
+    assert RayJobWatch(logging.getLogger("t"), lambda h: Client()).usage is None  # no record: no sampling
