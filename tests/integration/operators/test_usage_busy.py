@@ -1,4 +1,5 @@
-"""The usage record's busy CPU on a real local head: a job whose two tasks burn known CPU.
+"""The usage record's busy CPU on a real local head: a job whose two tasks burn known CPU (Job API, in the
+worker and deferred; and as a RayJob through the emulator, the test controller lending this head).
 
 The head's reporter sends process stats every second here (``REPORTER_UPDATE_INTERVAL_MS=1000``; Ray's
 default is 5 s), so the figure's lower-bound gap (what a process burnt after its last report) is at most
@@ -130,3 +131,40 @@ def _line(record: dict[str, Any]) -> str:
     from airflow_ray_provider.operators.job_usage import usage_line
 
     return usage_line(record)
+
+
+def test_a_rayjob_through_the_emulator_gets_a_sized_busy_figure_from_samples_between_looks(
+    busy_head: Any,
+    kuberay_controller: Any,
+    rayjob_controller: Any,
+    kuberay_conn: str,
+    rayjobs: Any,
+    capfd: Any,
+) -> None:
+    """RayJob mode (the official client, the emulator, the test KubeRay controllers) on this module's
+    head: looks 4 s apart, busy sampled every 2 s between them from the worker's thread; the same bounds
+    as the Job API's."""
+    import sys
+
+    from airflow_ray_provider.local.head import read_token
+    from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+    from tests.fixtures.kuberay import HEAD_MODE
+
+    op = _operator(busy_head)
+    _until_reporting(op)
+    spec = {"annotations": {HEAD_MODE: "busy"}}
+    rayjob = KubeRayJobOperator(
+        task_id="busy_rayjob", cluster_conn_id=kuberay_conn, spec=spec,
+        entrypoint=[sys.executable, "-c", JOB], poll_interval=4.0, ttl_seconds_after_finished=0,
+    )  # fmt: skip
+    ti = StandInTI(dag_id=f"usage_busy_rayjob_{uuid.uuid4().hex[:6]}")
+    with kuberay_controller.lending("busy", busy_head, read_token(busy_head.token_file)):
+        result = rayjob.execute(context_for(ti))
+    record = ti.xcoms["usage"]
+    assert result["status"] == "SUCCEEDED" and record["mode"] == "rayjob"
+    text = capfd.readouterr()
+    burnt = json.loads(re.search(r"BUSY-TEST (\{.*\})", text.out + text.err).group(1))["cpu_s"]  # type: ignore[union-attr]
+    busy_s = record["busy_cpu_hours"] * 3600
+    print(f"BUSY-FIGURES rayjob burnt {burnt:.2f} CPU-s, busy {busy_s:.2f} CPU-s")
+    assert burnt - 2 * (REPORT_S + 1.0) <= busy_s <= burnt + STARTUP_CPU_S, (busy_s, burnt, record)
+    assert rayjob._watch.usage.busy.samples >= 3  # the looks while it ran and the samples between them
