@@ -92,6 +92,8 @@ class Accumulator:
                 _scatter_add(self.stats[col][m], stats, gids, size)
             for m, (counts, sorted_scores) in part["scores"].items():
                 self._add_scores(col, m, gids, counts, sorted_scores)
+        if self.store is None and self.held_bytes > self.budget:  # every model has scores held now
+            self._start_spilling()
         for m, stats in partial["buckets"].items():
             add_stats(self.buckets[m], stats)
         for m, (keys, counts) in partial["hist"].items():
@@ -106,7 +108,7 @@ class Accumulator:
     def _add_scores(
         self, col: str, model: str, gids: np.ndarray, counts: np.ndarray, sorted_scores: np.ndarray
     ) -> None:
-        """Hold one block's AUC scores (as views per slot), or spill them once over the budget."""
+        """Hold one block's AUC scores (as views per slot), or spill them (once over the budget)."""
         if self.store is None:
             bounds = np.concatenate(([0], np.cumsum(counts)))
             for key in np.flatnonzero(counts):
@@ -116,8 +118,6 @@ class Accumulator:
                 )
             self.held.append((col, model, gids, counts, sorted_scores))
             self.held_bytes += sorted_scores.nbytes
-            if self.held_bytes > self.budget:
-                self._start_spilling()
         else:
             self.spilled[(col, model)].add(gids, counts, sorted_scores)
 

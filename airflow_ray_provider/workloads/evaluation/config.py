@@ -130,7 +130,7 @@ class EvalConfig:
     progress_interval_s: float = 5.0
     engine: str = "auto"
     local_max_rows: int | None = None
-    auc_memory_mb: float = 128.0
+    auc_memory_mb: float = 64.0
     spill_dir: str | None = None
 
     @classmethod
@@ -163,7 +163,7 @@ class EvalConfig:
             local_max_rows=(
                 top.integer("local_max_rows", 0, low=0) if top.raw.get("local_max_rows") is not None else None
             ),
-            auc_memory_mb=top.number("auc_memory_mb", 128.0, low=0.0),
+            auc_memory_mb=top.number("auc_memory_mb", 64.0, low=0.0),
             spill_dir=top.optional_str("spill_dir", hint="a directory on a local disk"),
         )
         cfg._check_consistency()
