@@ -145,7 +145,11 @@ class Accumulator:
         return self.cfg.columns.slices[0] if self.cfg.columns.slices else ALL
 
     def close(self) -> None:
-        """Free the spill file (if any); :meth:`finalize` does it when done, whatever happens."""
+        """Free the spill file (if any); :meth:`finalize` does it when done, whatever happens.
+
+        An accumulator dropped without finalize (a failed stream) frees it when collected (the file
+        object closes itself), and at the latest when the process ends: the file has no name.
+        """
         if self.store is not None:
             self.store.close()
 
