@@ -2,9 +2,11 @@
 
 Everything merged here is an integer (counts, fixed-point sums, histograms) or a multiset of exact float64
 scores, so the result is the same whatever the block boundaries, the arrival order, or recomputed blocks.
-Memory: constant except for the AUC scores (8 bytes per row and model, per AUC slice column; finalize
-adds one model's scores once more, one model at a time) and 8 bytes per group id (for the group-contiguity
-check); predictions themselves never reach the driver.
+Memory: constant except for the exact AUCs' scores and 8 bytes per group id (for the group-contiguity
+check); predictions themselves never reach the driver. The scores take 8 bytes per row and model, per AUC
+slice column; up to ``auc_memory_mb`` they are held in memory (finalize then adds one model's scores
+once more, one model at a time); above it every block's scores go to a temp file and finalize reads
+them back in passes of about that size (:mod:`~.spill`), with the same bits.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from airflow_ray_provider.workloads.common.errors import DataError
-from airflow_ray_provider.workloads.evaluation import bootstrap, metrics, ranking
+from airflow_ray_provider.workloads.evaluation import bootstrap, metrics, ranking, spill
 from airflow_ray_provider.workloads.evaluation.block import ALL, BlockPartial, add_stats, group_partial
 from airflow_ray_provider.workloads.evaluation.names import metric_directions
 
@@ -56,6 +58,11 @@ class Accumulator:
         self.scores: dict[str, dict[str, dict[tuple[int, int], list[np.ndarray]]]] = {
             c: {m: {} for m in self.models} for c in self.cols
         }
+        self.budget = int(cfg.auc_memory_mb * 2**20)
+        self.held: list[tuple[str, str, np.ndarray, np.ndarray, np.ndarray]] = []  # what `scores` views
+        self.held_bytes = 0
+        self.store: spill.SpillFile | None = None
+        self.spilled: dict[tuple[str, str], spill.SpilledScores] = {}
         self.buckets: dict[str, dict[str, np.ndarray]] = {m: {} for m in self.models}
         self.hist: dict[str, np.ndarray] = {}
         self.complete: list[np.ndarray] = []
@@ -84,12 +91,9 @@ class Accumulator:
             for m, stats in part["stats"].items():
                 _scatter_add(self.stats[col][m], stats, gids, size)
             for m, (counts, sorted_scores) in part["scores"].items():
-                bounds = np.concatenate(([0], np.cumsum(counts)))
-                for key in np.flatnonzero(counts):
-                    slot = (int(gids[key // 2]), int(key % 2))
-                    self.scores[col][m].setdefault(slot, []).append(
-                        sorted_scores[bounds[key] : bounds[key + 1]]
-                    )
+                self._add_scores(col, m, gids, counts, sorted_scores)
+        if self.store is None and self.held_bytes > self.budget:  # every model has scores held now
+            self._start_spilling()
         for m, stats in partial["buckets"].items():
             add_stats(self.buckets[m], stats)
         for m, (keys, counts) in partial["hist"].items():
@@ -101,12 +105,66 @@ class Accumulator:
         if partial["fragments"] is not None and len(partial["fragments"]["gkey"]):
             self.fragments.append(partial["fragments"])
 
+    def _add_scores(
+        self, col: str, model: str, gids: np.ndarray, counts: np.ndarray, sorted_scores: np.ndarray
+    ) -> None:
+        """Hold one block's AUC scores (as views per slot), or spill them (once over the budget)."""
+        if self.store is None:
+            bounds = np.concatenate(([0], np.cumsum(counts)))
+            for key in np.flatnonzero(counts):
+                slot = (int(gids[key // 2]), int(key % 2))
+                self.scores[col][model].setdefault(slot, []).append(
+                    sorted_scores[bounds[key] : bounds[key + 1]]
+                )
+            self.held.append((col, model, gids, counts, sorted_scores))
+            self.held_bytes += sorted_scores.nbytes
+        else:
+            self.spilled[(col, model)].add(gids, counts, sorted_scores)
+
+    def _start_spilling(self) -> None:
+        """Open the spill file, choose each model's bucket edges from the held scores, spill them all."""
+        first = self._overall_column()
+        self.store = spill.SpillFile(self.cfg.spill_dir)
+        edges = {}
+        for m in self.models:
+            held = [
+                s[:: spill.SAMPLE_STEP] for col, model, _, _, s in self.held if col == first and model == m
+            ]
+            edges[m] = spill.bucket_edges(np.concatenate(held) if held else np.zeros(0))
+        self.spilled = {
+            (c, m): spill.SpilledScores(self.store, edges[m]) for c in self.cols for m in self.models
+        }
+        for col, model, gids, counts, sorted_scores in self.held:
+            self.spilled[(col, model)].add(gids, counts, sorted_scores)
+        self.held, self.held_bytes = [], 0
+        self.scores = {c: {m: {} for m in self.models} for c in self.cols}
+        log.info("AUC scores over auc_memory_mb=%g: spilling them to a temp file", self.cfg.auc_memory_mb)
+
+    def _overall_column(self) -> str:
+        """The AUC column whose scores give the overall AUC (every row is in one of its slots)."""
+        return self.cfg.columns.slices[0] if self.cfg.columns.slices else ALL
+
+    def close(self) -> None:
+        """Free the spill file (if any); :meth:`finalize` does it when done, whatever happens.
+
+        An accumulator dropped without finalize (a failed stream) frees it when collected (the file
+        object closes itself), and at the latest when the process ends: the file has no name.
+        """
+        if self.store is not None:
+            self.store.close()
+
     def finalize(self) -> EvalResult:
         """Complete the fragment groups, check group contiguity, and compute every metric.
 
         The exact AUCs (:meth:`_aucs`) run on :data:`AUC_THREADS` threads: numpy sorts and searches
-        without the GIL.
+        without the GIL. The spill file is closed at the end, whatever happens.
         """
+        try:
+            return self._finalize()
+        finally:
+            self.close()
+
+    def _finalize(self) -> EvalResult:
         if self.rows == 0:
             raise DataError(f"no rows were read from {self.cfg.data_uri!r}: the dataset is empty")
         groups = self._finish_groups() if self.cfg.columns.group else None
@@ -138,12 +196,20 @@ class Accumulator:
         """
         if "roc_auc" not in self.cfg.metrics:
             return [None] * len(cells)
-        first = self.cfg.columns.slices[0] if self.cfg.columns.slices else ALL
-        tasks = [(col, m) for col in self.cols for m in self.models if self.scores[col][m]]
+        first = self._overall_column()
+        if self.store is not None:
+            tasks = [key for key, scores in self.spilled.items() if scores.records]
+            pass_scores = max(1, self.budget // (AUC_THREADS * spill.PASS_BYTES_PER_SCORE))
+            log.info("reading back %d bytes of spilled AUC scores", self.store.size)
+        else:
+            tasks = [(col, m) for col in self.cols for m in self.models if self.scores[col][m]]
         one_at_a_time = threading.Lock()
 
         def run(i: int) -> tuple[dict[int, float | None], float | None]:
             col, m = tasks[i]
+            if self.store is not None:
+                per_value, overall = self.spilled[(col, m)].aucs(pass_scores, overall=col == first)
+                return {g: t.auc for g, t in per_value.items()}, overall.auc if overall else None
             return self._column_aucs(
                 col, m, one_at_a_time if col == first else None, overall_first=i % 2 == 0
             )

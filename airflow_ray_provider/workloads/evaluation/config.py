@@ -109,6 +109,9 @@ class EvalConfig:
     :param engine: ``auto`` (default), ``ray`` or ``local``: see :mod:`~.engine`.
     :param local_max_rows: rows up to which ``auto`` scores in-process on a one-node cluster (``None``:
         the break-even computed from the cluster's CPUs).
+    :param auc_memory_mb: the exact AUCs' scores the driver holds in memory at most (MiB); above it
+        they go to a temp file and finalize reads them back in passes of about that size (0: always).
+    :param spill_dir: where that temp file lives (``None``: ``TMPDIR`` or ``/tmp``; a disk, not tmpfs).
     """
 
     data_uri: str
@@ -127,6 +130,8 @@ class EvalConfig:
     progress_interval_s: float = 5.0
     engine: str = "auto"
     local_max_rows: int | None = None
+    auc_memory_mb: float = 64.0
+    spill_dir: str | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> EvalConfig:
@@ -158,6 +163,8 @@ class EvalConfig:
             local_max_rows=(
                 top.integer("local_max_rows", 0, low=0) if top.raw.get("local_max_rows") is not None else None
             ),
+            auc_memory_mb=top.number("auc_memory_mb", 64.0, low=0.0),
+            spill_dir=top.optional_str("spill_dir", hint="a directory on a local disk"),
         )
         cfg._check_consistency()
         return cfg

@@ -156,3 +156,24 @@ def test_ray_and_in_process_engines_give_bit_identical_metrics(
             np.sort(ray_preds.column(f"score_{model}").to_numpy()),
             np.sort(local_preds.column(f"score_{model}").to_numpy()),
         )
+
+
+def test_ray_driver_spilling_every_auc_score_gives_the_in_memory_bits(
+    local_ray: None, eval_config: Callable[..., dict[str, Any]], tmp_path: Any
+) -> None:
+    """``auc_memory_mb: 0``: the Ray driver spills from the first block on; finalize reads them back."""
+    spill_dir = tmp_path / "spill"
+    spill_dir.mkdir()
+    spilled = run_evaluation(
+        eval_config(
+            output_uri=str(tmp_path / "spilled"),
+            scoring=SMALL_BLOCKS,
+            engine="ray",
+            auc_memory_mb=0,
+            spill_dir=str(spill_dir),
+        )
+    )
+    held = run_evaluation(eval_config(output_uri=str(tmp_path / "held"), engine="local"))
+    for key in ("data", "metrics", "slices", "deltas"):
+        assert spilled[key] == held[key], key
+    assert os.listdir(spill_dir) == []
