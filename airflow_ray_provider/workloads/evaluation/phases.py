@@ -45,6 +45,14 @@ class PhaseClock:
         self.marks[name] = time.monotonic() if at is None else at
         return self.marks[name]
 
+    def mark_rows(self, *firsts: float | None, last: float | None) -> None:
+        """Mark ``first_row`` at the earliest of ``firsts`` (those known; each scorer's first block) and
+        ``last_row`` at ``last`` (``None``: now, nothing was scored)."""
+        known = [t for t in firsts if t is not None]
+        if known:
+            self.mark("first_row", min(known))
+        self.mark("last_row", last)
+
     def between(self, start: str, end: str) -> float | None:
         """Seconds from mark ``start`` to mark ``end`` (``None`` when either is missing)."""
         if start not in self.marks or end not in self.marks:
