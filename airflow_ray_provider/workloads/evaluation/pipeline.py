@@ -5,9 +5,11 @@ stays in the object store and its object ref is handed to one actor of every mod
 (:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
 models declare. When every group has scored a block, its partials are merged into one
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
-:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. While the actors
-start, the driver scores one block from the end of the input itself with the models preflight loaded
-(:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. From the end of
+preflight the driver scores blocks from the end of the input itself, on a thread, with the models
+preflight loaded (:mod:`~.driver_scoring`; CPU groups only), while Ray connects (or starts) and the
+actors start, and on until no block is left: the first rows wait neither for ``ray.init`` nor for the
+actors.
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -201,8 +203,11 @@ def stream_on_ray(
 ) -> tuple[Accumulator, int]:
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
-    The pools are created as soon as preflight knows the input's blocks, so the actors start while its
-    checks run; its models are then put once and fetched by every actor before its first block.
+    On a multi-node cluster the pools are created as soon as preflight knows the input's blocks, so the
+    actors start while its checks run; on one node (the driver's own) only once preflight has passed,
+    since their start took the cores preflight and the driver's first block need (measured on 2 cores,
+    benchmarks/evaluate.md). Preflight's models are then put once and fetched by every actor before
+    its first block.
 
     :param checks: the preflight running on its thread.
     :param nodes: the cluster's nodes (pools are sized to fit them all at once).
@@ -225,6 +230,8 @@ def stream_on_ray(
     sizes = pool_sizes(cfg, groups, nodes, checks.shape().blocks, can_grow=can_grow)
     clock.mark("pipeline")
     log.info("scoring pools: %s actors", sizes)
+    if len(nodes) == 1:  # the actors would take the cores preflight and the driver's first block need
+        checks.result()
     pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
     try:
         pre = checks.result()
