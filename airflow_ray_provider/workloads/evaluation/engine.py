@@ -183,7 +183,9 @@ def run_engine(
     A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
     Ray finds them); otherwise Ray connects (or starts) at once, beside preflight, the choice is made once
     connected (the cluster's CPUs and nodes are known then) and preflight has the row count, and the
-    models are packed against the cluster's nodes before any block is read.
+    models are packed against the cluster's nodes before any block is read. Meanwhile, once preflight
+    has passed, the driver scores blocks on a thread (:mod:`~.driver_scoring`; not with a GPU model),
+    whichever engine is then chosen: both take the blocks it has not.
 
     :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
