@@ -230,12 +230,15 @@ def stream_on_ray(
     sizes = pool_sizes(cfg, groups, nodes, checks.shape().blocks, can_grow=can_grow)
     clock.mark("pipeline")
     log.info("scoring pools: %s actors", sizes)
-    if len(nodes) == 1:  # the actors would take the cores preflight and the driver's first block need
-        checks.result()
-    pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+    pools: list[_Pool] = []
+    if len(nodes) > 1:  # on one node the actors would take the cores preflight and the driver need
+        pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
     try:
         pre = checks.result()
-        setup, _ = _prepare_pools(cfg, pre, groups, pools)
+        queue = driver.queue() if driver is not None else UnitQueue(len(pre.units))
+        if not pools and len(queue):  # (the driver took every block while Ray started: no actors)
+            pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+        setup, _ = _prepare_pools(cfg, pre, groups, pools) if pools else (None, [])
     except BaseException:
         _kill(pools)
         raise
@@ -244,7 +247,6 @@ def stream_on_ray(
         num_cpus=cfg.scoring.read_num_cpus, num_returns=2, max_retries=-1
     )
     stream = _Stream(cfg, pools, setup, read, blocks_in_flight(cfg, pre, sizes), pre.read_columns)
-    queue = driver.queue() if driver is not None else UnitQueue(len(pre.units))
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
     nbytes = 0
 
