@@ -13,8 +13,9 @@ order-independent) gives the same metrics whoever scored a block. Preflight come
 starts scoring only once preflight has passed, so a preflight error still wins, and a run that fails
 writes no artifact whatever the thread scored.
 
-The thread stops when the queue is empty or when :meth:`DriverScorer.stop` is called (the engine turned
-out to be the in-process one, which then scores the rest itself, or the run failed). With BLAS and
+The thread stops when the queue is empty or when it is halted (:meth:`DriverScorer.halt`: every actor
+is ready; :meth:`DriverScorer.stop`: the engine turned out to be the in-process one, which then scores
+the rest itself, or the run failed). With BLAS and
 OpenMP at one thread while it scores (the cores are the actors'), as the in-process engine's block threads.
 """
 
