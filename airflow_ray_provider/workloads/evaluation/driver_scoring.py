@@ -1,10 +1,11 @@
 """The driver's own scoring on a Ray run: blocks from the end of the input, on a thread, from the moment
 preflight is done, while Ray connects (or starts) and the scoring actors start.
 
-Without it a Ray run scores nothing before ``ray.init`` returns and an actor has imported its libraries
-and fetched its models (2-4 s on a running cluster, 4-8 s standalone on 2 cores), while the in-process
-engine holds its first block right after preflight. ``ray.init`` and the actors' start are mostly
-waiting on other processes and native code, so a thread beside them scores at nearly full speed.
+Without it a Ray run scores nothing before ``ray.init`` returns (2-5 s standalone on 2 cores, about
+1 s on a running cluster), while the in-process engine holds its first block right after preflight.
+``ray.init`` and the actors' start are mostly waiting on other processes and native code, so a thread
+beside them scores at nearly full speed (on 2 cores it still slows a private Ray's start somewhat:
+benchmarks/evaluate.md, issue 27, first row on Ray).
 
 Every block is scored exactly once: the read units sit in one :class:`UnitQueue`; the actor pools take
 from its front, this thread from its back, each take under one lock. The thread scores with the models
@@ -15,8 +16,8 @@ writes no artifact whatever the thread scored.
 
 The thread stops when the queue is empty or when it is halted (:meth:`DriverScorer.halt`: every actor
 is ready; :meth:`DriverScorer.stop`: the engine turned out to be the in-process one, which then scores
-the rest itself, or the run failed). With BLAS and
-OpenMP at one thread while it scores (the cores are the actors'), as the in-process engine's block threads.
+the rest itself, or the run failed). BLAS and OpenMP run one thread while it scores (the other cores
+are the actors'), as in the in-process engine's block threads.
 """
 
 from __future__ import annotations
