@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NotRequired, TypedDict, cast
 
@@ -190,6 +190,37 @@ def _warm_imports() -> None:
             importlib.import_module(name)
 
 
+@contextlib.contextmanager
+def native_threads(limit: int | None) -> Iterator[None]:
+    """Cap the native thread pools (BLAS, OpenMP) of this process at ``limit`` (``None``: leave them).
+
+    The blocks are the parallelism: two block threads each calling a two-thread BLAS measured 2x slower
+    on a 2-core machine (the pools spin for cores the other block holds); one thread gives the same
+    bits. ``threadpoolctl`` comes with scikit-learn; without it nothing is capped.
+    """
+    if limit is None:
+        yield
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=limit):
+        yield
+
+
+def _cap_native_threads(limit: int | None) -> None:
+    """Cap BLAS and OpenMP at ``limit`` threads in this process from now on (``threadpoolctl``, which
+    comes with scikit-learn; without it, or with ``limit`` ``None``, nothing is capped)."""
+    if limit is None:
+        return
+    with contextlib.suppress(ImportError):
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=limit)  # called, not entered: the limits stay
+
+
 def _resolve_model(cfg: EvalConfig, name: str, given: Any, device: str) -> LoadedModel:
     """The model ``name``: ``given`` itself, the object behind a Ray object ref, or loaded from its spec."""
     from airflow_ray_provider.workloads.evaluation.scoring import LoadedModel, load_model
@@ -269,6 +300,8 @@ class BlockEvaluator:
         model missing here is loaded from its spec (factories on a GPU actor, unpicklable objects).
     :param names: the group's models (``None``: every model of the config), baseline first.
     :param device: ``cuda`` when this actor holds a GPU (factories loaded here get it), else ``cpu``.
+    :param native_threads: an actor's CPUs: BLAS and OpenMP are capped at this many threads for the
+        actor's life (``None``: left as they are; the in-process engine caps them around its blocks).
     """
 
     def __init__(
@@ -280,6 +313,7 @@ class BlockEvaluator:
         models: Mapping[str, Any] | None = None,
         names: Sequence[str] | None = None,
         device: str = "cpu",
+        native_threads: int | None = None,
     ) -> None:
         self.cfg, self.predictions_uri, self.device = cfg, predictions_uri, device
         self.wanted = cfg.model_names if names is None else [n for n in cfg.model_names if n in set(names)]
@@ -287,18 +321,30 @@ class BlockEvaluator:
         self.has_proba: dict[str, bool] = {}
         self.models: dict[str, LoadedModel] = {}
         self.ready = False
+        self.warm_up = features is None or has_proba is None  # an actor started before preflight ended
         if features is None or has_proba is None:
             _warm_imports()
+            _cap_native_threads(native_threads)
         else:
             self.prepare(Setup(features, has_proba, models or {}))
 
     def prepare(self, setup: Setup) -> None:
-        """Take preflight's findings and get the group's models (once; later calls do nothing)."""
+        """Take preflight's findings and get the group's models (once; later calls do nothing).
+
+        An actor then scores one row of zeros with each model (the result is dropped): the first call of
+        a model's method imports and sets up what it needs, now rather than in the first block.
+        """
         if self.ready:
             return
         self.features, self.has_proba = setup.features, setup.has_proba
         self.models = {n: _resolve_model(self.cfg, n, setup.models.get(n), self.device) for n in self.wanted}
         self.ready = True
+        if self.warm_up:
+            from airflow_ray_provider.workloads.evaluation.scoring import score
+
+            for loaded in self.models.values():
+                with contextlib.suppress(Exception):  # a real block reports a model's errors
+                    score(loaded, np.zeros((1, len(self.features))), 1, self.features)
 
     def score_block(self, table: pa.Table, setup: Setup) -> BlockPartial:
         """:meth:`evaluate` with the wall-clock span of the work (the Ray actor's method).

@@ -32,8 +32,6 @@ import itertools
 import logging
 import os
 import sys
-import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +43,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.common.ray_session import RayCloser
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.driver_scoring import DriverScorer
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
     from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
@@ -184,13 +183,16 @@ def run_engine(
     A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
     Ray finds them); otherwise Ray connects (or starts) at once, beside preflight, the choice is made once
     connected (the cluster's CPUs and nodes are known then) and preflight has the row count, and the
-    models are packed against the cluster's nodes before any block is read.
+    models are packed against the cluster's nodes before any block is read. Meanwhile, once preflight
+    has passed, the driver scores blocks on a thread (:mod:`~.driver_scoring`; not with a GPU model),
+    whichever engine is then chosen: both take the blocks it has not.
 
     :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
     :param closer: shuts Ray down beside the caller's remaining work (``None``: before returning).
     """
     from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
+    from airflow_ray_provider.workloads.evaluation.driver_scoring import DriverScorer
     from airflow_ray_provider.workloads.evaluation.pipeline import stream_on_ray
 
     planned = plan_session(address, environ=os.environ, initialized=ray_initialized())
@@ -210,7 +212,11 @@ def run_engine(
             acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
             return EngineRun(acc, choice, "none", groups, nbytes)
     clock.mark("ray_start")
-    with ray_session(address, closer) as session:
+    cpu_only = not wants_gpus and cfg.scoring.num_gpus == 0  # a GPU group's models stay on its actors
+    with (
+        DriverScorer(cfg, checks, predictions_uri) if cpu_only else contextlib.nullcontext() as driver,
+        ray_session(address, closer) as session,
+    ):
         clock.mark("ray")
         from airflow_ray_provider.workloads.common import autoscaling
 
@@ -228,7 +234,7 @@ def run_engine(
         )
         log.info("engine %s: %s", choice.engine, choice.reason)
         if choice.engine == "local":
-            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
+            acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock, driver)
         else:  # a private one-node Ray has no other node to restart an actor on
             acc, nbytes = stream_on_ray(
                 cfg,
@@ -237,6 +243,7 @@ def run_engine(
                 nodes,
                 predictions_uri,
                 clock,
+                driver,
                 restart_actors=not standalone,
                 can_grow=can_grow,
             )
@@ -245,7 +252,12 @@ def run_engine(
 
 
 def stream_in_process(
-    cfg: EvalConfig, pre: Preflight, groups: list[ModelGroup], predictions_uri: str | None, clock: PhaseClock
+    cfg: EvalConfig,
+    pre: Preflight,
+    groups: list[ModelGroup],
+    predictions_uri: str | None,
+    clock: PhaseClock,
+    driver: DriverScorer | None = None,
 ) -> tuple[Accumulator, int]:
     """Score every read unit here, with the preflight's models, on up to :data:`BLOCK_THREADS` threads.
 
@@ -253,17 +265,34 @@ def stream_in_process(
     this thread merges the partials in unit order. The reads, numpy's sorts and ufuncs and the models'
     matrix products release the GIL, so two blocks in flight keep two cores busy; at most one more unit
     than threads is held (memory does not grow with the input). With several block threads, BLAS and
-    OpenMP run one thread each (:func:`_native_threads`), as in a Ray actor.
+    OpenMP run one thread each (:func:`~.block.native_threads`), as in a Ray actor.
 
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
+    :param driver: the driver's scoring thread of a Ray session (:mod:`~.driver_scoring`), stopped
+        here: its blocks are kept, the units it did not take are scored here.
     :returns: the merged partials and the stored bytes read.
     """
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
-    from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, BlockPartial, merge_partials
+    from airflow_ray_provider.workloads.evaluation.block import (
+        BlockEvaluator,
+        BlockPartial,
+        merge_partials,
+        native_threads,
+    )
+    from airflow_ray_provider.workloads.evaluation.driver_scoring import UnitQueue
     from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
     acc = Accumulator(cfg, pre.has_proba)
     clock.mark("pipeline")
+    progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
+    nbytes = 0
+    queue = UnitQueue(len(pre.units))
+    if driver is not None:
+        queue = driver.queue()
+        for partial, read in driver.stop():
+            nbytes += read
+            acc.add(partial)
+            progress.add(int(partial["rows"]))
     evaluators = [
         BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded, names=g.models)
         for g in groups
@@ -274,12 +303,10 @@ def stream_in_process(
         return merge_partials([e.evaluate(table) for e in evaluators]), read
 
     threads = max(1, min(local_cpus(), BLOCK_THREADS, len(pre.units)))
-    progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
-    nbytes = 0
-    units = iter(pre.units)
+    units = (pre.units[i] for i in iter(queue.front, None))
     with (
         progress.reporting(),
-        _native_threads(1 if threads > 1 else None),
+        native_threads(1 if threads > 1 else None),
         concurrent.futures.ThreadPoolExecutor(threads, "eval-block") as pool,
     ):
         clock.mark("first_scoring")
@@ -294,29 +321,5 @@ def stream_in_process(
         finally:  # a failed block: do not score the units queued behind it
             for future in pending:
                 future.cancel()
-    if progress.first_at is not None and progress.last_at is not None:
-        clock.mark("first_row", progress.first_at)
-        clock.mark("last_row", progress.last_at)
-    else:
-        clock.mark("last_row", time.monotonic())
+    clock.mark_rows(progress.first_at, driver.first_at if driver else None, last=progress.last_at)
     return acc, nbytes
-
-
-@contextlib.contextmanager
-def _native_threads(limit: int | None) -> Iterator[None]:
-    """Cap the native thread pools (BLAS, OpenMP) of this process at ``limit`` (``None``: leave them).
-
-    The blocks are the parallelism: two block threads each calling a two-thread BLAS measured 2x slower
-    on a 2-core machine (the pools spin for cores the other block holds); one thread gives the same
-    bits. ``threadpoolctl`` comes with scikit-learn; without it nothing is capped.
-    """
-    if limit is None:
-        yield
-        return
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=limit):
-        yield

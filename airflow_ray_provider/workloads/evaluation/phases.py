@@ -6,8 +6,8 @@ in-process engine)::
     preflight_s        config, Parquet metadata, a sample, each model loaded and checked once (on a
                        thread: Ray's start and the actors' overlap it)
     ray_init_s         connecting to (or starting) Ray
-    actor_startup_s    actors created -> the first block starts scoring (worker processes, imports,
-                       the rest of preflight)
+    actor_startup_s    pipeline started -> the first block starts scoring (worker processes, imports,
+                       the rest of preflight; 0 when the driver's own thread was scoring already)
     first_row_s        run start -> the driver holds the first scored block
     scoring_s          first block started -> last block merged
     ray_shutdown_s     the run's wait for Ray's shutdown before finalize (it runs on a thread beside
@@ -45,6 +45,14 @@ class PhaseClock:
         self.marks[name] = time.monotonic() if at is None else at
         return self.marks[name]
 
+    def mark_rows(self, *firsts: float | None, last: float | None) -> None:
+        """Mark ``first_row`` at the earliest of ``firsts`` (those known; each scorer's first block) and
+        ``last_row`` at ``last`` (``None``: now, nothing was scored)."""
+        known = [t for t in firsts if t is not None]
+        if known:
+            self.mark("first_row", min(known))
+        self.mark("last_row", last)
+
     def between(self, start: str, end: str) -> float | None:
         """Seconds from mark ``start`` to mark ``end`` (``None`` when either is missing)."""
         if start not in self.marks or end not in self.marks:
@@ -63,7 +71,7 @@ class PhaseClock:
         return {
             "preflight_s": self.between("start", "preflight"),
             "ray_init_s": self.between("ray_start", "ray"),
-            "actor_startup_s": self.between("pipeline", "first_scoring"),
+            "actor_startup_s": _at_least_zero(self.between("pipeline", "first_scoring")),
             "first_row_s": self.between("start", "first_row"),
             "scoring_s": scoring,
             "ray_shutdown_s": self.between("last_row", "ray_closed"),
@@ -77,3 +85,7 @@ class PhaseClock:
     def from_wall(wall: float) -> float:
         """The monotonic time of a wall-clock instant (actors report wall-clock spans)."""
         return wall - (time.time() - time.monotonic())
+
+
+def _at_least_zero(seconds: float | None) -> float | None:
+    return None if seconds is None else max(0.0, seconds)

@@ -5,9 +5,11 @@ stays in the object store and its object ref is handed to one actor of every mod
 (:mod:`~.packing`): CPU and GPU groups are separate pools in the same run, each reserving what its
 models declare. When every group has scored a block, its partials are merged into one
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
-:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. While the actors
-start, the driver scores one block from the end of the input itself with the models preflight loaded
-(:class:`_DriverShare`; CPU groups only), so the first rows do not wait for the actors' start.
+:func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. From the end of
+preflight the driver scores blocks from the end of the input itself, on a thread, with the models
+preflight loaded (:mod:`~.driver_scoring`; CPU groups only), while Ray connects (or starts) and the
+actors start, until every actor is ready: the first rows wait neither for ``ray.init`` nor for the
+actors. (Scoring on to the end was measured slower at 20M on 2 cores: three scorers on two cores.)
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -17,7 +19,6 @@ raised in an actor keep their class (a ``DataError`` found deep in the data reac
 
 from __future__ import annotations
 
-import collections
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
     from airflow_ray_provider.workloads.evaluation.block import BlockPartial
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+    from airflow_ray_provider.workloads.evaluation.driver_scoring import DriverScorer
     from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
     from airflow_ray_provider.workloads.evaluation.preflight import Preflight, PreflightRun
 
@@ -149,9 +151,10 @@ def _start_pools(
         if needs.memory:
             options["memory"] = needs.memory
         device = "cuda" if needs.num_gpus > 0 else "cpu"
+        threads = max(1, int(needs.num_cpus))
         actors = [
             actor_class.options(**options).remote(  # type: ignore[attr-defined]
-                cfg, None, None, predictions_uri, None, group.models, device
+                cfg, None, None, predictions_uri, None, group.models, device, threads
             )
             for _ in range(size)
         ]
@@ -177,58 +180,6 @@ def _prepare_pools(
     return setup, ready
 
 
-#: Blocks the driver scores at most while the actors start. More was measured slower on 2 cores: the
-#: driver's scoring takes the CPU the actors' start needs (benchmarks/evaluate.md, issue 27).
-DRIVER_MAX_BLOCKS = 1
-
-
-class _DriverShare:
-    """The driver's own scoring while no actor is ready (at most :data:`DRIVER_MAX_BLOCKS`): the same
-    per-block code, the models preflight loaded (a run with a GPU group leaves everything to its pools).
-
-    :param ready: the actors' ``prepare`` refs (one done: an actor is ready, the driver stops for good).
-    """
-
-    def __init__(
-        self,
-        cfg: EvalConfig,
-        pre: Preflight,
-        groups: Sequence[ModelGroup],
-        predictions_uri: str | None,
-        ready: list[Any],
-    ) -> None:
-        from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, Setup
-
-        self.cfg, self.pre, self.ready, self.blocks = cfg, pre, ready, 0
-        self.setup = Setup(pre.features, pre.has_proba, pre.loaded)
-        gpu = any(actor_needs(g, cfg).num_gpus > 0 for g in groups)
-        self.evaluator = (
-            None
-            if gpu
-            else BlockEvaluator(cfg, pre.features, pre.has_proba, predictions_uri, models=pre.loaded)
-        )
-
-    def active(self) -> bool:
-        """Whether the driver still scores (no actor ready yet)."""
-        import ray
-
-        if self.evaluator is not None and (
-            self.blocks >= DRIVER_MAX_BLOCKS or ray.wait(self.ready, num_returns=1, timeout=0)[0]
-        ):
-            self.evaluator = None
-            log.info("the driver scored %d block(s) while the actors started", self.blocks)
-        return self.evaluator is not None
-
-    def score(self, unit: dict[str, Any]) -> tuple[BlockPartial, int]:
-        """Read and score one unit here; returns its partial and the stored bytes read."""
-        from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
-
-        assert self.evaluator is not None
-        table, nbytes = read_unit_counted(unit, self.cfg.data_uri, self.pre.read_columns)
-        self.blocks += 1
-        return self.evaluator.score_block(table, self.setup), nbytes
-
-
 @dataclass
 class _Block:
     """A block being scored: its table ref, its read's byte count ref, one partial slot per group."""
@@ -245,38 +196,50 @@ def stream_on_ray(
     nodes: Sequence[Resources],
     predictions_uri: str | None,
     clock: PhaseClock,
+    driver: DriverScorer | None = None,
     *,
     restart_actors: bool = True,
     can_grow: bool = False,
 ) -> tuple[Accumulator, int]:
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
-    The pools are created as soon as preflight knows the input's blocks, so the actors start while its
-    checks run; its models are then put once and fetched by every actor before its first block.
+    On a multi-node cluster the pools are created as soon as preflight knows the input's blocks, so the
+    actors start while its checks run; on one node (the driver's own) only once preflight has passed,
+    since their start took the cores preflight and the driver's first block need (measured on 2 cores,
+    benchmarks/evaluate.md). Preflight's models are then put once and fetched by every actor before
+    its first block.
 
     :param checks: the preflight running on its thread.
     :param nodes: the cluster's nodes (pools are sized to fit them all at once).
     :param clock: receives the ``pipeline``, ``first_scoring``, ``first_row`` and ``last_row`` marks.
+    :param driver: the driver's own scoring thread (:mod:`~.driver_scoring`; ``None``: a run with a GPU
+        group): the pools take the units from the front of its queue, it takes them from the back
+        until every actor is ready.
     :param restart_actors: restart a dead scoring actor (what a lost node needs). ``False`` on a
         private one-node Ray (standalone): there is no other node to restart on.
     :param can_grow: an autoscaler may add nodes (see :func:`pool_sizes`).
-    :returns: the merged partials and the stored bytes the read tasks read.
+    :returns: the merged partials and the stored bytes the read tasks (and the driver) read.
     :raises WorkloadError: the one a scoring actor raised (bad labels deep in the data, a model that
         fails on a block), with its own class and message.
     """
     import ray
 
     from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator
-    from airflow_ray_provider.workloads.evaluation.block import merge_partials
+    from airflow_ray_provider.workloads.evaluation.driver_scoring import UnitQueue
     from airflow_ray_provider.workloads.evaluation.source import read_unit_counted
 
     sizes = pool_sizes(cfg, groups, nodes, checks.shape().blocks, can_grow=can_grow)
     clock.mark("pipeline")
     log.info("scoring pools: %s actors", sizes)
-    pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+    pools: list[_Pool] = []
+    if len(nodes) > 1:  # on one node the actors would take the cores preflight and the driver need
+        pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
     try:
         pre = checks.result()
-        setup, ready = _prepare_pools(cfg, pre, groups, pools)
+        queue = driver.queue() if driver is not None else UnitQueue(len(pre.units))
+        if not pools and len(queue):  # (the driver took every block while Ray started: no actors)
+            pools = _start_pools(cfg, groups, sizes, predictions_uri, restart_actors)
+        setup, ready = _prepare_pools(cfg, pre, groups, pools) if pools else (None, [])
     except BaseException:
         _kill(pools)
         raise
@@ -284,42 +247,32 @@ def stream_on_ray(
     read = ray.remote(read_unit_counted).options(
         num_cpus=cfg.scoring.read_num_cpus, num_returns=2, max_retries=-1
     )
-    window = blocks_in_flight(cfg, pre, sizes)
-    blocks: dict[int, _Block] = {}
-    waiting: dict[Any, tuple[int, int, int]] = {}  # partial ref -> (block, group, actor)
+    stream = _Stream(cfg, pools, setup, read, blocks_in_flight(cfg, pre, sizes), pre.read_columns)
     progress = Progress(pre.rows, "rows", cfg.progress_interval_s, logger=log)
-    todo = collections.deque(range(len(pre.units)))  # the pools take from the front, the driver the back
-    share = _DriverShare(cfg, pre, groups, predictions_uri, ready)
     nbytes = 0
+
+    def add(partial: BlockPartial, read_bytes: int) -> None:
+        nonlocal nbytes
+        acc.add(partial)
+        nbytes += read_bytes
+        progress.add(int(partial["rows"]))
+
     try:
         with progress.reporting():
-            while todo or waiting:
-                while todo and len(blocks) < window:
-                    unit = todo.popleft()
-                    refs: Any = read.remote(pre.units[unit], cfg.data_uri, pre.read_columns)
-                    table, count = refs  # num_returns=2: two object refs
-                    blocks[unit] = _Block(table, count, [None] * len(pools))
-                    for g, pool in enumerate(pools):
-                        ref, actor = pool.submit(table, setup)
-                        waiting[ref] = (unit, g, actor)
-                if todo and share.active():
-                    mine, read_bytes = share.score(pre.units[todo.pop()])
-                    acc.add(mine)
-                    nbytes += read_bytes
-                    progress.add(int(mine["rows"]))
-                    continue
-                done, _ = ray.wait(list(waiting), num_returns=1)
-                for ref in done:
-                    b, g, actor = waiting.pop(ref)
-                    pools[g].busy[actor] -= 1
-                    block = blocks[b]
-                    block.parts[g] = ray.get(ref)
-                    if all(p is not None for p in block.parts):
-                        partial = merge_partials([p for p in block.parts if p is not None])
-                        acc.add(partial)
-                        nbytes += int(ray.get(block.nbytes))
-                        del blocks[b]
-                        progress.add(int(partial["rows"]))
+            while True:
+                for partial, read_bytes in driver.take() if driver is not None else ():
+                    add(partial, read_bytes)
+                if driver is not None and ready and _all_ready(ready):
+                    driver.halt()  # every actor scores now: their cores are no longer the driver's
+                    ready = []
+                while stream.has_room() and (unit := queue.front()) is not None:
+                    stream.submit(unit, pre.units[unit])
+                if not stream.waiting:
+                    break
+                for partial, read_bytes in stream.collect():
+                    add(partial, read_bytes)
+            for partial, read_bytes in driver.stop() if driver is not None else ():
+                add(partial, read_bytes)
     except Exception as exc:
         inner = workload_error_from(exc)
         if inner is not None:
@@ -327,8 +280,65 @@ def stream_on_ray(
         raise
     finally:
         _kill(pools)
-    _mark_stream(clock, progress, acc)
+    clock.mark_rows(progress.first_at, driver.first_at if driver else None, last=progress.last_at)
+    if acc.span[0] != float("inf"):
+        clock.mark("first_scoring", clock.from_wall(acc.span[0]))
     return acc, nbytes
+
+
+class _Stream:
+    """The blocks on their way through the pools: read tasks submitted, partials collected and merged.
+
+    :param setup: the :class:`~.block.Setup` ref passed with every block; :param read: the read task.
+    :param window: blocks read ahead at most (:func:`blocks_in_flight`); :param columns: columns read.
+    """
+
+    def __init__(
+        self, cfg: EvalConfig, pools: list[_Pool], setup: Any, read: Any, window: int, columns: list[str]
+    ) -> None:
+        self.cfg, self.pools, self.setup, self.read = cfg, pools, setup, read
+        self.window, self.columns = window, columns
+        self.blocks: dict[int, _Block] = {}
+        self.waiting: dict[Any, tuple[int, int, int]] = {}  # partial ref -> (block, group, actor)
+
+    def has_room(self) -> bool:
+        """Whether another block may be read ahead."""
+        return len(self.blocks) < self.window
+
+    def submit(self, index: int, unit: dict[str, Any]) -> None:
+        """Read unit ``index`` in a task; hand its table to one actor of every pool."""
+        refs: Any = self.read.remote(unit, self.cfg.data_uri, self.columns)
+        table, count = refs  # num_returns=2: two object refs
+        self.blocks[index] = _Block(table, count, [None] * len(self.pools))
+        for g, pool in enumerate(self.pools):
+            ref, actor = pool.submit(table, self.setup)
+            self.waiting[ref] = (index, g, actor)
+
+    def collect(self) -> list[tuple[BlockPartial, int]]:
+        """Wait for a partial; return the blocks it completed (merged) with their stored bytes."""
+        import ray
+
+        from airflow_ray_provider.workloads.evaluation.block import merge_partials
+
+        out = []
+        done, _ = ray.wait(list(self.waiting), num_returns=1)
+        for ref in done:
+            b, g, actor = self.waiting.pop(ref)
+            self.pools[g].busy[actor] -= 1
+            block = self.blocks[b]
+            block.parts[g] = ray.get(ref)
+            if all(p is not None for p in block.parts):
+                merged = merge_partials([p for p in block.parts if p is not None])
+                out.append((merged, int(ray.get(block.nbytes))))
+                del self.blocks[b]
+        return out
+
+
+def _all_ready(ready: list[Any]) -> bool:
+    """Whether every actor's ``prepare`` is done (without waiting)."""
+    import ray
+
+    return len(ray.wait(ready, num_returns=len(ready), timeout=0)[0]) == len(ready)
 
 
 def _kill(pools: list[_Pool]) -> None:
@@ -337,12 +347,3 @@ def _kill(pools: list[_Pool]) -> None:
     for pool in pools:
         for actor in pool.actors:
             ray.kill(actor)
-
-
-def _mark_stream(clock: PhaseClock, progress: Progress, acc: Accumulator) -> None:
-    """Copy the stream's first/last row times and the actors' first scoring start onto ``clock``."""
-    if progress.first_at is not None and progress.last_at is not None:
-        clock.mark("first_row", progress.first_at)
-        clock.mark("last_row", progress.last_at)
-    if acc.span[0] != float("inf"):
-        clock.mark("first_scoring", clock.from_wall(acc.span[0]))
