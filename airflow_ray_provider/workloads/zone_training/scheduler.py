@@ -114,6 +114,7 @@ class ZoneScheduler:
         self._next_key = 0
         self.results: list[dict[str, Any]] = []
         self.busy_s = 0.0  # sum of the collected tasks' own seconds (slot-seconds spent in tasks)
+        self.busy_cpu_s = 0.0  # the workers' CPU seconds in those tasks
         self.tasks_done = 0
         self.progress = Progress(
             batcher.pending,
@@ -137,6 +138,19 @@ class ZoneScheduler:
             self._runner.close()
         self.progress.report(final=True)
         return self.results
+
+    def task_figures(self) -> dict[str, Any]:
+        """The fan-out's task figures for the run summary: ``count``, ``slots``, ``busy_s``, ``busy_cpu_s``.
+
+        ``busy_s / (slots x fan_out)`` is the share of the fan-out the slots spent in tasks rather than
+        between them; ``busy_cpu_s / busy_s`` the share of the in-task time the workers had a core.
+        """
+        return {
+            "count": self.tasks_done,
+            "slots": self._slots,
+            "busy_s": round(self.busy_s, 3),
+            "busy_cpu_s": round(self.busy_cpu_s, 3),
+        }
 
     def _progress_detail(self, final: bool) -> str:
         return progress_detail(
@@ -163,6 +177,7 @@ class ZoneScheduler:
             return
         self._batcher.record(rows=out["rows"], seconds=out["task_s"], zones=len(flight.zones))
         self.busy_s += out["task_s"]
+        self.busy_cpu_s += out.get("task_cpu_s", 0.0)
         self._add(out["results"])
 
     def _enforce_deadlines(self) -> None:
