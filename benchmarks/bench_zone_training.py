@@ -33,7 +33,11 @@ at best).
 Ray is started once (local, ``num_cpus=cores``) and warmed up (workers started, scikit-learn
 imported) before anything is timed. For the workload, ``slots_busy_in_tasks`` is the share of the
 fan-out its CPU slots spent inside tasks (the rest is Ray's turnaround between tasks) and
-``fit_share_of_task_time`` the share of that spent in the trainer.
+``fit_share_of_task_time`` the share of that spent in the trainer, the product of
+``cpu_share_of_task_time`` (the workers' CPU seconds in tasks / their in-task seconds: below 1 when
+the task's core ran other processes, such as Ray's own, meanwhile) and ``fit_share_of_task_cpu``.
+To compare with another checkout, run this module from that checkout's folder with
+``PYTHONPATH=<that folder>`` (Ray's workers inherit it) and the same virtual environment.
 """
 
 from __future__ import annotations
@@ -313,6 +317,9 @@ def run(
                         tasks["busy_s"] / (tasks["slots"] * timings["fan_out"]), 3
                     )
                     extra["fit_share_of_task_time"] = round(cpu / tasks["busy_s"], 3)
+                    if tasks.get("busy_cpu_s"):  # fit share = CPU share of task time x fit share of task CPU
+                        extra["cpu_share_of_task_time"] = round(tasks["busy_cpu_s"] / tasks["busy_s"], 3)
+                        extra["fit_share_of_task_cpu"] = round(cpu / tasks["busy_cpu_s"], 3)
                 extra.setdefault("cpu_efficiency", round(cpu / max(_tree_cpu() - tree_cpu, 1e-9), 3))
                 _record(
                     results, name, variant, wall, cpu, used_cores, zones=zones, rows_per_zone=rows, **extra

@@ -61,8 +61,7 @@ def train_locally(
         finally:
             pool.close()
         timings = {"stage": staged_at - started, "fan_out": time.monotonic() - staged_at}
-        tasks = {"count": scheduler.tasks_done, "slots": slots, "busy_s": round(scheduler.busy_s, 3)}
-        return rows, timings, tasks
+        return rows, timings, scheduler.task_figures()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -1,13 +1,21 @@
 """The Ray engine's task runner: each batch is a Ray task (see :class:`~.scheduler.TaskRunner`).
 
 The worker context goes to the object store once; a task gets it, its zones and, for staged data, the
-chunk tables it slices its zones from (object refs, zero-copy on the node). Ray retries a task whose
+chunk tables it slices its zones from (zero-copy on the node). The context's and the chunks' object
+refs travel *inside a list*, so Ray does not resolve them as task arguments: every batch task then has
+the same scheduling key (which includes a task's object arguments), so Ray's owner hands a worker that
+finishes a task the next queued one on the same lease, and each worker fetches each object once per
+run and keeps it (:func:`_resolved`) instead of deserialising the chunk tables for every task
+(measured here with 30 ms tasks and four 44 MB tables: 2.4-2.7 ms between tasks instead of
+3.4-3.5 ms). A worker holds the last run's objects until it gets a task of another run or exits (the
+workers of a Ray job exit with it). Ray retries a task whose
 worker died ``max_retries`` times; then the scheduler isolates its zones. ``zone_timeout_s`` has a
 driver-side backstop (:mod:`.backstop`): an overdue task is cancelled with ``force=True``.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.zone_training.backstop import Backstop
@@ -17,11 +25,36 @@ if TYPE_CHECKING:
     from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig
 
 
-def _batch_task(
-    ctx: WorkerContext, zones: list[ZoneWork], key: int, board: Any, *tables: Any
-) -> dict[str, Any]:
+def _batch_task(refs: list[Any], zones: list[ZoneWork], key: int, board: Any) -> dict[str, Any]:
+    """One batch: ``refs`` are the worker context's ref, then the chunk tables' refs (not resolved by Ray).
+
+    Fetching them is part of the task: its seconds are added to the task's figures.
+    """
+    started, started_cpu, started_wall = time.perf_counter(), time.process_time(), time.time()
+    ctx, *tables = _resolved(refs)
+    fetch_s, fetch_cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
     on_start = (lambda: board.started.remote(key)) if board is not None else None
-    return run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
+    out = run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
+    out.update(task_s=out["task_s"] + fetch_s, task_cpu_s=out["task_cpu_s"] + fetch_cpu_s)
+    out["wall"] = (started_wall, out["wall"][1])
+    return out
+
+
+_objects: dict[Any, Any] = {}
+"""This worker's fetched objects of the current run: the first ref of a task (the run's context) and
+its chunks, by ref."""
+
+
+def _resolved(refs: list[Any]) -> list[Any]:
+    """The objects of ``refs``, each fetched once per run in this worker (a new context ref starts over)."""
+    import ray
+
+    if refs[0] not in _objects:
+        _objects.clear()  # another run: let its objects go
+    missing = [ref for ref in refs if ref not in _objects]
+    if missing:
+        _objects.update(zip(missing, ray.get(missing), strict=True))
+    return [_objects[ref] for ref in refs]
 
 
 class RayTasks:
@@ -48,7 +81,7 @@ class RayTasks:
     def submit(self, key: int, works: list[ZoneWork], chunks: list[Any]) -> Any:
         """Submit task ``key``; ``chunks`` are the staged chunks' object refs."""
         board = self._backstop.board if self._backstop else None
-        ref = self._task.remote(self._ctx_ref, works, key, board, *chunks)
+        ref = self._task.remote([self._ctx_ref, *chunks], works, key, board)
         self._keys[ref] = key
         if self._backstop:
             self._backstop.track(key, len(works))

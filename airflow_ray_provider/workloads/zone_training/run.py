@@ -218,9 +218,8 @@ def _train(
 ) -> list[dict[str, Any]]:
     """The Ray engine: stage the data when needed and fan the zones out (on the Ray connected to).
 
-    Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task ``count``, CPU
-    ``slots`` and ``busy_s`` (seconds spent inside tasks, summed over tasks): ``busy_s / (slots x
-    fan_out)`` is the share of the fan-out the slots spent in tasks rather than between them.
+    Records the phases' seconds in ``timings`` and, in ``tasks``, the fan-out's task figures
+    (:meth:`~.scheduler.ZoneScheduler.task_figures`).
     """
     import ray
 
@@ -240,7 +239,7 @@ def _train(
     runner = RayTasks(cfg, ctx, zone_scheduler.BACKSTOP_GRACE_S)
     scheduler = ZoneScheduler(cfg=cfg, runner=runner, sources=sources, batcher=batcher, slots=slots)
     rows = scheduler.run()
-    tasks.update(count=scheduler.tasks_done, slots=slots, busy_s=round(scheduler.busy_s, 3))
+    tasks.update(scheduler.task_figures())
     timings.update(stage=staged_at - started, fan_out=time.monotonic() - staged_at)
     return rows
 

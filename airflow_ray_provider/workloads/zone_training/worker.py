@@ -126,10 +126,12 @@ def run_batch(
     on_start: Callable[[], Any] | None = None,
     task_key: int = 0,
 ) -> dict[str, Any]:
-    """Train every zone of a batch; return ``{"results": [row, ...], "task_s", "zones_s", "rows", "wall"}``.
+    """Train every zone of a batch; return its result rows and the task's figures.
 
-    ``task_s`` is the whole task; ``zones_s`` the zones' share (without one-off imports and the
-    batch's data preparation); ``wall`` the task's (start, end) as epoch seconds.
+    The figures: ``task_s``, the whole task (wall seconds); ``task_cpu_s``, this process's CPU seconds
+    meanwhile (less than ``task_s`` when the task's core ran other processes); ``zones_s``, the zones'
+    share of ``task_s`` (without one-off imports and the batch's data preparation); ``rows``; ``wall``,
+    the task's (start, end) as epoch seconds. ``results`` holds one manifest row per zone.
 
     Zones go in groups of :data:`GROUP_ZONES`: slice the group's inputs, fit them, then write their
     models. Doing each step for a few zones in a row, rather than all steps zone by zone, keeps the
@@ -139,7 +141,7 @@ def run_batch(
     :param on_start: called once the batch is ready and its first zone starts (after one-off imports).
     :param task_key: the task's number in the run (names its model bundle, see :mod:`.bundles`).
     """
-    started, started_wall = time.perf_counter(), time.time()
+    started, started_wall, started_cpu = time.perf_counter(), time.time(), time.process_time()
     apply_thread_budget(ctx.threads)
     try:
         batch = BatchInput(ctx, _trainer(ctx.trainer), zones, tables)
@@ -148,7 +150,15 @@ def run_batch(
         rows = [_failed(z, error, z.rows, 0.0, 0.0) for z in zones]
         done = time.perf_counter()
         wall = (started_wall, started_wall + done - started)
-        return {"results": rows, "task_s": done - started, "zones_s": 0.0, "rows": 0, "wall": wall}
+        task_cpu = time.process_time() - started_cpu
+        return {
+            "results": rows,
+            "task_s": done - started,
+            "task_cpu_s": task_cpu,
+            "zones_s": 0.0,
+            "rows": 0,
+            "wall": wall,
+        }
     if on_start is not None:
         on_start()
     zones_started = time.perf_counter()
@@ -164,6 +174,7 @@ def run_batch(
     return {
         "results": results,
         "task_s": done - started,
+        "task_cpu_s": time.process_time() - started_cpu,
         "zones_s": done - zones_started,
         "rows": batch.rows,
         "wall": (started_wall, started_wall + done - started),

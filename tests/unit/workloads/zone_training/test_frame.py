@@ -101,3 +101,13 @@ def test_array_block_matches_arrow_and_fits_the_same_model_as_a_row_major_copy()
     row_major, same = fit(np.ascontiguousarray(x[300:]), y[300:], feature_names=names)
     assert model.coef_.tobytes() == row_major.coef_.tobytes() and model.intercept_ == row_major.intercept_
     assert metrics == same
+
+
+def test_array_block_casts_integer_boolean_and_null_features_as_arrow_does() -> None:
+    """Integer, float32, boolean and null-holding features become the float64 values of Arrow's conversion."""
+    from airflow_ray_provider.workloads.zone_training.frame import segments_arrays
+
+    features = ["y", "f1", "flag", "maybe", "count"]
+    x, _ = segments_arrays(SEGMENTS, "f0", features)
+    expected = arrow_reference(SEGMENTS, features).astype(np.float64).to_numpy()
+    np.testing.assert_array_equal(x, expected)

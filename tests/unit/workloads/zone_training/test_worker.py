@@ -73,7 +73,7 @@ def test_each_zone_gets_its_own_model_and_metrics(tmp_path) -> None:
     zones = {"a": 30, "b/c": 50}
     out = run_batch(context(tmp_path), work_items(zones), [make_table(zones)])
     rows = {r["zone"]: r for r in out["results"]}
-    assert out["rows"] == 80 and out["task_s"] > 0
+    assert out["rows"] == 80 and out["task_s"] > 0 and out["task_cpu_s"] > 0
     assert [rows[z]["rows"] for z in zones] == [30, 50]
     for key in zones:
         assert rows[key]["status"] == "succeeded" and rows[key]["error"] is None
