@@ -20,6 +20,7 @@ from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
 from airflow_ray_provider.workloads.evaluation.config import EvalConfig
 from airflow_ray_provider.workloads.evaluation.names import metric_directions
 from airflow_ray_provider.workloads.samples.click_log import make_frame
+from tests.fixtures.evaluation import in_memory_config
 
 pytestmark = pytest.mark.unit
 FEATURES = tuple(f"f{i}" for i in range(5))
@@ -38,22 +39,11 @@ def _config(metrics_: list[str] | None = None, **models: dict[str, Any]) -> Eval
             "kwargs": {"weights": list(rng.normal(0, 1, 5)), "decimals": 1},
         },
     }
-    return EvalConfig.from_dict(
-        {
-            "data_uri": "unused",
-            "output_uri": "unused",
-            "columns": {
-                "label": "clicked",
-                "group": "request_id",
-                "slices": ["zone"],
-                "features": list(FEATURES),
-            },
-            "models": models,
-            "metrics": metrics_ or ["accuracy", "roc_auc", "log_loss", "calibration", "ndcg"],
-            "ndcg_k": list(KS),
-            "bootstrap": {"samples": 40, "seed": 1, "buckets": 32},
-        }
-    )
+    return in_memory_config(
+        list(FEATURES), ["zone"], models,
+        metrics=metrics_ or ["accuracy", "roc_auc", "log_loss", "calibration", "ndcg"],
+        ndcg_k=list(KS), bootstrap={"samples": 40, "seed": 1, "buckets": 32},
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,7 @@ from airflow_ray_provider.workloads.evaluation.aggregate import Accumulator, Eva
 from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator
 from airflow_ray_provider.workloads.evaluation.config import EvalConfig
 from airflow_ray_provider.workloads.samples.click_log import make_frame
+from tests.fixtures.evaluation import in_memory_config
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -30,28 +31,15 @@ PROBA = {"champion": True, "challenger": True, "constant": True}
 
 def _config(slices: list[str], spill_dir: str, budget_mb: float) -> EvalConfig:
     model = "tests.fixtures.evaluation:make_rounded_model"
-    return EvalConfig.from_dict(
-        {
-            "data_uri": "unused",
-            "output_uri": "unused",
-            "columns": {
-                "label": "clicked",
-                "group": "request_id",
-                "slices": slices,
-                "features": list(FEATURES),
-            },
-            "models": {  # rounded scores: many ties; "constant": every score tied
-                "champion": {"factory": model, "kwargs": {"weights": [0.3] * 5}},
-                "challenger": {"factory": model, "kwargs": {"weights": [0.5, -1, 0.2, 0, 1], "decimals": 1}},
-                "constant": {"factory": model, "kwargs": {"weights": [0.0] * 5}},
-            },
-            "metrics": ["accuracy", "roc_auc", "log_loss", "ndcg"],
-            "ndcg_k": [3],
-            "bootstrap": {"samples": 0},
-            "auc_memory_mb": budget_mb,
-            "spill_dir": spill_dir,
-        }
-    )
+    models = {  # rounded scores: many ties; "constant": every score tied
+        "champion": {"factory": model, "kwargs": {"weights": [0.3] * 5}},
+        "challenger": {"factory": model, "kwargs": {"weights": [0.5, -1, 0.2, 0, 1], "decimals": 1}},
+        "constant": {"factory": model, "kwargs": {"weights": [0.0] * 5}},
+    }
+    return in_memory_config(
+        list(FEATURES), slices, models, metrics=["accuracy", "roc_auc", "log_loss", "ndcg"], ndcg_k=[3],
+        bootstrap={"samples": 0}, auc_memory_mb=budget_mb, spill_dir=spill_dir,
+    )  # fmt: skip
 
 
 @pytest.fixture(scope="module")
