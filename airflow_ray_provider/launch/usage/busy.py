@@ -263,19 +263,14 @@ async def asampling(
         yield ledger
         return
 
-    async def loop() -> None:
-        while True:
-            ledger.take(*await asyncio.to_thread(read_dump, state))
-            await asyncio.sleep(interval)
+    def sample() -> None:
+        ledger.take(*read_dump(state))
 
-    task = asyncio.create_task(loop(), name="usage-busy")
     try:
-        yield ledger
+        async with arepeating(sample, interval=interval, at_once=True):
+            yield ledger
     finally:
-        task.cancel()
-        with suppress(asyncio.CancelledError):
-            await task
-        ledger.take(*await asyncio.to_thread(read_dump, state))
+        await asyncio.to_thread(sample)
 
 
 @contextmanager
@@ -297,11 +292,15 @@ def repeating(step: Callable[[], None], *, interval: float = SAMPLE_INTERVAL_S) 
 
 
 @asynccontextmanager
-async def arepeating(step: Callable[[], None], *, interval: float = SAMPLE_INTERVAL_S) -> AsyncIterator[None]:
+async def arepeating(
+    step: Callable[[], None], *, interval: float = SAMPLE_INTERVAL_S, at_once: bool = False
+) -> AsyncIterator[None]:
     """:func:`repeating` on an event loop: ``step`` (blocking) in a worker thread every ``interval`` seconds
-    from an ``asyncio`` task, cancelled on the way out."""
+    from an ``asyncio`` task (``at_once``: the first right away), cancelled on the way out."""
 
     async def loop() -> None:
+        if at_once:
+            await asyncio.to_thread(step)
         while True:
             await asyncio.sleep(interval)
             await asyncio.to_thread(step)
