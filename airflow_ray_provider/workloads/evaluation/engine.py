@@ -191,10 +191,10 @@ def run_engine(
     Why a running cluster waits for the driver's first block: importing Ray and ``ray.init`` take about
     0.5 CPU-seconds of this process, under the same GIL as preflight's imports (scikit-learn, pyarrow:
     1.2-1.7 CPU-seconds) and the first block; beside them they delayed the first row by about that much
-    (benchmarks/evaluate.md, issue 27, first row on a running cluster). Connecting takes well under a
-    second there, and the actors on the driver's node start only after preflight anyway. The cost: on
-    several nodes the actors start after the first block rather than beside preflight. A run with a GPU
-    model (no driver thread) connects at once.
+    (benchmarks/evaluate.md, issue 27's goals). Connecting then takes 0.75-1.4 s of wall on 2 cores
+    (``ray_init_s``), beside the driver's scoring, and the actors on the driver's node started only
+    after preflight anyway. The cost: on several nodes the actors start after the first block rather
+    than beside preflight. A run with a GPU model (no driver thread) connects at once.
 
     :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
