@@ -1,5 +1,8 @@
 """The driver's own scoring on a Ray run: blocks from the end of the input, on a thread, from the moment
-preflight is done, while Ray connects (or starts) and the scoring actors start.
+preflight is done, while Ray connects (or starts) and the scoring actors start. On a running cluster
+the run connects only once this thread holds its first block (:meth:`DriverScorer.first_block`): Ray's
+import and ``ray.init`` beside preflight and that block delayed the first row by their CPU time (one
+GIL; :func:`~.engine.run_engine`).
 
 Without it a Ray run scores nothing before ``ray.init`` returns (2-5 s standalone on 2 cores, about
 1 s on a running cluster), while the in-process engine holds its first block right after preflight.
@@ -69,6 +72,7 @@ class DriverScorer:
         self._cfg, self._checks, self._predictions_uri = cfg, checks, predictions_uri
         self._ready = threading.Event()  # the queue exists (preflight passed) or preflight failed
         self._stop = threading.Event()
+        self._first = threading.Event()  # the first block is held, or the thread ended without one
         self._lock = threading.Lock()
         self._done: list[tuple[BlockPartial, int]] = []
         self._error: BaseException | None = None
@@ -94,6 +98,12 @@ class DriverScorer:
         self._raise()
         return done
 
+    def first_block(self) -> None:
+        """Wait until the thread holds its first block (or ended without one: no unit left, its error);
+        raises preflight's error."""
+        self._first.wait()
+        self._checks.result()
+
     def halt(self) -> None:
         """Take no further unit (the one being scored is still added)."""
         self._stop.set()
@@ -118,6 +128,7 @@ class DriverScorer:
             pre = self._checks.result()
         except BaseException:  # preflight's error is the run's: raised where the run asks for it
             self._ready.set()
+            self._first.set()
             return
         self._queue = UnitQueue(len(pre.units))
         self._ready.set()
@@ -125,6 +136,8 @@ class DriverScorer:
             self._score(pre, self._queue)
         except BaseException as exc:  # raised by take(), in the run's thread
             self._error = exc
+        finally:
+            self._first.set()
 
     def _score(self, pre: Preflight, queue: UnitQueue) -> None:
         from airflow_ray_provider.workloads.evaluation.block import BlockEvaluator, Setup, native_threads
@@ -144,6 +157,7 @@ class DriverScorer:
                     self.blocks += 1
                     if self.first_at is None:
                         self.first_at = time.monotonic()
+                self._first.set()
         log.info("the driver scored %d of %d block(s) itself", self.blocks, len(pre.units))
 
     def __enter__(self) -> DriverScorer:

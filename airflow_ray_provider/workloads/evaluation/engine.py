@@ -181,11 +181,20 @@ def run_engine(
     """Choose the engine, pack the models, score everything with it, while ``checks`` runs preflight.
 
     A standalone run that stays in-process never imports or starts Ray (unless a model declares GPUs:
-    Ray finds them); otherwise Ray connects (or starts) at once, beside preflight, the choice is made once
-    connected (the cluster's CPUs and nodes are known then) and preflight has the row count, and the
-    models are packed against the cluster's nodes before any block is read. Meanwhile, once preflight
-    has passed, the driver scores blocks on a thread (:mod:`~.driver_scoring`; not with a GPU model),
-    whichever engine is then chosen: both take the blocks it has not.
+    Ray finds them); otherwise a private Ray starts at once, beside preflight, and a running cluster is
+    connected to once the driver holds its first block (below). The choice is made once connected (the
+    cluster's CPUs and nodes are known then) and preflight has the row count, and the models are packed
+    against the cluster's nodes before any block is read. Meanwhile, once preflight has passed, the
+    driver scores blocks on a thread (:mod:`~.driver_scoring`; not with a GPU model), whichever engine
+    is then chosen: both take the blocks it has not.
+
+    Why a running cluster waits for the driver's first block: importing Ray and ``ray.init`` take about
+    0.5 CPU-seconds of this process, under the same GIL as preflight's imports (scikit-learn, pyarrow:
+    1.2-1.7 CPU-seconds) and the first block; beside them they delayed the first row by about that much
+    (benchmarks/evaluate.md, issue 27's goals). Connecting then takes 0.75-1.4 s of wall on 2 cores
+    (``ray_init_s``), beside the driver's scoring, and the actors on the driver's node started only
+    after preflight anyway. The cost: on several nodes the actors start after the first block rather
+    than beside preflight. A run with a GPU model (no driver thread) connects at once.
 
     :param checks: the preflight running on its thread (:class:`~.preflight.PreflightRun`).
     :param address: the explicit Ray address (config or caller), if any.
@@ -211,12 +220,13 @@ def run_engine(
             groups = plan_groups(cfg, [this_machine()])
             acc, nbytes = stream_in_process(cfg, checks.result(), groups, predictions_uri, clock)
             return EngineRun(acc, choice, "none", groups, nbytes)
-    clock.mark("ray_start")
     cpu_only = not wants_gpus and cfg.scoring.num_gpus == 0  # a GPU group's models stay on its actors
-    with (
-        DriverScorer(cfg, checks, predictions_uri) if cpu_only else contextlib.nullcontext() as driver,
-        ray_session(address, closer) as session,
-    ):
+    with contextlib.ExitStack() as stack:
+        driver = stack.enter_context(DriverScorer(cfg, checks, predictions_uri)) if cpu_only else None
+        if driver is not None and planned.mode in (SessionMode.ADDRESS, SessionMode.JOB, SessionMode.ENV):
+            driver.first_block()  # a running cluster: connect once the driver holds its first block
+        clock.mark("ray_start")
+        session = stack.enter_context(ray_session(address, closer))
         clock.mark("ray")
         from airflow_ray_provider.workloads.common import autoscaling
 

@@ -4,8 +4,8 @@ Phases, in the order a run passes them (``None`` where a phase did not happen, e
 in-process engine)::
 
     preflight_s        config, Parquet metadata, a sample, each model loaded and checked once (on a
-                       thread: Ray's start and the actors' overlap it)
-    ray_init_s         connecting to (or starting) Ray
+                       thread: a private Ray's start overlaps it)
+    ray_init_s         connecting to (or starting) Ray (a running cluster: from the driver's first block)
     actor_startup_s    pipeline started -> the first block starts scoring (worker processes, imports,
                        the rest of preflight; 0 when the driver's own thread was scoring already)
     first_row_s        run start -> the driver holds the first scored block

@@ -7,9 +7,10 @@ models declare. When every group has scored a block, its partials are merged int
 (:func:`~.block.merge_partials`) and added to the exact accumulator; the table is then released. At most
 :func:`blocks_in_flight` blocks are read ahead, so memory stays flat as the data grows. From the end of
 preflight the driver scores blocks from the end of the input itself, on a thread, with the models
-preflight loaded (:mod:`~.driver_scoring`; CPU groups only), while Ray connects (or starts) and the
-actors start, until every actor is ready: the first rows wait neither for ``ray.init`` nor for the
-actors. (Scoring on to the end was measured slower at 20M on 2 cores: three scorers on two cores.)
+preflight loaded (:mod:`~.driver_scoring`; CPU groups only), while Ray connects (or starts; a
+running cluster once that thread holds its first block, :func:`~.engine.run_engine`) and the actors
+start, until every actor is ready: the first rows wait neither for ``ray.init`` nor for the actors.
+(Scoring on to the end was measured slower at 20M on 2 cores: three scorers on two cores.)
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -204,10 +205,11 @@ def stream_on_ray(
     """Read each unit once, score it in every group's pool, merge every block's partials as they arrive.
 
     On a multi-node cluster the pools are created as soon as preflight knows the input's blocks, so the
-    actors start while its checks run; on one node (the driver's own) only once preflight has passed,
-    since their start took the cores preflight and the driver's first block need (measured on 2 cores,
-    benchmarks/evaluate.md). Preflight's models are then put once and fetched by every actor before
-    its first block.
+    actors start while its checks run (when Ray was connected before preflight ended: a running cluster
+    is connected to only once the driver's thread holds its first block, :func:`~.engine.run_engine`);
+    on one node (the driver's own) only once preflight has passed, since their start took the cores
+    preflight and the driver's first block need (measured on 2 cores, benchmarks/evaluate.md).
+    Preflight's models are then put once and fetched by every actor before its first block.
 
     :param checks: the preflight running on its thread.
     :param nodes: the cluster's nodes (pools are sized to fit them all at once).

@@ -6,8 +6,9 @@ an empty dataset, an unreadable model or a model without ``predict_proba`` fails
 message saying what to fix, before any block is scored. The loaded models are kept: the in-process
 engine scores with them and the Ray engine ships them to its actors through the object store.
 
-A run does its preflight on a thread (:class:`PreflightRun`) while Ray connects and the scoring actors
-start; the engine choice waits only for the row count (known once the footers are read).
+A run does its preflight on a thread (:class:`PreflightRun`) while a private Ray starts (a running
+cluster is connected to after preflight and the driver's first block, :func:`~.engine.run_engine`);
+the engine choice waits only for the row count (known once the footers are read).
 """
 
 from __future__ import annotations

@@ -6,16 +6,16 @@ Run inside a Ray job, or standalone on a private local Ray (the rule is
     python -m airflow_ray_provider.workloads.evaluate --config eval.yaml
     python -m airflow_ray_provider.workloads.evaluate --config-json '{"data_uri": ..., ...}'
 
-Pipeline: preflight (metadata, a sample, each model loaded once; on a thread while Ray connects and
-the scoring actors start) -> read units (contiguous Parquet row
-groups, each read once) -> each block reduced to exact integer partials by every model group's actor
-pool, the models shipped through the object store (:mod:`~.pipeline`), or in this process for inputs
-too small for Ray to pay back (``engine: auto | ray | local``, :mod:`~.engine`) -> the driver merges
-the partials (:mod:`~.aggregate`) -> ``metrics.json`` (with the run's phase timings, :mod:`~.phases`,
-the bytes read against the dataset's size and the model groups, :mod:`~.packing`) +
-``slices.parquet`` (+ predictions) written atomically, while Ray shuts down on a thread. Node loss:
-reads are retried and actors restarted without limit, and the merge is exact and order-independent,
-so a run that lost a node yields the same metrics as one that did not.
+Pipeline: preflight (metadata, a sample, each model loaded once; on a thread while a private Ray starts; a
+running cluster is connected to once the driver holds its first block) -> read units (contiguous Parquet
+row groups, each read once) -> each block reduced to exact integer partials by every model group's actor
+pool, the models shipped through the object store (:mod:`~.pipeline`), or in this process for inputs too
+small for Ray to pay back (``engine: auto | ray | local``, :mod:`~.engine`) -> the driver merges the
+partials (:mod:`~.aggregate`) -> ``metrics.json`` (with the run's phase timings, :mod:`~.phases`, the
+bytes read against the dataset's size and the model groups, :mod:`~.packing`) + ``slices.parquet`` (+
+predictions) written atomically, while Ray shuts down on a thread. Node loss: reads are retried and actors
+restarted without limit, and the merge is exact and order-independent, so a run that lost a node yields
+the same metrics as one that did not.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     clock = PhaseClock()
     cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
-    checks = PreflightRun(cfg, clock)  # on its thread, while Ray connects and the actors start
+    checks = PreflightRun(cfg, clock)  # on its thread, while a private Ray starts
     try:
         with RayCloser() as closer:  # Ray shuts down while the metrics and the artifact are made
             predictions = artifacts.join(staging, "predictions") if staging else None
