@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -37,3 +38,22 @@ def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_o
     assert head_environment(LocalHeadConfig(), str(tmp_path))["TMPDIR"] == str(tmp_path)
     given = LocalHeadConfig(env={"TMPDIR": "/scratch"})
     assert head_environment(given, str(tmp_path))["TMPDIR"] == "/scratch"
+
+
+@pytest.mark.unit
+def test_the_heads_ray_start_is_rays_own_command_without_serve_jobs_or_state_imported():
+    """``ray start`` used to import Ray's Serve, job and state CLIs (pandas, FastAPI) on every head start."""
+    from airflow_ray_provider.local.head import _ray_cli
+
+    out = subprocess.run(
+        [*_ray_cli(), "start", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPROFILEIMPORTTIME": "1"},
+    )
+    assert "--head" in out.stdout and "--block" in out.stdout  # Ray's start command, all its options
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if "|" in line}
+    assert not {"ray.serve", "pandas", "fastapi"} & imported
+    assert "ray.scripts.scripts" in imported
