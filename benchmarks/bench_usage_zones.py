@@ -98,6 +98,7 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
         "timeline": timeline(record.times, tasks, run),
         "not_available": record.not_available,
         "log_tail": logs[-3000:] if job.status != "SUCCEEDED" else "",
+        "log": logs,
     }  # fmt: skip
 
 
@@ -124,12 +125,17 @@ def timeline(times: dict[str, Any], tasks: list[dict[str, Any]], run: dict[str, 
     t0, end = times.get("submitted") or 0.0, times.get("ended") or 0.0
     driver = times.get("driver_started") or t0
     by_function: dict[str, list[tuple[float, float, float]]] = {}
+    workers: dict[str, list[list[Any]]] = {}  # per worker: [function, start, end] of its task attempts
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK"):
             continue
         cpus = float((task.get("required_resources") or {}).get("CPU") or 0.0)
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
         by_function.setdefault(name, []).extend((s, e, cpus) for s, e in _spans(task))
+        worker = str(task.get("worker_id") or "")[:8]
+        workers.setdefault(worker, []).extend(
+            [name, round(s - t0, 3), round(e - t0, 3)] for s, e in _spans(task)
+        )
     every = [span for spans in by_function.values() for span in spans]
     first = min((s for s, _, _ in every), default=end)
     last = max((e for _, e, _ in every), default=end)
@@ -167,7 +173,14 @@ def timeline(times: dict[str, Any], tasks: list[dict[str, Any]], run: dict[str, 
             "run_started": round(began - t0, 3),  # the workload's first line (after the driver's imports)
             "run_finished": round(finished - t0, 3),  # before the artifact is written
         }
-    return {"job_s": round(end - t0, 3), "functions": functions, "stretches": stretches, **driver_run}
+    spans_by_worker = {w: sorted(rows, key=lambda row: row[1]) for w, rows in workers.items()}
+    return {
+        "job_s": round(end - t0, 3),
+        "functions": functions,
+        "stretches": stretches,
+        **driver_run,
+        "workers": spans_by_worker,
+    }
 
 
 def same_models(left: str, right: str) -> dict[str, Any]:
@@ -230,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
             outs.setdefault(side, out_dir)
             row = {"side": side, "repeat": repeat, "uptime": _uptime(), **figures}
             result["runs"].append(row)
-            print(json.dumps({k: v for k, v in row.items() if k != "log_tail" or v}), flush=True)
+            shown = {k: v for k, v in row.items() if k != "log" and (k != "log_tail" or v)}
+            shown["timeline"] = {k: v for k, v in row["timeline"].items() if k != "workers"}
+            print(json.dumps(shown), flush=True)
     result["uptime_after"] = _uptime()
     if "base" in outs and all(r["job"] == "SUCCEEDED" for r in result["runs"]):
         result["same_models"] = same_models(outs["this"], outs["base"])
