@@ -7,12 +7,13 @@ Usage::
 
 The config keys are described in :mod:`airflow_ray_provider.workloads.zone_training.config`. Everything that
 can be checked is checked before Ray starts (config, trainer, dataset columns, nulls, emptiness, the
-``--only-failed`` manifest). Then the engine is chosen (``engine: auto | ray | local``, :mod:`~.engine`:
-Ray tasks, or worker processes on this machine for a standalone run) and zones are batched adaptively
-into tasks (:mod:`~.batching`), each task trains its zones with the math libraries capped to
-``num_cpus`` threads and saves its models (one bundle per task or one file per zone,
-:mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver writes
-``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
+``--only-failed`` manifest); inside a Ray job, whose cluster is there, once connected, while the job's
+worker processes start, and still before anything is staged or trained. Then the engine is chosen
+(``engine: auto | ray | local``, :mod:`~.engine`: Ray tasks, or worker processes on this machine for
+a standalone run) and zones are batched adaptively into tasks (:mod:`~.batching`), each task trains
+its zones with the math libraries capped to ``num_cpus`` threads and saves its models (one bundle per
+task or one file per zone, :mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver
+writes ``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
 (:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
 
 Exit status (:class:`~airflow_ray_provider.workloads.common.cli.ExitCode`, the same for both workloads):
@@ -37,7 +38,6 @@ from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
 from airflow_ray_provider.workloads.common.ray_session import (
-    RayCloser,
     SessionMode,
     plan_session,
     ray_session,
@@ -75,8 +75,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     Ray standalone. It is not touched at all when there is nothing to train, nor before the input is
     checked, except inside a Ray job: there the job's cluster is connected to first and its worker
     processes start while the input is checked (:func:`_validates_while_connecting`); bad input still
-    fails before anything is staged or trained, with the same error. Ray shuts down on a thread while
-    the artifact is written.
+    fails before anything is staged or trained, with the same error.
 
     :raises ConfigError: bad trainer or ``--only-failed`` manifest.
     :raises DataError: the dataset does not fit the config.
@@ -94,47 +93,46 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         warm_up()
     timings: dict[str, float] = {}
     tasks: dict[str, Any] = {}
-    with RayCloser() as closer:  # Ray's shutdown runs beside the artifact's writing
-        if _validates_while_connecting(cfg, only_failed):
-            chosen, trained = _train_in_job(cfg, t0, timings, tasks, closer)
-        else:
-            chosen = _validate(cfg, only_failed)
-            timings["validate"] = time.monotonic() - t0
-            artifacts.clear_completion(cfg.output_uri)
-            trained = _train_zones(cfg, chosen, timings, tasks, closer, standalone=standalone)
-        new_rows, ray_mode, engine = trained
-        if tasks:  # the CPU-seconds the training tasks held, by their own clock (the usage record's unit)
-            tasks.update(
-                num_cpus=cfg.num_cpus,
-                cpu_s=round(float(tasks.get("busy_s") or 0.0) * cfg.num_cpus, 3),
-                function=TRAINING_TASK,  # its Ray task name (the usage record's by-function figures)
-            )
-        rows = merge(chosen.previous, new_rows + chosen.gone) if only_failed else new_rows
-        run = {
-            "started_at": started_at,
-            "finished_at": _now(),
-            "ray_version": _ray_version(),
-            "engine": engine.as_dict() if engine else None,
-            "ray_session": ray_mode,
-            "run_info": cfg.run_info,
-            "trainer": cfg.trainer,
-            "artifacts": cfg.artifacts,
-            "data_uri": cfg.data_uri,
-            "only_failed": only_failed,
-            "timings_s": timings,
-            "tasks": tasks,
-            # CPU time of the trainer calls of this run's zones (time.process_time: fits only, no I/O)
-            "trainer_cpu_s": round(sum(float(r.get("cpu_s") or 0.0) for r in new_rows), 3),
-        }
-        summary = build_summary(
-            application=cfg.application,
-            rows=rows,
-            max_failed_fraction=cfg.max_failed_fraction,
-            output_uri=cfg.output_uri,
-            run=run,
-            duration_s=time.monotonic() - t0,
+    if _validates_while_connecting(cfg, only_failed):
+        chosen, trained = _train_in_job(cfg, t0, timings, tasks)
+    else:
+        chosen = _validate(cfg, only_failed)
+        timings["validate"] = time.monotonic() - t0
+        artifacts.clear_completion(cfg.output_uri)
+        trained = _train_zones(cfg, chosen, timings, tasks, standalone=standalone)
+    new_rows, ray_mode, engine = trained
+    if tasks:  # the CPU-seconds the training tasks held, by their own clock (the usage record's unit)
+        tasks.update(
+            num_cpus=cfg.num_cpus,
+            cpu_s=round(float(tasks.get("busy_s") or 0.0) * cfg.num_cpus, 3),
+            function=TRAINING_TASK,  # its Ray task name (the usage record's by-function figures)
         )
-        write_artifact(cfg.output_uri, cfg.application, rows, summary)
+    rows = merge(chosen.previous, new_rows + chosen.gone) if only_failed else new_rows
+    run = {
+        "started_at": started_at,
+        "finished_at": _now(),
+        "ray_version": _ray_version(),
+        "engine": engine.as_dict() if engine else None,
+        "ray_session": ray_mode,
+        "run_info": cfg.run_info,
+        "trainer": cfg.trainer,
+        "artifacts": cfg.artifacts,
+        "data_uri": cfg.data_uri,
+        "only_failed": only_failed,
+        "timings_s": timings,
+        "tasks": tasks,
+        # CPU time of the trainer calls of this run's zones (time.process_time: fits only, no I/O)
+        "trainer_cpu_s": round(sum(float(r.get("cpu_s") or 0.0) for r in new_rows), 3),
+    }
+    summary = build_summary(
+        application=cfg.application,
+        rows=rows,
+        max_failed_fraction=cfg.max_failed_fraction,
+        output_uri=cfg.output_uri,
+        run=run,
+        duration_s=time.monotonic() - t0,
+    )
+    write_artifact(cfg.output_uri, cfg.application, rows, summary)
     return summary
 
 
@@ -186,7 +184,6 @@ def _train_in_job(
     t0: float,
     timings: dict[str, float],
     tasks: dict[str, Any],
-    closer: RayCloser,
 ) -> tuple[_Selection, tuple[list[dict[str, Any]], str | None, EngineChoice | None]]:
     """Inside a Ray job: connect to its cluster, start its worker processes, check the input meanwhile,
     then train.
@@ -210,7 +207,7 @@ def _train_in_job(
 
     connect_from = time.monotonic()
     try:
-        with ray_session(cfg.ray_address, closer) as session:
+        with ray_session(cfg.ray_address) as session:
             timings["connect"] = time.monotonic() - connect_from
             warm_up_workers()
             chosen = validate()
@@ -269,7 +266,6 @@ def _train_zones(
     chosen: _Selection,
     timings: dict[str, float],
     tasks: dict[str, Any],
-    closer: RayCloser,
     *,
     standalone: bool,
 ) -> tuple[list[dict[str, Any]], str | None, EngineChoice | None]:
@@ -298,7 +294,7 @@ def _train_zones(
         tasks.update(figures)
         return new_rows, "none", choice
     connect_from = time.monotonic()
-    with ray_session(cfg.ray_address, closer) as session:
+    with ray_session(cfg.ray_address) as session:
         timings["connect"] = time.monotonic() - connect_from
         wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
         new_rows = _train(cfg, plan, todo, attempts, timings, tasks)
