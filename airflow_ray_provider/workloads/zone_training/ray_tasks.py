@@ -123,35 +123,6 @@ class RayTasks:
             self._backstop.forget(key)
 
 
-#: At most this many worker processes are started ahead of the first tasks (:func:`warm_up_workers`).
-WARM_UP_MAX = 16
-
-
-def _warm_up() -> None:
-    """What every task of this workload imports first (its seconds then count on the worker's CPU)."""
-    import numpy  # noqa: F401
-    import pyarrow.compute
-    import pyarrow.parquet  # noqa: F401
-
-
-def warm_up_workers() -> int:
-    """Lease one 1-CPU task per CPU of the connected cluster (:data:`WARM_UP_MAX` at most), not awaited.
-
-    A new job's worker processes start when its first tasks are leased; these start them (each imports
-    this module, hence the workload's package, and the data libraries every task needs) while the
-    driver goes on, e.g. checking the input. Their results are never fetched (a failure costs nothing).
-
-    :returns: the tasks submitted (0 on a cluster without CPUs: nothing would run them).
-    """
-    import ray
-
-    count = min(int(ray.cluster_resources().get("CPU", 0)), WARM_UP_MAX)
-    task = ray.remote(num_cpus=1, max_retries=0)(_warm_up)
-    for _ in range(count):
-        task.remote()
-    return count
-
-
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     first = next((line for line in text if line.strip()), "")

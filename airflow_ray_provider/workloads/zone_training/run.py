@@ -7,13 +7,12 @@ Usage::
 
 The config keys are described in :mod:`airflow_ray_provider.workloads.zone_training.config`. Everything that
 can be checked is checked before Ray starts (config, trainer, dataset columns, nulls, emptiness, the
-``--only-failed`` manifest); inside a Ray job, whose cluster is there, once connected, while the job's
-worker processes start, and still before anything is staged or trained. Then the engine is chosen
-(``engine: auto | ray | local``, :mod:`~.engine`: Ray tasks, or worker processes on this machine for
-a standalone run) and zones are batched adaptively into tasks (:mod:`~.batching`), each task trains
-its zones with the math libraries capped to ``num_cpus`` threads and saves its models (one bundle per
-task or one file per zone, :mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver
-writes ``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
+``--only-failed`` manifest). Then the engine is chosen (``engine: auto | ray | local``, :mod:`~.engine`:
+Ray tasks, or worker processes on this machine for a standalone run) and zones are batched adaptively
+into tasks (:mod:`~.batching`), each task trains its zones with the math libraries capped to
+``num_cpus`` threads and saves its models (one bundle per task or one file per zone,
+:mod:`~airflow_ray_provider.workloads.zone_training.bundles`); the driver writes
+``manifest.parquet``, ``summary.json`` and ``_SUCCESS``
 (:mod:`~airflow_ray_provider.workloads.zone_training.manifest`).
 
 Exit status (:class:`~airflow_ray_provider.workloads.common.cli.ExitCode`, the same for both workloads):
@@ -30,18 +29,13 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
-from airflow_ray_provider.workloads.common.ray_session import (
-    SessionMode,
-    plan_session,
-    ray_session,
-)
+from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
 from airflow_ray_provider.workloads.zone_training.engine import (
@@ -72,10 +66,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
 
     Ray is found by :func:`~airflow_ray_provider.workloads.common.ray_session.ray_session`: the
     caller's when already initialised, ``cfg.ray_address``, the Ray job's cluster, or a private local
-    Ray standalone. It is not touched at all when there is nothing to train, nor before the input is
-    checked, except inside a Ray job: there the job's cluster is connected to first and its worker
-    processes start while the input is checked (:func:`_validates_while_connecting`); bad input still
-    fails before anything is staged or trained, with the same error.
+    Ray standalone. It is not touched at all when there is nothing to train.
 
     :raises ConfigError: bad trainer or ``--only-failed`` manifest.
     :raises DataError: the dataset does not fit the config.
@@ -86,28 +77,32 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:
         raise ArtifactError(f"output_uri: {exc}") from exc
-    standalone = _standalone(cfg)
-    if cfg.engine != "ray" and standalone:  # the local engine is likely: its imports overlap the checks
+    if cfg.engine != "ray" and _standalone(cfg):  # the local engine is likely: its imports overlap the checks
         from airflow_ray_provider.workloads.zone_training.process_pool import warm_up
 
         warm_up()
-    timings: dict[str, float] = {}
+    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
+    previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
+    log.info(
+        "application %s: %d zones to train (%d rows), trainer %s, %g CPU(s) per zone, data %s",
+        cfg.application,
+        len(todo),
+        sum(plan.zone_rows[z] for z in todo),
+        cfg.trainer,
+        cfg.num_cpus,
+        "partitioned by zone" if plan.partitioned_by_zone else f"staged in {len(plan.chunks)} chunk(s)",
+    )
+    artifacts.clear_completion(cfg.output_uri)
+    timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}
-    if _validates_while_connecting(cfg, only_failed):
-        chosen, trained = _train_in_job(cfg, t0, timings, tasks)
-    else:
-        chosen = _validate(cfg, only_failed)
-        timings["validate"] = time.monotonic() - t0
-        artifacts.clear_completion(cfg.output_uri)
-        trained = _train_zones(cfg, chosen, timings, tasks, standalone=standalone)
-    new_rows, ray_mode, engine = trained
+    new_rows, ray_mode, engine = _train_zones(cfg, plan, todo, attempts, timings, tasks)
     if tasks:  # the CPU-seconds the training tasks held, by their own clock (the usage record's unit)
         tasks.update(
             num_cpus=cfg.num_cpus,
             cpu_s=round(float(tasks.get("busy_s") or 0.0) * cfg.num_cpus, 3),
-            function=TRAINING_TASK,  # its Ray task name (the usage record's by-function figures)
+            function=TRAINING_TASK,  # its name in Ray's task list (the usage record's by-function figures)
         )
-    rows = merge(chosen.previous, new_rows + chosen.gone) if only_failed else new_rows
+    rows = merge(previous, new_rows + gone) if only_failed else new_rows
     run = {
         "started_at": started_at,
         "finished_at": _now(),
@@ -136,109 +131,6 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     return summary
 
 
-@dataclass(frozen=True)
-class _Selection:
-    """The checked input and what to train: the plan, the previous manifest's rows (``--only-failed``),
-    the zones to train, their manifest attempts and the rows of zones no longer in the data."""
-
-    plan: DatasetPlan
-    previous: list[dict[str, Any]]
-    todo: list[str]
-    attempts: dict[str, int]
-    gone: list[dict[str, Any]]
-
-
-def _validate(cfg: ZoneTrainingConfig, only_failed: str | None) -> _Selection:
-    """Check the trainer and the dataset (and the ``--only-failed`` manifest); choose the zones to train.
-
-    :raises ConfigError: bad trainer or ``--only-failed`` manifest.
-    :raises DataError: the dataset does not fit the config.
-    """
-    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
-    previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
-    log.info(
-        "application %s: %d zones to train (%d rows), trainer %s, %g CPU(s) per zone, data %s",
-        cfg.application,
-        len(todo),
-        sum(plan.zone_rows[z] for z in todo),
-        cfg.trainer,
-        cfg.num_cpus,
-        "partitioned by zone" if plan.partitioned_by_zone else f"staged in {len(plan.chunks)} chunk(s)",
-    )
-    return _Selection(plan, previous, todo, attempts, gone)
-
-
-def _validates_while_connecting(cfg: ZoneTrainingConfig, only_failed: str | None) -> bool:
-    """Whether Ray connects first and the input is checked while the job's workers start: inside a Ray
-    job (its cluster is there: the job runs on it), for a run that trains with Ray and is not
-    ``--only-failed`` (that one may have nothing to train, and then never touches Ray)."""
-    if cfg.engine == "local" or only_failed is not None or cfg.ray_address:
-        return False
-    ray_module = sys.modules.get("ray")
-    initialized = bool(ray_module is not None and ray_module.is_initialized())
-    return plan_session(None, environ=os.environ, initialized=initialized).mode is SessionMode.JOB
-
-
-def _train_in_job(
-    cfg: ZoneTrainingConfig,
-    t0: float,
-    timings: dict[str, float],
-    tasks: dict[str, Any],
-) -> tuple[_Selection, tuple[list[dict[str, Any]], str | None, EngineChoice | None]]:
-    """Inside a Ray job: connect to its cluster, start its worker processes, check the input meanwhile,
-    then train.
-
-    The worker processes of a new job start when its first tasks are leased (about half a second each
-    here: an interpreter, Ray, this package, pyarrow); :func:`~.ray_tasks.warm_up_workers` leases them
-    at once, so that they start while the driver checks the input, instead of after. Bad input raises
-    its own error before anything is staged or trained (and before ``_SUCCESS`` of an earlier run is
-    removed); so does a failed connection when the input was bad too. ``timings`` gets ``connect``,
-    then ``validate`` (from the run's start to the checks' end).
-    """
-    from airflow_ray_provider.workloads.zone_training.capacity import wait_for_capacity
-    from airflow_ray_provider.workloads.zone_training.ray_tasks import warm_up_workers
-
-    checked: list[_Selection] = []
-
-    def validate() -> _Selection:
-        checked.append(_validate(cfg, None))
-        timings["validate"] = time.monotonic() - t0
-        return checked[0]
-
-    connect_from = time.monotonic()
-    try:
-        with ray_session(cfg.ray_address) as session:
-            timings["connect"] = time.monotonic() - connect_from
-            warm_up_workers()
-            chosen = validate()
-            artifacts.clear_completion(cfg.output_uri)
-            choice = _engine_choice(cfg, chosen, standalone=False)
-            wait_for_capacity(cfg.num_cpus, cfg.capacity_wait_s)  # the nodes as Ray counts them
-            new_rows = _train(cfg, chosen.plan, chosen.todo, chosen.attempts, timings, tasks)
-    except Exception:
-        if "connect" not in timings:  # Ray did not connect: bad input is still reported as such
-            validate()
-        raise
-    return chosen, (new_rows, session.mode.value, choice)
-
-
-def _engine_choice(cfg: ZoneTrainingConfig, chosen: _Selection, *, standalone: bool) -> EngineChoice:
-    """:func:`~.engine.choose_engine` for this run's zones (logged)."""
-    plan = chosen.plan
-    limit = cfg.local_max_rows
-    if limit is None:
-        limit = default_local_max_rows(1 + len(plan.feature_columns), memory_bytes())
-    choice = choose_engine(
-        cfg.engine,
-        standalone=standalone,
-        rows=sum(plan.zone_rows[z] for z in chosen.todo),
-        staged=not plan.partitioned_by_zone,
-        local_max_rows=limit,
-    )
-    log.info("engine %s: %s", choice.engine, choice.reason)
-    return choice
-
-
 def _select_zones(
     cfg: ZoneTrainingConfig, plan: DatasetPlan, only_failed: str | None
 ) -> tuple[list[dict[str, Any]], list[str], dict[str, int], list[dict[str, Any]]]:
@@ -263,13 +155,13 @@ def _select_zones(
 
 def _train_zones(
     cfg: ZoneTrainingConfig,
-    chosen: _Selection,
+    plan: DatasetPlan,
+    todo: list[str],
+    attempts: dict[str, int],
     timings: dict[str, float],
     tasks: dict[str, Any],
-    *,
-    standalone: bool,
 ) -> tuple[list[dict[str, Any]], str | None, EngineChoice | None]:
-    """Train ``chosen.todo`` with the engine :func:`~.engine.choose_engine` picks (nothing when empty).
+    """Train ``todo`` with the engine :func:`~.engine.choose_engine` picks (nothing when ``todo`` is empty).
 
     :returns: the result rows, how Ray was found (``"none"`` for the local engine, ``None`` when there
         was nothing to train) and the engine choice.
@@ -277,10 +169,21 @@ def _train_zones(
     from airflow_ray_provider.workloads.zone_training import scheduler
     from airflow_ray_provider.workloads.zone_training.capacity import check_local, wait_for_capacity
 
-    plan, todo, attempts = chosen.plan, chosen.todo, chosen.attempts
     if not todo:
         return [], None, None
-    choice = _engine_choice(cfg, chosen, standalone=standalone)
+    standalone = _standalone(cfg)
+    rows = sum(plan.zone_rows[z] for z in todo)
+    limit = cfg.local_max_rows
+    if limit is None:
+        limit = default_local_max_rows(1 + len(plan.feature_columns), memory_bytes())
+    choice = choose_engine(
+        cfg.engine,
+        standalone=standalone,
+        rows=rows,
+        staged=not plan.partitioned_by_zone,
+        local_max_rows=limit,
+    )
+    log.info("engine %s: %s", choice.engine, choice.reason)
     if standalone or choice.engine == "local":
         check_local(cfg.num_cpus)  # before the private Ray or the worker processes start
     if choice.engine == "local":

@@ -285,32 +285,6 @@ def test_an_autoscaler_is_told_from_the_read_only_monitor_every_head_runs() -> N
     assert scales_from_status(kuberay)
 
 
-@pytest.mark.parametrize(
-    ("changes", "only_failed", "in_job", "expected"),
-    [
-        ({}, None, True, True),  # inside a job: connect first, check while the workers start
-        ({}, None, False, False),  # standalone: checked before a private Ray would start
-        ({"engine": "local"}, None, True, False),  # no Ray at all
-        ({}, "prev/manifest.parquet", True, False),  # may have nothing to train: Ray untouched
-        ({"ray_address": NOWHERE}, None, True, False),  # an explicit address: checked first (this file)
-    ],
-)
-def test_only_a_run_inside_a_job_connects_before_its_input_is_checked(
-    tmp_path, data, monkeypatch, changes, only_failed, in_job, expected
-) -> None:
-    from airflow_ray_provider.workloads.zone_training.run import _validates_while_connecting
-
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
-    if in_job:
-        monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}")
-        monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
-    raw = config(tmp_path, data, **changes)
-    if "ray_address" not in changes:
-        del raw["ray_address"]
-    assert _validates_while_connecting(parse_config(raw), only_failed) is expected
-
-
 def test_a_single_file_is_planned_as_pyarrow_dataset_plans_it_without_importing_pandas(tmp_path) -> None:
     """The one-file shortcut (no pyarrow.dataset, which imports pandas) makes the same plan as the dataset."""
     import pyarrow.dataset as pads
