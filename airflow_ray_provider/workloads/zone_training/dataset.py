@@ -2,7 +2,7 @@
 
 Only metadata and the zone column are read here (cheap); the feature data never passes through the
 driver. The zone column is read dictionary-encoded (Parquet stores strings that way: no string is
-materialised, counting is a ``bincount`` of the codes; about 5x faster than reading the strings for
+materialised, the codes are counted; about 5x faster than reading the strings for
 2M rows); for a dataset partitioned by zone, nothing but the files' footers is read (row counts).
 Two layouts:
 
@@ -78,11 +78,18 @@ class DatasetPlan:
 def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> DatasetPlan:
     """Validate the dataset against the config and plan how tasks reach each zone's rows.
 
+    A single Parquet file (outside hive folders) is read with ``pyarrow.parquet`` alone
+    (:func:`_inspect_file`: the same checks and plan, without ``pyarrow.dataset``, which imports
+    pandas: about 0.35 s of a short job's driver here); anything else with ``pyarrow.dataset`` (hive
+    partitions, many files).
+
     :param numeric_features: require numeric feature columns (array trainers, the built-ins among
         them, need them).
     :raises DataError: missing path or columns, empty dataset, nulls in the zone column, bad features.
     """
     fs, path = artifacts.resolve(cfg.data_uri)
+    if _plain_file(fs, path):
+        return _inspect_file(cfg, fs, path, numeric_features)
     dataset = _open(cfg.data_uri, fs, path, cfg.zone_column)
     schema = dataset.schema
     features = _check_columns(cfg, schema, numeric_features)
@@ -106,6 +113,50 @@ def inspect_dataset(cfg: ZoneTrainingConfig, *, numeric_features: bool) -> Datas
     else:
         plan.chunks = _chunks(fragments, part_names)
     return plan
+
+
+def _plain_file(fs: pafs.FileSystem, path: str) -> bool:
+    """Whether ``path`` is one file outside hive folders (``pyarrow.dataset`` reads a ``key=value``
+    folder of a file's path as a partition column; such a file, a directory or a missing path go
+    through :func:`_open`)."""
+    if any("=" in part for part in path.split("/")[:-1]):
+        return False
+    try:
+        return bool(fs.get_file_info(path).type.name == "File")
+    except artifacts.pa_errors(ValueError):
+        return False
+
+
+def _inspect_file(
+    cfg: ZoneTrainingConfig, fs: pafs.FileSystem, path: str, numeric_features: bool
+) -> DatasetPlan:
+    """:func:`inspect_dataset` of one Parquet file: its footer, then its zone column, dictionary-encoded."""
+    import pyarrow.parquet as pq
+
+    try:
+        with fs.open_input_file(path) as src:
+            meta = pq.ParquetFile(src).metadata
+            features = _check_columns(cfg, meta.schema.to_arrow_schema(), numeric_features)
+            parquet = pq.ParquetFile(src, metadata=meta, read_dictionary=[cfg.zone_column])
+            try:
+                column = parquet.read(columns=[cfg.zone_column]).column(cfg.zone_column)
+            except artifacts.pa_errors() as exc:
+                raise DataError(
+                    f"could not read column {cfg.zone_column!r} of {cfg.data_uri!r}: {exc}"
+                ) from exc
+    except artifacts.pa_errors(ValueError) as exc:
+        raise DataError(f"data_uri {cfg.data_uri!r} is not a readable Parquet dataset: {exc}") from exc
+    row_groups = [(i, meta.row_group(i).num_rows) for i in range(meta.num_row_groups)]
+    return DatasetPlan(
+        uri=cfg.data_uri,
+        fs=fs,
+        zone_column=cfg.zone_column,
+        label_column=cfg.label_column,
+        feature_columns=features,
+        zone_rows=_column_counts(column, cfg),
+        file_columns=[cfg.zone_column, cfg.label_column, *features],
+        chunks=_file_chunks(path, row_groups, {}),
+    )
 
 
 def _open(uri: str, fs: pafs.FileSystem, path: str, zone_column: str) -> pads.Dataset:
@@ -151,6 +202,11 @@ def _zone_counts(dataset: pads.Dataset, cfg: ZoneTrainingConfig) -> dict[str, in
         column = dataset.to_table(columns=[cfg.zone_column]).column(cfg.zone_column)
     except artifacts.pa_errors() as exc:
         raise DataError(f"could not read column {cfg.zone_column!r} of {cfg.data_uri!r}: {exc}") from exc
+    return _column_counts(column, cfg)
+
+
+def _column_counts(column: pa.ChunkedArray, cfg: ZoneTrainingConfig) -> dict[str, int]:
+    """Rows per zone of the zone column (checked: not empty, no nulls), sorted by key."""
     _check_zone_rows(cfg, len(column), column.null_count)
     out: dict[str, int] = {}
     for chunk in column.chunks:
@@ -161,14 +217,18 @@ def _zone_counts(dataset: pads.Dataset, cfg: ZoneTrainingConfig) -> dict[str, in
 
 
 def _chunk_counts(chunk: pa.Array) -> list[tuple[Any, int]]:
-    """(value, rows) of one chunk of the zone column (no nulls): a bincount of dictionary codes."""
-    import numpy as np
+    """(value, rows) of one chunk of the zone column (no nulls): the dictionary codes counted.
+
+    ``pyarrow.compute`` counts the codes (``to_numpy`` would import pandas: see :func:`inspect_dataset`).
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     if isinstance(chunk, pa.DictionaryArray):
-        counts = np.bincount(chunk.indices.to_numpy(), minlength=len(chunk.dictionary))
-        return [(v, int(n)) for v, n in zip(chunk.dictionary.to_pylist(), counts.tolist(), strict=True) if n]
+        pairs = pc.value_counts(chunk.indices)
+        dictionary = chunk.dictionary.to_pylist()
+        codes, counts = pairs.field("values").to_pylist(), pairs.field("counts").to_pylist()
+        return [(dictionary[code], int(n)) for code, n in zip(codes, counts, strict=True) if n]
     pairs = pc.value_counts(chunk)
     return list(zip(pairs.field("values").to_pylist(), pairs.field("counts").to_pylist(), strict=True))
 
@@ -229,16 +289,23 @@ def _chunks(fragments: list[Any], part_names: set[str]) -> list[ChunkSpec]:
     for frag in fragments:
         keys = pads.get_partition_keys(frag.partition_expression)
         values = {k: v for k, v in keys.items() if k in part_names}
-        group: list[int] = []
-        rows = 0
-        for rg in _row_groups(frag):
-            group.append(rg[0])
-            rows += rg[1]
-            if rows >= CHUNK_ROWS:
-                chunks.append(ChunkSpec(frag.path, tuple(group), rows, values))
-                group, rows = [], 0
-        if group:
-            chunks.append(ChunkSpec(frag.path, tuple(group), rows, values))
+        chunks.extend(_file_chunks(frag.path, _row_groups(frag), values))
+    return chunks
+
+
+def _file_chunks(path: str, row_groups: list[tuple[int, int]], values: dict[str, Any]) -> list[ChunkSpec]:
+    """One file's row groups ``(number, rows)`` in chunks of about :data:`CHUNK_ROWS` rows, in order."""
+    chunks: list[ChunkSpec] = []
+    group: list[int] = []
+    rows = 0
+    for number, count in row_groups:
+        group.append(number)
+        rows += count
+        if rows >= CHUNK_ROWS:
+            chunks.append(ChunkSpec(path, tuple(group), rows, values))
+            group, rows = [], 0
+    if group:
+        chunks.append(ChunkSpec(path, tuple(group), rows, values))
     return chunks
 
 

@@ -45,3 +45,49 @@ def test_exit_status_follows_max_failed_fraction(ray_head, ray_head_token, zone_
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1].startswith("zone_training: error: --only-failed manifest")
     assert "belongs to application ['test-app'], not 'another-app'" in refused.stderr
+
+
+def in_job_env(ray_head, token: str) -> dict[str, str]:
+    """The environment Ray's job supervisor gives an entrypoint (its job config, the cluster's address)."""
+    return {
+        "RAY_AUTH_MODE": "token",
+        "RAY_AUTH_TOKEN": token,
+        "RAY_JOB_CONFIG_JSON_ENV_VAR": json.dumps({"runtime_env": {}, "metadata": {}}),
+        "RAY_ADDRESS": ray_head.gcs_address,
+    }
+
+
+def test_inside_a_job_bad_input_fails_with_its_own_error_before_any_work(
+    ray_head, ray_head_token, zone_config, tmp_path
+) -> None:
+    env = in_job_env(ray_head, ray_head_token)
+    out = tmp_path / "zones-out"
+    out.mkdir()
+    (out / "_SUCCESS").write_text("")  # an earlier run's: kept, since nothing is trained
+    raw = zone_config(zone_column="region", output_uri=str(out))
+    done = run_cli(["--config-json", json.dumps(raw)], env)
+    assert done.returncode == 2, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("zone_training: error: zone_column 'region' is not a column of"), last
+    assert "Ray session" not in done.stderr  # checked before Ray is touched
+    assert sorted(p.name for p in out.iterdir()) == ["_SUCCESS"]  # no model, no manifest
+
+    bad_trainer = zone_config(trainer="xgboost_magic", output_uri=str(out))
+    done = run_cli(["--config-json", json.dumps(bad_trainer)], env)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip()
+        .splitlines()[-1]
+        .startswith("zone_training: error: unknown trainer 'xgboost_magic'")
+    )
+
+
+def test_inside_a_job_the_zones_train_on_the_jobs_cluster(
+    ray_head, ray_head_token, zone_config, tmp_path
+) -> None:
+    raw = zone_config()
+    done = run_cli(["--config-json", json.dumps(raw)], in_job_env(ray_head, ray_head_token))
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = json.loads((tmp_path / "zones-out" / "summary.json").read_text())
+    assert (summary["succeeded"], summary["run"]["ray_session"]) == (24, "job")
+    assert set(summary["run"]["timings_s"]) >= {"validate", "connect", "stage", "fan_out"}

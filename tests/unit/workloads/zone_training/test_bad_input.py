@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -281,3 +283,53 @@ def test_an_autoscaler_is_told_from_the_read_only_monitor_every_head_runs() -> N
     }
     assert not scales_from_status(readonly) and not scales_from_status({})
     assert scales_from_status(kuberay)
+
+
+def test_a_single_file_is_planned_as_pyarrow_dataset_plans_it_without_importing_pandas(tmp_path) -> None:
+    """The one-file shortcut (no pyarrow.dataset, which imports pandas) makes the same plan as the dataset."""
+    import pyarrow.dataset as pads
+
+    from airflow_ray_provider.workloads.zone_training import dataset as zone_dataset
+
+    path = str(tmp_path / "one.parquet")
+    table = pq.read_table(make_zone_dataset(path, 7, (5, 9), features=2, seed=3))
+    pq.write_table(table, path, row_group_size=9)  # several row groups, so several chunks
+    cfg = parse_config(config(tmp_path, path))
+    fast = zone_dataset.inspect_dataset(cfg, numeric_features=True)
+    fs, resolved = zone_dataset.artifacts.resolve(path)
+    dataset = zone_dataset._open(path, fs, resolved, "zone")
+    fragments = list(dataset.get_fragments())
+    assert pads.get_partition_keys(fragments[0].partition_expression) == {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(zone_dataset, "CHUNK_ROWS", 20)
+        small = zone_dataset.inspect_dataset(cfg, numeric_features=True)
+        assert small.chunks == zone_dataset._chunks(fragments, set()) and len(small.chunks) > 1
+    assert fast.zone_rows == zone_dataset._zone_counts(dataset, cfg)
+    assert fast.chunks == zone_dataset._chunks(fragments, set())
+    assert (fast.feature_columns, fast.file_columns) == (["f0", "f1"], ["zone", "y", "f0", "f1"])
+    code = (
+        "import sys\n"
+        "from airflow_ray_provider.workloads.zone_training.config import parse_config\n"
+        "from airflow_ray_provider.workloads.zone_training.dataset import inspect_dataset\n"
+        f"cfg = parse_config({config(tmp_path, path)!r})\n"
+        "inspect_dataset(cfg, numeric_features=True)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas')[:3])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+def test_a_file_in_a_hive_folder_keeps_its_partition_column(tmp_path) -> None:
+    folder = tmp_path / "zone=a"
+    folder.mkdir()
+    pq.write_table(pa.table({"y": [1.0, 2.0], "f0": [2.0, 3.0]}), folder / "p.parquet")
+    plan = inspect_dataset(parse_config(config(tmp_path, str(folder / "p.parquet"))), numeric_features=True)
+    assert plan.zone_rows == {"a": 2} and plan.partitioned_by_zone
+
+
+def test_a_file_that_is_not_parquet_is_refused_as_before(tmp_path) -> None:
+    path = tmp_path / "bad.parquet"
+    path.write_text("not parquet")
+    assert_rejected(config(tmp_path, str(path)), DataError, "is not a readable Parquet dataset")
