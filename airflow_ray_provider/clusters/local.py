@@ -41,7 +41,13 @@ from airflow_ray_provider.local.cluster import (
     start_cluster,
     stop_cluster,
 )
-from airflow_ray_provider.local.head import LocalHeadError, LocalHeadInfo, read_token
+from airflow_ray_provider.local.head import (
+    AGENT_HEALTH_PATH,
+    LocalHeadError,
+    LocalHeadInfo,
+    agent_answers,
+    read_token,
+)
 
 
 @dataclass(frozen=True)
@@ -126,15 +132,18 @@ class LocalBackend(ClusterBackend):
         return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """The head's processes are alive and its dashboard answers with the token."""
+        """The head's processes are alive, its dashboard answers with the token, and its job agent answers."""
         info = find_cluster(plan.name)
         if info is None:
             return ReadinessCheck("failed", f"local Ray head {plan.name} is not running", _cluster(plan.name))
         token = read_token(info.token_file) if info.token_file else None
         answered, detail = probe_dashboard(info.dashboard_url, token)
-        if answered:
+        if answered and agent_answers(info):
             message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
             return ReadinessCheck("ready", message, _cluster(plan.name), info.dashboard_url)
+        if answered:
+            message = f"dashboard answers, but the job agent {info.agent_url}{AGENT_HEALTH_PATH} does not yet"
+            return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
         message = f"head running, but {info.dashboard_url}/api/version: {detail}"
         return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
 

@@ -36,6 +36,15 @@ HEAD_LOG_NAME = "ray-start.log"
 #: ``ray start`` exits ("The current node timed out during startup"), taking the dashboard with it
 #: (ray-project/ray#65983, open: the 15 s are hard-coded).
 STARTED_MARKER = "Ray runtime started."
+#: The head's dashboard agent (which runs every submitted job) answers this once its HTTP server is up;
+#: right after, it registers its address with the GCS, and only then can the Job API submit (until then
+#: it answers HTTP 500 "No available agent to submit job"). The agent loads its modules after ``ray
+#: start`` has logged :data:`STARTED_MARKER`: on a starved machine it was measured answering ~45 s
+#: later. KubeRay's head readiness probe checks the same endpoint (and the dashboard's).
+AGENT_HEALTH_PATH = "/api/local_raylet_healthz"
+#: What the agent logs when its HTTP server could not start (its port taken): it stays alive without
+#: one, and the head can never run a job.
+AGENT_HTTP_FAILED_MARKER = "Failed to start HTTP server"
 #: Starts of a head whose ``ray start`` gave up during startup (each failed one costs its time).
 START_ATTEMPTS = 3
 #: Ray's CLI module imports its Serve, job and state command groups (pandas, FastAPI) when loaded, each
@@ -72,7 +81,7 @@ class LocalHeadConfig:
     :param auth: enable Ray token authentication (a fresh token per head).
     :param temp_root: folder for the head's temp dir; keep it short (Unix socket paths <= ~107 chars).
     :param env: extra environment variables for the head and every worker it starts.
-    :param ready_timeout: seconds to wait for the dashboard's ``/api/version``.
+    :param ready_timeout: seconds to wait for the head to be up (see :func:`start_head`).
     :param token: use this auth token instead of generating one (e.g. one taken from a Kubernetes Secret).
     """
 
@@ -98,6 +107,8 @@ class LocalHeadInfo:
     dashboard_url: str
     gcs_address: str
     token_file: str | None
+    #: The head's dashboard agent (``None`` in info written before it was recorded: not waited on).
+    agent_url: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the info as a plain dict."""
@@ -106,7 +117,7 @@ class LocalHeadInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LocalHeadInfo:
         """Rebuild the info from :meth:`to_dict` output."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def free_port() -> int:
@@ -143,14 +154,16 @@ def _ray_cli() -> list[str]:
     return [sys.executable, "-u", "-c", _RAY_START_CODE]
 
 
-def _head_command(config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_port: int) -> list[str]:
+def _head_command(
+    config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_port: int, agent_port: int
+) -> list[str]:
     cmd = [
         *_ray_cli(), "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}",
         f"--ray-client-server-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-listen-port={agent_port}",
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
@@ -166,8 +179,9 @@ def _head_command(config: LocalHeadConfig, temp_dir: str, gcs_port: int, dash_po
     return cmd
 
 
-def _dashboard_answers(url: str, token: str | None, timeout: float = 2.0) -> bool:
-    request = urllib.request.Request(f"{url}/api/version")
+def _answers(url: str, token: str | None = None, timeout: float = 2.0) -> bool:
+    """Whether ``url`` answers HTTP 200 (with the token, when given)."""
+    request = urllib.request.Request(url)
     if token:
         request.add_header("Authorization", f"Bearer {token}")
     try:
@@ -183,10 +197,12 @@ def start_head(
     name: str | None = None,
     on_spawn: Callable[[LocalHeadInfo], None] | None = None,
 ) -> LocalHeadInfo:
-    """Start a local Ray head and wait until it is up: node started and Job API answering.
+    """Start a local Ray head and wait until it is up: node started, Job API answering, and the job agent
+    answering (:data:`AGENT_HEALTH_PATH`), so a job submitted right after runs.
 
     When ``ray start`` itself gives up during startup (a starved machine: see :data:`STARTED_MARKER`),
-    the head is started again, in a fresh temp dir on fresh ports, up to :data:`START_ATTEMPTS` times.
+    or the agent could not open its port (:data:`AGENT_HTTP_FAILED_MARKER`), the head is started again,
+    in a fresh temp dir on fresh ports, up to :data:`START_ATTEMPTS` times.
 
     :param config: start options; defaults to :class:`LocalHeadConfig`.
     :param name: a label for the head (used in its temp dir name).
@@ -202,7 +218,7 @@ def start_head(
             return _start_once(config, name, on_spawn)
         except StartupCrashError as exc:
             log.warning(
-                "`ray start --head` gave up during startup (attempt %d of %d); starting it again. %s",
+                "The local Ray head failed during startup (attempt %d of %d); starting it again. %s",
                 attempt, START_ATTEMPTS, exc,
             )  # fmt: skip
     return _start_once(config, name, on_spawn)
@@ -263,13 +279,13 @@ def _start_once(
 ) -> LocalHeadInfo:
     temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
     temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
-    gcs_port, dash_port = free_port(), free_port()
+    gcs_port, dash_port, agent_port = free_port(), free_port(), free_port()
     env = head_environment(config, temp_dir)
     token, token_file = _auth_env(config, temp_dir, env)
     head_log = open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb")  # noqa: SIM115 (handed to the child)
     try:
         proc = subprocess.Popen(
-            _head_command(config, temp_dir, gcs_port, dash_port),
+            _head_command(config, temp_dir, gcs_port, dash_port, agent_port),
             stdout=head_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env=env, start_new_session=True,
         )  # fmt: skip
@@ -281,7 +297,7 @@ def _start_once(
     info = LocalHeadInfo(
         name=name or Path(temp_dir).name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
         dashboard_url=f"http://127.0.0.1:{dash_port}", gcs_address=f"127.0.0.1:{gcs_port}",
-        token_file=token_file,
+        token_file=token_file, agent_url=f"http://127.0.0.1:{agent_port}",
     )  # fmt: skip
     if on_spawn is not None:
         try:
@@ -305,26 +321,67 @@ def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
 def _wait_until_up(
     exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
 ) -> None:
-    """Return once the node started and the dashboard answers; else stop the head and raise.
+    """Return once the node started, the dashboard answers and the job agent answers; else stop the head
+    and raise.
 
     :param exit_code: the head's exit code once it has exited, else ``None``.
     """
-    deadline = time.monotonic() + timeout
+    start = time.monotonic()
+    deadline = start + timeout
+    up: dict[str, float] = {}
     while time.monotonic() < deadline:
         code = exit_code()
         if code is not None:
             tail = _log_tail(info.temp_dir)
             stop_head(info)
             raise StartupCrashError(f"`ray start --head` exited with {code}:\n{tail}")
-        if _node_started(info.temp_dir) and _dashboard_answers(info.dashboard_url, token):
+        if _agent_http_failed(info.temp_dir):
+            tail = _log_tail(info.temp_dir, log_name=AGENT_LOG)
+            stop_head(info)
+            raise StartupCrashError(f"the head's dashboard agent could not start its HTTP server:\n{tail}")
+        for part, is_up in _readiness_checks(info, token):
+            if part not in up and is_up():
+                up[part] = time.monotonic() - start
+        if len(up) == len(_READINESS_PARTS):
+            parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in up.items())
+            log.info("local Ray head %s up after %.1fs (%s)", info.name, time.monotonic() - start, parts)
             return
         time.sleep(0.25)
+    waiting = [part for part in _READINESS_PARTS if part not in up]
     tail = _log_tail(info.temp_dir)
     stop_head(info)
     raise LocalHeadError(
-        f"local Ray head did not start and answer {info.dashboard_url}/api/version within "
-        f"{timeout:.0f}s; last log lines:\n{tail}"
+        f"local Ray head was not up within {timeout:.0f}s: still waiting for {', '.join(waiting)} "
+        f"(dashboard {info.dashboard_url}); last log lines:\n{tail}"
     )
+
+
+#: What "up" waits for, in order: ``ray start``'s marker, the dashboard, the job agent.
+_READINESS_PARTS = ("node started", "dashboard /api/version", f"job agent {AGENT_HEALTH_PATH}")
+#: The agent's log, under the head's temp dir.
+AGENT_LOG = os.path.join("session_latest", "logs", "dashboard_agent.log")
+
+
+def _readiness_checks(info: LocalHeadInfo, token: str | None) -> list[tuple[str, Callable[[], bool]]]:
+    """Each part of :data:`_READINESS_PARTS` with its check (an info without an agent URL skips it)."""
+    node, dashboard, agent = _READINESS_PARTS
+    return [
+        (node, lambda: _node_started(info.temp_dir)),
+        (dashboard, lambda: _answers(f"{info.dashboard_url}/api/version", token)),
+        (agent, lambda: agent_answers(info)),
+    ]
+
+
+def agent_answers(info: LocalHeadInfo) -> bool:
+    """Whether the head's job agent answers :data:`AGENT_HEALTH_PATH` (``True`` when not recorded)."""
+    return info.agent_url is None or _answers(f"{info.agent_url}{AGENT_HEALTH_PATH}")
+
+
+def _agent_http_failed(temp_dir: str) -> bool:
+    try:
+        return AGENT_HTTP_FAILED_MARKER in Path(temp_dir, AGENT_LOG).read_text(errors="replace")
+    except OSError:
+        return False
 
 
 def _node_started(temp_dir: str) -> bool:
@@ -334,9 +391,9 @@ def _node_started(temp_dir: str) -> bool:
         return False
 
 
-def _log_tail(temp_dir: str, lines: int = 30) -> str:
+def _log_tail(temp_dir: str, lines: int = 30, log_name: str = HEAD_LOG_NAME) -> str:
     try:
-        return "\n".join(Path(temp_dir, HEAD_LOG_NAME).read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(Path(temp_dir, log_name).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
 

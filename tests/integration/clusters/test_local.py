@@ -126,6 +126,60 @@ def test_a_head_is_up_only_once_its_node_started(ray_head):
     assert STARTED_MARKER in Path(ray_head.temp_dir, HEAD_LOG_NAME).read_text()
 
 
+#: What :func:`start_head` logs before it starts a head again.
+RETRY_MESSAGE = "The local Ray head failed during startup"
+
+
+@pytest.mark.integration
+def test_a_head_is_up_only_once_its_job_agent_answers(ray_head):
+    """The job agent (which runs submitted jobs) can answer long after the dashboard; a head counts as up
+    only once it answers too, so the first submission is not refused with "No available agent"."""
+    from airflow_ray_provider.local.head import agent_answers
+
+    assert ray_head.agent_url is not None
+    assert agent_answers(ray_head)
+
+
+@pytest.mark.integration
+def test_a_head_whose_job_agent_cannot_open_its_port_is_started_again(caplog, monkeypatch):
+    """A port picked for the agent can be taken before the agent binds it (its HTTP server starts after
+    its modules load); Ray's agent then stays alive without one and no job can ever be submitted. That
+    start counts as failed: the head is started again on fresh ports, and the failed one leaves nothing."""
+    import shutil
+    import socket
+    import tempfile
+
+    from airflow_ray_provider.local import head as head_module
+
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))  # short: Ray's socket paths are limited
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    taken_port = taken.getsockname()[1]
+    picks = iter(range(1, 1000))
+    real_free_port = head_module.free_port
+    # the first start's third pick is the agent's port (gcs, dashboard, agent): hand it the taken one
+    pick = lambda: taken_port if next(picks) == 3 else real_free_port()  # noqa: E731
+    monkeypatch.setattr(head_module, "free_port", pick)
+    config = head_module.LocalHeadConfig(num_cpus=1, temp_root=str(root))
+    try:
+        with caplog.at_level("WARNING"):
+            info = head_module.start_head(config, name="agent-port")
+        try:
+            assert info.agent_url is not None and not info.agent_url.endswith(f":{taken_port}")
+            assert head_module.agent_answers(info)
+            retries = [r.message for r in caplog.records if r.message.startswith(RETRY_MESSAGE)]
+            assert len(retries) == 1 and "could not start its HTTP server" in retries[0], retries
+            assert [p.name for p in root.iterdir()] == [Path(info.temp_dir).name]  # the failed one: gone
+        finally:
+            head_module.stop_head(info)
+        assert list(root.iterdir()) == []
+    finally:
+        taken.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.integration
 def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
     """The dashboard's multiprocessing folder (``pymp-*``, which a killed dashboard cannot remove) is in
@@ -143,7 +197,7 @@ def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, ca
         start_head(config, name="doomed")
 
     assert "num-cpus" in str(info.value)  # Ray's own reason, from the head's log
-    retries = [r for r in caplog.records if r.message.startswith("`ray start --head` gave up")]
+    retries = [r for r in caplog.records if r.message.startswith(RETRY_MESSAGE)]
     assert len(retries) == START_ATTEMPTS - 1
     assert list(tmp_path.iterdir()) == []  # every attempt's temp dir is gone
 

@@ -171,18 +171,6 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
     assert not [name for name in os.listdir(root) if name.startswith("rayw")], "private Ray folders left"
 
 
-def _submit(client: Any, entrypoint: str, wait_s: float = 90) -> str:
-    """Submit a job, waiting out "No available agent" (the head's job agent can lag behind its API)."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            return str(client.submit_job(entrypoint=entrypoint))
-        except RuntimeError as exc:
-            if "No available agent" not in str(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(2)
-
-
 def test_a_ray_job_runs_on_its_own_cluster(
     ray_head: Any, ray_head_token: str, zone_config: Callable[..., dict[str, Any]], tmp_path: Any
 ) -> None:
@@ -202,7 +190,7 @@ def test_a_ray_job_runs_on_its_own_cluster(
     client = JobSubmissionClient(
         ray_head.dashboard_url, headers={"Authorization": f"Bearer {ray_head_token}"}
     )
-    job_id = _submit(client, shlex.join(command))
+    job_id = str(client.submit_job(entrypoint=shlex.join(command)))
     status = client.get_job_status(job_id)
     try:
         deadline = time.monotonic() + 300
