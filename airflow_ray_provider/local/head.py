@@ -2,7 +2,8 @@
 
 No Airflow imports. The head is started detached (a new session) so it outlives the task process that
 started it; :func:`stop_head` ends it from any process, given the :class:`LocalHeadInfo`, by signalling
-only the process group it created, and checks first that the group still belongs to this head.
+only the processes of the session it created and the job drivers it started, and checks first that
+they still belong to this head.
 """
 
 from __future__ import annotations
@@ -451,32 +452,69 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
+def _head_processes(info: LocalHeadInfo) -> list[int]:
+    """The head's live processes (zombies left out), wherever Ray moved them.
+
+    ``ray start`` leads a session of its own; each Ray worker moves into a process group of its own
+    inside that session (Ray's per-worker cleanup), so the head's process group alone misses a worker
+    that was starting when the head was stopped: it lives on for seconds and re-creates the session's
+    folders in the removed temp dir. Job drivers, and Ray's watcher of each, run in sessions of their
+    own; they carry the head's ``RAY_TMPDIR`` (:func:`head_environment`). Members of the session count
+    only while one of them runs in the head's temp dir (guards against PID reuse); the calling process
+    never counts.
+    """
+    marker = f"RAY_TMPDIR={info.temp_dir}".encode()
+    in_session: list[int] = []
+    by_environment: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            state, _, group, session = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+            if state == "Z":
+                continue
+            if info.pgid in (int(group), int(session)):
+                in_session.append(int(entry.name))
+            elif marker in (entry / "environ").read_bytes().split(b"\0"):
+                by_environment.append(int(entry.name))
+    if in_session and not any(info.temp_dir in _cmdline(pid) for pid in in_session):
+        in_session = []
+    return in_session + by_environment
+
+
+def _signal_each(pids: list[int], signum: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signum)
+
+
 def stop_head(info: LocalHeadInfo, *, grace: float = 1.0) -> bool:
     """Stop a local head and remove its temp dir. Safe to call twice.
 
-    The whole process group gets SIGTERM; whatever is left after ``grace`` seconds gets SIGKILL.
-    Measured here: an idle head is sometimes gone in ~1.5 s, but ``ray start --block``, ``raylet``
-    and the autoscaler monitor often outlive SIGTERM by over 6 s (over 12 s once a job has run). The
-    head is ephemeral (its temp dir is removed right after, nothing is left in ``/dev/shm``), so a
-    short grace loses nothing and keeps teardown at ~1.1 s.
+    Every process of the head (:func:`_head_processes`: its session, and the job drivers it started)
+    gets SIGTERM; whatever is left after ``grace`` seconds gets SIGKILL, and the temp dir is removed
+    only once none is left, so nothing writes into it afterwards. Measured here: an idle head is
+    sometimes gone in ~1.5 s, but ``ray start --block``, ``raylet`` and the autoscaler monitor often
+    outlive SIGTERM by over 6 s (over 12 s once a job has run). The head is ephemeral (nothing is left
+    in ``/dev/shm``), so a short grace loses nothing and keeps teardown at ~1.1 s.
 
     :returns: ``True`` if a running head was stopped, ``False`` if it was already gone.
     """
-    was_running = _group_alive(info.pgid) and _owns_group(info)
-    if was_running:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(info.pgid, signal.SIGTERM)
+    was_running = is_running(info)
+    left = _head_processes(info)
+    if left:
+        _signal_each(left, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        while time.monotonic() < deadline and _group_alive(info.pgid):
+        while time.monotonic() < deadline and left:
             _reap(info.pid)
             time.sleep(0.2)
-        if _group_alive(info.pgid):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(info.pgid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and _group_alive(info.pgid):
-                _reap(info.pid)
-                time.sleep(0.1)
+            left = _head_processes(info)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and left:
+            _signal_each(left, signal.SIGKILL)
+            _reap(info.pid)
+            time.sleep(0.1)
+            left = _head_processes(info)
     _reap(info.pid)
     shutil.rmtree(info.temp_dir, ignore_errors=True)
     return was_running

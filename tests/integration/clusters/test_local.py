@@ -180,6 +180,54 @@ def test_a_head_whose_job_agent_cannot_open_its_port_is_started_again(caplog, mo
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _processes_of_head(temp_dir: str) -> list[str]:
+    """Live processes that run in or were started for a head's temp dir (its ``RAY_TMPDIR``)."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:
+            continue
+        try:
+            environ = proc.environ()
+        except (psutil.Error, OSError):
+            environ = {}
+        command = " ".join(proc.info["cmdline"] or [])
+        if temp_dir in command or environ.get("RAY_TMPDIR") == temp_dir:
+            found.append(f"{proc.info['pid']} {command[:120]}")
+    return found
+
+
+@pytest.mark.integration
+def test_a_head_stopped_while_its_first_job_starts_leaves_no_process_and_no_folder():
+    """A Ray worker starting when the head is stopped lives in a process group of its own (Ray moves
+    each worker into one); stopping only the head's group left it running for seconds, and it re-created
+    the session's folders in the removed temp dir. Stopped right after a submission, nothing is left."""
+    import shutil
+    import tempfile
+    import time
+    import urllib.request
+
+    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))  # short: Ray's socket paths are limited
+    try:
+        info = start_head(LocalHeadConfig(num_cpus=1, temp_root=str(root)), name="stopped-early")
+        try:
+            token = read_token(info.token_file)
+            headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+            body = json.dumps({"entrypoint": "sleep 30"}).encode()
+            request = urllib.request.Request(f"{info.dashboard_url}/api/jobs/", body, headers, method="POST")
+            with urllib.request.urlopen(request, timeout=60) as response:
+                assert response.status == 200
+        finally:
+            stop_head(info)
+        assert _processes_of_head(info.temp_dir) == []
+        time.sleep(2)  # what a surviving worker would re-create, it re-creates within a second
+        assert list(root.iterdir()) == []
+        assert _processes_of_head(info.temp_dir) == []
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.integration
 def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
     """The dashboard's multiprocessing folder (``pymp-*``, which a killed dashboard cannot remove) is in
