@@ -2,8 +2,8 @@
 
 Ready means the head is up AND the dashboard's ``/api/version`` answers with the token: KubeRay marks
 the head ready before the dashboard has finished starting, and job submitters that race it get
-connection errors. The head is up only once its job agent answers too (KubeRay's head readiness probe
-asks the agent's ``/api/local_raylet_healthz``; the local backend asks the same): before that, the Job
+connection errors. The head is up only once its job agent answers too (KubeRay's default head readiness
+probe asks the agent's ``/api/local_raylet_healthz``; the local backend asks the same): before that, the Job
 API refuses submissions with "No available agent to submit job". A backend's ``check`` returns a
 :class:`ReadinessCheck`; :func:`event_for` turns it into the end of the wait (or ``None``: keep
 waiting). The sync wait (:func:`wait_until_ready`), the deferrable trigger and the operator's

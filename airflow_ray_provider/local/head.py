@@ -41,7 +41,7 @@ STARTED_MARKER = "Ray runtime started."
 #: right after, it registers its address with the GCS, and only then can the Job API submit (until then
 #: it answers HTTP 500 "No available agent to submit job"). The agent loads its modules after ``ray
 #: start`` has logged :data:`STARTED_MARKER`: on a starved machine it was measured answering ~45 s
-#: later. KubeRay's head readiness probe checks the same endpoint (and the dashboard's).
+#: later. KubeRay's default head readiness probe checks the same endpoint (and the dashboard's).
 AGENT_HEALTH_PATH = "/api/local_raylet_healthz"
 #: What the agent logs when its HTTP server could not start (its port taken): it stays alive without
 #: one, and the head can never run a job.

@@ -100,7 +100,7 @@ def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
 class CreateRayClusterOperator(AirflowErrors, BaseOperator):
     """Provision a Ray cluster and push its handle (``RayClusterHandle.to_dict()``) to XCom.
 
-    Ready means the head is ready (its job agent answering, as KubeRay's head readiness probe checks)
+    Ready means the head is ready (its job agent answering, as KubeRay's default head readiness probe checks)
     AND the dashboard's ``/api/version`` answers. A retry of the same task
     instance finds and reuses the cluster its earlier try created. When the cluster is not ready in
     ``ready_timeout`` it is deleted and the task fails with the cluster's conditions.
