@@ -39,13 +39,18 @@ HEAD_LOG_NAME = "ray-start.log"
 STARTED_MARKER = "Ray runtime started."
 #: The head's dashboard agent (which runs every submitted job) answers this once its HTTP server is up;
 #: right after, it registers its address with the GCS, and only then can the Job API submit (until then
-#: it answers HTTP 500 "No available agent to submit job"). The agent loads its modules after ``ray
-#: start`` has logged :data:`STARTED_MARKER`: on a starved machine it was measured answering ~45 s
-#: later. KubeRay's default head readiness probe checks the same endpoint (and the dashboard's).
+#: it answers HTTP 500 "No available agent to submit job"). The agent opens its port only after loading
+#: its modules; measured here it answered just before :data:`STARTED_MARKER` (quiet and with both cores
+#: busy), but nothing in Ray orders the two. KubeRay's default head readiness probe asks the same
+#: endpoint (and the dashboard's).
 AGENT_HEALTH_PATH = "/api/local_raylet_healthz"
-#: What the agent logs when its HTTP server could not start (its port taken): it stays alive without
-#: one, and the head can never run a job.
+#: What the agent logs when its HTTP server could not start (its port taken meanwhile): it stays alive
+#: without one, and the head can never run a job.
 AGENT_HTTP_FAILED_MARKER = "Failed to start HTTP server"
+#: The agent's log, under the head's temp dir.
+AGENT_LOG = os.path.join("session_latest", "logs", "dashboard_agent.log")
+#: What "up" waits for: ``ray start``'s marker, the dashboard, the job agent.
+_READINESS_PARTS = ("node started", "dashboard /api/version", f"job agent {AGENT_HEALTH_PATH}")
 #: Starts of a head whose ``ray start`` gave up during startup (each failed one costs its time).
 START_ATTEMPTS = 3
 #: Ray's CLI module imports its Serve, job and state command groups (pandas, FastAPI) when loaded, each
@@ -355,12 +360,6 @@ def _wait_until_up(
         f"local Ray head was not up within {timeout:.0f}s: still waiting for {', '.join(waiting)} "
         f"(dashboard {info.dashboard_url}); last log lines:\n{tail}"
     )
-
-
-#: What "up" waits for, in order: ``ray start``'s marker, the dashboard, the job agent.
-_READINESS_PARTS = ("node started", "dashboard /api/version", f"job agent {AGENT_HEALTH_PATH}")
-#: The agent's log, under the head's temp dir.
-AGENT_LOG = os.path.join("session_latest", "logs", "dashboard_agent.log")
 
 
 def _readiness_checks(info: LocalHeadInfo, token: str | None) -> list[tuple[str, Callable[[], bool]]]:
