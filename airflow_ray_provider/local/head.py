@@ -24,7 +24,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -408,19 +408,18 @@ def _group_alive(pgid: int) -> bool:
     return not _only_zombies(pgid)
 
 
+def _processes() -> Iterator[tuple[int, str, int, int]]:
+    """Every process on the machine as ``(pid, state, process group, session)``, from ``/proc``."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                state, _, group, session = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+                yield int(entry.name), state, int(group), int(session)
+
+
 def _only_zombies(pgid: int) -> bool:
     """True when every process left in the group is a zombie (exited, waiting to be reaped)."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return False
-    return True
+    return all(state == "Z" for _, state, group, _ in _processes() if group == pgid)
 
 
 def _owns_group(info: LocalHeadInfo) -> bool:
@@ -434,14 +433,14 @@ def _owns_group(info: LocalHeadInfo) -> bool:
 
 
 def _group_members(pgid: int) -> list[int]:
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                stat = (entry / "stat").read_text()
-                if int(stat.rsplit(")", 1)[1].split()[2]) == pgid:
-                    members.append(int(entry.name))
-    return members
+    return [pid for pid, _, group, _ in _processes() if group == pgid]
+
+
+def _environment(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
 
 
 def _cmdline(pid: int) -> str:
@@ -465,17 +464,13 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
     marker = f"RAY_TMPDIR={info.temp_dir}".encode()
     in_session: list[int] = []
     by_environment: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+    for pid, state, group, session in _processes():
+        if state == "Z" or pid == os.getpid():
             continue
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            state, _, group, session = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:4]
-            if state == "Z":
-                continue
-            if info.pgid in (int(group), int(session)):
-                in_session.append(int(entry.name))
-            elif marker in (entry / "environ").read_bytes().split(b"\0"):
-                by_environment.append(int(entry.name))
+        if info.pgid in (group, session):
+            in_session.append(pid)
+        elif marker in _environment(pid):
+            by_environment.append(pid)
     if in_session and not any(info.temp_dir in _cmdline(pid) for pid in in_session):
         in_session = []
     return in_session + by_environment
