@@ -1,10 +1,11 @@
 """Read what the dashboard knows about one finished job and turn it into its :class:`UsageRecord`.
 
-Four reads over the dashboard's HTTP API (the last three at once), with the cluster's token
+Five reads over the dashboard's HTTP API (the last four at once), with the cluster's token
 (``Authorization: Bearer``): the job (``/api/jobs/{id}``), the nodes (``/api/v0/nodes``), the job's
-tasks (``/api/v0/tasks`` filtered by its Ray job id) and the actors (``/logical/actors``: the one actor
-list with start and end times). A read that fails never fails the job: the record leaves that figure
-out and says what it could not read. No Airflow imports; no Ray process: plain HTTP from the caller.
+tasks (``/api/v0/tasks`` filtered by its Ray job id), the actors (``/logical/actors``: the one actor
+list with start and end times) and the job's actors as the GCS has them (``/api/v0/actors``, to mend
+the dashboard's copy: :mod:`.actors`). A read that fails never fails the job: the record leaves that
+figure out and says what it could not read. No Airflow imports; no Ray process: plain HTTP from the caller.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_ray_provider.launch.usage.actors import find_supervisor, job_actors
 from airflow_ray_provider.launch.usage.busy import BusyLedger, job_processes
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
@@ -35,8 +37,6 @@ log = logging.getLogger(__name__)
 
 #: The state API's largest page (``RAY_MAX_LIMIT_FROM_API_SERVER``'s default).
 STATE_LIMIT = 10_000
-#: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
-SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 
 
 class StateUnreadableError(RuntimeError):
@@ -111,6 +111,11 @@ class DashboardState:
         rows, _ = self._list("/api/v0/actors", name=name)
         return rows
 
+    def job_actors(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
+        """The state API's actors of the job (from the GCS: ``job_id``, ``class_name``,
+        ``required_resources``, ``state``; no times), and a note when the list was cut."""
+        return self._list("/api/v0/actors", job_id=ray_job_id)
+
     def actors(self) -> list[dict[str, Any]]:
         """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources.
 
@@ -118,34 +123,6 @@ class DashboardState:
         within 2 s of an earlier read is missing from (its supervisor, hence ``queued_s``, not found)."""
         body = self.get("/logical/actors?nocache=1")
         return list((((body or {}).get("data") or {}).get("actors") or {}).values())
-
-
-def find_supervisor(
-    state: DashboardState, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
-) -> dict[str, Any] | None:
-    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
-
-    By name first. The dashboard can keep an actor without its name: it applies the GCS's actor updates
-    in batches keyed by actor id, so when one poll holds an actor's registration (with its name) and a
-    later state change (state fields only), only the latter is kept, and an actor the dashboard did not
-    know yet is stored from it, nameless. A loaded head, or a job that starts many actors at once (the
-    evaluation's Ray Data actor pool), makes that likely. So, by name failing, the supervisor's id comes
-    from the state API (``/api/v0/actors``, read from the GCS) and is looked up in the list by id.
-    """
-    name = SUPERVISOR_PREFIX + submission_id
-    found = next((a for a in actors if a.get("name") == name), None)
-    if found is not None or not actors:
-        return found
-    try:
-        rows = state.actors_named(name)
-    except StateUnreadableError as exc:
-        missing["queued"] = f"the job's supervisor is not named in /logical/actors and {exc}"
-        return None
-    ids = {str(row.get("actor_id")) for row in rows}
-    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
-    if found is None:
-        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
-    return found
 
 
 def check_prices_on_cluster(state: DashboardState, prices: Prices) -> str | None:
@@ -278,15 +255,19 @@ def collect_usage(
     job = _read("job", missing, lambda: state.job(request.submission_id))
     submitted, ended = _job_times(job, now)
     ray_job_id = (job or {}).get("job_id")
-    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="usage-read") as pool:  # three reads at once
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="usage-read") as pool:  # four reads at once
         reads = {
             "nodes": pool.submit(_read, "nodes", missing, state.nodes),
             "actors": pool.submit(_read, "actors", missing, state.actors),
         }
         if ray_job_id:
             reads["tasks"] = pool.submit(_read, "tasks", missing, lambda: state.tasks(ray_job_id))
+            reads["gcs_actors"] = pool.submit(
+                _read, "gcs_actors", missing, lambda: state.job_actors(ray_job_id)
+            )
         nodes, actors = reads["nodes"].result(), reads["actors"].result()
         listed = reads["tasks"].result() if "tasks" in reads else None
+        gcs_actors = reads["gcs_actors"].result() if "gcs_actors" in reads else None
     if listed is not None and ray_job_id and (job or {}).get("end_time"):
         listed = _settled(state, ray_job_id, listed, missing)
     supervisor = find_supervisor(state, request.submission_id, actors or [], missing)
@@ -303,11 +284,21 @@ def collect_usage(
     if note:
         missing["tasks_truncated"] = note
     groups = {node.node_id: node.group for node in nodes or []}
-    job_actors = [a for a in actors or [] if ray_job_id and a.get("jobId") == ray_job_id]
+    own_actors: list[dict[str, Any]] = []
+    if ray_job_id and actors is not None:
+        if gcs_actors is not None and gcs_actors[1]:
+            missing["gcs_actors_truncated"] = gcs_actors[1]
+        own_actors = job_actors(
+            actors,
+            gcs_actors[0] if gcs_actors is not None else None,
+            ray_job_id,
+            missing,
+            lambda: _read("actors_reread", missing, state.actors),
+        )
     driver_node = str((job or {}).get("driver_node_id") or "")
     allocated = allocation(
         tasks=tasks,
-        actors=job_actors,
+        actors=own_actors,
         entrypoint=record_resources(request.entrypoint),
         window=window,
         node_groups=groups,
@@ -324,7 +315,7 @@ def collect_usage(
     elif busy.samples == 0:
         missing["busy"] = busy.note() or ""
     else:
-        pids = job_processes(tasks=tasks, actors=job_actors, supervisor=supervisor, job=job)
+        pids = job_processes(tasks=tasks, actors=own_actors, supervisor=supervisor, job=job)
         busy_cpu_seconds = busy.busy_seconds(pids, until=ended)
         missing["busy_lower_bound"] = busy.note() or ""
     if request.teardown_note:

@@ -109,7 +109,8 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     )
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
     # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
-    from airflow_ray_provider.launch.usage.collect import SUPERVISOR_PREFIX, find_supervisor
+    from airflow_ray_provider.launch.usage.actors import SUPERVISOR_PREFIX, find_supervisor, job_actors
+    from airflow_ray_provider.launch.usage.record import record_resources
 
     state = op.hook.dashboard_state()
     actors = state.actors()
@@ -118,6 +119,15 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     found = find_supervisor(state, result["submission_id"], nameless, missing := {})
     assert named and found is not None and found["actorId"] == named[0]["actorId"] and not missing
     assert found["startTime"] == named[0]["startTime"]
+    # The dashboard may hold the GPU actor without job, class and resources (stored from a state change):
+    # the GCS's rows mend it, by id.
+    gcs_rows, _ = state.job_actors(record["ray_job_id"])
+    stripped = [{**a, "jobId": "", "className": "", "requiredResources": {}} for a in actors]
+    mended = job_actors(stripped, gcs_rows, record["ray_job_id"], missing, lambda: None)
+    mine = [a for a in actors if a.get("jobId") == record["ray_job_id"]]
+    assert [a["className"] for a in mended] == [a["className"] for a in mine] == ["Holder"] and not missing
+    assert record_resources(mended[0]["requiredResources"]) == record_resources(mine[0]["requiredResources"])
+    assert record_resources(mine[0]["requiredResources"]) == {"GPU": 1.0}
     assert json.loads((tmp_path / "art" / "usage.json").read_text()) == record
 
     lineage = op.get_openlineage_facets_on_complete(None)

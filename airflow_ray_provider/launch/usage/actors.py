@@ -1,0 +1,138 @@
+"""Which of the dashboard's actors are the job's: its supervisor and its own actors, mended by id.
+
+``/logical/actors`` is the one actor list with start and end times, but the dashboard applies the GCS's
+actor updates in poll batches keyed by actor id (``node_head._process_updated_actor_table``). The GCS
+publishes an actor's registration whole (``jobId``, ``className``, ``requiredResources``) and every later
+change as state fields only (state, address, pid, times; Ray's ``GenActorDataOnlyWithStates``). When one
+batch holds both, only the change is kept, and an actor the dashboard did not know yet is stored from it:
+no job, no class, no resources, for good (later changes update state fields only). A loaded head, or a
+job that starts actors while others change, makes that likely. The state API (``/api/v0/actors``, read
+from the GCS) has those fields but no times, so the two lists are joined by actor id.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.launch.usage.collect import DashboardState
+
+#: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
+SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+#: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
+ACTOR_UPDATES_SETTLE_S = 1.0
+
+
+def find_supervisor(
+    state: DashboardState, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
+) -> dict[str, Any] | None:
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
+
+    By name first; by name failing (a row the dashboard stored from a state change can lack fields, see
+    the module's docstring), the supervisor's id comes from the state API (``/api/v0/actors``) and is
+    looked up in the list by id.
+    """
+    from airflow_ray_provider.launch.usage.collect import StateUnreadableError
+
+    name = SUPERVISOR_PREFIX + submission_id
+    found = next((a for a in actors if a.get("name") == name), None)
+    if found is not None or not actors:
+        return found
+    try:
+        rows = state.actors_named(name)
+    except StateUnreadableError as exc:
+        missing["queued"] = f"the job's supervisor is not named in /logical/actors and {exc}"
+        return None
+    ids = {str(row.get("actor_id")) for row in rows}
+    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
+    if found is None:
+        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    return found
+
+
+@dataclass(frozen=True)
+class JobActors:
+    """The job's actors as the record counts them, and what of the GCS's list the dashboard lacked.
+
+    :param rows: the job's ``/logical/actors`` rows, with ``jobId``, ``className`` and
+        ``requiredResources`` filled from the GCS's row where the dashboard's copy lost them.
+    :param unlisted: class names of the GCS's actors of the job that ``/logical/actors`` does not hold.
+    :param unended: class names of actors the GCS has dead that the dashboard still holds without an end.
+    :param mended: how many rows had fields filled from the GCS.
+    """
+
+    rows: list[dict[str, Any]]
+    unlisted: list[str] = field(default_factory=list)
+    unended: list[str] = field(default_factory=list)
+    mended: int = 0
+
+
+def mend_job_actors(
+    listed: list[dict[str, Any]], gcs_rows: list[dict[str, Any]], ray_job_id: str
+) -> JobActors:
+    """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case)."""
+    by_id = {str(row.get("actor_id")): row for row in gcs_rows}
+    rows: list[dict[str, Any]] = []
+    mended, seen, unended = 0, set(), []
+    for actor in listed:
+        actor_id = str(actor.get("actorId"))
+        gcs = by_id.get(actor_id)
+        if gcs is None:
+            if actor.get("jobId") == ray_job_id:
+                rows.append(actor)
+            continue
+        seen.add(actor_id)
+        filled = {
+            key: gcs.get(source)
+            for key, source in (
+                ("jobId", "job_id"),
+                ("className", "class_name"),
+                ("requiredResources", "required_resources"),
+            )
+            if not actor.get(key) and gcs.get(source)
+        }
+        mended += int(bool(filled))
+        rows.append({**actor, **filled})
+        if gcs.get("state") == "DEAD" and not actor.get("endTime"):
+            unended.append(str(gcs.get("class_name") or "actor"))
+    unlisted = [str(row.get("class_name") or "actor") for key, row in by_id.items() if key not in seen]
+    return JobActors(rows=rows, unlisted=unlisted, unended=unended, mended=mended)
+
+
+def job_actors(
+    listed: list[dict[str, Any]],
+    gcs_rows: list[dict[str, Any]] | None,
+    ray_job_id: str,
+    missing: dict[str, str],
+    reread: Callable[[], list[dict[str, Any]] | None],
+) -> list[dict[str, Any]]:
+    """The job's actors for the record; what stays unmatched is named in ``not_available``.
+
+    :param listed: ``/logical/actors``.
+    :param gcs_rows: the state API's actors of the job, ``None`` when it did not answer (then the
+        dashboard's rows are taken by their ``jobId`` alone).
+    :param reread: ``/logical/actors`` read again, once, after :data:`ACTOR_UPDATES_SETTLE_S`, when the
+        dashboard lacks one of the job's actors or an end the GCS has.
+    """
+    if gcs_rows is None:
+        return [a for a in listed if a.get("jobId") == ray_job_id]
+    found = mend_job_actors(listed, gcs_rows, ray_job_id)
+    if found.unlisted or found.unended:
+        time.sleep(ACTOR_UPDATES_SETTLE_S)
+        again = reread()
+        if again is not None:
+            found = mend_job_actors(again, gcs_rows, ray_job_id)
+    if found.unlisted:
+        missing["actors_unlisted"] = (
+            f"{len(found.unlisted)} of the job's actors ({', '.join(sorted(found.unlisted))}) are in "
+            "/api/v0/actors but not in /logical/actors (no start or end time there): not counted"
+        )
+    if found.unended:
+        missing["actors_unended"] = (
+            f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
+            "have no end time in /logical/actors yet: counted to the job's end"
+        )
+    return found.rows

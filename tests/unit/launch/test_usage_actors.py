@@ -1,0 +1,89 @@
+"""The job's actors: the dashboard's rows (``/logical/actors``) joined with the GCS's (``/api/v0/actors``),
+rows shaped as Ray 2.60 answers them; the live join runs in tests/integration/operators/test_usage.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_ray_provider.launch.usage import actors
+from airflow_ray_provider.launch.usage.actors import job_actors, mend_job_actors
+from airflow_ray_provider.launch.usage.record import Window, allocation
+
+pytestmark = pytest.mark.unit
+
+JOB = "02000000"
+T0_MS = 1_800_000_000_000.0
+
+
+@pytest.fixture(autouse=True)
+def _no_settle_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(actors, "ACTOR_UPDATES_SETTLE_S", 0.0)
+
+
+def _listed(actor_id: str, *, job: str = JOB, cls: str = "Holder", start: float = 5, end: float = 15) -> dict:
+    """A dashboard row; ``job=""`` and ``cls=""`` as stored from a state change (no job, class, resources)."""
+    return {
+        "actorId": actor_id,
+        "jobId": job,
+        "className": cls,
+        "state": "DEAD" if end else "ALIVE",
+        "startTime": T0_MS + start * 1000,
+        "endTime": T0_MS + end * 1000 if end else 0,
+        "address": {"nodeId": "n1"},
+        "requiredResources": {"GPU": 1.0} if cls else {},
+    }
+
+
+def _gcs(actor_id: str, *, cls: str = "Holder", state: str = "DEAD") -> dict[str, Any]:
+    return {"actor_id": actor_id, "job_id": JOB, "class_name": cls, "state": state,
+            "required_resources": {"GPU": 1.0}}  # fmt: skip
+
+
+def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_and_resources() -> None:
+    listed = [_listed("a1", job="", cls=""), _listed("other", job="03000000")]
+    found = mend_job_actors(listed, [_gcs("a1")], JOB)
+    assert found.mended == 1 and not found.unlisted and not found.unended
+    assert [(a["actorId"], a["jobId"], a["className"]) for a in found.rows] == [("a1", JOB, "Holder")]
+    window = Window(submitted=T0_MS / 1000, ended=T0_MS / 1000 + 20, driver_started=T0_MS / 1000 + 1)
+    got = allocation(
+        tasks=[], actors=found.rows, entrypoint={}, window=window, node_groups={"n1": "headgroup"}
+    )
+    assert got.actors == 1 and got.by_group["headgroup"]["GPU"] == pytest.approx(10 / 3600)
+    # the dashboard's filter alone would have lost it: the record's old count
+    assert [a for a in listed if a["jobId"] == JOB] == []
+
+
+def test_a_whole_row_is_kept_as_the_dashboard_has_it_and_a_row_the_gcs_lacks_stays_by_its_job_id() -> None:
+    whole, evicted = _listed("a1"), _listed("a2", cls="Old")
+    found = mend_job_actors([whole, evicted], [_gcs("a1")], JOB)
+    assert found.rows == [whole, evicted] and found.mended == 0
+
+
+def test_an_actor_missing_from_the_dashboard_is_read_again_once_then_named() -> None:
+    missing: dict[str, str] = {}
+    rereads: list[int] = []
+
+    def reread() -> list[dict[str, Any]]:
+        rereads.append(1)
+        return [_listed("a1", job="", cls="")]
+
+    rows = job_actors([], [_gcs("a1"), _gcs("a2", cls="Lost")], JOB, missing, reread)
+    assert len(rereads) == 1 and [a["actorId"] for a in rows] == ["a1"]
+    assert "Lost" in missing["actors_unlisted"] and "not counted" in missing["actors_unlisted"]
+
+
+def test_an_end_the_dashboard_has_not_applied_yet_is_read_again_and_else_named() -> None:
+    missing: dict[str, str] = {}
+    alive = _listed("a1", end=0)
+    rows = job_actors([alive], [_gcs("a1", state="DEAD")], JOB, missing, lambda: [_listed("a1")])
+    assert rows[0]["endTime"] and not missing
+    rows = job_actors([alive], [_gcs("a1", state="DEAD")], JOB, missing, lambda: None)
+    assert rows == [alive] and "counted to the job's end" in missing["actors_unended"]
+
+
+def test_without_the_gcss_rows_the_dashboards_job_id_decides() -> None:
+    missing: dict[str, str] = {}
+    listed = [_listed("a1"), _listed("a2", job="")]
+    assert job_actors(listed, None, JOB, missing, lambda: None) == [listed[0]] and not missing
