@@ -3,11 +3,12 @@
 ``/logical/actors`` is the one actor list with start and end times, but the dashboard applies the GCS's
 actor updates in poll batches keyed by actor id (``node_head._process_updated_actor_table``). The GCS
 publishes an actor's registration whole (``jobId``, ``className``, ``requiredResources``) and every later
-change as state fields only (state, address, pid, times; Ray's ``GenActorDataOnlyWithStates``). When one
-batch holds both, only the change is kept, and an actor the dashboard did not know yet is stored from it:
-no job, no class, no resources, for good (later changes update state fields only). A loaded head, or a
-job that starts actors while others change, makes that likely. The state API (``/api/v0/actors``, read
-from the GCS) has those fields but no times, so the two lists are joined by actor id.
+change as state fields only (state, address, pid, times, a named actor's name; Ray's
+``GenActorDataOnlyWithStates``). When one batch holds both, only the change is kept, and an actor the
+dashboard did not know yet is stored from it: no job, no class, no resources, for good (later changes
+update state fields only). A loaded head, or a job that starts actors while others change, makes that
+likely. The state API (``/api/v0/actors``, read from the GCS) has those fields but no times, so the two
+lists are joined by actor id.
 """
 
 from __future__ import annotations
