@@ -8,15 +8,10 @@ Airflow-free: the operators sample the job's process CPU while they wait (:func:
 """
 
 from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, asampling, sampling
-from airflow_ray_provider.launch.usage.collect import (
-    DashboardState,
-    StateUnreadableError,
-    UsageRequest,
-    check_prices_on_cluster,
-    collect_usage,
-)
+from airflow_ray_provider.launch.usage.collect import UsageRequest, check_prices_on_cluster, collect_usage
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
 from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageRecord, with_teardown
+from airflow_ray_provider.launch.usage.state import DashboardState, StateUnreadableError
 
 __all__ = [
     "HEAD_GROUP",

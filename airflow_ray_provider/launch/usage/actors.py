@@ -16,10 +16,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from airflow_ray_provider.launch.usage.collect import DashboardState
+from airflow_ray_provider.launch.usage.state import DashboardState, StateUnreadableError
 
 #: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
@@ -36,8 +35,6 @@ def find_supervisor(
     the module's docstring), the supervisor's id comes from the state API (``/api/v0/actors``) and is
     looked up in the list by id.
     """
-    from airflow_ray_provider.launch.usage.collect import StateUnreadableError
-
     name = SUPERVISOR_PREFIX + submission_id
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.launch.usage.collect import DashboardState
+    from airflow_ray_provider.launch.usage.state import DashboardState
 
 log = logging.getLogger(__name__)
 
