@@ -15,6 +15,25 @@ from airflow_ray_provider.launch.usage.record import Node
 STATE_LIMIT = 10_000
 
 
+def cut_note(route: str, data: dict[str, Any], returned: int) -> str | None:
+    """What a state API list left out, from its counts; ``None`` when it returned every matching row.
+
+    Ray counts a list in stages (``ListApiResponse``): ``total`` rows in the cluster, of all jobs;
+    ``num_after_truncation`` after the data source's cut (for tasks, ``total`` also holds the task
+    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter (``job_id``)
+    is not a cut: ``total`` above the rows returned says nothing on its own.
+    """
+    total = int(data.get("total") or 0)
+    kept = int(data.get("num_after_truncation", total) or 0)
+    matched = int(data.get("num_filtered", returned) or 0)
+    notes = []
+    if matched > returned:
+        notes.append(f"{route} listed {returned} of the {matched} matching rows (its limit)")
+    if total > kept:
+        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
+    return "; ".join(notes) or None
+
+
 class StateUnreadableError(RuntimeError):
     """The dashboard did not answer one read (the record names it; the job goes on)."""
 
@@ -65,9 +84,8 @@ class DashboardState:
         data = ((body or {}).get("data") or {}).get("result") or {}
         if not (body or {}).get("result", True) or "result" not in data:
             raise StateUnreadableError(f"{route} answered without a result: {(body or {}).get('msg')}")
-        rows, total = list(data["result"]), int(data.get("total") or 0)
-        note = f"{route} listed {len(rows)} of {total} rows" if total > len(rows) else None
-        return rows, note
+        rows = list(data["result"])
+        return rows, cut_note(route, data, len(rows))
 
     def job(self, submission_id: str) -> dict[str, Any]:
         """The Job API's details of the job."""
