@@ -120,10 +120,10 @@ def worker_title(lines: list[str], comm: str) -> str | None:
     """A Ray worker's most telling title (``ray::JobSupervisor``), or ``None`` if it is not a worker."""
     titles = [line.split(" ")[0] for line in lines if line.startswith("ray::")]
     if not titles and not any("default_worker.py" in line for line in lines):
-        return None if lines or not comm.startswith("ray::") else comm
-    named = [title for title in titles if title != "ray::IDLE"]
-    if named or titles:
-        return (named or titles)[0]
+        return comm if not lines and comm.startswith("ray::") else None  # unseen: judged by its comm
+    named = [title for title in titles if title != "ray::IDLE"] or titles
+    if named:
+        return named[0]
     return comm if comm.startswith("ray::") else "ray::(untitled)"
 
 
@@ -177,7 +177,8 @@ def summarise(records: list[Exited], procs: dict[int, list[tuple[float, str]]]) 
             if up is None or kinds[up].startswith("Ray worker"):
                 break
             up = parent(up)
-        if up is not None and not kind.startswith(("Ray ", "pytest")):
+        under_a_worker = up is not None and kinds[up].startswith("Ray worker")
+        if under_a_worker and not kind.startswith(("Ray ", "pytest")):
             kind = "job drivers (entrypoints under a job supervisor)"
         totals[kind][0] += 1
         totals[kind][1] += record.cpu_s
