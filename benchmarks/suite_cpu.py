@@ -39,6 +39,8 @@ from pathlib import Path
 ACCT_V3 = struct.Struct("<BBHIIIIIIf8H16s")
 TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 SAMPLE_GAP_S = 0.5
+#: The sampler's first line: the boot time its start ticks count from.
+BOOT_TIME_HEADER = "# btime "
 OUT = Path(__file__).resolve().parent / "out" / "suite_cpu.json"
 
 #: Head daemons, by a piece of their command line (first match wins).
@@ -47,8 +49,7 @@ HEAD_DAEMONS = (
     ("/raylet ", "Ray head: raylet"),
     ("dashboard/dashboard.py", "Ray head: dashboard"),
     ("ray-dashboard-", "Ray head: dashboard modules"),
-    ("multiprocessing.forkserver", "Ray head: dashboard modules"),
-    ("multiprocessing.resource_tracker", "Ray head: dashboard modules"),
+    ("ray.dashboard.subprocesses.module", "Ray head: dashboard modules"),  # their forkserver's preloads
     ("dashboard/agent.py", "Ray head: dashboard agent"),
     ("ray::DashboardA", "Ray head: dashboard agent"),
     ("runtime_env/agent/main.py", "Ray head: runtime env agent"),
@@ -96,11 +97,16 @@ def read_pacct(data: bytes) -> Iterator[Exited]:
 def read_procs(lines: Iterable[str], boot_time: int) -> dict[int, list[tuple[float, str]]]:
     """The sampler's lines (``pid<TAB>start ticks<TAB>command line``) as pid -> [(start epoch, line)].
 
-    A line that is not of that form continues the command line before it (a ``-c`` program's newlines).
+    A ``# btime N`` line (the sampler's first) gives the boot time the start ticks count from: the
+    kernel's figure drifts with the clock (by 29 s in two hours on this VM), so a past run's file is read
+    with its own. A line of neither form continues the command line before it (a ``-c`` program's newlines).
     """
     seen: dict[int, list[tuple[float, str]]] = defaultdict(list)
     last: int | None = None
     for line in lines:
+        if line.startswith(BOOT_TIME_HEADER):
+            boot_time = int(line[len(BOOT_TIME_HEADER) :])
+            continue
         parts = line.rstrip("\n").split("\t", 2)
         if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
             last = int(parts[0])
@@ -211,6 +217,7 @@ def sample(path: Path, stop: threading.Event) -> None:
     """Append each process's command line, and each new title a process takes, to ``path``."""
     seen: set[tuple[str, str, str]] = set()
     with path.open("a", buffering=1) as out:
+        out.write(f"{BOOT_TIME_HEADER}{boot_time()}\n")
         while not stop.is_set():
             for pid in os.listdir("/proc"):
                 if not pid.isdigit():
@@ -262,6 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--procs", type=Path, help="the sampler's file of that run")
     parser.add_argument("--since", type=int, default=0, help="count processes started at or after (epoch s)")
     parser.add_argument("--until", type=int, default=1 << 62, help="... and at or before (epoch s)")
+    parser.add_argument(
+        "--boot-time", type=int, help="for a --procs file without its '# btime' line: /proc/stat's btime then"
+    )
     parser.add_argument("command", nargs="*", help="the command to run, after --")
     args = parser.parse_args(argv)
     code = 0
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error("--pacct needs --procs")
             pacct, procs = args.pacct, args.procs
         records = [r for r in read_pacct(pacct.read_bytes()) if args.since <= r.started <= args.until]
-        seen = read_procs(procs.read_text(errors="replace").splitlines(), boot_time())
+        seen = read_procs(procs.read_text(errors="replace").splitlines(), args.boot_time or boot_time())
     summary = summarise(records, seen)
     summary.update(since=args.since, until=args.until, command=args.command)
     OUT.parent.mkdir(exist_ok=True)

@@ -43,6 +43,11 @@ def test_sampler_lines_keep_every_title_of_a_pid_and_join_a_programs_newlines(mo
     assert kind_of([read_procs(lines, 1_000)[4][0][1]], "python") == "Ray head: `ray start` process"
 
 
+def test_a_files_own_boot_time_wins_over_todays(monkeypatch):
+    monkeypatch.setattr(suite_cpu, "TICKS", 100)
+    assert read_procs(["# btime 2000", "9\t500\tray::IDLE"], boot_time=1_000) == {9: [(2_005.0, "ray::IDLE")]}
+
+
 @pytest.mark.parametrize(
     ("lines", "comm", "kind"),
     [
@@ -64,6 +69,20 @@ def test_sampler_lines_keep_every_title_of_a_pid_and_join_a_programs_newlines(mo
             "workload driver or CLI",
         ),
         (["airflow scheduler"], "airflow", "Airflow services and CLI"),
+        # a forkserver is the dashboard's only by what it preloads (Airflow starts one too)
+        (
+            [
+                "python -c from multiprocessing.forkserver import main; "
+                "main(1, 2, ['ray', 'ray.dashboard.subprocesses.module'"
+            ],
+            "python",
+            "Ray head: dashboard modules",
+        ),
+        (
+            ["python -c from multiprocessing.forkserver import main; main(1, 2, ['airflow'"],
+            "python",
+            "Airflow services and CLI",
+        ),
         ([], "python", "unseen (comm python)"),
     ],
 )
