@@ -42,7 +42,7 @@ test: $(STAMP)
 	  if [ $$rc -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi; exit $$rc
 
 test-unit: $(STAMP)
-	$(BIN)/python -m pytest tests -q -m unit -p no:cacheprovider
+	$(BIN)/python -m pytest tests -q -m unit -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
 
 # A .env beside docker-compose.yaml with generated secrets (RAY_AUTH_TOKEN, AIRFLOW_JWT_SECRET,
 # AIRFLOW_FERNET_KEY), which the compose file requires; an existing .env is left as it is.

@@ -43,6 +43,7 @@ To compare with another checkout, run this module from that checkout's folder wi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pickle
@@ -272,9 +273,11 @@ def run(
     memory_zones: int,
     variants: Sequence[str] = VARIANTS,
     repeats: int = 1,
+    ray_start: str = "private",
 ) -> list[dict]:
     import ray
 
+    from airflow_ray_provider.workloads.common.ray_session import ray_session
     from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
     cores = os.cpu_count() or 1
@@ -282,8 +285,13 @@ def run(
     warm_uri = make_zone_dataset(f"{work}/warm.parquet", 4 * cores, 200, features=10, seed=1)
     frames = _group(data_uri)
     results: list[dict] = []
-    ray.init(num_cpus=cores, address="local", include_dashboard=False, logging_level="WARNING")
-    try:
+    session = contextlib.ExitStack()
+    if ray_start == "private":  # as a standalone workload starts it (lean: see workloads/common/private_node)
+        session.enter_context(ray_session("local"))
+    else:  # as a user's script would
+        ray.init(num_cpus=cores, address="local", include_dashboard=False, logging_level="WARNING")
+        session.callback(ray.shutdown)
+    with session:
         for name in models:
             trainer, kwargs = MODELS[name]
             bench_workload(warm_uri, trainer, kwargs, f"{output}/warm-{name}")  # warm workers, imports
@@ -326,8 +334,6 @@ def run(
                 )
         if memory_zones:
             results.append(_memory_check(work, output, memory_zones))
-    finally:
-        ray.shutdown()
     return results
 
 
@@ -351,6 +357,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--models", default="ridge,hgb")
     parser.add_argument("--memory-zones", type=int, default=10_000, help="0 skips the memory check")
     parser.add_argument("--repeats", type=int, default=1, help="runs of each variant, one after another")
+    parser.add_argument(
+        "--ray",
+        choices=("private", "plain"),
+        default="private",
+        help="private: the Ray a standalone workload starts (lean); plain: ray.init() as a user's script",
+    )
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS)
     )
@@ -381,6 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.memory_zones,
             variants,
             args.repeats,
+            args.ray,
         )
     finally:
         shutil.rmtree(output, ignore_errors=True)
@@ -389,6 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_before": load_before,
         "load_after": _uptime(),
         "cores": os.cpu_count(),
+        "ray": args.ray,
         "output_dir": args.output_dir or tempfile.gettempdir(),
         "file_create_us_at_start": create_us,
         "results": results,

@@ -58,11 +58,17 @@ START_ATTEMPTS = 3
 #: head's start nothing (1.9 -> 0.65 CPU-s and ~1.5 s of the start's wall time, Ray 2.60, measured
 #: 2026-12-03). The command is Ray's own ``ray`` CLI otherwise.
 RAY_CLI_OPTIONAL_GROUPS = ("ray.serve.scripts", "ray.util.state.state_cli", "ray.dashboard.modules.job.cli")
+#: ``ray start --head`` starts a Ray Client server (a process of its own, ~1 CPU-s to start and ~100 MB)
+#: whenever Ray Client's packages are installed: on port 10001 unless told another, and no flag turns it
+#: off (port 0 is refused). A local head is reached through its Job API, and a fixed 10001 would make a
+#: second head on the machine fail, so the launcher tells ``ray start`` that Ray Client is not installed,
+#: Ray's own rule for starting none (``get_ray_client_dependency_error``).
 _RAY_START_CODE = (
     "import sys\n"
     f"sys.modules.update(dict.fromkeys({RAY_CLI_OPTIONAL_GROUPS!r}))\n"
-    "from ray.scripts.scripts import main\n"
-    "sys.exit(main())\n"
+    "import ray.scripts.scripts as cli\n"
+    "cli.get_ray_client_dependency_error = lambda: 'a local head runs no Ray Client server'\n"
+    "sys.exit(cli.main())\n"
 )
 
 log = logging.getLogger(__name__)
@@ -168,7 +174,6 @@ def _head_command(
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}",
-        f"--ray-client-server-port={free_port()}",
         f"--dashboard-agent-listen-port={agent_port}",
         f"--dashboard-agent-grpc-port={free_port()}",
         f"--runtime-env-agent-port={free_port()}",

@@ -11,7 +11,8 @@ In this order:
 4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
    ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
    remote cluster says so.
-5. **Standalone**: start a *private* local Ray (no dashboard, no metrics export, event stats, task
+5. **Standalone**: start a *private* local Ray (no dashboard, autoscaler or log monitor process
+   (:mod:`~airflow_ray_provider.workloads.common.private_node`), no metrics export, event stats, task
    events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its
    own temp dir in a private folder that is removed afterwards). It never joins a cluster it merely
    finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote Ray's
@@ -42,6 +43,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from airflow_ray_provider.workloads.common.private_node import lean_private_node
 
 log = logging.getLogger(__name__)
 
@@ -255,14 +258,15 @@ def _start_private_ray(private_dir: str) -> None:
     import ray
 
     try:
-        ray.init(
-            address=LOCAL,
-            include_dashboard=False,
-            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
-            logging_level=logging.WARNING,
-            _temp_dir=private_dir,
-            _system_config=PRIVATE_SYSTEM_CONFIG,
-        )
+        with lean_private_node():
+            ray.init(
+                address=LOCAL,
+                include_dashboard=False,
+                log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+                logging_level=logging.WARNING,
+                _temp_dir=private_dir,
+                _system_config=PRIVATE_SYSTEM_CONFIG,
+            )
     except BaseException:
         ray.shutdown(wait_for_processes=True)
         _kill_processes_in(private_dir)

@@ -229,6 +229,19 @@ def test_a_head_stopped_while_its_first_job_starts_leaves_no_process_and_no_fold
 
 
 @pytest.mark.integration
+def test_a_head_runs_its_dashboard_and_monitors_but_no_ray_client_server(ray_head):
+    """``ray start --head`` starts a Ray Client server whenever Ray Client's packages are installed (on a
+    port nobody was told); a local head is reached through its Job API and starts none. What a user of
+    the head sees stays: the dashboard, the autoscaler monitor (``ray status``), the log monitor."""
+    from airflow_ray_provider.local.head import _cmdline, _head_processes
+
+    running = " | ".join(_cmdline(pid).replace("\0", " ") for pid in _head_processes(ray_head))
+    assert "ray.util.client.server" not in running, running
+    for expected in ("dashboard/dashboard.py", "autoscaler/_private/monitor.py", "_private/log_monitor.py"):
+        assert expected in running, f"no {expected} in the head: {running}"
+
+
+@pytest.mark.integration
 def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
     """The dashboard's multiprocessing folder (``pymp-*``, which a killed dashboard cannot remove) is in
     the head's temp dir, so stopping the head removes it: none is left behind in the machine's ``/tmp``."""

@@ -20,24 +20,12 @@ OWNER = lb.ownership_labels(
 ANNOTATIONS = {lb.ANNOTATION_EXPIRES_AT: "2030-01-01T00:00:00Z"}
 
 
-def _strict(schema: Any) -> Any:
-    """The CRD schema with unknown fields forbidden (what ``kubectl --validate=strict`` enforces)."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        closed = out.get("type") == "object" and "properties" in out and "additionalProperties" not in out
-        if closed and not out.get("x-kubernetes-preserve-unknown-fields"):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
-
-
 @pytest.fixture(scope="module")
 def crd_validator(kuberay_crd_schema: dict[str, Any]) -> Any:
-    import jsonschema
+    from tests.fixtures.crd import strict_validator
+    from tests.fixtures.kuberay import RAYCLUSTER_CRD
 
-    return jsonschema.Draft7Validator(_strict(kuberay_crd_schema))
+    return strict_validator(RAYCLUSTER_CRD)
 
 
 def _errors(validator: Any, body: dict[str, Any]) -> list[str]:
