@@ -30,7 +30,8 @@ Utilisation = sum of per-fit CPU / (wall x cores); the ideal wall is sum of per-
 (Ray's GCS, raylet and workers, or loky's workers): the share of the CPU we burn that goes into fits,
 which other users of a shared machine do not distort (utilisation is what a quiet machine would show
 at best).
-Ray is started once (local, ``num_cpus=cores``) and warmed up (workers started, scikit-learn
+Ray is started once (``--ray private``, the default: as a standalone workload starts it, lean;
+``--ray plain``: a user's ``ray.init(num_cpus=cores)``) and warmed up (workers started, scikit-learn
 imported) before anything is timed. For the workload, ``slots_busy_in_tasks`` is the share of the
 fan-out its CPU slots spent inside tasks (the rest is Ray's turnaround between tasks) and
 ``fit_share_of_task_time`` the share of that spent in the trainer, the product of
