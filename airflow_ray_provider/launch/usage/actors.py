@@ -24,6 +24,11 @@ from airflow_ray_provider.launch.usage.state import DashboardState, StateUnreada
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 #: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
 ACTOR_UPDATES_SETTLE_S = 1.0
+#: Re-reads of ``/logical/actors`` while it still lacks one of the job's actors or an end the GCS has, each
+#: :data:`ACTOR_UPDATES_SETTLE_S` after the last. One was not enough on a loaded head (a full test run,
+#: load 6-8, a head that took 26 s to start: a killed GPU actor still absent 1 s later, its GPU time lost);
+#: the wait is paid only by a record that would otherwise lose an actor.
+ACTOR_REREADS = 3
 
 
 def find_supervisor(
@@ -112,17 +117,21 @@ def job_actors(
     :param listed: ``/logical/actors``.
     :param gcs_rows: the state API's actors of the job, ``None`` when it did not answer (then the
         dashboard's rows are taken by their ``jobId`` alone).
-    :param reread: ``/logical/actors`` read again, once, after :data:`ACTOR_UPDATES_SETTLE_S`, when the
-        dashboard lacks one of the job's actors or an end the GCS has.
+    :param reread: ``/logical/actors`` read again, up to :data:`ACTOR_REREADS` times, each after
+        :data:`ACTOR_UPDATES_SETTLE_S`, while the dashboard lacks one of the job's actors or an end the GCS
+        has (``None``: it did not answer, no more tries).
     """
     if gcs_rows is None:
         return [a for a in listed if a.get("jobId") == ray_job_id]
     found = mend_job_actors(listed, gcs_rows, ray_job_id)
-    if found.unlisted or found.unended:
+    for _ in range(ACTOR_REREADS):
+        if not (found.unlisted or found.unended):
+            break
         time.sleep(ACTOR_UPDATES_SETTLE_S)
         again = reread()
-        if again is not None:
-            found = mend_job_actors(again, gcs_rows, ray_job_id)
+        if again is None:
+            break
+        found = mend_job_actors(again, gcs_rows, ray_job_id)
     if found.unlisted:
         missing["actors_unlisted"] = (
             f"{len(found.unlisted)} of the job's actors ({', '.join(sorted(found.unlisted))}) are in "
