@@ -22,6 +22,7 @@ ANNOTATIONS = {lb.ANNOTATION_EXPIRES_AT: "2030-01-01T00:00:00Z"}
 
 @pytest.fixture(scope="module")
 def crd_validator(kuberay_crd_schema: dict[str, Any]) -> Any:
+    """The strict RayCluster validator (the fixture skips the module's CRD tests without ../shared)."""
     from tests.fixtures.crd import strict_validator
     from tests.fixtures.kuberay import RAYCLUSTER_CRD
 
