@@ -8,13 +8,16 @@ change as state fields only (state, address, pid, times, a named actor's name; R
 dashboard did not know yet is stored from it: no job, no class, no resources, for good (later changes
 update state fields only). A loaded head, or a job that starts actors while others change, makes that
 likely. The state API (``/api/v0/actors``, read from the GCS) has those fields but no times, so the two
-lists are joined by actor id.
+lists are joined by actor id. An actor of the job that the dashboard still lacks after a few re-reads
+(or holds without a start) is counted from its creation task's end (``/api/v0/tasks``: task events, a
+separate pipeline; the GCS stamps an actor's start then too) to the job's end, an upper bound the record
+names.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,15 +65,21 @@ class JobActors:
 
     :param rows: the job's ``/logical/actors`` rows, with ``jobId``, ``className`` and
         ``requiredResources`` filled from the GCS's row where the dashboard's copy lost them.
-    :param unlisted: class names of the GCS's actors of the job that ``/logical/actors`` does not hold.
+    :param unlisted: the GCS's rows of the job's actors that ``/logical/actors`` does not hold, or holds
+        without a start time (the record cannot time them from the dashboard).
     :param unended: class names of actors the GCS has dead that the dashboard still holds without an end.
     :param mended: how many rows had fields filled from the GCS.
     """
 
     rows: list[dict[str, Any]]
-    unlisted: list[str] = field(default_factory=list)
+    unlisted: list[dict[str, Any]] = field(default_factory=list)
     unended: list[str] = field(default_factory=list)
     mended: int = 0
+
+
+def ran(gcs: Mapping[str, Any]) -> bool:
+    """The GCS's row is of an actor that came alive (a dead one keeps its pid; one that never ran has 0)."""
+    return gcs.get("state") in ("ALIVE", "RESTARTING") or bool(gcs.get("pid"))
 
 
 def mend_job_actors(
@@ -87,6 +96,8 @@ def mend_job_actors(
             if actor.get("jobId") == ray_job_id:
                 rows.append(actor)
             continue
+        if not actor.get("startTime") and ran(gcs):
+            continue  # held without its start: timed like an unlisted actor (see job_actors)
         seen.add(actor_id)
         filled = {
             key: gcs.get(source)
@@ -101,8 +112,42 @@ def mend_job_actors(
         rows.append({**actor, **filled})
         if gcs.get("state") == "DEAD" and not actor.get("endTime"):
             unended.append(str(gcs.get("class_name") or "actor"))
-    unlisted = [str(row.get("class_name") or "actor") for key, row in by_id.items() if key not in seen]
+    unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
     return JobActors(rows=rows, unlisted=unlisted, unended=unended, mended=mended)
+
+
+def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Actor id -> when the actor came alive (ms): its first creation task attempt's end, which is when
+    the GCS stamps an actor's ``startTime``. From the job's ``/api/v0/tasks`` rows: the owner (the driver)
+    reports a creation task's end, so it is there even when the actor's own worker was killed before it
+    reported its events (then the row has no start time)."""
+    starts: dict[str, float] = {}
+    for task in tasks:
+        if task.get("type") != "ACTOR_CREATION_TASK" or task.get("state") != "FINISHED":
+            continue
+        if task.get("actor_id") and task.get("end_time_ms"):
+            actor_id, alive = str(task["actor_id"]), float(task["end_time_ms"])
+            starts[actor_id] = min(alive, starts.get(actor_id, alive))
+    return starts
+
+
+def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
+    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from when its creation
+    task ended, no end (the record counts it to the job's end), job, class and resources from the GCS."""
+    return {
+        "actorId": gcs.get("actor_id"),
+        "jobId": gcs.get("job_id"),
+        "className": gcs.get("class_name"),
+        "state": gcs.get("state"),
+        "requiredResources": gcs.get("required_resources") or {},
+        "address": {"nodeId": gcs.get("node_id")},
+        "startTime": start_ms,
+        "endTime": 0,
+    }
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
 
 
 def job_actors(
@@ -111,6 +156,7 @@ def job_actors(
     ray_job_id: str,
     missing: dict[str, str],
     reread: Callable[[], list[dict[str, Any]] | None],
+    tasks: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
     """The job's actors for the record; what stays unmatched is named in ``not_available``.
 
@@ -120,6 +166,9 @@ def job_actors(
     :param reread: ``/logical/actors`` read again, up to :data:`ACTOR_REREADS` times, each after
         :data:`ACTOR_UPDATES_SETTLE_S`, while the dashboard lacks one of the job's actors or an end the GCS
         has (``None``: it did not answer, no more tries).
+    :param tasks: the job's ``/api/v0/tasks`` rows: an actor the dashboard still cannot time is counted
+        from its creation task's end to the job's end (``actors_timed_by_creation``), else not at all
+        (``actors_unlisted``).
     """
     if gcs_rows is None:
         return [a for a in listed if a.get("jobId") == ray_job_id]
@@ -132,14 +181,22 @@ def job_actors(
         if again is None:
             break
         found = mend_job_actors(again, gcs_rows, ray_job_id)
-    if found.unlisted:
+    starts = creation_starts(tasks)
+    timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
+    lost = [row for row in found.unlisted if str(row.get("actor_id")) not in starts]
+    if timed:
+        missing["actors_timed_by_creation"] = (
+            f"{len(timed)} of the job's actors ({_names(timed)}) are in /api/v0/actors but not timed in "
+            "/logical/actors: counted from their creation task's end to the job's end (an upper bound)"
+        )
+    if lost:
         missing["actors_unlisted"] = (
-            f"{len(found.unlisted)} of the job's actors ({', '.join(sorted(found.unlisted))}) are in "
-            "/api/v0/actors but not in /logical/actors (no start or end time there): not counted"
+            f"{len(lost)} of the job's actors ({_names(lost)}) are in /api/v0/actors but not timed in "
+            "/logical/actors, and no finished creation task in /api/v0/tasks: not counted"
         )
     if found.unended:
         missing["actors_unended"] = (
             f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
             "have no end time in /logical/actors yet: counted to the job's end"
         )
-    return found.rows
+    return found.rows + [timed_by_creation(row, starts[str(row.get("actor_id"))]) for row in timed]

@@ -204,6 +204,7 @@ def collect_usage(
             ray_job_id,
             missing,
             lambda: _read("actors_reread", missing, state.actors),
+            tasks=tasks,
         )
     driver_node = str((job or {}).get("driver_node_id") or "")
     allocated = allocation(

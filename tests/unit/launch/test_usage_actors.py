@@ -36,9 +36,17 @@ def _listed(actor_id: str, *, job: str = JOB, cls: str = "Holder", start: float 
     }
 
 
-def _gcs(actor_id: str, *, cls: str = "Holder", state: str = "DEAD") -> dict[str, Any]:
-    return {"actor_id": actor_id, "job_id": JOB, "class_name": cls, "state": state,
-            "required_resources": {"GPU": 1.0}}  # fmt: skip
+def _gcs(actor_id: str, *, cls: str = "Holder", state: str = "DEAD", pid: int = 4242) -> dict[str, Any]:
+    """A GCS row as ``/api/v0/actors`` answers it (a dead actor keeps its pid; one that never ran has 0)."""
+    return {"actor_id": actor_id, "job_id": JOB, "class_name": cls, "state": state, "pid": pid,
+            "node_id": "n1", "required_resources": {"GPU": 1.0}}  # fmt: skip
+
+
+def _creation(actor_id: str, *, end: float | None, state: str = "FINISHED") -> dict[str, Any]:
+    """The actor's creation task as ``/api/v0/tasks`` answers it when the actor's worker was killed before
+    it reported its events: the owner's states only (no start time), the end when the actor came alive."""
+    return {"type": "ACTOR_CREATION_TASK", "actor_id": actor_id, "state": state, "start_time_ms": None,
+            "end_time_ms": T0_MS + end * 1000 if end is not None else None}  # fmt: skip
 
 
 def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_and_resources() -> None:
@@ -102,3 +110,45 @@ def test_without_the_gcss_rows_the_dashboards_job_id_decides() -> None:
     missing: dict[str, str] = {}
     listed = [_listed("a1"), _listed("a2", job="")]
     assert job_actors(listed, None, JOB, missing, lambda: None) == [listed[0]] and not missing
+
+
+def test_an_actor_the_dashboard_never_lists_is_counted_from_its_creation_to_the_jobs_end_and_named() -> None:
+    """Seen in CI (2026-12-04, a head that took 21 s to start): the killed GPU actor was still not in
+    /logical/actors after three re-reads; the task events still had its creation task's end."""
+    missing: dict[str, str] = {}
+    tasks = [_creation("a1", end=5), _creation("a0", end=None, state="FAILED")]
+    rows = job_actors([], [_gcs("a1")], JOB, missing, lambda: [], tasks=tasks)
+    assert [(a["actorId"], a["className"], a["startTime"], a["endTime"]) for a in rows] == [
+        ("a1", "Holder", T0_MS + 5000, 0)
+    ]
+    note = missing["actors_timed_by_creation"]
+    assert "Holder" in note and "upper bound" in note
+    assert "actors_unlisted" not in missing
+    window = Window(submitted=T0_MS / 1000, ended=T0_MS / 1000 + 20, driver_started=T0_MS / 1000 + 1)
+    got = allocation(tasks=[], actors=rows, entrypoint={}, window=window, node_groups={"n1": "headgroup"})
+    assert got.actors == 1 and got.by_group["headgroup"]["GPU"] == pytest.approx(15 / 3600)  # to the end
+
+
+def test_a_row_the_dashboard_holds_without_a_start_is_timed_by_its_creation_task() -> None:
+    missing: dict[str, str] = {}
+    startless = {**_listed("a1"), "startTime": 0}
+    tasks = [_creation("a1", end=7)]
+    rows = job_actors([startless], [_gcs("a1")], JOB, missing, lambda: [startless], tasks=tasks)
+    assert [(a["actorId"], a["startTime"]) for a in rows] == [("a1", T0_MS + 7000)]
+    assert "actors_timed_by_creation" in missing
+    # the old count: a row without a start was dropped silently
+    window = Window(T0_MS / 1000, T0_MS / 1000 + 20)
+    old = allocation(tasks=[], actors=[startless], entrypoint={}, window=window, node_groups={})
+    assert old.actors == 0
+
+
+def test_an_actor_that_never_ran_is_neither_waited_for_nor_named() -> None:
+    missing: dict[str, str] = {}
+    rereads: list[int] = []
+
+    def reread() -> list[dict[str, Any]]:
+        rereads.append(1)
+        return []
+
+    rows = job_actors([], [_gcs("a1", cls="Never", pid=0)], JOB, missing, reread, tasks=[])
+    assert rows == [] and rereads == [] and not missing
