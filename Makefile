@@ -12,7 +12,7 @@ export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export AIRFLOW__CORE__DAGS_FOLDER ?= $(CURDIR)/dags
 export AIRFLOW__CORE__UNIT_TEST_MODE := False
 
-.PHONY: venv demo test test-unit compose-env compose-test lint format bench clean lock
+.PHONY: venv demo test test-durations test-unit compose-env compose-test lint format bench clean lock
 
 venv: $(STAMP)
 
@@ -36,10 +36,16 @@ demo: $(STAMP)
 # The full suite on TEST_WORKERS pytest-xdist workers (each with its own Ray head, Airflow home and
 # emulator; an idle worker takes queued tests from the busy one). It ends with the 20 slowest tests and
 # the number of Ray heads the session started. pytest exits 5 when it collected nothing: that is a failure, not a pass.
+# The workers run the longest modules first (tests/fixtures/test_order.py, by tests/module_seconds.json);
+# `make test-durations` runs the suite and rewrites that file.
 TEST_WORKERS ?= 2
+TEST_ARGS ?=
 test: $(STAMP)
-	@$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=20; rc=$$?; \
+	@$(BIN)/python -m pytest tests -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal --durations=20 $(TEST_ARGS); rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "no tests were collected: failing" >&2; exit 1; fi; exit $$rc
+
+test-durations:
+	$(MAKE) test TEST_ARGS="--store-module-seconds tests/module_seconds.json"
 
 test-unit: $(STAMP)
 	$(BIN)/python -m pytest tests -q -m unit -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal

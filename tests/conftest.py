@@ -44,6 +44,7 @@ pytest_plugins = [
     "tests.fixtures.zone_training",
     "tests.fixtures.templates",
     "tests.fixtures.airflow_services",
+    "tests.fixtures.test_order",
 ]
 
 
