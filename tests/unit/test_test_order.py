@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from tests.fixtures.test_order import MODULE_SECONDS, module_of, plan_runs, seconds_of
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = pytest.mark.unit
 
@@ -42,3 +47,40 @@ def test_the_measured_seconds_name_modules_that_exist() -> None:
     root = MODULE_SECONDS.parent.parent
     missing = [module for module in known if not (root / module).is_file()]
     assert known and not missing, f"stale entries in {MODULE_SECONDS.name} (make test-durations): {missing}"
+
+
+def test_two_xdist_workers_each_start_on_an_integration_module_and_the_seconds_are_stored(
+    tmp_path: Path,
+) -> None:
+    """A real ``pytest -n 2 --dist worksteal`` run of stand-in modules: in file order the unit modules
+    would come first (``a_unit/`` sorts before ``integration/``) and each worker would start on one."""
+    seen = tmp_path / "seen.txt"
+    body = (
+        "import os, pathlib\n"
+        "def test_{n}():\n"
+        f"    with pathlib.Path({str(seen)!r}).open('a') as f:\n"
+        "        f.write(os.environ['PYTEST_XDIST_WORKER'] + ' {n}\\n')\n"
+    )
+    suite = tmp_path / "suite"
+    for folder, names in (("a_unit", [f"u{i}" for i in range(8)]), ("integration", ["slow1", "slow2"])):
+        (suite / folder).mkdir(parents=True)
+        for name in names:
+            (suite / folder / f"test_{name}.py").write_text(body.format(n=name))
+    stored = tmp_path / "seconds.json"
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.fixtures.test_order",
+         "-n", "2", "--dist", "worksteal", "--store-module-seconds", str(stored),
+         "--rootdir", str(suite), str(suite)],
+        capture_output=True, text=True, cwd=REPO_ROOT, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    firsts: dict[str, str] = {}
+    for line in seen.read_text().splitlines():
+        worker, name = line.split()
+        firsts.setdefault(worker, name)
+    assert sorted(firsts.values()) == ["slow1", "slow2"], seen.read_text()
+    assert set(json.loads(stored.read_text())) == {
+        f"{folder}/test_{name}.py"
+        for folder, names in (("a_unit", [f"u{i}" for i in range(8)]), ("integration", ["slow1", "slow2"]))
+        for name in names
+    }
