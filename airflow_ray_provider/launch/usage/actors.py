@@ -54,7 +54,9 @@ def find_supervisor(
         return None
     ids = {str(row.get("actor_id")) for row in rows}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
-    if found is None:
+    if found is None and ids:
+        missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
+    elif found is None:
         missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
     return found
 

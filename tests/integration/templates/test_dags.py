@@ -69,6 +69,8 @@ def test_nightly_dag_runs_end_to_end_and_promotes(
     assert xcom_value(dag_run, "collect_metrics")["data"]["uri"] == str(shipped_env / "logs" / f"dt={DS}")
     # the evaluate task's usage record and OpenLineage event (captured with the file transport)
     usage = xcom_value(dag_run, "evaluate", "usage")
+    # the supervisor found: the driver's start is known (else the record names why)
+    assert (usage["phases"]["queued_s"] or 0) > 0 or "queued" in usage["not_available"], usage
     assert usage["mode"] == "ephemeral" and usage["reserved"]["CPU"] > 0 and usage["counts"]["tasks"] >= 0
     assert json.loads((artifact / "usage.json").read_text()) == usage
     event = complete_event(openlineage_events(), "evaluate")

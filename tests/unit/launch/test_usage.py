@@ -177,6 +177,44 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
 
 
+def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
+    """Ray's task events are final once the Job API reports the end (docs/usage.md): no re-read, no wait;
+    the attempt that ran without a ``task:execute`` span is counted to its end and named."""
+    import time
+
+    class Ended(DashboardState):
+        def __init__(self) -> None:
+            super().__init__("http://dashboard.invalid")
+            self.task_reads = 0
+
+        def job(self, submission_id: str) -> dict[str, Any]:
+            return {"job_id": "02000000", "start_time": T0 * 1000, "end_time": (T0 + 10) * 1000}
+
+        def nodes(self) -> list[Node]:
+            return [_node()]
+
+        def actors(self) -> list[dict[str, Any]]:
+            return []
+
+        def job_actors(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
+            return [], None
+
+        def tasks(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
+            self.task_reads += 1
+            ran = {"type": "NORMAL_TASK", "state": "FINISHED", "func_or_class_name": "f",
+                   "required_resources": {"CPU": 1.0}, "node_id": "n1", "worker_id": "w1",
+                   "start_time_ms": (T0 + 1) * 1000, "end_time_ms": (T0 + 3) * 1000}  # fmt: skip
+            return [ran], None
+
+    state = Ended()
+    started = time.perf_counter()
+    record = collect_usage(state, UsageRequest(submission_id="s", cluster="c", mode="standing",
+                                               own_cluster=False))  # fmt: skip
+    assert time.perf_counter() - started < 1.0 and state.task_reads == 1
+    assert "1 task attempt(s) had no end or no task:execute span" in record.not_available["tasks_unsettled"]
+    assert record.counts["tasks"] == 1 and record.allocated["CPU"] * 3600 == pytest.approx(2.0, rel=0.01)
+
+
 def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     import json
     import re

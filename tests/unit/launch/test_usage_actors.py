@@ -152,3 +152,24 @@ def test_an_actor_that_never_ran_is_neither_waited_for_nor_named() -> None:
 
     rows = job_actors([], [_gcs("a1", cls="Never", pid=0)], JOB, missing, reread, tasks=[])
     assert rows == [] and rereads == [] and not missing
+
+
+def test_a_supervisor_the_gcs_names_but_the_dashboard_lacks_is_told_apart_from_one_neither_has() -> None:
+    from airflow_ray_provider.launch.usage.actors import SUPERVISOR_PREFIX, find_supervisor
+    from airflow_ray_provider.launch.usage.state import DashboardState
+
+    class Named(DashboardState):
+        def __init__(self, rows: list[dict[str, Any]]) -> None:
+            super().__init__("http://dashboard.invalid")
+            self.rows = rows
+
+        def actors_named(self, name: str) -> list[dict[str, Any]]:
+            return [row for row in self.rows if row["name"] == name]
+
+    supervisor = {"actor_id": "sup1", "name": SUPERVISOR_PREFIX + "s1"}
+    nameless = {**_listed("sup1", job="", cls=""), "name": ""}  # stored from a state change
+    assert find_supervisor(Named([supervisor]), "s1", [nameless], missing := {}) is nameless and not missing
+    assert find_supervisor(Named([supervisor]), "s1", [_listed("other")], missing := {}) is None
+    assert missing["queued"].startswith("/api/v0/actors names the job's supervisor,")
+    assert find_supervisor(Named([]), "s1", [_listed("other")], missing := {}) is None
+    assert "in neither" in missing["queued"]
