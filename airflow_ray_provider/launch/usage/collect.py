@@ -201,10 +201,16 @@ def collect_usage(
         node_groups=groups,
         driver_group=groups.get(driver_node, HEAD_GROUP),
     )
+    if allocated.timed_by_owner:
+        missing["tasks_timed_by_owner"] = (
+            f"{allocated.timed_by_owner} ended task attempt(s) had neither a start event nor a task:execute "
+            "span (Ray lost their worker's events): counted from their owner's SUBMITTED_TO_WORKER to their "
+            "end, an upper bound"
+        )
     if allocated.startless:
         missing["tasks_without_start"] = (
-            f"{allocated.startless} ended task attempt(s) had neither a start event nor a task:execute "
-            "span (Ray lost them): not counted"
+            f"{allocated.startless} ended task attempt(s) had neither a start event, a task:execute span nor "
+            "their owner's SUBMITTED_TO_WORKER (Ray lost them): not counted"
         )
     busy_cpu_seconds = None
     if busy is None:

@@ -162,8 +162,12 @@ class Allocation:
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
-    #: Ended task attempts with neither a start event nor a ``task:execute`` span: in no figure.
+    #: Ended task attempts with neither a start event nor a ``task:execute`` span nor the owner's
+    #: ``SUBMITTED_TO_WORKER`` event: in no figure.
     startless: int = 0
+    #: Ended task attempts whose worker's events were lost, timed by the owner's own events
+    #: (:func:`owner_seconds`: an upper bound).
+    timed_by_owner: int = 0
     #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
@@ -199,6 +203,21 @@ def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | No
     else:
         end = min(next_start, job_end) if next_start is not None else job_end
     return end - float(task["start_time_ms"]) / 1000.0
+
+
+def owner_seconds(task: Mapping[str, Any]) -> float | None:
+    """How long an ended attempt whose worker's events were lost (no ``RUNNING`` start, no
+    ``task:execute`` span) held its worker, by its owner's events: from ``SUBMITTED_TO_WORKER`` (the task
+    pushed to its leased worker) to its end (the owner got the reply). An upper bound by the push's round
+    trip and the argument fetch; ``None`` without both events."""
+    submitted = [
+        float(event["created_ms"])
+        for event in task.get("events") or []
+        if event.get("state") == "SUBMITTED_TO_WORKER" and event.get("created_ms")
+    ]
+    if not submitted or not task.get("end_time_ms"):
+        return None
+    return max(0.0, float(task["end_time_ms"]) - max(submitted)) / 1000.0
 
 
 def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
@@ -244,18 +263,18 @@ def allocation(
     for task in tasks:
         if task.get("type") not in (None, "NORMAL_TASK"):
             continue
-        if not task.get("start_time_ms") and not execute_spans(task):
-            # never ran, or ended with its start event lost (Ray keeps the FINISHED state only)
-            out.startless += int(bool(task.get("end_time_ms")))
-            continue
+        if task.get("start_time_ms") or execute_spans(task):
+            seconds = task_seconds(task, window.ended, following.get(id(task)))
+        else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
+            by_owner = owner_seconds(task)
+            if by_owner is None:
+                out.startless += int(bool(task.get("end_time_ms")))
+                continue
+            seconds = by_owner
+            out.timed_by_owner += 1
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
-        out.add(
-            group,
-            record_resources(task.get("required_resources")),
-            task_seconds(task, window.ended, following.get(id(task))),
-            name,
-        )
+        out.add(group, record_resources(task.get("required_resources")), seconds, name)
         out.tasks += 1
     for actor in actors:
         if not actor.get("startTime"):

@@ -113,10 +113,14 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     )
     assert record["cluster"] == result["cluster_name"] and record["counts"]["tasks"] == 1
     allocated_s = record["allocated"]["CPU"] * 3600
-    if "tasks_unsettled" not in record["not_available"]:  # Ray delivered the task's events
-        assert allocated_s == pytest.approx(task_s, rel=0.10), record["not_available"]
-    else:  # the worker's last events never came (seen once in a full run): start to end, more than it ran
+    if "tasks_unsettled" in record["not_available"]:  # the worker's last events never came (seen once
+        # in a full run): start to end, more than it ran
         assert allocated_s > task_s, record["not_available"]
+    elif "tasks_timed_by_owner" in record["not_available"]:  # the worker's events lost: the owner's push
+        # to the reply, an upper bound
+        assert allocated_s >= task_s * 0.9, record["not_available"]
+    else:  # Ray delivered the task's events
+        assert allocated_s == pytest.approx(task_s, rel=0.10), record["not_available"]
     assert record["reserved"]["CPU"] > record["allocated"]["CPU"] and record["cost"]["amount"] > 0
     # busy: sampled at each look while the job ran (the operator's wait in this worker)
     assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"], record

@@ -249,9 +249,13 @@ def test_zone_summary_and_usage_record_agree_on_the_cpu_seconds_the_tasks_held(
     training_s = record["allocated_cpu_s_by_function"]["_batch_task"]
     assert summary["usage"]["function_cpu_s"] == training_s
     run = json.loads((Path(cfg["output_uri"]) / "summary.json").read_text())["run"]
-    if "tasks_unsettled" not in record["not_available"]:  # Ray delivered every task's events
-        assert training_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (training_s, run["tasks"])
-    else:  # a worker's last events never came: those tasks count start to end, more than they ran
+    if "tasks_unsettled" in record["not_available"]:  # a worker's last events never came: those tasks
+        # count start to end, more than they ran
         assert training_s > summary["task_cpu_s"], (training_s, run["tasks"], record["not_available"])
+    elif "tasks_timed_by_owner" in record["not_available"]:  # a worker's events lost: those tasks count
+        # from the owner's push to the reply, an upper bound (a worker's first task: its function's load too)
+        assert training_s >= summary["task_cpu_s"] * 0.95, (training_s, run["tasks"], record["not_available"])
+    else:  # Ray delivered every task's events
+        assert training_s == pytest.approx(summary["task_cpu_s"], rel=0.05), (training_s, run["tasks"])
     assert sum(record["allocated_cpu_s_by_function"].values()) == pytest.approx(allocated_s, rel=0.01)
     assert 0 < summary["trainer_cpu_s"] <= training_s * 1.05  # CPU used inside what the tasks held

@@ -109,19 +109,24 @@ def test_a_task_whose_end_event_never_came_ends_at_its_workers_next_task_start()
     assert got.by_group["headgroup"]["CPU"] == pytest.approx((15 + 20 + 80 + 40) / 3600)
 
 
-def test_an_ended_task_whose_start_event_was_lost_counts_by_its_span_else_is_named() -> None:
+def test_an_ended_task_whose_start_was_lost_counts_by_its_span_else_by_its_owner_else_is_named() -> None:
     window = Window(submitted=T0, ended=T0 + 100, driver_started=T0)
     ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
     task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}, "state": "FINISHED"}
     span = {"event_name": "task:execute", "start_time": ms(10), "end_time": ms(16)}
+    # the owner's states of an attempt whose worker's events Ray lost (Ray 2.60's row, 2026-12-05)
+    owner = [{"state": "PENDING_ARGS_AVAIL", "created_ms": ms(1)}, {"state": "PENDING_NODE_ASSIGNMENT",
+             "created_ms": ms(1)}, {"state": "SUBMITTED_TO_WORKER", "created_ms": ms(30)},
+             {"state": "FINISHED", "created_ms": ms(33)}]  # fmt: skip
     tasks = [
         {**task, "start_time_ms": None, "end_time_ms": ms(17), "profiling_data": {"events": [span]}},
-        {**task, "start_time_ms": None, "end_time_ms": ms(20)},  # neither start nor span
+        {**task, "start_time_ms": None, "end_time_ms": ms(33), "events": owner},  # 30 -> 33
+        {**task, "start_time_ms": None, "end_time_ms": ms(20), "events": owner[:2]},  # never pushed: lost
         {**task, "state": "PENDING_NODE_ASSIGNMENT", "start_time_ms": None, "end_time_ms": None},
     ]  # fmt: skip
     got = allocation(tasks=tasks, actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup"})
-    assert (got.tasks, got.startless) == (1, 1)
-    assert got.by_group["headgroup"]["CPU"] == pytest.approx(6 / 3600)
+    assert (got.tasks, got.timed_by_owner, got.startless) == (2, 1, 1)
+    assert got.by_group["headgroup"]["CPU"] == pytest.approx((6 + 3) / 3600)
 
 
 def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> None:
