@@ -185,7 +185,6 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
 def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
     """Ray's task events are final once the Job API reports the end (docs/usage.md): no re-read, no wait;
     the attempt that ran without a ``task:execute`` span is counted to its end and named."""
-    import time
 
     class Ended(DashboardState):
         def __init__(self) -> None:
@@ -212,10 +211,9 @@ def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_name
             return [ran], None
 
     state = Ended()
-    started = time.perf_counter()
     record = collect_usage(state, UsageRequest(submission_id="s", cluster="c", mode="standing",
                                                own_cluster=False))  # fmt: skip
-    assert time.perf_counter() - started < 1.0 and state.task_reads == 1
+    assert state.task_reads == 1  # read once: no wait for events that will not come
     assert "1 task attempt(s) had no end or no task:execute span" in record.not_available["tasks_unsettled"]
     assert record.counts["tasks"] == 1 and record.allocated["CPU"] * 3600 == pytest.approx(2.0, rel=0.01)
 
