@@ -57,6 +57,14 @@ def configure_environment(root: Path, rows: int, verbose: bool) -> None:
 #: Nothing a user of the demo can act on.
 STARLETTE_HTTPX_WARNING = "Using `httpx` with `starlette.testclient` is deprecated"
 
+#: Printed when Airflow parses the DAG folder: its ``.airflowignore`` (glob syntax, Airflow's default)
+#: is read with pathspec's ``GitWildMatchPattern``, which pathspec 1.0 deprecated. Airflow's code, not
+#: the user's ignore file: nothing a user of the demo can act on.
+PATHSPEC_GITWILDMATCH_WARNING = "GitWildMatchPattern ('gitwildmatch') is deprecated"
+
+#: The message prefixes :func:`quiet_dependency_warnings` silences.
+DEPENDENCY_WARNINGS = (STARLETTE_HTTPX_WARNING, PATHSPEC_GITWILDMATCH_WARNING)
+
 
 def quiet_dependency_warnings() -> None:
     """Silence the warnings of Airflow's own dependencies that the demo's user cannot act on.
@@ -66,11 +74,12 @@ def quiet_dependency_warnings() -> None:
     import re
     import warnings
 
-    warnings.filterwarnings("ignore", message=re.escape(STARLETTE_HTTPX_WARNING))
-    rule = f"ignore:{STARLETTE_HTTPX_WARNING}"
-    current = os.environ.get("PYTHONWARNINGS", "")
-    if rule not in current:
-        os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
+    for message in DEPENDENCY_WARNINGS:
+        warnings.filterwarnings("ignore", message=re.escape(message))
+        rule = f"ignore:{message}"
+        current = os.environ.get("PYTHONWARNINGS", "")
+        if rule not in current:
+            os.environ["PYTHONWARNINGS"] = f"{current},{rule}" if current else rule
 
 
 def demo_fernet_key(airflow_home: Path) -> str:
@@ -92,19 +101,29 @@ def migrate_db() -> None:
     initdb()
 
 
-def run(dag_file: Path, logical_date: date) -> Any:
-    """Load the DAG file and run it once with ``dag.test()``."""
-    import importlib.util
+def load_dag(dag_file: Path) -> Any:
+    """Import the DAG file and return its ``dag``.
 
-    import pendulum
+    Importing Airflow puts its own rule in front of the warning filters (show its modules' deprecation
+    warnings, when Python was given no ``-W``/``PYTHONWARNINGS``), which would show pathspec's warning
+    again: :func:`quiet_dependency_warnings` is applied once more after the import.
+    """
+    import importlib.util
 
     spec = importlib.util.spec_from_file_location("arp_demo_nightly", dag_file)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.dag.test(
-        logical_date=pendulum.datetime(logical_date.year, logical_date.month, logical_date.day)
-    )
+    quiet_dependency_warnings()
+    return module.dag
+
+
+def run(dag_file: Path, logical_date: date) -> Any:
+    """Load the DAG file and run it once with ``dag.test()``."""
+    import pendulum
+
+    dag = load_dag(dag_file)
+    return dag.test(logical_date=pendulum.datetime(logical_date.year, logical_date.month, logical_date.day))
 
 
 def _xcom(dag_run: Any, task_id: str) -> Any:
