@@ -18,6 +18,10 @@ In this order:
    finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote Ray's
    ``ray_current_cluster`` file (another user's, another test's), and run this job on it.
 
+An address the user gave (rules 2 and 4) is probed first (:func:`check_ray_address`): one that accepts
+no connection within :data:`ADDRESS_PROBE_S` fails with a :class:`ConfigError` naming it, where
+``ray.init`` would retry for ever.
+
 On exit, Ray is shut down only if this session initialised it (rules 2-5); the private folder of
 rule 5 is removed. Given a :class:`RayCloser`, that shutdown runs on a thread beside the caller's
 remaining work (finalize, writing the artifact), and the caller waits for it at the end.
@@ -36,6 +40,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -44,6 +49,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_ray_provider.workloads.common.errors import ConfigError
 from airflow_ray_provider.workloads.common.private_node import lean_private_node
 
 log = logging.getLogger(__name__)
@@ -60,6 +66,11 @@ PRIVATE_SYSTEM_CONFIG: dict[str, object] = {
     "enable_timeline": False,
     "task_events_report_interval_ms": 0,
 }
+
+
+#: How long an address the user gave may refuse connections before the run fails (a head that is
+#: restarting gets this long); Ray's own ``ray.init`` retries an unreachable GCS without end.
+ADDRESS_PROBE_S = 10.0
 
 
 class SessionMode(str, enum.Enum):
@@ -128,6 +139,56 @@ def plan_session(address: str | None, *, environ: Mapping[str, str], initialized
     return RaySession(SessionMode.LOCAL)
 
 
+def address_host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``host:port``, ``[v6]:port`` or ``ray://host:port``; ``None`` for any other form
+    (``auto``, no port: left to Ray)."""
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, sep, port = rest.rstrip("/").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    return host.strip("[]"), int(port)
+
+
+def check_ray_address(address: str | None, *, seconds: float | None = None) -> None:
+    """Fail fast when the Ray the workload would connect to is an address the user gave that nothing
+    answers at (rules 2 and 4; a Ray job's own cluster, an initialised Ray and a private one are not
+    probed). Called before any work, and again by :func:`ray_session`; a probe is one TCP connect.
+
+    :param address: the explicit address (config key ``ray_address`` or argument), if any.
+    :param seconds: how long it may refuse (default :data:`ADDRESS_PROBE_S`).
+    :raises ConfigError: naming ``ray_address`` (or ``RAY_ADDRESS``), what refused, and the fix.
+    """
+    seconds = ADDRESS_PROBE_S if seconds is None else seconds
+    ray_module = sys.modules.get("ray")  # not imported for this: a check before any work stays light
+    initialized = bool(ray_module is not None and ray_module.is_initialized())
+    session = plan_session(address, environ=os.environ, initialized=initialized)
+    if session.mode not in (SessionMode.ADDRESS, SessionMode.ENV) or session.address is None:
+        return
+    target = address_host_port(session.address)
+    if target is None:
+        return
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            socket.create_connection(target, timeout=max(0.1, min(2.0, deadline - time.monotonic()))).close()
+            return
+        except OSError as exc:
+            error = exc
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    if session.mode is SessionMode.ADDRESS:
+        field, leave_out = "ray_address", "leave ray_address out"
+    else:
+        field, leave_out = f"{ADDRESS_ENV} (environment)", f"unset {ADDRESS_ENV}"
+    raise ConfigError(
+        f"{field} {session.address!r}: nothing accepts connections at {target[0]}:{target[1]} "
+        f"(tried for {seconds:g} s: {type(error).__name__}: {error}); give a running cluster's address "
+        f"(its GCS, host:6379 by default, or ray://host:10001 for Ray Client), or {leave_out} to run on "
+        "a private local Ray"
+    )
+
+
 class RayCloser:
     """Runs a session's shutdown on a thread; :meth:`wait` (or leaving the ``with``) waits for it.
 
@@ -180,6 +241,7 @@ def ray_session(address: str | None = None, closer: RayCloser | None = None) -> 
 
     session = plan_session(address, environ=os.environ, initialized=ray.is_initialized())
     log.info("Ray session: %s", session.describe())
+    check_ray_address(address)
     if not session.owned:
         yield session
         return

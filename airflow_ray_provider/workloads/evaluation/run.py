@@ -46,7 +46,7 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     :param ray_address: overrides ``config.ray_address`` (tests pass a ``Cluster`` address).
     :raises WorkloadError: on bad input (before heavy work) or failed work; no artifact is written then.
     """
-    from airflow_ray_provider.workloads.common.ray_session import RayCloser
+    from airflow_ray_provider.workloads.common.ray_session import RayCloser, check_ray_address
     from airflow_ray_provider.workloads.evaluation import artifact as eval_artifact
     from airflow_ray_provider.workloads.evaluation import bootstrap
     from airflow_ray_provider.workloads.evaluation.config import EvalConfig
@@ -57,6 +57,7 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     started = dt.datetime.now(dt.timezone.utc)
     clock = PhaseClock()
     cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
+    check_ray_address(ray_address or cfg.ray_address)  # before any work: a Ray nothing answers at
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
     checks = PreflightRun(cfg, clock)  # on its thread, while a private Ray starts
     try:

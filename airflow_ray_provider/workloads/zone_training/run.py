@@ -35,7 +35,12 @@ from typing import TYPE_CHECKING, Any
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
-from airflow_ray_provider.workloads.common.ray_session import SessionMode, plan_session, ray_session
+from airflow_ray_provider.workloads.common.ray_session import (
+    SessionMode,
+    check_ray_address,
+    plan_session,
+    ray_session,
+)
 from airflow_ray_provider.workloads.zone_training.config import ZoneTrainingConfig, parse_config
 from airflow_ray_provider.workloads.zone_training.dataset import DatasetPlan, inspect_dataset
 from airflow_ray_provider.workloads.zone_training.engine import (
@@ -81,7 +86,7 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         from airflow_ray_provider.workloads.zone_training.process_pool import warm_up
 
         warm_up()
-    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer))
+    plan = inspect_dataset(cfg, numeric_features=check_trainer(cfg.trainer, cfg.trainer_kwargs))
     previous, todo, attempts, gone = _select_zones(cfg, plan, only_failed)
     log.info(
         "application %s: %d zones to train (%d rows), trainer %s, %g CPU(s) per zone, data %s",
@@ -92,6 +97,8 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
         cfg.num_cpus,
         "partitioned by zone" if plan.partitioned_by_zone else f"staged in {len(plan.chunks)} chunk(s)",
     )
+    if todo and cfg.engine != "local":  # a Ray address nothing answers at fails before any output changes
+        check_ray_address(cfg.ray_address)
     artifacts.clear_completion(cfg.output_uri)
     timings = {"validate": time.monotonic() - t0}
     tasks: dict[str, Any] = {}

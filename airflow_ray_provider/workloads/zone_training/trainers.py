@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
@@ -116,17 +116,61 @@ def load_trainer(spec: str) -> TrainerFn:
     return fn
 
 
-def check_trainer(spec: str) -> bool:
-    """Validate a trainer spec before training; return whether it takes arrays.
+def check_trainer(spec: str, kwargs: Mapping[str, Any] | None = None) -> bool:
+    """Validate a trainer spec (and a built-in's ``trainer_kwargs``) before training; return whether
+    it takes arrays.
 
-    A built-in name is known without importing scikit-learn (several seconds of a short job's
-    driver on this machine, and the workers import it anyway); a ``module:function`` is imported.
+    A built-in name is known without importing scikit-learn (about a CPU-second of a short job's
+    driver here, and the workers import it anyway); only estimator keywords in ``kwargs`` make it
+    import its estimator, to check them (:func:`check_builtin_kwargs`). A ``module:function`` is
+    imported; its keywords are its own business.
 
-    :raises ConfigError: as :func:`load_trainer`.
+    :raises ConfigError: as :func:`load_trainer`, or a built-in's keyword that it would refuse.
     """
     if spec in _ESTIMATORS:
+        check_builtin_kwargs(spec, kwargs or {})
         return True
     return array_entry(load_trainer(spec)) is not None
+
+
+def check_builtin_kwargs(name: str, kwargs: Mapping[str, Any]) -> None:
+    """Check a built-in trainer's ``trainer_kwargs`` as its estimator would, before any zone is fitted.
+
+    ``validation_fraction`` must be a number in [0, 1); every other key must be a parameter of the
+    estimator with a value its own parameter checks accept (scikit-learn's declared constraints:
+    names, types and ranges; combinations it checks only in ``fit``, such as a solver that does not
+    support a penalty, still fail per zone).
+
+    :raises ConfigError: naming ``trainer_kwargs``, the key and what the estimator accepts.
+    """
+    fraction = kwargs.get("validation_fraction", 0.2)
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float) or not 0 <= fraction < 1:
+        raise ConfigError(
+            f"trainer_kwargs.validation_fraction must be a number in [0, 1) (0: score on the training rows), "
+            f"got {fraction!r}"
+        )
+    params = {key: value for key, value in kwargs.items() if key != "validation_fraction"}
+    if not params:
+        return
+    module_name, cls_name, _ = _ESTIMATORS[name]
+    estimator_cls = getattr(importlib.import_module(module_name), cls_name)
+    try:
+        estimator = estimator_cls(**params)
+    except TypeError as exc:
+        known = sorted(estimator_cls().get_params())
+        unknown = sorted(set(params) - set(known))
+        if not unknown:
+            raise ConfigError(f"trainer_kwargs (trainer {name!r}): {exc}") from exc
+        raise ConfigError(
+            f"trainer_kwargs: {unknown} not parameters of {cls_name} (trainer {name!r}); "
+            f"use validation_fraction or any of {known}"
+        ) from exc
+    validate = getattr(estimator, "_validate_params", None)  # scikit-learn's own checks, as in fit()
+    if callable(validate):
+        try:
+            validate()
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"trainer_kwargs (trainer {name!r}): {exc}") from exc
 
 
 def _builtin(name: str) -> TrainerFn:

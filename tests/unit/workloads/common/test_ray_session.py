@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
@@ -103,3 +104,71 @@ def test_the_closer_raises_the_shutdowns_error_in_the_caller() -> None:
     with pytest.raises(RuntimeError, match="raylet stuck"):
         closer.wait()
     closer.wait()  # raised once
+
+
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("10.0.0.9:6379", ("10.0.0.9", 6379)),
+        ("ray://head.svc:10001", ("head.svc", 10001)),
+        ("[::1]:6379", ("::1", 6379)),
+        ("head:6379/", ("head", 6379)),
+        ("auto", None),
+        ("head", None),
+        ("head:port", None),
+    ],
+)
+def test_the_probed_host_and_port_of_an_address(address: str, expected) -> None:
+    from airflow_ray_provider.workloads.common.ray_session import address_host_port
+
+    assert address_host_port(address) == expected
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_an_address_nothing_answers_at_fails_naming_the_field_instead_of_waiting_for_ever(
+    monkeypatch,
+) -> None:
+    """``ray.init`` retried an unreachable GCS without end (and ignored SIGTERM): the workload hung."""
+    from airflow_ray_provider.workloads.common.errors import ConfigError
+    from airflow_ray_provider.workloads.common.ray_session import check_ray_address
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as in a process where no Ray is initialised
+    monkeypatch.delenv(ADDRESS_ENV, raising=False)
+    monkeypatch.delenv(JOB_CONFIG_ENV, raising=False)
+    port = _closed_port()
+    with pytest.raises(ConfigError) as err:
+        check_ray_address(f"127.0.0.1:{port}", seconds=0.3)
+    message = str(err.value)
+    assert message.startswith(
+        f"ray_address '127.0.0.1:{port}': nothing accepts connections at 127.0.0.1:{port}"
+    )
+    assert "ConnectionRefusedError" in message and "leave ray_address out" in message
+    monkeypatch.setenv(ADDRESS_ENV, f"127.0.0.1:{port}")  # the user's RAY_ADDRESS, outside a job
+    with pytest.raises(ConfigError, match=r"RAY_ADDRESS \(environment\) .* or unset RAY_ADDRESS"):
+        check_ray_address(None, seconds=0.3)
+
+
+def test_an_address_that_answers_and_the_addresses_nobody_typed_are_not_refused(monkeypatch) -> None:
+    import socket
+
+    from airflow_ray_provider.workloads.common.ray_session import check_ray_address
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as in a process where no Ray is initialised
+    monkeypatch.delenv(JOB_CONFIG_ENV, raising=False)
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_ray_address(f"127.0.0.1:{server.getsockname()[1]}", seconds=0.3)  # answers: no error
+    closed = f"127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv(ADDRESS_ENV, closed)
+    check_ray_address("local", seconds=0.3)  # a private Ray: nothing to probe
+    monkeypatch.setenv(JOB_CONFIG_ENV, "{}")
+    check_ray_address(None, seconds=0.3)  # inside a Ray job the address is Ray's own: not probed

@@ -333,3 +333,60 @@ def test_a_file_that_is_not_parquet_is_refused_as_before(tmp_path) -> None:
     path = tmp_path / "bad.parquet"
     path.write_text("not parquet")
     assert_rejected(config(tmp_path, str(path)), DataError, "is not a readable Parquet dataset")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"alpha": -1}, "trainer_kwargs (trainer 'ridge'): The 'alpha' parameter of Ridge must be a float"),
+        ({"alpah": 1.0}, "trainer_kwargs: ['alpah'] not parameters of Ridge (trainer 'ridge'); use"),
+        ({"validation_fraction": 1.0}, "trainer_kwargs.validation_fraction must be a number in [0, 1)"),
+        ({"validation_fraction": "0.2"}, "trainer_kwargs.validation_fraction must be a number in [0, 1)"),
+    ],
+)
+def test_a_builtin_trainers_keywords_are_checked_before_any_zone(tmp_path, data, kwargs, message) -> None:
+    """``alpha: -1`` used to start the run and fail every zone (exit 1, "300 of 300 zones failed")."""
+    assert_rejected(config(tmp_path, data, trainer="ridge", trainer_kwargs=kwargs), ConfigError, message)
+    assert not (tmp_path / "out").exists()  # no manifest, no models: nothing was trained
+
+
+def test_a_builtin_trainers_keywords_are_checked_with_its_estimators_own_rules() -> None:
+    from airflow_ray_provider.workloads.zone_training.trainers import check_builtin_kwargs
+
+    check_builtin_kwargs("ridge", {"alpha": 3.0, "validation_fraction": 0})  # accepted: no error
+    check_builtin_kwargs("hist_gradient_boosting", {"max_iter": 50, "loss": "poisson"})
+    check_builtin_kwargs("logistic_regression", {"penalty": "l1"})  # with lbfgs: only fit() refuses it
+    with pytest.raises(ConfigError, match="'max_iter' parameter of HistGradientBoostingClassifier"):
+        check_builtin_kwargs("hist_gradient_boosting_classifier", {"max_iter": 0})
+    with pytest.raises(ConfigError, match="'C' parameter of LogisticRegression"):
+        check_builtin_kwargs("logistic_regression", {"C": "strong"})
+
+
+def test_the_cli_names_a_bad_trainer_keyword_on_one_line_with_exit_2(tmp_path, data, capsys) -> None:
+    raw = config(tmp_path, data, trainer="ridge", trainer_kwargs={"alpha": -1})
+    assert main(["--config-json", json.dumps(raw)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zone_training: error: trainer_kwargs (trainer 'ridge'): The 'alpha' parameter")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_ray_address_nothing_answers_at_fails_before_any_output_changes(
+    tmp_path, data, monkeypatch, capsys
+) -> None:
+    """It used to hang in ``ray.init`` (retrying the GCS without end, deaf to SIGTERM) after validation."""
+    import importlib
+    import socket
+
+    # the module (the package's own ``ray_session`` name is the function)
+    session_module = importlib.import_module("airflow_ray_provider.workloads.common.ray_session")
+    monkeypatch.setattr(session_module, "ADDRESS_PROBE_S", 0.3)
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    raw = config(tmp_path, data, ray_address=f"127.0.0.1:{port}")
+    assert main(["--config-json", json.dumps(raw)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"zone_training: error: ray_address '127.0.0.1:{port}': nothing accepts connections"
+    )
+    assert not (tmp_path / "out").exists()
