@@ -104,25 +104,27 @@ def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
         raise RayInvalidInputError(f"{name} must be {kind}, got {value!r}")
 
 
-def _check_working_dir(runtime_env: dict[str, Any]) -> None:
+def _check_working_dir(runtime_env: dict[str, Any], *, local_paths: bool) -> None:
     working_dir = runtime_env.get("working_dir")
     if working_dir is None:
         return
     if not isinstance(working_dir, str) or not working_dir:
         raise RayInvalidInputError("runtime_env['working_dir'] must be a folder path or a remote URI")
-    if "://" not in working_dir and not os.path.exists(working_dir):
+    if local_paths and "://" not in working_dir and not os.path.exists(working_dir):
         raise RayInvalidInputError(
             f"runtime_env['working_dir'] {working_dir!r} does not exist on this worker; "
             "pass a local folder (it is uploaded) or a remote URI (s3://..., gs://..., https://...zip)"
         )
 
 
-def check_runtime_env(runtime_env: Any) -> dict[str, Any]:
+def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str, Any]:
     """Check a runtime_env's shape before submitting (no Ray import); returns a copy.
 
     The hook layer then lets Ray's own ``RuntimeEnv`` parse it (see
     :func:`airflow_ray_provider.hooks.runtime_env.validate_runtime_env`).
 
+    :param local_paths: also check that a local ``working_dir`` exists (where the job is submitted
+        from; not where a DAG is parsed).
     :raises RayInvalidInputError: naming the field to fix.
     """
     if runtime_env is None:
@@ -136,8 +138,25 @@ def check_runtime_env(runtime_env: Any) -> dict[str, Any]:
         not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values())
     ):
         raise RayInvalidInputError("runtime_env['env_vars'] must be a dict of string to string")
-    _check_working_dir(runtime_env)
+    _check_working_dir(runtime_env, local_paths=local_paths)
     return dict(runtime_env)
+
+
+def check_entrypoint_reservation(
+    num_cpus: Any = None, num_gpus: Any = None, memory: Any = None, resources: Any = None
+) -> None:
+    """Check what a job's entrypoint reserves (``None``: not set, or not rendered yet).
+
+    :raises RayInvalidInputError: naming the argument (``entrypoint_num_cpus``, ...) to fix.
+    """
+    _check_number("entrypoint_num_cpus", num_cpus)
+    _check_number("entrypoint_num_gpus", num_gpus)
+    _check_number("entrypoint_memory", memory, integer=True)
+    if resources is not None:
+        if not isinstance(resources, dict):
+            raise RayInvalidInputError("entrypoint_resources must be a dict of resource name to amount")
+        for name, amount in resources.items():
+            _check_number(f"entrypoint_resources[{name!r}]", amount)
 
 
 @dataclass(frozen=True)
@@ -162,14 +181,8 @@ class JobSpec:
     entrypoint_resources: dict[str, float] | None = None
 
     def __post_init__(self) -> None:
-        _check_number("entrypoint_num_cpus", self.entrypoint_num_cpus)
-        _check_number("entrypoint_num_gpus", self.entrypoint_num_gpus)
-        _check_number("entrypoint_memory", self.entrypoint_memory, integer=True)
-        if self.entrypoint_resources is not None:
-            if not isinstance(self.entrypoint_resources, dict):
-                raise RayInvalidInputError("entrypoint_resources must be a dict of resource name to amount")
-            for name, amount in self.entrypoint_resources.items():
-                _check_number(f"entrypoint_resources[{name!r}]", amount)
+        reservation = (self.entrypoint_num_cpus, self.entrypoint_num_gpus, self.entrypoint_memory)
+        check_entrypoint_reservation(*reservation, self.entrypoint_resources)
 
     def submit_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``JobSubmissionClient.submit_job`` (``None`` values dropped)."""

@@ -29,6 +29,8 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
+    check_entrypoint_reservation,
+    check_runtime_env,
 )
 from airflow_ray_provider.launch import (
     Cleanup,
@@ -67,7 +69,7 @@ from airflow_ray_provider.operators.lineage import (
     job_io_of,
     operator_lineage,
 )
-from airflow_ray_provider.operators.templated import coerce_rendered, is_template, rendered_number
+from airflow_ray_provider.operators.templated import coerce_rendered, is_literal, is_template, rendered_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -227,6 +229,30 @@ class SubmitRayJobOperator(AirflowErrors, RayJobTargetMixin, BaseOperator):
         self._busy: BusySampler | BusyLedger | None = None
         #: Set by the one-task operator: when it began waiting for its cluster, and when that answered.
         self.cluster_times: tuple[float, float] | None = None
+        self._check_literals()  # bad literal job arguments fail when the DAG is parsed
+
+    def _check_literals(self) -> None:
+        """Check the job arguments that are literal values; Jinja strings and upstream values (XComs)
+        are checked once rendered, before anything is submitted (:meth:`job_spec`). A local
+        ``working_dir`` is checked then too: it must exist where the task runs, not where the DAG is parsed.
+        """
+
+        def literal(value: Any) -> Any:
+            """``value`` when written in the DAG file as it is; ``None`` when Jinja or an upstream value
+            (an XCom) is in it."""
+            return value if is_literal(value) else None
+
+        if literal(self.entrypoint) is not None:
+            build_entrypoint(self.entrypoint)
+        if literal(self.runtime_env) is not None:
+            check_runtime_env(self.runtime_env, local_paths=False)
+        build_metadata(literal(self.metadata))
+        check_entrypoint_reservation(
+            literal(self.entrypoint_num_cpus),
+            literal(self.entrypoint_num_gpus),
+            literal(self.entrypoint_memory),
+            literal(self.entrypoint_resources),
+        )
 
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""

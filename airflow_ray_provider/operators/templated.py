@@ -18,6 +18,17 @@ def is_template(value: Any) -> bool:
     return isinstance(value, str) and ("{{" in value or "{%" in value)
 
 
+def is_literal(value: Any) -> bool:
+    """Whether ``value`` is written in the DAG file as it is used, all the way down: ``None``, numbers,
+    strings without Jinja, and lists, tuples and dicts of those (not a Jinja string, an XCom or any other
+    object that is rendered or resolved at run time)."""
+    if isinstance(value, dict):
+        return all(is_literal(key) and is_literal(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return all(is_literal(item) for item in value)
+    return value is None or (isinstance(value, int | float | str) and not is_template(value))
+
+
 def rendered_number(value: Any, name: str, *, integer: bool = False) -> int | float | None:
     """``value`` as a number (``None`` stays ``None``); a rendered string such as ``"30"`` is parsed.
 

@@ -237,10 +237,10 @@ def test_success_streams_each_line_once_with_metadata_and_no_secret(
     ],
 )
 def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix, ray_job_hook):
+    """When the DAG is parsed (a literal value) or in ``execute``, before any submission."""
     ti = StandInTI(dag_id=job_prefix)
-    op = _op(**kwargs)
     with pytest.raises(RayInvalidInputError, match=match):
-        op.execute(context_for(ti))
+        _op(**kwargs).execute(context_for(ti))
     assert job_ids_for(ray_job_hook, job_prefix) == []
 
 

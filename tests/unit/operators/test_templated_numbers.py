@@ -134,3 +134,44 @@ def test_a_rendered_rayjob_number_out_of_range_fails_before_any_api_call(
 def test_literal_rayjob_numbers_are_still_checked_when_the_dag_is_parsed(kwargs: dict, needle: str) -> None:
     with pytest.raises(RayInvalidInputError, match=needle):
         _rayjob(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"entrypoint": "  "}, "entrypoint is empty"),
+        ({"entrypoint": []}, "entrypoint list is empty"),
+        ({"entrypoint_num_cpus": -1}, "entrypoint_num_cpus must be a non-negative number"),
+        ({"entrypoint_memory": 1.5}, "entrypoint_memory must be a non-negative integer"),
+        ({"entrypoint_resources": {"TPU": -2}}, r"entrypoint_resources\['TPU'\] must be a non-negative"),
+        ({"runtime_env": {"env_vars": {"N": 3}}}, r"runtime_env\['env_vars'\] must be a dict of string"),
+        ({"metadata": ["a"]}, "metadata must be a dict of strings"),
+    ],
+)
+def test_literal_job_arguments_are_checked_when_the_dag_is_parsed(kwargs: dict, needle: str) -> None:
+    """They used to pass parsing and fail in ``execute``, after the cluster task had started a cluster."""
+    arguments = {"entrypoint": "python x.py", **kwargs}
+    with pytest.raises(RayInvalidInputError, match=needle):
+        SubmitRayJobOperator(task_id="submit", ray_conn_id="ray_x", **arguments)
+
+
+def test_job_arguments_from_jinja_or_upstream_are_checked_once_rendered_not_when_parsed() -> None:
+    """A local working_dir is for the task's machine: not checked where the DAG is parsed."""
+    from airflow.sdk import DAG, task
+
+    with DAG("parse_time", schedule=None):
+
+        @task
+        def cpus() -> int:
+            return 1
+
+        op = SubmitRayJobOperator(
+            task_id="submit",
+            ray_conn_id="ray_x",
+            entrypoint="{{ params.cmd }}",
+            entrypoint_num_cpus=cpus(),
+            entrypoint_resources="{{ params.resources }}",
+            runtime_env={"working_dir": "jobs/not_here", "env_vars": {"DAY": "{{ ds }}", "N": cpus()}},
+            metadata="{{ params.meta }}",
+        )
+    assert op.runtime_env["working_dir"] == "jobs/not_here"  # accepted: checked in execute, where it runs
