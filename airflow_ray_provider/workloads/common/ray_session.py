@@ -177,15 +177,22 @@ def check_ray_address(address: str | None, *, seconds: float | None = None) -> N
         if time.monotonic() >= deadline:
             break
         time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+    raise _address_error(
+        session,
+        f"nothing accepts connections at {target[0]}:{target[1]} (tried for "
+        f"{seconds:g} s: {type(error).__name__}: {error})",
+    )
+
+
+def _address_error(session: RaySession, problem: str) -> ConfigError:
+    """The error for an address the user gave (rule 2 or 4): the field, the problem, the fix."""
     if session.mode is SessionMode.ADDRESS:
         field, leave_out = "ray_address", "leave ray_address out"
     else:
         field, leave_out = f"{ADDRESS_ENV} (environment)", f"unset {ADDRESS_ENV}"
-    raise ConfigError(
-        f"{field} {session.address!r}: nothing accepts connections at {target[0]}:{target[1]} "
-        f"(tried for {seconds:g} s: {type(error).__name__}: {error}); give a running cluster's address "
-        f"(its GCS, host:6379 by default, or ray://host:10001 for Ray Client), or {leave_out} to run on "
-        "a private local Ray"
+    return ConfigError(
+        f"{field} {session.address!r}: {problem}; give a running cluster's address (its GCS, host:6379 by "
+        f"default, or ray://host:10001 for Ray Client), or {leave_out} to run on a private local Ray"
     )
 
 
@@ -264,7 +271,7 @@ def ray_session(address: str | None = None, closer: RayCloser | None = None) -> 
             if private_dir is not None:
                 _start_private_ray(private_dir)
             else:
-                ray.init(address=session.address, logging_level=logging.WARNING)
+                _connect(session)
             started = True
             yield session
     finally:
@@ -309,6 +316,19 @@ def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
             os.environ.pop(key, None)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+def _connect(session: RaySession) -> None:
+    """``ray.init`` to the session's address; Ray finding no cluster there is the user's address's fault
+    (rules 2 and 4: ``auto`` on a machine without one, a port that answers but is no Ray)."""
+    import ray
+
+    try:
+        ray.init(address=session.address, logging_level=logging.WARNING)
+    except ConnectionError as exc:
+        if session.mode not in (SessionMode.ADDRESS, SessionMode.ENV):
+            raise
+        raise _address_error(session, f"Ray found no cluster there ({exc})") from exc
 
 
 def _start_private_ray(private_dir: str) -> None:

@@ -390,3 +390,20 @@ def test_a_ray_address_nothing_answers_at_fails_before_any_output_changes(
         f"zone_training: error: ray_address '127.0.0.1:{port}': nothing accepts connections"
     )
     assert not (tmp_path / "out").exists()
+
+
+def test_ray_address_auto_without_a_cluster_fails_naming_the_field(
+    tmp_path, data, monkeypatch, capsys
+) -> None:
+    """It used to end in a 37-line ``ConnectionError`` traceback, exit 1 (the code of a bug)."""
+    import ray
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("RAY_JOB_CONFIG_JSON_ENV_VAR", raising=False)
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "no-ray-here"))  # where `auto` looks: nothing there
+    assert not ray.is_initialized()
+    assert main(["--config-json", json.dumps(config(tmp_path, data, ray_address="auto"))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("zone_training: error: ray_address 'auto': Ray found no cluster there")
+    assert "leave ray_address out" in err and len(err.strip().splitlines()) == 1
+    assert not ray.is_initialized()
