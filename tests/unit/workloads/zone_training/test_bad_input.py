@@ -407,3 +407,13 @@ def test_ray_address_auto_without_a_cluster_fails_naming_the_field(
     assert err.startswith("zone_training: error: ray_address 'auto': Ray found no cluster there")
     assert "leave ray_address out" in err and len(err.strip().splitlines()) == 1
     assert not ray.is_initialized()
+
+
+def test_a_driver_without_scikit_learn_leaves_the_keywords_to_the_workers(monkeypatch) -> None:
+    """The check must not fail a job whose driver lacks the library only its workers need."""
+    from airflow_ray_provider.workloads.zone_training.trainers import check_builtin_kwargs
+
+    monkeypatch.setitem(sys.modules, "sklearn.linear_model", None)  # importing it raises ImportError
+    check_builtin_kwargs("ridge", {"alpha": -1})  # not checked here: no error
+    with pytest.raises(ConfigError, match="validation_fraction"):  # what needs no library still is
+        check_builtin_kwargs("ridge", {"validation_fraction": 2})
