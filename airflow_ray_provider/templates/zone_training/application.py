@@ -56,6 +56,26 @@ class ZoneApplication:
                 f"application {self.name!r}: max_failed_fraction must be in [0, 1], "
                 f"got {self.max_failed_fraction}"
             )
+        self._check_training_config()
+
+    def _check_training_config(self) -> None:
+        """Check the workload config this application makes when the DAG is parsed, as the training
+        job's driver will (the same rules; no data or cluster touched): a typo in a trainer name, a key
+        of ``options`` or a number fails here, not in a Ray job on a cluster started for it. A
+        ``module:function`` trainer is imported only by the job (its module may live on the cluster)."""
+        from airflow_ray_provider.workloads.common.errors import ConfigError
+        from airflow_ray_provider.workloads.zone_training.config import parse_config
+        from airflow_ray_provider.workloads.zone_training.trainers import BUILTIN_TRAINERS
+
+        try:
+            parse_config(self.training_config("checked-when-the-dag-runs", {}))
+        except ConfigError as exc:
+            raise RayInvalidInputError(f"application {self.name!r}: {exc}") from exc
+        if self.trainer not in BUILTIN_TRAINERS and ":" not in self.trainer:
+            raise RayInvalidInputError(
+                f"application {self.name!r}: unknown trainer {self.trainer!r}; use one of "
+                f"{list(BUILTIN_TRAINERS)} or 'package.module:function'"
+            )
 
     @classmethod
     def coerce(cls, value: ZoneApplication | dict[str, Any]) -> ZoneApplication:

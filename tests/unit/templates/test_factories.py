@@ -161,6 +161,24 @@ def test_zone_training_shared_cluster_and_validation() -> None:
         )  # fmt: skip
 
 
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"trainer": "ridgee"}, "application 'eta': unknown trainer 'ridgee'; use one of ['ridge'"),
+        ({"num_cpus": 0}, "application 'eta': config key 'num_cpus' must be > 0.0, got 0"),
+        ({"options": {"zone_timeout": 30}}, "application 'eta': unknown config key(s) ['zone_timeout']"),
+        ({"feature_columns": ["zone"]}, "application 'eta': 'feature_columns' must not contain the zone"),
+    ],
+)
+def test_an_applications_training_config_is_checked_when_the_dag_is_parsed(changes, message) -> None:
+    """They used to pass parsing and fail in the training job, on a cluster started for it."""
+    with pytest.raises(RayInvalidInputError) as err:
+        ZoneApplication(name="eta", data_uri="s3://zones/eta/{{ ds }}", label_column="y", **changes)
+    assert str(err.value).startswith(message)
+    module_trainer = ZoneApplication(name="eta", data_uri="/d", label_column="y", trainer="team.zones:fit")
+    assert module_trainer.trainer == "team.zones:fit"  # imported by the job only (its module may live there)
+
+
 def test_shipped_dags_import_without_errors() -> None:
     from airflow.dag_processing.dagbag import DagBag
 
