@@ -104,6 +104,29 @@ def evaluation_config(
     return config
 
 
+def check_evaluation_config(config: dict[str, Any], champion: str | Mapping[str, Any]) -> None:
+    """Check the evaluation config when the DAG is parsed, with the workload's own rules
+    (:meth:`~airflow_ray_provider.workloads.evaluation.config.EvalConfig.from_dict`: no data or model is
+    read), so that a metric typo, ``ndcg`` without ``columns.group`` or a bad ``evaluation_options`` key
+    fails here, not in the Ray job on a cluster started for it. Models listed at run time (a
+    ``challenger_prefix``) are stood in for by the champion twice.
+
+    :raises RayInvalidInputError: with the workload's message.
+    """
+    from airflow_ray_provider.templates.champion_challenger import listing
+    from airflow_ray_provider.workloads.common.errors import ConfigError
+    from airflow_ray_provider.workloads.evaluation.config import EvalConfig
+
+    checked = dict(config)
+    if checked["models"] == listing.MODELS_PLACEHOLDER:
+        spec = dict(champion) if isinstance(champion, Mapping) else {"uri": champion}
+        checked["models"] = {"champion": spec, "challenger": dict(spec)}
+    try:
+        EvalConfig.from_dict(checked)
+    except ConfigError as exc:
+        raise RayInvalidInputError(f"the evaluation config: {exc}") from exc
+
+
 def default_model_asset(dag_id: str) -> Asset:
     """The asset a promotion updates when none is given: ``model://<dag_id>/champion``."""
     from airflow.sdk import Asset
@@ -185,8 +208,6 @@ def build_champion_challenger_dag(
 
     from airflow_ray_provider.templates.champion_challenger import listing
 
-    checked = _check_policy(policy, metrics, ndcg_k)
-    settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
     models = listing.fixed_models(
         champion_uri,
         challenger_uri=challenger_uri,
@@ -203,6 +224,9 @@ def build_champion_challenger_dag(
         ndcg_k=ndcg_k,
         options=evaluation_options,
     )
+    check_evaluation_config(config, champion_uri)  # the workload's own rules, before the policy's
+    checked = _check_policy(policy, metrics, ndcg_k)
+    settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
     listed = (
         None
         if challenger_prefix is None

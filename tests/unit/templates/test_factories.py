@@ -162,6 +162,38 @@ def test_zone_training_shared_cluster_and_validation() -> None:
 
 
 @pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"metrics": ["roc_auc", "acuracy"]}, "the evaluation config: unknown metric(s) ['acuracy']"),
+        ({"columns": {"label": "clicked"}}, "the evaluation config: metric 'ndcg' needs a query/request id"),
+        ({"ndcg_k": [0]}, "the evaluation config: ndcg_k must be a list of positive integers"),
+        (
+            {"evaluation_options": {"treshold": 0.3}},
+            "the evaluation config: unknown config key(s) ['treshold']",
+        ),
+        (
+            {"evaluation_options": {"engine": "gpu"}},
+            "the evaluation config: config key 'engine' must be one of",
+        ),
+        (
+            {
+                "challenger_uri": None,
+                "challenger_prefix": "s3://m/{{ ds }}/",
+                "evaluation_options": {"threshold": 2},
+            },
+            "the evaluation config: config key 'threshold' must be >= 0.0 and <= 1.0, got 2",
+        ),
+    ],
+)
+def test_the_evaluation_config_is_checked_when_the_dag_is_parsed(overrides, message) -> None:
+    """They used to pass parsing and fail in the evaluation job, on a cluster started for it (a metric
+    typo was reported as the decision policy's, "available: []")."""
+    with pytest.raises(RayInvalidInputError) as err:
+        _cc(**overrides)
+    assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize(
     ("changes", "message"),
     [
         ({"trainer": "ridgee"}, "application 'eta': unknown trainer 'ridgee'; use one of ['ridge'"),

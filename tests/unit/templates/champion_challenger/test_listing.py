@@ -27,7 +27,7 @@ def _cc(**models):
         dag_id="cc_many",
         champion_uri="s3://models/champion.joblib",
         data_uri="s3://logs/dt={{ ds }}",
-        columns={"label": "clicked"},
+        columns={"label": "clicked", "group": "request_id"},  # the default metrics include ndcg
         artifact_uri="s3://ml/validation/{{ ds }}",
         policy=DecisionPolicy(PrimaryMetric("roc_auc")),
         **models,
