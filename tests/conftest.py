@@ -37,6 +37,7 @@ pytest_plugins = [
     "tests.fixtures.head_count",
     "tests.fixtures.cpu_time",
     "tests.fixtures.ray_connection",
+    "tests.fixtures.ray_address",
     "tests.fixtures.dag_runs",
     "tests.fixtures.ray_job",
     "tests.fixtures.kuberay",

@@ -14,6 +14,7 @@ from airflow_ray_provider.workloads.common.ray_session import (
     SessionMode,
     plan_session,
 )
+from tests.fixtures.ray_address import closed_port
 
 pytestmark = pytest.mark.unit
 
@@ -124,15 +125,6 @@ def test_the_probed_host_and_port_of_an_address(address: str, expected) -> None:
     assert address_host_port(address) == expected
 
 
-def _closed_port() -> int:
-    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_an_address_nothing_answers_at_fails_naming_the_field_instead_of_waiting_for_ever(
     monkeypatch,
 ) -> None:
@@ -143,7 +135,7 @@ def test_an_address_nothing_answers_at_fails_naming_the_field_instead_of_waiting
     monkeypatch.setitem(sys.modules, "ray", None)  # as in a process where no Ray is initialised
     monkeypatch.delenv(ADDRESS_ENV, raising=False)
     monkeypatch.delenv(JOB_CONFIG_ENV, raising=False)
-    port = _closed_port()
+    port = closed_port()
     with pytest.raises(ConfigError) as err:
         check_ray_address(f"127.0.0.1:{port}", seconds=0.3)
     message = str(err.value)
@@ -167,7 +159,7 @@ def test_an_address_that_answers_and_the_addresses_nobody_typed_are_not_refused(
         server.bind(("127.0.0.1", 0))
         server.listen()
         check_ray_address(f"127.0.0.1:{server.getsockname()[1]}", seconds=0.3)  # answers: no error
-    closed = f"127.0.0.1:{_closed_port()}"
+    closed = f"127.0.0.1:{closed_port()}"
     monkeypatch.setenv(ADDRESS_ENV, closed)
     check_ray_address("local", seconds=0.3)  # a private Ray: nothing to probe
     monkeypatch.setenv(JOB_CONFIG_ENV, "{}")

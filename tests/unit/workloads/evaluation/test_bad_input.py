@@ -162,17 +162,8 @@ def test_cli_reports_one_clear_line_and_exit_code(eval_config: Callable[..., dic
 
 
 def test_a_ray_address_nothing_answers_at_fails_before_any_work(
-    eval_config: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+    eval_config: Callable[..., dict[str, Any]], unreachable_ray_address: str
 ) -> None:
     """It used to hang in ``ray.init`` (retrying the GCS without end, deaf to SIGTERM) after preflight."""
-    import importlib
-    import socket
-
-    # the module (the package's own ``ray_session`` name is the function)
-    session_module = importlib.import_module("airflow_ray_provider.workloads.common.ray_session")
-    monkeypatch.setattr(session_module, "ADDRESS_PROBE_S", 0.3)
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    cfg = eval_config(ray_address=f"127.0.0.1:{port}")
-    _assert_fails(cfg, ConfigError, f"ray_address '127.0.0.1:{port}': nothing accepts connections")
+    cfg = eval_config(ray_address=unreachable_ray_address)
+    _assert_fails(cfg, ConfigError, f"ray_address {unreachable_ray_address!r}: nothing accepts connections")

@@ -371,24 +371,13 @@ def test_the_cli_names_a_bad_trainer_keyword_on_one_line_with_exit_2(tmp_path, d
 
 
 def test_a_ray_address_nothing_answers_at_fails_before_any_output_changes(
-    tmp_path, data, monkeypatch, capsys
+    tmp_path, data, unreachable_ray_address, capsys
 ) -> None:
     """It used to hang in ``ray.init`` (retrying the GCS without end, deaf to SIGTERM) after validation."""
-    import importlib
-    import socket
-
-    # the module (the package's own ``ray_session`` name is the function)
-    session_module = importlib.import_module("airflow_ray_provider.workloads.common.ray_session")
-    monkeypatch.setattr(session_module, "ADDRESS_PROBE_S", 0.3)
-    with socket.socket() as sock:  # a port nothing listens on
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    raw = config(tmp_path, data, ray_address=f"127.0.0.1:{port}")
+    raw = config(tmp_path, data, ray_address=unreachable_ray_address)
     assert main(["--config-json", json.dumps(raw)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(
-        f"zone_training: error: ray_address '127.0.0.1:{port}': nothing accepts connections"
-    )
+    assert err.startswith(f"zone_training: error: ray_address {unreachable_ray_address!r}: nothing accepts")
     assert not (tmp_path / "out").exists()
 
 
