@@ -60,11 +60,11 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {
                 "integration-name": "Ray",
-                "python-modules": [f"{_PKG}.triggers.ray_job", f"{_PKG}.triggers.ephemeral_job"],
+                "python-modules": [f"{_PKG}.triggers.ray_job"],
             },
             {
                 "integration-name": "KubeRay",
-                "python-modules": [f"{_PKG}.triggers.ray_cluster", f"{_PKG}.triggers.kuberay_job"],
+                "python-modules": [f"{_PKG}.triggers.ray_cluster"],
             },
         ],
         "task-decorators": [{"class-name": f"{_PKG}.decorators.ray_task.ray_task", "name": "ray"}],

@@ -171,7 +171,7 @@ def _given(args: argparse.Namespace, dests: tuple[str, ...]) -> str | None:
 
 def run_target(args: argparse.Namespace) -> Target:
     """The target the flags name; every check, before any cluster exists."""
-    from airflow_ray_provider.launch import JobApiTarget, LocalHead, RayAddress, StandingCluster
+    from airflow_ray_provider.launch import Connection, LocalHead, RayAddress, StandingCluster
 
     kube_flag = _given(args, KUBE_FLAGS + RAYJOB_FLAGS)
     if kube_flag and not args.kuberay_context:
@@ -186,8 +186,7 @@ def run_target(args: argparse.Namespace) -> Target:
         except ValueError as exc:
             raise BadInput(f"--ray-address: {exc}") from exc
     if args.conn:
-        hook = _airflow_hook(args.conn)
-        return JobApiTarget(hook, hook.config.dashboard_url)
+        return Connection(_airflow_client(args.conn))
     return LocalHead()
 
 
@@ -222,7 +221,7 @@ def _kube_target(args: argparse.Namespace) -> Target:
             dashboard_url_template=template,
         )
     target = KubeRayCluster(context, namespace, spec, template)
-    from airflow_ray_provider.launch.target import cluster_request
+    from airflow_ray_provider.launch.targets import cluster_request
 
     try:
         cluster_request(target)  # the spec's fields, checked as KubeRay would
@@ -235,20 +234,18 @@ def _check_rayjob(target: Target, job: Any, args: argparse.Namespace) -> None:
     """A RayJob's spec and job, checked as KubeRay would (no API call): bad input names its flag (a local
     folder is refused: KubeRay submits from inside the cluster)."""
     from airflow_ray_provider.exceptions import RayInvalidInputError
-    from airflow_ray_provider.launch import KubeRayJob
-    from airflow_ray_provider.launch.target import plan_rayjob
+    from airflow_ray_provider.launch import KubeRayJob, resolve
 
     if not isinstance(target, KubeRayJob):
         return
     try:
-        jobs, _ = plan_rayjob(target, job, args.name or "x")
+        resolve(target, args.name or "x", job).close()
     except RayInvalidInputError as exc:
         text = str(exc)
         flag = "--spec"
         if "runtime_env" in text:
             flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
         raise BadInput(f"{flag}: {text}") from exc
-    jobs.close()
 
 
 def _named(target: Target, exc: Exception) -> str:
@@ -260,37 +257,34 @@ def _named(target: Target, exc: Exception) -> str:
     return str(exc)
 
 
-def _airflow_hook(conn_id: str) -> Any:
-    """The Airflow hook of a ``ray`` connection (imports Airflow: only ``--conn`` does)."""
+def _airflow_client(conn_id: str) -> Any:
+    """The Job API client of an Airflow ``ray`` connection (imports Airflow: only ``--conn`` does)."""
     from airflow_ray_provider.exceptions import RayProviderError
     from airflow_ray_provider.hooks.ray_job import RayJobHook
 
-    hook = RayJobHook(conn_id)
     try:
-        hook.config  # noqa: B018 (resolves the connection now: a missing one is bad input)
+        return RayJobHook(conn_id).client  # resolves the connection now: a missing one is bad input
     except RayProviderError as exc:
         raise BadInput(f"--conn: {exc}") from exc
-    return hook
 
 
-def _job_target(args: argparse.Namespace) -> Any:
-    """The Job API of ``jobs`` subcommands."""
-    from airflow_ray_provider.launch.job_api import JobApiClient, ray_token_from_environment
+def _job_client(args: argparse.Namespace) -> Any:
+    """The Job API client of ``jobs`` subcommands."""
+    from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
 
     if args.conn:
-        return _airflow_hook(args.conn)
+        return _airflow_client(args.conn)
     if args.local_cluster:
         from airflow_ray_provider.clusters import LocalBackend
 
+        backend = LocalBackend()
         try:
-            handle = LocalBackend().attach(args.local_cluster)
+            return backend.job_client(backend.attach(args.local_cluster), retry_attempts=2)
         except ValueError as exc:
             raise BadInput(f"--local-cluster: {exc}") from exc
-        token = Path(handle.auth_token_file).read_text().strip() if handle.auth_token_file else None
-        return JobApiClient(handle.dashboard_url, token=token)
     if not args.ray_address.startswith(("http://", "https://")):
         raise BadInput(f"--ray-address: must be http(s)://host:port, got {args.ray_address!r}")
-    return JobApiClient(args.ray_address, token=ray_token_from_environment())
+    return JobClient(args.ray_address, token=ray_token_from_environment(), retry_attempts=2)
 
 
 # --------------------------------------------------------------------------- commands
@@ -361,14 +355,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     """``airflow-ray jobs list|logs|stop``."""
-    api = _job_target(args)
+    client = _job_client(args)
     if args.action == "list":
-        for job in api.list_jobs():
+        for job in client.list_jobs():
             print(f"{job.submission_id}\t{job.status.value}\t{job.entrypoint or ''}")
     elif args.action == "logs":
-        print(api.get_job_logs(args.submission_id), end="")
+        print(client.get_logs(args.submission_id), end="")
     else:
-        print(json.dumps({"submission_id": args.submission_id, "stopped": api.stop_job(args.submission_id)}))
+        print(json.dumps({"submission_id": args.submission_id, "stopped": client.stop(args.submission_id)}))
     return EXIT_OK
 
 
@@ -378,10 +372,10 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
     backend: ClusterBackend
     if args.kuberay_context:
-        from airflow_ray_provider.launch.target import KubeRayCluster, kuberay_backend
+        from airflow_ray_provider.launch import kuberay_backend
 
         _check_context(args.kuberay_context)
-        backend = kuberay_backend(KubeRayCluster(args.kuberay_context, args.namespace))
+        backend = kuberay_backend(args.kuberay_context, args.namespace)
     else:
         backend = LocalBackend()
     try:
@@ -407,14 +401,24 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The console script."""
+    """The console script: every user-facing error is one line (exit 2 for bad input, 1 otherwise)."""
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     args = build_parser().parse_args(argv)
     commands = {"run": cmd_run, "jobs": cmd_jobs, "clusters": cmd_clusters}
+    from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+
     try:
         return commands[args.command](args)
     except BadInput as exc:
         _fail_input(str(exc))
+    except RayInvalidInputError as exc:
+        _fail_input(str(exc))
+    except RayProviderError as exc:
+        print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
+        return EXIT_JOB_FAILED
+    except KeyboardInterrupt:
+        print("airflow-ray: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -1,18 +1,16 @@
 """Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import.
 
 Each carries the fields a user needs to act on it, and its message says what to do next. The tree imports
-no Airflow, so the run lifecycle (:mod:`airflow_ray_provider.launch`) and the ``airflow-ray`` CLI raise the
-same errors as the operators without loading Airflow. Where an error leaves an operator or the sensor
-(``execute``, ``execute_complete``, ``poke``), :mod:`airflow_ray_provider.airflow_errors` hands Airflow the
-same error as an ``AirflowException`` too, so ``except RayJobFailedError`` and ``except AirflowException``
-both catch it. Two layers keep their own errors: the KubeRay client layer
+no Airflow, so the run lifecycle (:mod:`airflow_ray_provider.launch`), the ``airflow-ray`` CLI and the
+operators raise the same plain errors; Airflow fails a task on any of them as on any exception (and
+retries it as configured). Two layers keep their own errors: the KubeRay client layer
 (:mod:`airflow_ray_provider.kuberay.errors`) and the code that runs inside Ray jobs
 (:mod:`airflow_ray_provider.workloads.common.errors`); the layers above wrap them in the errors below,
 raised ``from`` the original.
 
 Hierarchy::
 
-    RayProviderError (an AirflowException where it leaves an operator)
+    RayProviderError
     ├── RayInvalidInputError (also ValueError): bad input, found before anything was created
     │   ├── InvalidClusterHandleError
     │   └── PolicyError
@@ -35,7 +33,7 @@ from __future__ import annotations
 
 
 class RayProviderError(Exception):
-    """Base class of every error this provider raises (in Airflow, also an ``AirflowException``)."""
+    """Base class of every error this provider raises."""
 
 
 class RayInvalidInputError(RayProviderError, ValueError):
@@ -65,9 +63,6 @@ class RayDashboardUnreachableError(RayProviderError):
 
 class RayJobApiError(RayProviderError):
     """The Ray Job API answered with an error that retrying will not fix (e.g. 400, 401, 404).
-
-    ``http_status`` rather than ``status_code``: ``AirflowException.status_code`` is the status the
-    Airflow API answers with when this error reaches it, which is not the Ray dashboard's answer.
 
     :param http_status: the HTTP status code the Job API answered with.
     :param url: the URL that was called (never carries credentials).
@@ -115,7 +110,7 @@ class RayJobFailedError(RayJobError):
 
 
 class RayJobStoppedError(RayJobError):
-    """The job was stopped (``STOPPED``) by a user, ``on_kill`` or another system."""
+    """The job was stopped (``STOPPED``) by a user, a kill or another system."""
 
 
 class RayJobTimeoutError(RayJobError):

@@ -5,8 +5,8 @@ delete, delete by labels, list expired); :class:`LocalBackend` and :class:`KubeR
 :class:`KubeRayJobs` does the same for KubeRay RayJobs (cluster and job as one resource). A backend also
 attaches to a standing cluster by name; such a handle is not owned, and no delete path deletes it.
 Readiness is one typed look (:class:`ReadinessCheck`) and one event shape (:class:`ReadinessEvent`),
-shared by the sync wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here
-imports an operator: :mod:`airflow_ray_provider.hooks.cluster_backend` picks the backend for a
+shared by the blocking wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here
+imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend for a
 connection or a handle.
 """
 
@@ -42,10 +42,8 @@ from airflow_ray_provider.clusters.rayjob import (
 )
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
-    EVENT_FAILED,
     EVENT_READY,
     EVENT_STATUSES,
-    EVENT_TIMEOUT,
     EventStatus,
     ReadinessCheck,
     ReadinessEvent,
@@ -53,9 +51,7 @@ from airflow_ray_provider.clusters.readiness import (
     event_for,
     make_event,
     probe_dashboard,
-    timeout_message,
     validate_event,
-    wait_until_ready,
 )
 from airflow_ray_provider.kuberay.rayjob import RayJobStatus
 from airflow_ray_provider.kuberay.rayjob_spec import DEFAULT_TTL_SECONDS, SUBMISSION_MODES, RayJobOptions
@@ -68,10 +64,8 @@ __all__ = [
     "BACKENDS",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
-    "EVENT_FAILED",
     "EVENT_READY",
     "EVENT_STATUSES",
-    "EVENT_TIMEOUT",
     "RESUMED",
     "SUBMISSION_MODES",
     "BackendName",
@@ -111,7 +105,5 @@ __all__ = [
     "probe_dashboard",
     "raise_for_rayjob",
     "rayjob_result",
-    "timeout_message",
     "validate_event",
-    "wait_until_ready",
 ]

@@ -5,7 +5,7 @@ Creating, waiting for and deleting a Ray cluster are the same steps whatever len
 LocalBackend` (an ephemeral head on this machine) and :class:`~airflow_ray_provider.clusters.kuberay.
 KubeRayBackend` (a RayCluster CR) implement them; the cluster operators and the readiness trigger talk to
 nothing else. Which backend a connection id or a cluster handle means is decided in one place,
-:mod:`airflow_ray_provider.hooks.cluster_backend`.
+:mod:`airflow_ray_provider.hooks.kuberay`.
 
 A backend also attaches to a standing cluster by name (:meth:`ClusterBackend.attach`). That handle is not
 *owned*, and no delete path of any backend deletes a cluster through a handle it does not own
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay import labels as lb
@@ -30,7 +30,8 @@ from airflow_ray_provider.local.cluster import LocalClusterOptions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-    from airflow_ray_provider.clusters.readiness import ReadinessCheck, ReadinessEvent
+    from airflow_ray_provider.clusters.readiness import ReadinessCheck
+    from airflow_ray_provider.jobs.client import JobClient
 
 log = logging.getLogger(__name__)
 
@@ -206,10 +207,10 @@ class ClusterPlan:
 class ClusterBackend(Protocol):
     """Create, wait for and delete Ray clusters of one kind; every step the cluster operators take.
 
-    A create task calls :meth:`plan` (all validation, no API call), :meth:`ensure`, then :meth:`wait`
-    (or :meth:`check` once and defers when :attr:`can_defer`), and finally :meth:`handle` on a ready
-    event or :meth:`fail` on any other. Teardown and janitor tasks call :meth:`delete`,
-    :meth:`delete_labelled` and :meth:`expired`.
+    A run that creates a cluster calls :meth:`plan` (all validation, no API call), :meth:`ensure`, then
+    :meth:`check` until it is ready (:func:`airflow_ray_provider.launch.wait_until_ready`, or a trigger
+    when :attr:`can_defer`), and :meth:`handle`; on any failure, :meth:`delete` with the plan. Teardown
+    and janitor tasks call :meth:`delete`, :meth:`delete_labelled` and :meth:`expired`.
     """
 
     @property
@@ -246,20 +247,24 @@ class ClusterBackend(Protocol):
         """Look once: head ready and dashboard answering (blocking I/O; triggers run it in a thread)."""
         ...
 
-    def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
-        """Look until ready, failed or ``timeout`` seconds have passed; the event says which."""
-        ...
-
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle (XCom) of a ready cluster."""
         ...
 
-    def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
-        """Delete what this task created, then raise :class:`RayClusterNotReadyError` with the event."""
+    def token(self, handle: RayClusterHandle) -> str | None:
+        """The token a handle refers to (a local head's file, a KubeRay Secret); ``None``: no token auth."""
         ...
 
-    def delete(self, handle: RayClusterHandle, *, wait: bool, timeout: float) -> bool:
-        """Delete a cluster (and what the provider created with it); ``False`` if it was already gone.
+    def job_client(self, handle: RayClusterHandle, **options: Any) -> JobClient:
+        """The Job API client of one of these clusters, with its token (``options``: the client's)."""
+        from airflow_ray_provider.jobs.client import JobClient
+
+        source = f"cluster {handle.name} ({handle.backend})"
+        return JobClient(handle.dashboard_url, token=self.token(handle), source=source, **options)
+
+    def delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
+        """Delete a cluster (and what the provider created with it), by its handle or, while it is still
+        starting, by its plan; ``False`` if it was already gone.
 
         A handle that is not owned (:func:`keeps_unowned`) is never deleted: ``False``.
         """

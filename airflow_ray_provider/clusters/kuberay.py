@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
@@ -26,15 +26,7 @@ from airflow_ray_provider.clusters.backend import (
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import (
-    EVENT_ERROR,
-    ReadinessCheck,
-    ReadinessEvent,
-    Verdict,
-    make_event,
-    probe_dashboard,
-    wait_until_ready,
-)
+from airflow_ray_provider.clusters.readiness import ReadinessCheck, Verdict, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import builder
 from airflow_ray_provider.kuberay import events as ev
@@ -42,7 +34,6 @@ from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.kuberay.errors import (
     KubeRayApiError,
     KubeRayConflictError,
-    KubeRayError,
     KubeRayNotFoundError,
     KubeRaySpecError,
 )
@@ -323,13 +314,6 @@ class KubeRayBackend(ClusterBackend):
             )
             return []
 
-    def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
-        """Look until ready, failed or timed out; a Kubernetes API error ends the wait as ``error``."""
-        try:
-            return wait_until_ready(lambda: self.check(plan), timeout=timeout, poll_interval=poll_interval)
-        except KubeRayError as exc:
-            return make_event(EVENT_ERROR, message=str(exc))
-
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
         ref = plan.token_ref
@@ -343,16 +327,15 @@ class KubeRayBackend(ClusterBackend):
             link_url_template=self.settings.link_url_template,
         )
 
-    def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
-        """Delete the cluster (and its provider-created Secret), then raise with the event's conditions."""
-        message = event["message"] or f"RayCluster {plan.name} is not ready ({event['status']})"
-        try:
-            self._delete(plan.name, self._namespace(plan), plan.token_ref, wait=True, timeout=120)
-            message += " The cluster was deleted."
-        except Exception as exc:  # the error to report is the readiness one; say the cleanup failed too
-            message += f" Deleting it failed too ({exc}); the janitor will remove it after its expiry."
-        raise RayClusterNotReadyError(
-            message, name=plan.name, namespace=self._namespace(plan), conditions=event["conditions"]
+    def token(self, handle: RayClusterHandle) -> str | None:
+        """The token from the Secret the handle names (``None``: the cluster has no token auth)."""
+        if not handle.auth_token_secret:
+            return None
+        key = handle.auth_token_secret_key or AUTH_TOKEN_KEY
+        return str(
+            self.client.read_secret_value(
+                handle.auth_token_secret, key=key, namespace=self._namespace(handle)
+            )
         )
 
     # ----------------------------------------------------------------- delete
@@ -366,15 +349,21 @@ class KubeRayBackend(ClusterBackend):
             self.client.wait_until_gone(name, namespace=namespace, timeout=timeout)
         return deleted
 
-    def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
-        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created.
+    def delete(
+        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
+    ) -> bool:
+        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created,
+        by its handle or by its plan (a cluster still starting).
 
         Never a cluster the handle does not own (a standing cluster, or one a RayJob created).
         """
-        if keeps_unowned(handle):
-            return False
-        token_ref = _token_ref_of_handle(handle)
-        return self._delete(handle.name, self._namespace(handle), token_ref, wait=wait, timeout=timeout)
+        if isinstance(cluster, RayClusterHandle):
+            if keeps_unowned(cluster):
+                return False
+            ref = _token_ref_of_handle(cluster)
+        else:
+            ref = cluster.token_ref
+        return self._delete(cluster.name, self._namespace(cluster), ref, wait=wait, timeout=timeout)
 
     def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
         """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""

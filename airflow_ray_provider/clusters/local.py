@@ -13,7 +13,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import NoReturn
 
 from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
@@ -25,12 +24,7 @@ from airflow_ray_provider.clusters.backend import (
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import (
-    ReadinessCheck,
-    ReadinessEvent,
-    probe_dashboard,
-    wait_until_ready,
-)
+from airflow_ray_provider.clusters.readiness import ReadinessCheck, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import labels as lb
 from airflow_ray_provider.local.cluster import (
@@ -147,10 +141,6 @@ class LocalBackend(ClusterBackend):
         message = f"head running, but {info.dashboard_url}/api/version: {detail}"
         return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
 
-    def wait(self, plan: ClusterPlan, *, timeout: float, poll_interval: float) -> ReadinessEvent:
-        """Look until ready (normally at once: :meth:`ensure` waited for the dashboard)."""
-        return wait_until_ready(lambda: self.check(plan), timeout=timeout, poll_interval=poll_interval)
-
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle of the running head (its pid, temp dir and token file are in ``extra``)."""
         info = find_cluster(plan.name)
@@ -160,20 +150,19 @@ class LocalBackend(ClusterBackend):
             )
         return _handle_of(info)
 
-    def fail(self, plan: ClusterPlan, event: ReadinessEvent) -> NoReturn:
-        """Stop the head, then raise :class:`RayClusterNotReadyError`."""
-        info = find_cluster(plan.name)
-        message = event["message"] or f"local Ray head {plan.name} is not ready ({event['status']})"
-        if info is not None:
-            stop_cluster(info)
-            message += " The head was stopped."
-        raise RayClusterNotReadyError(message, name=plan.name, conditions=event["conditions"])
+    def token(self, handle: RayClusterHandle) -> str | None:
+        """The head's token, from its 0600 file."""
+        return read_token(handle.auth_token_file) if handle.auth_token_file else None
 
-    def delete(self, handle: RayClusterHandle, *, wait: bool = True, timeout: float = 300) -> bool:
-        """Stop a head from any process (always waits: about a second); never an unowned one."""
-        if keeps_unowned(handle):
+    def delete(
+        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
+    ) -> bool:
+        """Stop a head from any process, also one still starting (always waits: about a second); never an
+        unowned one."""
+        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
             return False
-        info = LocalHeadInfo.from_dict(handle.extra) if handle.extra else find_cluster(handle.name)
+        extra = cluster.extra if isinstance(cluster, RayClusterHandle) else None
+        info = LocalHeadInfo.from_dict(extra) if extra else find_cluster(cluster.name)
         return stop_cluster(info) if info is not None else False
 
     def attach(self, name: str) -> RayClusterHandle:

@@ -3,12 +3,11 @@
 Ready means the head is up AND the dashboard's ``/api/version`` answers with the token: KubeRay marks
 the head ready before the dashboard has finished starting, and job submitters that race it get
 connection errors. The head is up only once its job agent answers too (KubeRay's default head readiness
-probe asks the agent's ``/api/local_raylet_healthz``; the local backend asks the same): before that, the Job
-API refuses submissions with "No available agent to submit job". A backend's ``check`` returns a
-:class:`ReadinessCheck`; :func:`event_for` turns it into the end of the wait (or ``None``: keep
-waiting). The sync wait (:func:`wait_until_ready`), the deferrable trigger and the operator's
-``execute_complete`` all go through these functions, so a cluster that times out reads the same
-however it was waited on.
+probe asks the agent's ``/api/local_raylet_healthz``; the local backend asks the same): before that, the
+Job API refuses submissions with "No available agent to submit job". A backend's ``check`` returns a
+:class:`ReadinessCheck`; :func:`event_for` turns it into the end of the wait (or ``None``: keep waiting).
+The blocking wait and the trigger drive the same rule (:func:`airflow_ray_provider.launch.wait_until_ready`
+and ``RayClusterReadyTrigger``), so a cluster that times out reads the same however it was waited on.
 
 Event payload (:class:`ReadinessEvent`): ``{"status": "ready" | "failed" | "timeout" | "error",
 "message", "dashboard_url", "conditions"}``. It never carries the token.
@@ -16,18 +15,10 @@ Event payload (:class:`ReadinessEvent`): ``{"status": "ready" | "failed" | "time
 
 from __future__ import annotations
 
-import json
-import logging
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypedDict, get_args
 
 from airflow_ray_provider.exceptions import RayProviderError
-
-log = logging.getLogger(__name__)
 
 #: One look at a cluster: ready, still coming up, or failed for good (waiting longer will not help).
 Verdict = Literal["ready", "waiting", "failed"]
@@ -35,8 +26,6 @@ Verdict = Literal["ready", "waiting", "failed"]
 EventStatus = Literal["ready", "failed", "timeout", "error"]
 
 EVENT_READY: Final = "ready"
-EVENT_FAILED: Final = "failed"
-EVENT_TIMEOUT: Final = "timeout"
 EVENT_ERROR: Final = "error"
 EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
 
@@ -64,7 +53,7 @@ class ReadinessCheck:
 
 
 class ReadinessEvent(TypedDict):
-    """How waiting for a cluster ended (the trigger's event payload, also built by the sync wait)."""
+    """How waiting for a cluster ended (the trigger's event payload; the blocking wait's result too)."""
 
     status: EventStatus
     message: str
@@ -82,16 +71,12 @@ def make_event(
     """Build an event; a ``ready`` one must carry the dashboard URL."""
     if status == EVENT_READY and not dashboard_url:
         raise ValueError("a 'ready' event needs the dashboard URL")
-    return {
-        "status": status,
-        "message": message,
-        "dashboard_url": dashboard_url,
-        "conditions": list(conditions or []),
-    }
+    return {"status": status, "message": message, "dashboard_url": dashboard_url,
+            "conditions": list(conditions or [])}  # fmt: skip
 
 
 def validate_event(event: Any) -> ReadinessEvent:
-    """Check an event before acting on it (``execute_complete``); fills keys older events lacked.
+    """Check an event before acting on it (``execute_complete``).
 
     :raises RayProviderError: for anything that is not a well-formed readiness event.
     """
@@ -99,22 +84,10 @@ def validate_event(event: Any) -> ReadinessEvent:
         raise RayProviderError(f"unexpected cluster readiness event: {event!r}")
     if event["status"] == EVENT_READY and not event.get("dashboard_url"):
         raise RayProviderError(f"cluster readiness event 'ready' without a dashboard_url: {event!r}")
-    conditions = event.get("conditions") or []
-    if not isinstance(conditions, list):
+    if not isinstance(event.get("conditions") or [], list):
         raise RayProviderError(f"cluster readiness event with malformed conditions: {event!r}")
-    return make_event(
-        event["status"],
-        message=str(event.get("message") or ""),
-        dashboard_url=event.get("dashboard_url"),
-        conditions=conditions,
-    )
-
-
-def timeout_message(check: ReadinessCheck, timeout: float) -> str:
-    """The error text for a cluster that did not become ready: last state, conditions, what to run."""
-    text = f"{check.cluster} was not ready after {timeout:.0f}s: {check.message}."
-    text += f" Last status: {check.state or 'no status'}."
-    return text + (f" Inspect it with: {check.inspect}" if check.inspect else "")
+    message, url = str(event.get("message") or ""), event.get("dashboard_url")
+    return make_event(event["status"], message=message, dashboard_url=url, conditions=event.get("conditions"))
 
 
 def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> ReadinessEvent | None:
@@ -127,39 +100,24 @@ def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> Readin
     if check.verdict == "ready":
         return make_event(EVENT_READY, message=check.message, dashboard_url=check.dashboard_url)
     if check.verdict == "failed":
-        return make_event(EVENT_FAILED, message=check.message, conditions=check.conditions)
+        return make_event("failed", message=check.message, conditions=check.conditions)
     if waited >= timeout:
-        return make_event(EVENT_TIMEOUT, message=timeout_message(check, timeout), conditions=check.conditions)
+        text = f"{check.cluster} was not ready after {timeout:.0f}s: {check.message}."
+        text += f" Last status: {check.state or 'no status'}."
+        text += f" Inspect it with: {check.inspect}" if check.inspect else ""
+        return make_event("timeout", message=text, conditions=check.conditions)
     return None
 
 
-def wait_until_ready(
-    check: Callable[[], ReadinessCheck], *, timeout: float, poll_interval: float
-) -> ReadinessEvent:
-    """Look until :func:`event_for` ends the wait, sleeping ``poll_interval`` between looks.
-
-    :param check: one look at the cluster (a backend's ``check`` bound to its plan).
-    :returns: the final event: ``ready``, ``failed`` or ``timeout``. Errors of ``check`` propagate.
-    """
-    start = time.monotonic()
-    while True:
-        result = check()
-        event = event_for(result, waited=time.monotonic() - start, timeout=timeout)
-        if event is not None:
-            return event
-        log.info("%s not ready yet: %s", result.cluster, result.message)
-        time.sleep(poll_interval)
-
-
 def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[bool, str]:
-    """GET ``<url>/api/version``; returns ``(True, ray_version)`` or ``(False, why)``."""
-    request = urllib.request.Request(f"{url}/api/version")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    """Whether the dashboard answers ``/api/version`` with the token: ``(True, ray_version)`` or
+    ``(False, why)``."""
+    from airflow_ray_provider.exceptions import RayJobApiError
+    from airflow_ray_provider.jobs.client import JobClient
+
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return True, str(json.load(response).get("ray_version", "?"))
-    except urllib.error.HTTPError as exc:
-        return False, f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return False, str(getattr(exc, "reason", exc))
+        return True, JobClient(url, token=token, timeout=timeout, retry_attempts=1).version()
+    except RayJobApiError as exc:
+        return False, f"HTTP {exc.http_status}"
+    except Exception as exc:
+        return False, str(exc.__cause__ or exc)

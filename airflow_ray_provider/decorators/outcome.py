@@ -1,7 +1,7 @@
 """What a finished ``@task.ray`` job means for the task: the function's value, or its remote error.
 
 Pure rules over the job's last framed message (:mod:`airflow_ray_provider.workloads.function.protocol`),
-shared by the sync and the deferred path (both end in ``finish_job``).
+shared by the blocking and the deferred path (both end in the operator's ``result``).
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` (``cluster=`` or
 ``ray_conn_id=``) and :class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`
 (``cluster_spec=`` / ``cluster_conn_id=``: cluster and job in one task), so submission ids, re-attach,
-waiting, deferral, timeouts, log streaming and cleanup are theirs. This module adds what a function
+waiting, deferral, timeouts, log streaming and cleanup are the run's. This module adds what a function
 needs: the call is cloudpickled into a package that Ray's Job API uploads (:mod:`.payload`), a driver
-runs it inside the job with Ray initialised, and ``finish_job`` reads the framed outcome back from the
-job's log (:mod:`.outcome`): a retried task that finds its job succeeded returns the same value without
-running the function again.
+runs it inside the job with Ray initialised, and :meth:`~_RayTaskBase.result` reads the framed outcome
+back from the job's log (:mod:`.outcome`): a retried task that finds its job succeeded returns the same
+value without running the function again.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ from airflow_ray_provider.decorators.payload import (
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.workloads.function import KIND_ERROR, Message, last_message
+from airflow_ray_provider.workloads.function import KIND_ERROR, last_message
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.jobs.status import JobState
+    from airflow_ray_provider.launch import JobRun
 
 
 class _RayTaskBase(DecoratedOperator):
@@ -96,9 +96,9 @@ class _RayTaskBase(DecoratedOperator):
             self._staged.remove()
             self._staged = None
 
-    def job_spec(self, context: Context) -> Any:
-        """The job operator's spec, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
-        spec = super().job_spec(context)  # type: ignore[misc]  # the job operator's, next in the MRO
+    def job(self, context: Context) -> Any:
+        """The job operator's job, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
+        spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
         staged = self._stage(context)
         runtime_env = dict(spec.runtime_env)
         runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(staged.path)]
@@ -115,20 +115,17 @@ class _RayTaskBase(DecoratedOperator):
             self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
         return self._staged
 
-    def _last_message(self, submission_id: str) -> Message | None:
-        return last_message(self.hook.get_job_logs(submission_id))  # type: ignore[attr-defined]
-
-    def finish_job(self, state: JobState) -> Any:
+    def result(self, run: JobRun) -> Any:
         """The function's value from the finished job; its remote error when it raised."""
-        sid = state.submission_id
+        sid = run.submission_id or ""
         try:
-            super().finish_job(state)  # type: ignore[misc]  # raises for a failed or stopped job
+            super().result(run)  # type: ignore[misc]  # raises for a failed or stopped job
         except RayJobFailedError as exc:
-            message = self._last_message(sid)
+            message = last_message(run.logs())
             if message is not None and message.kind == KIND_ERROR:
                 raise task_error(message, sid, log_tail=exc.log_tail) from exc
             raise
-        value = task_value(self._last_message(sid), sid)
+        value = task_value(last_message(run.logs()), sid)
         self.log.info("@task.ray %s returned a %s", function_name(self.python_callable), type(value).__name__)
         return value
 
@@ -167,7 +164,7 @@ def ray_task(
     ``ray`` connection; ``ray_default`` when neither is given), or ``cluster_spec=`` /
     ``cluster_conn_id=`` for a cluster of the task's own. Every other keyword is an argument of
     :class:`SubmitRayJobOperator` (``runtime_env``, ``entrypoint_num_cpus``, ``deferrable``,
-    ``job_timeout``, ``stream_logs``, ``stop_on_kill``, ...) or :class:`EphemeralRayJobOperator`, plus
+    ``job_timeout``, ``stream_logs``, ``cleanup``, ...) or :class:`EphemeralRayJobOperator`, plus
     ``result_uri`` and ``python`` (see :class:`_RayTaskBase`).
 
     :param python_callable: the function (when used as ``@task.ray`` without parentheses).

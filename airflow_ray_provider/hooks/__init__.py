@@ -1,42 +1,39 @@
 """Airflow hooks: the ``ray`` connection (Ray Job API) and the ``kuberay`` connection (Kubernetes API).
 
-Besides the two hooks: how a ``ray`` connection or a cluster handle becomes a :class:`RayApiConfig`,
-the pure Job API helpers both transports share (:mod:`.ray_api`), the retry policy (:mod:`.retry`) and
-which cluster backend a cluster connection or handle means (:mod:`.cluster_backend`).
+Besides the two hooks: which cluster backend a cluster connection or handle means (:mod:`.kuberay`), which
+run target a task's arguments or a deferred run's reference mean (:mod:`.targets`), runtime_env checks.
 """
 
-from airflow_ray_provider.hooks.cluster_backend import (
-    abackend_for_connection,
-    arayjobs_for_connection,
+from airflow_ray_provider.hooks.kuberay import (
+    KubeRayHook,
     backend_for_connection,
     backend_for_handle,
     rayjobs_for_connection,
 )
-from airflow_ray_provider.hooks.kuberay import KubeRayHook
-from airflow_ray_provider.hooks.ray_connection import (
-    RayApiConfig,
-    config_from_connection,
-    config_from_handle,
-    read_handle_token,
+from airflow_ray_provider.hooks.ray_job import (
+    RayJobHook,
+    client_of_connection,
+    connection_link_url,
+    emit_lines,
+    handle_client,
+    masked,
 )
-from airflow_ray_provider.hooks.ray_job import RayJobHook, emit_lines
-from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
+from airflow_ray_provider.hooks.targets import check_target_arguments, job_api_target, target_from_ref
 
 __all__ = [
     "KubeRayHook",
-    "RayApiConfig",
     "RayJobHook",
-    "abackend_for_connection",
-    "arayjobs_for_connection",
     "backend_for_connection",
     "backend_for_handle",
-    "config_from_connection",
-    "config_from_handle",
+    "check_target_arguments",
+    "client_of_connection",
+    "connection_link_url",
     "emit_lines",
-    "is_transient_ray_api_error",
+    "handle_client",
+    "job_api_target",
+    "masked",
     "rayjobs_for_connection",
-    "read_handle_token",
-    "retry_kwargs",
+    "target_from_ref",
     "validate_runtime_env",
 ]

@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
+from airflow_ray_provider.clusters.local import LocalBackend
+from airflow_ray_provider.clusters.rayjob import KubeRayJobs
 from airflow_ray_provider.connection_forms import KUBERAY_CONN_FIELDS as CONN_FIELDS
 from airflow_ray_provider.connection_forms import KUBERAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -28,6 +32,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Connection
     from kubernetes.client import ApiClient
 
+    from airflow_ray_provider.clusters.backend import ClusterBackend
     from airflow_ray_provider.kuberay.client import KubeRayClient
 
 EXTRA_FIELDS = (
@@ -191,22 +196,6 @@ class KubeRayHook(BaseHook):
         """Return the typed RayCluster client."""
         return self.client
 
-    def read_auth_token(
-        self, *, secret_name: str, namespace: str | None = None, key: str = "auth_token"
-    ) -> str:
-        """Read a cluster's Ray auth token from its Secret (the token is masked in logs)."""
-        token = self.client.read_secret_value(secret_name, key=key, namespace=namespace or self.namespace)
-        self._mask(token)
-        return token
-
-    @staticmethod
-    def _mask(secret: str) -> None:
-        try:
-            from airflow.sdk.log import mask_secret
-        except ImportError:  # pragma: no cover - older task SDKs
-            return
-        mask_secret(secret)
-
     def test_connection(self) -> tuple[bool, str]:
         """List RayClusters in the namespace: proves the credentials, the CRD and the Role's ``list``."""
         try:
@@ -246,3 +235,64 @@ class KubeRayHook(BaseHook):
                 widget = BS3TextAreaFieldWidget() if multiline else BS3TextFieldWidget()
                 fields[name] = StringField(label, widget=widget, description=description)
         return fields
+
+
+# ------------------------------------------------------------- which backend a connection or handle means
+def _kuberay(conn_id: str, connection: Connection, namespace: str | None) -> KubeRayBackend:
+    if connection.conn_type != KubeRayHook.conn_type:
+        raise RayInvalidInputError(
+            f"cluster_conn_id {conn_id!r} has type {connection.conn_type!r}; use a connection of type "
+            "'kuberay' for KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
+        )
+    hook = KubeRayHook(conn_id, namespace=namespace, connection=connection)
+    settings = KubeRaySettings(
+        conn_id=conn_id, namespace=hook.namespace, default_image=hook.default_image,
+        dashboard_url_template=hook.dashboard_url_template, ray_auth=hook.ray_auth,
+        link_url_template=hook.link_url_template,
+    )  # fmt: skip
+    return KubeRayBackend(settings, lambda: hook.client)
+
+
+def backend_for_connection(conn_id: str | None, *, namespace: str | None = None) -> ClusterBackend:
+    """The backend of a cluster connection: ``None`` is the local backend, a ``kuberay`` one KubeRay.
+
+    :param conn_id: the cluster connection id, or ``None``.
+    :param namespace: overrides the connection's namespace (KubeRay).
+    :raises RayInvalidInputError: for a connection of another type.
+    """
+    if conn_id is None:
+        return LocalBackend()
+    return _kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace)
+
+
+def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) -> ClusterBackend:
+    """The backend that created the cluster of a handle.
+
+    :param handle: the create task's handle.
+    :param conn_id: the connection to use when a KubeRay handle names none.
+    :raises RayInvalidInputError: for a KubeRay handle without any connection.
+    """
+    if handle.backend == "local":
+        return LocalBackend()
+    conn = handle.conn_id or conn_id
+    if not conn:
+        raise RayInvalidInputError(f"handle of {handle.name} names no connection; set cluster_conn_id")
+    return backend_for_connection(conn, namespace=handle.namespace)
+
+
+def _rayjob_conn(conn_id: str | None) -> str:
+    if not conn_id:
+        raise RayInvalidInputError(
+            "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
+            "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
+        )
+    return conn_id
+
+
+def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayJobs:
+    """RayJobs through a ``kuberay`` connection.
+
+    :raises RayInvalidInputError: without a connection, or for a connection of another type.
+    """
+    conn = _rayjob_conn(conn_id)
+    return KubeRayJobs(_kuberay(conn, KubeRayHook.get_connection(conn), namespace))

@@ -1,87 +1,49 @@
-"""``RayJobHook``: the ``ray`` connection type and the Ray Job API, sync (workers) and async (triggerer).
+"""``RayJobHook``: the ``ray`` connection type, turned into the provider's one Job API client.
 
-* Sync: job submission goes through Ray's ``JobSubmissionClient`` (it packages and uploads a local
-  ``working_dir`` / ``py_modules``), built lazily because its constructor calls the cluster. Reads,
-  stops and lists go straight to the REST API with ``requests``.
-* Async: ``aiohttp`` against the same REST routes, so the triggerer never blocks its event loop and
-  never imports ``ray``.
+A ``ray`` connection holds:
 
-Both transports are thin shells around the pure functions of :mod:`.ray_api` (URLs, headers,
-status handling) and share one retry policy (:mod:`.retry`): connection errors, 429 and 5xx are
-retried with exponential back-off; other 4xx fail at once. A dashboard that stays unreachable raises
-:class:`~airflow_ray_provider.exceptions.RayDashboardUnreachableError` naming the URL and the
-connection or cluster handle.
+* **Host**: the dashboard URL, e.g. ``http://ray-head:8265`` (or a host name with Schema ``https`` and
+  Port ``8265``);
+* **Password**: the Ray auth token (sent as ``Authorization: Bearer <token>``);
+* **Extra** (JSON): ``dashboard_url`` (the dashboard as a browser reaches it, for the "Ray job" link,
+  when Host is an address only Airflow can reach), ``headers`` and ``cookies`` (objects, or JSON text),
+  ``verify`` (bool, default ``true``), ``ca_bundle`` (path of a CA bundle), ``metadata`` (default job
+  metadata), ``request_timeout`` (seconds per HTTP call, default 30).
+
+The hook adds the connection and nothing else: every call goes through
+:class:`~airflow_ray_provider.jobs.client.JobClient`. Secrets (token, cookies, credential headers) are
+registered with Airflow's secrets masker as soon as they are read and are never put into trigger
+state, XCom or messages: triggers carry the connection id or the cluster handle and resolve the token
+themselves.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import ssl
+import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import tenacity
 from airflow.sdk import BaseHook
 
 from airflow_ray_provider.clusters.handle import RayClusterHandle
-from airflow_ray_provider.exceptions import (
-    RayDashboardUnreachableError,
-    RayInvalidInputError,
-    RayJobAlreadyExistsError,
-    RayJobApiError,
-    RayProviderError,
-)
-from airflow_ray_provider.hooks.ray_api import api_url, check_response, job_path, parse_json
-from airflow_ray_provider.hooks.ray_connection import (
-    UI_FIELD_BEHAVIOUR,
-    RayApiConfig,
-    config_from_connection,
-    config_from_handle,
-    read_handle_token,
-)
-from airflow_ray_provider.hooks.retry import is_transient_ray_api_error, retry_kwargs
-from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
+from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.hooks.kuberay import backend_for_handle
+from airflow_ray_provider.jobs.client import JobClient
+from airflow_ray_provider.jobs.logs import LOG_PREFIX
 
 if TYPE_CHECKING:
-    import aiohttp
-    import requests
-    from ray.job_submission import JobSubmissionClient
+    import logging
 
-    from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage import DashboardState
-
-
-def parse_job(body: str, url: str) -> JobState:
-    """Parse ``GET /api/jobs/{id}``."""
-    return JobState.from_api(parse_json(body, url))
-
-
-def parse_job_list(body: str, url: str) -> list[JobState]:
-    """Parse ``GET /api/jobs/``; driver-only jobs (no submission id) are left out."""
-    return [JobState.from_api(item) for item in parse_json(body, url) if item.get("submission_id")]
-
-
-def parse_logs(body: str, url: str) -> str:
-    """Parse ``GET /api/jobs/{id}/logs``."""
-    return str(parse_json(body, url).get("logs") or "")
-
-
-def parse_stopped(body: str, url: str) -> bool:
-    """Parse ``POST /api/jobs/{id}/stop``: whether the job was still running."""
-    return bool(parse_json(body, url).get("stopped"))
+    from airflow.sdk import Connection
 
 
 def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
-    """Write job-log lines read through the hook into the task log, one record per line.
+    """Write job-log lines into the task log, one record per line, each through the secrets masker.
 
-    Each line goes through Airflow's secrets masker here, not only in the log pipeline: a job that
-    prints the token (or a cookie) is masked even where no masking log processor is configured
-    (``dag.test()``, a bare triggerer test).
-
-    :param log: the task's (or trigger's) logger.
-    :param lines: complete lines, without line endings (:func:`~airflow_ray_provider.jobs.new_log_lines`).
+    Masked here, not only in the log pipeline: a job that prints the token is masked even where no
+    masking log processor is configured (``dag.test()``, a bare triggerer test).
     """
     if not lines:
         return
@@ -91,12 +53,88 @@ def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
         log.info("%s%s", LOG_PREFIX, redact(line))
 
 
+def masked(client: JobClient) -> JobClient:
+    """``client``, its credentials registered with Airflow's secrets masker."""
+    from airflow.sdk.log import mask_secret
+
+    for secret in client.secrets():
+        mask_secret(secret)
+    return client
+
+
+def _json_object(value: Any, name: str, source: str) -> dict[str, str]:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise RayInvalidInputError(f"{source}: extra '{name}' is not valid JSON") from exc
+    if not isinstance(value, dict):
+        raise RayInvalidInputError(f"{source}: extra '{name}' must be a JSON object")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+def _dashboard_url(conn: Connection, source: str) -> str:
+    host = (conn.host or "").strip().rstrip("/")
+    if not host:
+        raise RayInvalidInputError(
+            f"{source} has no Host; set it to the dashboard URL, e.g. http://head:8265"
+        )
+    if "://" in host:
+        return host
+    scheme = conn.schema or "http"
+    return f"{scheme}://{host}:{conn.port}" if conn.port else f"{scheme}://{host}"
+
+
+def _verify(extra: dict[str, Any]) -> bool | str:
+    if extra.get("ca_bundle"):
+        return str(extra["ca_bundle"])
+    verify = extra.get("verify", True)
+    if isinstance(verify, str):
+        return verify.strip().lower() not in ("false", "0", "no", "off")
+    return bool(verify)
+
+
+def connection_link_url(conn: Connection) -> str:
+    """The dashboard of a ``ray`` connection as a browser reaches it: its ``dashboard_url`` extra, else Host.
+
+    :raises RayInvalidInputError: for an extra that is not an http(s) URL.
+    """
+    source = f"connection {conn.conn_id!r}"
+    url = str((conn.extra_dejson or {}).get("dashboard_url") or "").strip().rstrip("/")
+    if url and not url.startswith(("http://", "https://")):
+        raise RayInvalidInputError(
+            f"{source}: extra 'dashboard_url' must start with http:// or https://, got {url!r}"
+        )
+    return url or _dashboard_url(conn, source)
+
+
+def client_of_connection(
+    conn: Connection, *, retry_attempts: int = 5, retry_max_wait: float = 10.0
+) -> JobClient:
+    """The Job API client of a ``ray`` connection.
+
+    :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
+    """
+    source = f"connection {conn.conn_id!r}"
+    extra = conn.extra_dejson or {}
+    return JobClient(
+        _dashboard_url(conn, source), token=conn.password or None, source=source,
+        headers=_json_object(extra.get("headers"), "headers", source),
+        cookies=_json_object(extra.get("cookies"), "cookies", source), verify=_verify(extra),
+        metadata=_json_object(extra.get("metadata"), "metadata", source),
+        timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+        retry_attempts=retry_attempts, retry_max_wait=retry_max_wait,
+    )  # fmt: skip
+
+
 class RayJobHook(BaseHook):
-    """Talk to a Ray cluster's Job API, given a ``ray`` connection or a cluster handle.
+    """The Ray Job API of a ``ray`` connection, or of a cluster handle.
 
-    ``__init__`` does no I/O: the connection, the token and the clients are resolved on first use.
+    ``__init__`` does no I/O: the connection, the token and the client are resolved on first use.
 
-    :param ray_conn_id: a ``ray`` connection (dashboard URL, token, headers, cookies, TLS, metadata).
+    :param ray_conn_id: a ``ray`` connection.
     :param cluster: a cluster handle (``RayClusterHandle`` or its dict, e.g. the create-cluster XCom);
         used instead of the connection when given.
     :param retry_attempts: attempts per API call on transient failures (1 = no retry).
@@ -122,7 +160,6 @@ class RayJobHook(BaseHook):
         self.cluster = RayClusterHandle.from_dict(cluster) if cluster is not None else None
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
-        self._aio_session: aiohttp.ClientSession | None = None
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
@@ -133,233 +170,57 @@ class RayJobHook(BaseHook):
             "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
         }
 
-    # ----------------------------------------------------------------- configuration
     @cached_property
-    def config(self) -> RayApiConfig:
-        """The resolved connection or cluster handle; its secrets are registered with the masker."""
-        config = self._resolve_config()
-        from airflow.sdk.log import mask_secret
+    def connection(self) -> Connection:
+        """The ``ray`` connection.
 
-        for secret in config.secrets():
-            mask_secret(secret)
-        return config
-
-    def _resolve_config(self) -> RayApiConfig:
-        if self.cluster is not None:
-            try:
-                token = read_handle_token(self.cluster)
-            except OSError as exc:
-                raise RayProviderError(
-                    f"cannot read the Ray auth token of cluster handle {self.cluster.name!r}: {exc}"
-                ) from exc
-            return config_from_handle(self.cluster, token)
+        :raises RayInvalidInputError: when it is not defined, saying what to create.
+        """
         if not self.ray_conn_id:
             raise RayInvalidInputError("pass a `ray` connection id (ray_conn_id) or a cluster handle")
         from airflow.exceptions import AirflowNotFoundException
 
         try:
-            conn = self.get_connection(self.ray_conn_id)
+            return self.get_connection(self.ray_conn_id)
         except AirflowNotFoundException as exc:
             raise RayInvalidInputError(
                 f"connection {self.ray_conn_id!r} is not defined; create a `ray` connection with the "
                 "dashboard URL as Host and the Ray auth token as Password"
             ) from exc
-        return config_from_connection(conn)
-
-    def _unreachable(self, url: str, exc: BaseException) -> RayDashboardUnreachableError:
-        config = self.config
-        return RayDashboardUnreachableError(
-            f"Ray dashboard {config.dashboard_url} ({config.source}) did not answer {url} after "
-            f"{self.retry_attempts} attempts: {type(exc).__name__}: {exc}. Check that the cluster is "
-            "running and that the URL and port are right.",
-            url=config.dashboard_url,
-            conn_id=self.ray_conn_id if self.cluster is None else config.source,
-        )
-
-    def _retrying(self) -> tenacity.Retrying:
-        return tenacity.Retrying(**retry_kwargs(self.retry_attempts, max_wait=self.retry_max_wait))
-
-    # ----------------------------------------------------------------- sync transport
-    @cached_property
-    def client(self) -> JobSubmissionClient:
-        """Ray's ``JobSubmissionClient`` (imports ``ray``; its constructor calls ``/api/version``)."""
-        from ray.job_submission import JobSubmissionClient
-
-        config = self.config
-        try:
-            return self._retrying()(
-                JobSubmissionClient,
-                config.dashboard_url,
-                headers=config.request_headers(),
-                cookies=config.cookies or None,
-                verify=config.verify,
-            )
-        except Exception as exc:
-            if is_transient_ray_api_error(exc):
-                raise self._unreachable(config.dashboard_url, exc) from exc
-            raise RayProviderError(f"cannot connect to the Ray Job API ({config.source}): {exc}") from exc
 
     @cached_property
-    def _session(self) -> requests.Session:
-        import requests
-
-        session = requests.Session()
-        session.headers.update(self.config.request_headers())
-        session.cookies.update(self.config.cookies)
-        session.verify = self.config.verify
-        return session
-
-    def _call(self, method: str, path: str, *, allow_404: bool = False) -> tuple[bool, str, str]:
-        """One REST call with retries. Returns ``(found, body, url)``; ``found`` is False on allowed 404."""
-        url = api_url(self.config.dashboard_url, path)
-
-        def once() -> tuple[bool, str, str]:
-            resp = self._session.request(method, url, timeout=self.config.request_timeout)
-            return check_response(resp.status_code, resp.text, url, allow_404=allow_404), resp.text, url
-
+    def client(self) -> JobClient:
+        """The Job API client (its secrets masked)."""
+        options: dict[str, Any] = {
+            "retry_attempts": self.retry_attempts,
+            "retry_max_wait": self.retry_max_wait,
+        }
+        if self.cluster is None:
+            return masked(client_of_connection(self.connection, **options))
         try:
-            return self._retrying()(once)
-        except Exception as exc:
-            if is_transient_ray_api_error(exc) and not isinstance(exc, RayJobApiError):
-                raise self._unreachable(url, exc) from exc
-            raise
+            return handle_client(self.cluster, **options)
+        except OSError as exc:
+            raise RayProviderError(
+                f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
+            ) from exc
 
-    def get_version(self) -> dict[str, Any]:
-        """``GET /api/version``: the cluster's Ray version and session name."""
-        _, body, url = self._call("GET", "/api/version")
-        return dict(parse_json(body, url))
+    @property
+    def link_url(self) -> str:
+        """The dashboard as people reach it (the "Ray job" link)."""
+        return self.cluster.link_url if self.cluster is not None else connection_link_url(self.connection)
 
     def test_connection(self) -> tuple[bool, str]:
         """Check the connection from the Airflow UI: ``GET /api/version`` with the token."""
         try:
-            version = self.get_version()
+            return True, f"Connected to Ray {self.client.version()} at {self.client.address}"
         except Exception as exc:
             return False, str(exc)
-        return True, f"Connected to Ray {version.get('ray_version')} at {self.config.dashboard_url}"
 
-    def dashboard_state(self) -> DashboardState:
-        """The cluster's read-only state API (for the usage record), with this hook's token, cookies and
-        TLS settings and a short timeout: a slow dashboard costs the record, never the job."""
-        from airflow_ray_provider.launch.usage import DashboardState
 
-        config = self.config
-        return DashboardState(
-            config.dashboard_url,
-            headers=config.request_headers(),
-            cookies=dict(config.cookies),
-            verify=config.verify,
-            timeout=min(config.request_timeout, 10.0),
-        )
-
-    def get_job(self, submission_id: str) -> JobState | None:
-        """The job's state, or ``None`` when no job has this id."""
-        found, body, url = self._call("GET", job_path(submission_id), allow_404=True)
-        return parse_job(body, url) if found else None
-
-    def get_job_logs(self, submission_id: str) -> str:
-        """The job's whole driver log so far."""
-        _, body, url = self._call("GET", job_path(submission_id, "logs"))
-        return parse_logs(body, url)
-
-    def stop_job(self, submission_id: str) -> bool:
-        """Ask Ray to stop the job. Returns whether it was still running (``False`` if unknown)."""
-        found, body, url = self._call("POST", job_path(submission_id, "stop"), allow_404=True)
-        return parse_stopped(body, url) if found else False
-
-    def list_jobs(self) -> list[JobState]:
-        """Every submitted job the cluster knows (``ray job list``)."""
-        _, body, url = self._call("GET", "/api/jobs/")
-        return parse_job_list(body, url)
-
-    def submit_job(self, spec: JobSpec, submission_id: str) -> str:
-        """Submit a job under ``submission_id`` (a local ``working_dir`` is uploaded first).
-
-        :raises RayJobAlreadyExistsError: when a job with this id exists (re-attach to it).
-        """
-        kwargs = spec.submit_kwargs()
-        kwargs["metadata"] = {**self.config.metadata, **spec.metadata}
-        try:
-            return str(self._retrying()(self.client.submit_job, submission_id=submission_id, **kwargs))
-        except RuntimeError as exc:
-            url = api_url(self.config.dashboard_url, "/api/jobs/")
-            if "already exists" in str(exc):
-                raise RayJobAlreadyExistsError(
-                    f"a Ray job with submission id {submission_id!r} already exists", http_status=500, url=url
-                ) from exc
-            if is_transient_ray_api_error(exc):
-                raise self._unreachable(url, exc) from exc
-            raise RayProviderError(f"Ray rejected job {submission_id!r}: {exc}") from exc
-        except (TypeError, ValueError) as exc:
-            raise RayInvalidInputError(f"Ray rejected the job's arguments: {exc}") from exc
-        except (ConnectionError, OSError) as exc:
-            raise self._unreachable(self.config.dashboard_url, exc) from exc
-
-    # ----------------------------------------------------------------- async transport
-    async def aconfig(self) -> RayApiConfig:
-        """Resolve :attr:`config` off the event loop (connection lookup and token reads are sync I/O)."""
-        if "config" in self.__dict__:
-            return self.config
-        return await asyncio.to_thread(lambda: self.config)
-
-    def _ssl(self, verify: bool | str) -> ssl.SSLContext | bool:
-        """aiohttp's ``ssl=``: ``True`` (default verification), ``False`` (none) or a CA context."""
-        if isinstance(verify, str):
-            import os
-
-            if os.path.isdir(verify):
-                return ssl.create_default_context(capath=verify)
-            return ssl.create_default_context(cafile=verify)
-        return bool(verify)
-
-    async def _aio(self) -> aiohttp.ClientSession:
-        import aiohttp
-
-        if self._aio_session is None or self._aio_session.closed:
-            config = await self.aconfig()
-            self._aio_session = aiohttp.ClientSession(
-                headers=config.request_headers(),
-                cookies=config.cookies,
-                connector=aiohttp.TCPConnector(ssl=self._ssl(config.verify), limit=4),
-                timeout=aiohttp.ClientTimeout(total=config.request_timeout),
-            )
-        return self._aio_session
-
-    async def _acall(self, method: str, path: str, *, allow_404: bool = False) -> tuple[bool, str, str]:
-        """Async twin of :meth:`_call`'s transport only; the rules are the shared pure functions."""
-        config = await self.aconfig()
-        session = await self._aio()
-        url = api_url(config.dashboard_url, path)
-
-        async def once() -> tuple[bool, str, str]:
-            async with session.request(method, url) as resp:
-                body = await resp.text()
-                return check_response(resp.status, body, url, allow_404=allow_404), body, url
-
-        retrying = tenacity.AsyncRetrying(**retry_kwargs(self.retry_attempts, max_wait=self.retry_max_wait))
-        try:
-            return await retrying(once)
-        except Exception as exc:
-            if is_transient_ray_api_error(exc) and not isinstance(exc, RayJobApiError):
-                raise self._unreachable(url, exc) from exc
-            raise
-
-    async def aget_job(self, submission_id: str) -> JobState | None:
-        """Async :meth:`get_job`."""
-        found, body, url = await self._acall("GET", job_path(submission_id), allow_404=True)
-        return parse_job(body, url) if found else None
-
-    async def aget_job_logs(self, submission_id: str) -> str:
-        """Async :meth:`get_job_logs`."""
-        _, body, url = await self._acall("GET", job_path(submission_id, "logs"))
-        return parse_logs(body, url)
-
-    async def astop_job(self, submission_id: str) -> bool:
-        """Async :meth:`stop_job`."""
-        found, body, url = await self._acall("POST", job_path(submission_id, "stop"), allow_404=True)
-        return parse_stopped(body, url) if found else False
-
-    async def aclose(self) -> None:
-        """Close the aiohttp session (call from the trigger's ``finally``)."""
-        if self._aio_session is not None and not self._aio_session.closed:
-            await self._aio_session.close()
-        self._aio_session = None
+def handle_client(handle: RayClusterHandle, conn_id: str | None = None, **options: Any) -> JobClient:
+    """The Job API client of a cluster handle, its token read through the handle's backend (masked)."""
+    backend = backend_for_handle(handle, conn_id=conn_id)
+    try:
+        return masked(backend.job_client(handle, **options))
+    finally:
+        backend.close()

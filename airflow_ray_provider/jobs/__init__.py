@@ -1,22 +1,12 @@
-"""Pure rules of the Ray job path, shared by operator, sensor and trigger.
+"""Pure rules of the Ray job path, shared by every run, the sensor and the CLI.
 
-Submission ids and the re-attach table, the job status type, the job outcome (XCom result or error) and
-log streaming by offset. No Airflow hook or Ray client is used here.
+Submission ids and the re-attach rule, the job status type, the job outcome (XCom result or error) and
+log streaming by offset. No Airflow hook and no Ray client here.
 """
 
-from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, LOG_PREFIX, new_log_lines, tail
-from airflow_ray_provider.jobs.outcome import (
-    EVENT_DONE,
-    EVENT_ERROR,
-    EVENT_TIMEOUT,
-    dashboard_job_url,
-    job_result,
-    make_event,
-    raise_for_state,
-    timeout_error,
-    validate_event,
-)
-from airflow_ray_provider.jobs.reattach import Action, Plan, decide, submit_or_attach
+from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES, LOG_PREFIX, new_log_lines, resume_offset, tail
+from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state, timeout_error
+from airflow_ray_provider.jobs.reattach import Choice, Decision, decide, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState, JobStatus, is_success, is_terminal
 from airflow_ray_provider.jobs.submission import (
     JobSpec,
@@ -25,36 +15,34 @@ from airflow_ray_provider.jobs.submission import (
     base_submission_id,
     build_entrypoint,
     build_metadata,
+    check_entrypoint_reservation,
     check_runtime_env,
 )
 
 __all__ = [
     "DEFAULT_TAIL_LINES",
-    "EVENT_DONE",
-    "EVENT_ERROR",
-    "EVENT_TIMEOUT",
     "LOG_PREFIX",
-    "Action",
+    "Choice",
+    "Decision",
     "JobSpec",
     "JobState",
     "JobStatus",
-    "Plan",
     "attempt_of",
     "attempt_submission_id",
     "base_submission_id",
     "build_entrypoint",
     "build_metadata",
+    "check_entrypoint_reservation",
     "check_runtime_env",
     "dashboard_job_url",
     "decide",
     "is_success",
     "is_terminal",
     "job_result",
-    "make_event",
     "new_log_lines",
     "raise_for_state",
+    "resume_offset",
     "submit_or_attach",
     "tail",
     "timeout_error",
-    "validate_event",
 ]

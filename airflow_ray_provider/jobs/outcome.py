@@ -1,12 +1,10 @@
 """How a finished Ray job ends the task: the XCom result, or a clear provider exception.
 
-Shared by the operator's sync path, its ``execute_complete`` and the sensor, so a FAILED job reads
-the same however it was waited on. Trigger events are typed in :mod:`.events`.
+Shared by every run and the sensor, so a FAILED job reads the same however it was waited on.
 """
 
 from __future__ import annotations
 
-from typing import Any
 from urllib.parse import quote
 
 from airflow_ray_provider.exceptions import (
@@ -15,22 +13,8 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
     RayProviderError,
 )
-from airflow_ray_provider.jobs.events import (
-    DONE,
-    ERROR,
-    TIMEOUT,
-    JobDone,
-    JobEvent,
-    JobTimedOut,
-    JobWaitFailed,
-    parse_job_event,
-)
-from airflow_ray_provider.jobs.log_stream import DEFAULT_TAIL_LINES, tail
+from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES, tail
 from airflow_ray_provider.jobs.status import JobState, JobStatus
-
-EVENT_DONE = DONE
-EVENT_TIMEOUT = TIMEOUT
-EVENT_ERROR = ERROR
 
 
 def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:
@@ -97,7 +81,7 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
         )
     if state.status is JobStatus.STOPPED:
         raise RayJobStoppedError(
-            f"Ray job {sid!r} was STOPPED (by a user, on_kill or a timeout): "
+            f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): "
             f"{ray_message(state.message)}{shown}",
             submission_id=sid,
             status=state.status.value,
@@ -117,36 +101,3 @@ def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped:
         status="TIMEOUT",
         log_tail=log_tail,
     )
-
-
-def make_event(
-    status: str,
-    submission_id: str,
-    *,
-    state: JobState | None = None,
-    log_offset: int = 0,
-    message: str = "",
-) -> dict[str, Any]:
-    """The payload of a :class:`~airflow_ray_provider.triggers.ray_job.RayJobTrigger` event.
-
-    Kept for callers of earlier releases: build a :mod:`~airflow_ray_provider.jobs.events` class instead.
-    """
-    event: JobEvent
-    if status == EVENT_DONE and state is not None:
-        event = JobDone(submission_id, state, log_offset)
-    elif status == EVENT_TIMEOUT:
-        event = JobTimedOut(submission_id, message == "stopped", log_offset, state)
-    elif status == EVENT_ERROR:
-        event = JobWaitFailed(submission_id, message, log_offset)
-    else:
-        raise RayProviderError(f"cannot make a trigger event {status!r} (a 'done' one needs the job's state)")
-    return event.to_payload()
-
-
-def validate_event(event: Any) -> dict[str, Any]:
-    """Check an event payload (:func:`~airflow_ray_provider.jobs.events.parse_job_event`); returns it.
-
-    :raises RayProviderError: for anything that is not a well-formed trigger event.
-    """
-    parse_job_event(event)
-    return dict(event) if not isinstance(event, dict) else event

@@ -29,8 +29,8 @@ from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import attempt_of, attempt_submission_id
 
 
-class Action(str, enum.Enum):
-    """What to do with a task instance's job."""
+class Choice(str, enum.Enum):
+    """What a (re)started task instance does with its job."""
 
     SUBMIT = "submit"
     ATTACH = "attach"
@@ -38,36 +38,36 @@ class Action(str, enum.Enum):
 
 
 @dataclass(frozen=True)
-class Plan:
+class Decision:
     """The decision for one task instance.
 
-    :param action: submit a new job, attach to a live one, or finish with a succeeded one.
+    :param choice: submit a new job, attach to a live one, or finish with a succeeded one.
     :param submission_id: the id to submit under, or of the job to attach to / finish with.
     :param state: the existing job's state (``None`` for ``SUBMIT``).
     :param previous: earlier attempts, oldest first.
     """
 
-    action: Action
+    choice: Choice
     submission_id: str
     state: JobState | None = None
     previous: list[JobState] = field(default_factory=list)
 
 
-def decide(base: str, jobs: list[JobState]) -> Plan:
+def decide(base: str, jobs: list[JobState]) -> Decision:
     """Apply the rule to the jobs of the cluster (any jobs: those not under ``base`` are ignored)."""
     attempts = sorted(
         ((n, job) for job in jobs if (n := attempt_of(base, job.submission_id)) is not None),
         key=lambda item: item[0],
     )
     if not attempts:
-        return Plan(Action.SUBMIT, base)
+        return Decision(Choice.SUBMIT, base)
     number, latest = attempts[-1]
     earlier = [job for _, job in attempts[:-1]]
     if not latest.is_terminal:
-        return Plan(Action.ATTACH, latest.submission_id, latest, earlier)
+        return Decision(Choice.ATTACH, latest.submission_id, latest, earlier)
     if latest.is_success:
-        return Plan(Action.DONE, latest.submission_id, latest, earlier)
-    return Plan(Action.SUBMIT, attempt_submission_id(base, number + 1), None, [*earlier, latest])
+        return Decision(Choice.DONE, latest.submission_id, latest, earlier)
+    return Decision(Choice.SUBMIT, attempt_submission_id(base, number + 1), None, [*earlier, latest])
 
 
 def submit_or_attach(
@@ -76,24 +76,24 @@ def submit_or_attach(
     submit: Callable[[str], str],
     *,
     races: int = 3,
-) -> Plan:
-    """Plan, and submit when the plan says so; on an "already exists" race, plan again.
+) -> Decision:
+    """Decide, and submit when the decision says so; on an "already exists" race, decide again.
 
     :param base: the task instance's base submission id.
     :param list_jobs: returns the cluster's jobs.
     :param submit: submits under the given id and returns it.
     :param races: how many lost races to tolerate before giving up.
-    :returns: the plan that was carried out (``SUBMIT`` means a job was just submitted).
+    :returns: the decision carried out (``SUBMIT`` means a job was just submitted).
     """
     for _ in range(races):
-        plan = decide(base, list_jobs())
-        if plan.action is not Action.SUBMIT:
-            return plan
+        decision = decide(base, list_jobs())
+        if decision.choice is not Choice.SUBMIT:
+            return decision
         try:
-            submit(plan.submission_id)
+            submit(decision.submission_id)
         except RayJobAlreadyExistsError:
             continue
-        return plan
+        return decision
     raise RayJobAlreadyExistsError(
         f"lost {races} submission races for {base!r}; another process keeps submitting its jobs",
         http_status=500,

@@ -1,91 +1,85 @@
-"""The run lifecycle, Airflow-free: wait for a job with one pure step, clean up by one table.
+"""The run lifecycle, Airflow-free: one object owns a Ray job's run from its first instant to its cleanup.
 
-Target -> ensure the cluster -> submit (deterministic submission id, re-attach rule in
-:mod:`airflow_ray_provider.jobs`) -> wait (:func:`step`, driven by a blocking and an async transport) ->
-collect -> clean up (:mod:`.cleanup`). Operators, the sensor and the triggers are thin Airflow shells over
-it; the ``airflow-ray`` CLI is a terminal shell over it.
+:class:`JobRun` reaches the target (creates, finds or attaches a cluster; a KubeRay RayJob makes its
+own), submits or re-attaches (the submission-id rule of :mod:`airflow_ray_provider.jobs`), waits with one
+pure step (:func:`step`) driven by a blocking or an async transport, ends with the job's result or the
+provider's error, and cleans up by one table (:mod:`.cleanup`). Operators, the sensor, the triggers and
+``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal shells.
 """
 
-from airflow_ray_provider.launch.cleanup import (
-    Cleanup,
-    CleanupActions,
-    Ending,
-    actions_for,
-    from_on_kill,
-    from_stop_on_kill,
-    resolve_cleanup,
+from airflow_ray_provider.exceptions import (
+    KubeRayJobError,
+    RayInvalidInputError,
+    RayJobFailedError,
+    RayJobStoppedError,
+    RayJobTimeoutError,
+    RayProviderError,
 )
-from airflow_ray_provider.launch.ray_job import (
-    AsyncJobApi,
-    JobApi,
-    aobserve,
-    await_job,
-    event_for,
-    finish,
-    observe,
-    wait_for_job,
-)
-from airflow_ray_provider.launch.rayjob import (
-    TEARDOWN_WAIT_S,
-    RayJobUsage,
-    RayJobUsagePlan,
-    RayJobWatch,
-    await_rayjob,
-    rayjob_plan,
-    wait_for_rayjob,
-)
+from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
+from airflow_ray_provider.launch.rayjob import RayJobTarget
+from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
-from airflow_ray_provider.launch.target import (
-    JobApiTarget,
+from airflow_ray_provider.launch.targets import (
+    ClusterTarget,
+    Connection,
     KubeRayCluster,
     KubeRayJob,
     LocalHead,
     RayAddress,
     StandingCluster,
     Target,
+    kuberay_backend,
+    resolve,
 )
-from airflow_ray_provider.launch.transport import WaitOutcome, wait_async, wait_blocking
-from airflow_ray_provider.launch.wait import Action, Observation, Step, WaitPlan, step
+from airflow_ray_provider.launch.usage.observer import UsageOptions
+from airflow_ray_provider.launch.wait import (
+    Observation,
+    Step,
+    WaitAction,
+    WaitPlan,
+    apoll,
+    poll,
+    ready_handle,
+    step,
+    wait_until_ready,
+)
 
 __all__ = [
-    "TEARDOWN_WAIT_S",
-    "Action",
-    "AsyncJobApi",
     "Cleanup",
     "CleanupActions",
+    "ClusterTarget",
+    "Connection",
     "Ending",
-    "JobApi",
-    "JobApiTarget",
+    "JobRun",
     "KubeRayCluster",
     "KubeRayJob",
+    "KubeRayJobError",
     "LocalHead",
     "Observation",
     "RayAddress",
-    "RayJobUsage",
-    "RayJobUsagePlan",
-    "RayJobWatch",
+    "RayInvalidInputError",
+    "RayJobFailedError",
+    "RayJobStoppedError",
+    "RayJobTarget",
+    "RayJobTimeoutError",
+    "RayProviderError",
     "RunResult",
+    "RunTarget",
     "StandingCluster",
     "Step",
     "Target",
-    "WaitOutcome",
+    "UsageOptions",
+    "WaitAction",
     "WaitPlan",
     "actions_for",
-    "aobserve",
-    "await_job",
-    "await_rayjob",
-    "event_for",
-    "finish",
-    "from_on_kill",
-    "from_stop_on_kill",
+    "apoll",
     "job_spec",
-    "observe",
-    "rayjob_plan",
-    "resolve_cleanup",
+    "kuberay_backend",
+    "poll",
+    "print_lines",
+    "ready_handle",
+    "resolve",
     "run",
     "step",
-    "wait_async",
-    "wait_blocking",
-    "wait_for_job",
-    "wait_for_rayjob",
+    "wait_until_ready",
 ]

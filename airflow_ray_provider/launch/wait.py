@@ -1,30 +1,47 @@
-"""Waiting for a job, written once: one pure step from what was observed to what to do next.
+"""Waiting, written once: one pure step from what was seen to what to do next, and two drivers.
 
-Every wait in the provider (the operator in its worker, the deferred trigger, the sensor, the KubeRay
-RayJob operator and its trigger, and the ``airflow-ray`` CLI) is the same loop: look at the job, write
-its new log lines, then keep waiting, succeed, fail, time out, or stop because the task was killed.
-:func:`step` decides; :mod:`.transport` drives it with blocking calls or with ``await`` and owns
-nothing but the I/O and the sleeping. So a rule (a timeout, a kill, a job that vanished) is fixed in
-one place and reads the same however the job was waited on.
-
-No Airflow or Ray imports.
+Every wait for a job (the operator in its worker, the trigger, the sensor, the KubeRay RayJob and the
+``airflow-ray`` CLI) is the same loop: look at the job, write its new log lines, then keep waiting,
+succeed, fail, time out, or stop because the task was killed. :func:`step` decides; :func:`poll` and
+:func:`apoll` drive any look-and-decide loop with blocking calls or with ``await`` and own nothing but the
+sleeping (the model is Airflow's ``await_pod_start(pod_manager | async_pod_manager)``). The cluster's
+readiness wait uses the same drivers. So a rule (a timeout, a kill, a job that vanished) is fixed in one
+place and reads the same however it was waited on. No Airflow or Ray imports.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
+import logging
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from airflow_ray_provider.jobs.log_stream import new_log_lines
+from airflow_ray_provider.clusters import event_for
+from airflow_ray_provider.exceptions import RayClusterNotReadyError
+from airflow_ray_provider.jobs.logs import new_log_lines
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 
+if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import (
+        ClusterBackend,
+        ClusterPlan,
+        RayClusterHandle,
+        ReadinessCheck,
+        ReadinessEvent,
+    )
+
+log = logging.getLogger(__name__)
+
 T = TypeVar("T")
+R = TypeVar("R")
 
 
-class Action(str, enum.Enum):
-    """What the wait does next."""
+class WaitAction(str, enum.Enum):
+    """What the wait does after a look."""
 
     WAIT = "wait"
     SUCCEED = "succeed"
@@ -35,14 +52,14 @@ class Action(str, enum.Enum):
 
 @dataclass(frozen=True)
 class WaitPlan:
-    """What a wait needs to decide; every field is JSON-safe (it travels in a trigger's kwargs).
+    """What a wait needs to decide; every field is JSON-safe (it travels to a trigger).
 
     :param start_time: epoch seconds the timeout counts from (the job's start).
     :param timeout: seconds after ``start_time`` before giving up; ``None`` waits for ever.
     :param log_offset: characters of the job's log already written.
     :param stream_logs: write new log lines at every look.
     :param missing_ok: keep waiting while the job does not exist (yet); otherwise that fails the wait.
-    :param cleanup: what to do with a live job on a timeout or a kill (:mod:`.cleanup`).
+    :param cleanup: what a timeout or a kill does to a live job (:mod:`.cleanup`).
     """
 
     start_time: float
@@ -58,28 +75,23 @@ class WaitPlan:
 
 
 @dataclass(frozen=True)
-class Observation(Generic[T]):
+class Observation:
     """One look at the job.
 
     :param now: epoch seconds of the look.
     :param subject: what was seen (a ``JobState``, a ``RayJobLook``); ``None`` when the job was not found.
     :param terminal: the job has finished for good.
     :param succeeded: ... and it succeeded.
-    :param log_text: its whole log so far; ``None`` when it was not read (not streaming, not readable yet).
-    :param killed: the task was killed while it waited and the job was left running.
+    :param log_text: its whole log so far; ``None`` when it was not read.
+    :param killed: the task was killed while it waited (how).
     """
 
     now: float
-    subject: T | None = None
+    subject: Any = None
     terminal: bool = False
     succeeded: bool = False
     log_text: str | None = None
     killed: Ending | None = None
-
-    @property
-    def found(self) -> bool:
-        """Whether the job exists."""
-        return self.subject is not None
 
 
 @dataclass(frozen=True)
@@ -93,30 +105,77 @@ class Step:
     :param message: why the wait ended, for ``FAIL`` without a job, ``TIME_OUT`` and ``STOP``.
     """
 
-    action: Action
+    action: WaitAction
     lines: tuple[str, ...] = field(default=())
     log_offset: int = 0
     stop_job: bool = False
     message: str = ""
 
 
-def step(plan: WaitPlan, seen: Observation[Any]) -> Step:
+def step(plan: WaitPlan, seen: Observation) -> Step:
     """Decide what to do after one look (pure: the same plan and look always give the same step)."""
     if seen.killed is not None:
         stop = actions_for(plan.cleanup, seen.killed).stop_job
-        return Step(Action.STOP, (), plan.log_offset, stop, f"the task was killed ({seen.killed.value})")
-    if not seen.found:
+        return Step(WaitAction.STOP, (), plan.log_offset, stop, f"the task was killed ({seen.killed.value})")
+    if seen.subject is None:
         if plan.missing_ok:
-            return Step(Action.WAIT, (), plan.log_offset)
-        return Step(Action.FAIL, (), plan.log_offset, message="job not found")
+            return Step(WaitAction.WAIT, (), plan.log_offset)
+        return Step(WaitAction.FAIL, (), plan.log_offset, message="job not found")
     lines: list[str] = []
     offset = plan.log_offset
     if plan.stream_logs and seen.log_text is not None:
         lines, offset = new_log_lines(seen.log_text, plan.log_offset, final=seen.terminal)
     if seen.terminal:
-        return Step(Action.SUCCEED if seen.succeeded else Action.FAIL, tuple(lines), offset)
+        return Step(WaitAction.SUCCEED if seen.succeeded else WaitAction.FAIL, tuple(lines), offset)
     if plan.timeout is not None and seen.now >= plan.start_time + plan.timeout:
         stop = actions_for(plan.cleanup, Ending.TIMED_OUT).stop_job
         message = f"ran past its timeout of {plan.timeout:g}s"
-        return Step(Action.TIME_OUT, tuple(lines), offset, stop, message)
-    return Step(Action.WAIT, tuple(lines), offset)
+        return Step(WaitAction.TIME_OUT, tuple(lines), offset, stop, message)
+    return Step(WaitAction.WAIT, tuple(lines), offset)
+
+
+def poll(
+    look: Callable[[], T],
+    decide: Callable[[T], R | None],
+    *,
+    interval: float,
+    sleep: Callable[[float], None] = time.sleep,
+) -> R:
+    """Look and decide until the decision is not ``None`` (blocking: workers, the CLI)."""
+    while (decided := decide(look())) is None:
+        sleep(interval)
+    return decided
+
+
+async def apoll(look: Callable[[], Awaitable[T]], decide: Callable[[T], R | None], *, interval: float) -> R:
+    """:func:`poll` on an event loop (the triggerer): never blocks it."""
+    while (decided := decide(await look())) is None:
+        await asyncio.sleep(interval)
+    return decided
+
+
+def ready_handle(backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent) -> RayClusterHandle:
+    """The handle of a cluster whose wait ended ``ready``; for any other ending
+    :class:`~airflow_ray_provider.exceptions.RayClusterNotReadyError` with the cluster's conditions (nothing
+    is deleted here: the caller's cleanup deletes what it created)."""
+    if event["status"] != "ready" or not event["dashboard_url"]:
+        message = event["message"] or f"Ray cluster {plan.name} is not ready ({event['status']})"
+        raise RayClusterNotReadyError(message, name=plan.name, namespace=plan.namespace,
+                                      conditions=event["conditions"])  # fmt: skip
+    return backend.handle(plan, event["dashboard_url"])
+
+
+def wait_until_ready(
+    backend: ClusterBackend, plan: ClusterPlan, *, timeout: float, poll_interval: float
+) -> RayClusterHandle:
+    """Look until the cluster answers, fails, or ``timeout`` seconds pass; its handle (see
+    :func:`ready_handle`)."""
+    started = time.monotonic()
+
+    def decide(check: ReadinessCheck) -> ReadinessEvent | None:
+        event = event_for(check, waited=time.monotonic() - started, timeout=timeout)
+        if event is None:
+            log.info("%s not ready yet: %s", check.cluster, check.message)
+        return event
+
+    return ready_handle(backend, plan, poll(lambda: backend.check(plan), decide, interval=poll_interval))

@@ -1,130 +1,32 @@
 """``EphemeralRayJobOperator``: cluster and job in one task (create, run, delete).
 
-It is :class:`SubmitRayJobOperator` (same submission ids, re-attach table, waiting, log streaming,
-deferral, timeouts and errors) wrapped in the lifecycle of a cluster of its own, through the same
-:class:`~airflow_ray_provider.clusters.ClusterBackend` as ``CreateRayClusterOperator``: a local ephemeral
-head by default, a KubeRay RayCluster through a ``kuberay`` connection. The cluster is deleted in the
-same task as the cleanup table says (docs/launch.md; the default ``cleanup="always"`` deletes it whatever
-happens: success, failure, ``job_timeout``, ``execution_timeout``, a trigger timeout, a kill, ``on_kill`` or
-the trigger's when the task was deferred). A retry re-attaches: the cluster's name and the job's
-submission id both come from the task instance, never the try number.
-
-It composes rather than overrides: the job part is :class:`SubmitRayJobOperator`'s, told through
-:attr:`~SubmitRayJobOperator.owned_cluster_conn` that the cluster is its own (so its trigger deletes the
-cluster on a user's kill); the cluster part is one :class:`OwnedClusterLifecycle` with one delete path.
+It is :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` on a cluster of the run's own:
+the run's target creates it through the same :class:`~airflow_ray_provider.clusters.ClusterBackend` as
+``CreateRayClusterOperator`` (a local ephemeral head by default, a KubeRay RayCluster through a ``kuberay``
+connection), and the run deletes it as the cleanup table says (the default ``cleanup="always"`` deletes
+it whatever happens: success, failure, ``job_timeout``, ``execution_timeout``, a kill, also while it
+starts; after a deferral, ``execute_complete`` deletes it, or the trigger on a user's kill). A retry
+re-attaches: the cluster's name and the job's submission id both come from the task instance.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
-import sys
-import time
-from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk.exceptions import TaskDeferred
-
-from airflow_ray_provider.clusters import (
-    EVENT_ERROR,
-    EVENT_READY,
-    ClusterBackend,
-    ClusterPlan,
-    ClusterRequest,
-    LocalClusterOptions,
-    RayClusterHandle,
-    RayClusterSpec,
-    make_event,
-)
-from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
-from airflow_ray_provider.launch import Cleanup, Ending, actions_for
+from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, RayClusterSpec
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.hooks.kuberay import backend_for_connection
+from airflow_ray_provider.hooks.ray_job import handle_client
+from airflow_ray_provider.launch import Cleanup, ClusterTarget
 from airflow_ray_provider.operators.ray_cluster import check_spec_when_parsed, task_identity
-from airflow_ray_provider.operators.ray_job import OwnedCluster, SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-
-@dataclass
-class OwnedClusterLifecycle:
-    """The cluster of one task: made ready, then deleted once (whichever path ends the task first).
-
-    :param backend: its backend.
-    :param plan: its plan (name, namespace, labels).
-    :param delete_timeout: seconds to wait for it to be gone.
-    :param handle: its handle once it answers.
-    """
-
-    backend: ClusterBackend
-    plan: ClusterPlan
-    delete_timeout: float
-    handle: RayClusterHandle | None = None
-    done: bool = False
-
-    def ready(self, *, timeout: float, poll_interval: float) -> RayClusterHandle:
-        """Create (or re-attach to) the cluster and wait until its dashboard answers."""
-        self.backend.ensure(self.plan)
-        event = self.backend.wait(self.plan, timeout=timeout, poll_interval=poll_interval)
-        if event["status"] != EVENT_READY or not event["dashboard_url"]:
-            self.done = True
-            self.backend.fail(self.plan, event)  # deletes the cluster and raises with its conditions
-        self.handle = self.backend.handle(self.plan, event["dashboard_url"])
-        return self.handle
-
-    def still_ready(self) -> RayClusterHandle:
-        """The handle of a cluster that must still be up (after a deferral)."""
-        check = self.backend.check(self.plan)
-        if check.verdict != "ready" or not check.dashboard_url:
-            raise RayClusterNotReadyError(
-                f"the Ray cluster {self.plan.name} of this task stopped while the job ran: {check.message}",
-                name=self.plan.name,
-                namespace=self.plan.namespace,
-            )
-        self.handle = self.backend.handle(self.plan, check.dashboard_url)
-        return self.handle
-
-    def end(self, delete: bool, log: logging.Logger | Any) -> bool:
-        """Delete the cluster when ``delete`` (the cleanup table's answer); a failed delete fails the task
-        only when nothing else did. Then release the backend.
-
-        :returns: whether this call deleted a cluster that had answered (its teardown can be measured).
-        """
-        failing = sys.exc_info()[1] is not None
-        deleted = False
-        try:
-            if delete and not self.done:
-                self.done = True
-                deleted = self.handle is not None
-                self._delete(log)
-            elif not delete:
-                log.info(
-                    "Keeping Ray cluster %s (cleanup); the janitor deletes it after expiry", self.plan.name
-                )
-        except Exception as exc:
-            log.error(
-                "Deleting Ray cluster %s failed: %s (the janitor removes it after expiry)",
-                self.plan.name,
-                exc,
-            )
-            if not failing:
-                raise
-            deleted = False
-        finally:
-            self.backend.close()
-        return deleted
-
-    def _delete(self, log: logging.Logger | Any) -> None:
-        if self.handle is not None:
-            deleted = self.backend.delete(self.handle, wait=True, timeout=self.delete_timeout)
-            log.info("Deleted this task's Ray cluster %s (existed: %s)", self.plan.name, deleted)
-            return
-        # It never answered: ``fail`` deletes whatever ``ensure`` made, then raises (expected here).
-        with contextlib.suppress(RayClusterNotReadyError):
-            self.backend.fail(
-                self.plan, make_event(EVENT_ERROR, message=f"cluster {self.plan.name} was not used")
-            )
+    from airflow_ray_provider.launch import RunTarget
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -145,11 +47,8 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
     """
 
     template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
-        *SubmitRayJobOperator.template_fields,
-        "cluster_spec",
-        "manifest",
-        "namespace",
-    )
+        *SubmitRayJobOperator.template_fields, "cluster_spec", "manifest", "namespace",
+    )  # fmt: skip
     template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
     ui_color = "#d6e9f0"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
@@ -191,69 +90,20 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.ready_timeout = ready_timeout
         self.delete_timeout = delete_timeout
         self.expiry = expiry
-        self._owned: OwnedClusterLifecycle | None = None
 
-    def _lifecycle(self, context: Context) -> OwnedClusterLifecycle:
-        """The cluster's lifecycle: every check, no API call."""
+    def target(self, context: Context) -> RunTarget:
+        """A cluster of the run's own: every check here, no API call (the run creates it)."""
         request = ClusterRequest.from_arguments(
-            spec=self.cluster_spec,
-            local_options=self.local_options,
-            manifest=self.manifest,
-            name_prefix=self.name_prefix,
-            namespace=self.namespace,
-            expiry=self.expiry,
-        )
+            spec=self.cluster_spec, local_options=self.local_options, manifest=self.manifest,
+            name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
+        )  # fmt: skip
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        plan = backend.plan(request, task_identity(context))
-        return OwnedClusterLifecycle(backend, plan, self.delete_timeout)
-
-    def _deletes(self, ending: Ending) -> bool:
-        return actions_for(self.cleanup, ending).delete_cluster
-
-    def execute(self, context: Context) -> dict[str, str]:
-        """Check everything, start (or re-attach to) the cluster, run the job, delete the cluster."""
-        self.job_spec(context)  # bad job arguments fail before any cluster exists
-        lifecycle = self._owned = self._lifecycle(context)
-        deferred, ending = False, Ending.FAILED
         try:
-            started = time.time()
-            handle = lifecycle.ready(timeout=self.ready_timeout, poll_interval=min(self.poll_interval, 5.0))
-            self.cluster_times = (started, time.time())
-            self.cluster = handle.to_dict()
-            self.owned_cluster_conn = OwnedCluster(self.cluster_conn_id)
-            self.log.info("Ray cluster %s ready for this task's job", lifecycle.plan.name)
-            result = super().execute(context)
-            ending = Ending.SUCCEEDED
-            return result
-        except TaskDeferred:
-            deferred = True  # the cluster stays for the trigger; resume_execution ends it
+            plan = backend.plan(request, task_identity(context))
+        except BaseException:
+            backend.close()
             raise
-        finally:
-            if not deferred:
-                self._end_cluster(lifecycle, ending)
-
-    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
-        """After the trigger (or its timeout): finish the job as usual, then end the cluster."""
-        lifecycle = self._owned = self._lifecycle(context)
-        ending = Ending.FAILED
-        try:
-            self.cluster = lifecycle.still_ready().to_dict()
-            self.owned_cluster_conn = OwnedCluster(self.cluster_conn_id)
-            result = super().resume_execution(next_method, next_kwargs, context)
-            ending = Ending.SUCCEEDED
-            return result
-        finally:
-            self._end_cluster(lifecycle, ending)
-
-    def on_kill(self) -> None:
-        """A SIGTERM: the job and the cluster as the cleanup table says for a worker's SIGTERM."""
-        try:
-            super().on_kill()
-        finally:
-            if self._owned is not None:
-                self._end_cluster(self._owned, Ending.WORKER_SIGTERM)
-
-    def _end_cluster(self, lifecycle: OwnedClusterLifecycle, ending: Ending) -> None:
-        """End the cluster as the cleanup table says; once deleted, its teardown goes into the record."""
-        if lifecycle.end(self._deletes(ending), self.log):
-            self.record_teardown()
+        ref = {"cluster_conn_id": self.cluster_conn_id, "retry_attempts": self.retry_attempts}
+        connect = partial(handle_client, conn_id=self.cluster_conn_id, retry_attempts=self.retry_attempts)
+        return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout,
+                             delete_timeout=self.delete_timeout, ref=ref, connect=connect)  # fmt: skip

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.exceptions import MetricsArtifactError
-from airflow_ray_provider.operators.job_usage import read_usage, usage_summary
+from airflow_ray_provider.operators.usage import read_usage, usage_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -156,7 +155,7 @@ def summarize_evaluation(
     }
 
 
-class CollectRayMetricsOperator(AirflowErrors, BaseOperator):
+class CollectRayMetricsOperator(BaseOperator):
     """Read an evaluation's ``metrics.json``, validate it and push a compact summary to XCom.
 
     The XCom value has the keys ``artifact_uri``, ``metrics_uri``, ``baseline``, ``models``, ``rows``,
@@ -239,7 +238,7 @@ def count_manifest(manifest_uri: str) -> dict[str, int]:
     return {item["values"]: int(item["counts"]) for item in counts}
 
 
-class CollectZoneTrainingOperator(AirflowErrors, BaseOperator):
+class CollectZoneTrainingOperator(BaseOperator):
     """Read a zone-training run's ``summary.json`` and ``manifest.parquet``; push a compact summary.
 
     The XCom value has ``application``, ``artifact_uri``, ``manifest``, ``models``, ``zones_total``,

@@ -4,35 +4,34 @@ Backend rule: ``cluster_conn_id=None`` starts a local ephemeral Ray head (the em
 connection of type ``kuberay`` creates a KubeRay RayCluster. Both push the same handle, so the same DAG
 runs on either by changing only the connection. The operators only talk to
 :class:`~airflow_ray_provider.clusters.ClusterBackend`; which backend a connection or a handle means is
-decided by :mod:`airflow_ray_provider.hooks.cluster_backend`.
+decided by :mod:`airflow_ray_provider.hooks.kuberay`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator, conf
 
-from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import (
-    EVENT_READY,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
     LocalClusterOptions,
     RayClusterHandle,
     RayClusterSpec,
-    ReadinessEvent,
     TaskIdentity,
     check_spec,
     event_for,
     validate_event,
 )
-from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.cluster_backend import backend_for_connection, backend_for_handle
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
+from airflow_ray_provider.launch import ready_handle, wait_until_ready
 
 if TYPE_CHECKING:
     import jinja2
@@ -97,7 +96,7 @@ def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
     return result
 
 
-class CreateRayClusterOperator(AirflowErrors, BaseOperator):
+class CreateRayClusterOperator(BaseOperator):
     """Provision a Ray cluster and push its handle (``RayClusterHandle.to_dict()``) to XCom.
 
     Ready means the head is ready (its job agent answering, as KubeRay's default head readiness probe checks)
@@ -200,13 +199,13 @@ class CreateRayClusterOperator(AirflowErrors, BaseOperator):
         try:
             backend.ensure(plan)
             if self.deferrable and backend.can_defer:
-                check = backend.check(plan)  # a retry may find its cluster ready (or failed) already
-                event = event_for(check, waited=0.0, timeout=self.ready_timeout)
+                # a retry may find its cluster ready (or failed) already
+                event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
                 if event is None:
                     self._defer(backend, plan)
-            else:
-                event = backend.wait(plan, timeout=self.ready_timeout, poll_interval=self.poll_interval)
-            return self._finish(backend, plan, event)
+                return self._finish(backend, plan, lambda: ready_handle(backend, plan, event))
+            return self._finish(backend, plan, lambda: wait_until_ready(
+                backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval))  # fmt: skip
         finally:
             backend.close()
 
@@ -216,32 +215,39 @@ class CreateRayClusterOperator(AirflowErrors, BaseOperator):
         trigger = RayClusterReadyTrigger.for_plan(
             plan, conn_id=backend.conn_id, timeout=self.ready_timeout, poll_interval=self.poll_interval
         )
-        self.defer(
-            trigger=trigger,
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.ready_timeout + 300),
-        )
+        self.defer(trigger=trigger, method_name="execute_complete",
+                   timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
         checked = validate_event(event)
         backend, plan = self._plan(context)
         try:
-            return self._finish(backend, plan, checked)
+            return self._finish(backend, plan, lambda: ready_handle(backend, plan, checked))
         finally:
             backend.close()
 
-    def _finish(self, backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent) -> dict[str, Any]:
-        """A ready event gives the handle; any other deletes the cluster and fails the task."""
-        url = event["dashboard_url"]
-        if event["status"] != EVENT_READY or url is None:
-            backend.fail(plan, event)
-        handle = backend.handle(plan, url)
-        self.log.info("Ray cluster %s (%s) ready; dashboard %s", handle.name, handle.backend, url)
+    def _finish(
+        self, backend: ClusterBackend, plan: ClusterPlan, ready: Callable[[], RayClusterHandle]
+    ) -> dict[str, Any]:
+        """The handle of a ready cluster; a cluster that is not ready is deleted and the task fails."""
+        try:
+            handle = ready()
+        except RayClusterNotReadyError as exc:
+            try:
+                backend.delete(plan, wait=True, timeout=120)
+                note = " The cluster was deleted."
+            except Exception as cleanup_error:  # report the readiness error; say the cleanup failed too
+                note = f" Deleting it failed too ({cleanup_error}); the janitor removes it after its expiry."
+            raise RayClusterNotReadyError(str(exc) + note, name=exc.name, namespace=exc.namespace,
+                                          conditions=exc.conditions) from exc  # fmt: skip
+        self.log.info(
+            "Ray cluster %s (%s) ready; dashboard %s", handle.name, handle.backend, handle.dashboard_url
+        )
         return handle.to_dict()
 
 
-class DeleteRayClusterOperator(AirflowErrors, BaseOperator):
+class DeleteRayClusterOperator(BaseOperator):
     """Delete a cluster; meant as a teardown task (``.as_teardown(setups=create)``).
 
     Idempotent: a cluster that is already gone counts as deleted. Waits until the RayCluster object is
@@ -318,7 +324,7 @@ def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
     return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in FINISHED_RUN_STATES else None
 
 
-class RayClusterJanitorOperator(AirflowErrors, BaseOperator):
+class RayClusterJanitorOperator(BaseOperator):
     """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), and
     local heads whose DAG run no longer exists or has finished.
 

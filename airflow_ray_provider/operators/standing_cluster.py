@@ -20,16 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_ray_provider.airflow_errors import AirflowErrors
 from airflow_ray_provider.clusters import RayClusterHandle, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+from airflow_ray_provider.hooks.kuberay import backend_for_connection
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class AttachRayClusterOperator(AirflowErrors, BaseOperator):
+class AttachRayClusterOperator(BaseOperator):
     """Check a standing cluster now (ready, dashboard answering with its token) and push its handle.
 
     A cluster that does not exist, is not ready or whose dashboard does not answer fails the task at once

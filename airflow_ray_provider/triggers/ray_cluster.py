@@ -5,15 +5,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_ray_provider.clusters import EVENT_ERROR, ClusterPlan, TokenRef, event_for, make_event
-from airflow_ray_provider.hooks.cluster_backend import abackend_for_connection
+from airflow_ray_provider.hooks.kuberay import backend_for_connection
+from airflow_ray_provider.launch import apoll
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import ClusterBackend
+    from airflow_ray_provider.clusters import ClusterBackend, ReadinessCheck, ReadinessEvent
 
 DEFAULT_TOKEN_KEY = "auth_token"  # KubeRay's key in the token Secret
 
@@ -99,19 +101,20 @@ class RayClusterReadyTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Yield one event: ready, failed, timeout or error."""
+        """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""
         backend: ClusterBackend | None = None
         plan = self.plan()
-        try:
-            backend = await abackend_for_connection(self.conn_id, namespace=self.namespace)
-            while True:
-                check = await asyncio.to_thread(backend.check, plan)
-                event = event_for(check, waited=time.time() - self.start_time, timeout=self.timeout)
-                if event is not None:
-                    yield TriggerEvent(dict(event))
-                    return
+
+        def decide(check: ReadinessCheck) -> ReadinessEvent | None:
+            event = event_for(check, waited=time.time() - self.start_time, timeout=self.timeout)
+            if event is None:
                 self.log.info("%s not ready yet: %s", check.cluster, check.message)
-                await asyncio.sleep(self.poll_interval)
+            return event
+
+        try:
+            backend = await asyncio.to_thread(backend_for_connection, self.conn_id, namespace=self.namespace)
+            look = partial(asyncio.to_thread, backend.check, plan)
+            yield TriggerEvent(dict(await apoll(look, decide, interval=self.poll_interval)))
         except Exception as exc:  # turned into an event: the operator cleans up and fails with it
             self.log.exception("RayClusterReadyTrigger failed for %s/%s", self.namespace, self.name)
             yield TriggerEvent(dict(make_event(EVENT_ERROR, message=f"{type(exc).__name__}: {exc}")))

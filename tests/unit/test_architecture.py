@@ -357,7 +357,13 @@ LAYER_RULES = [
         _pkg("workloads", "kuberay", "local"),
         ("airflow",),
     ),
-    LayerRule("jobs/ holds pure rules: it never imports Airflow or Ray", _pkg("jobs"), ("airflow", "ray")),
+    LayerRule("jobs/ (rules and the Job API client) never imports Airflow", _pkg("jobs"), ("airflow",)),
+    LayerRule(
+        "jobs/ imports no Ray when it is imported (the client loads Ray's own on first use)",
+        _pkg("jobs"),
+        ("ray",),
+        at_import_time_only=True,
+    ),
     LayerRule(
         "launch/ (the run lifecycle) never imports Airflow, nor the Airflow face above it",
         _pkg("launch"),

@@ -26,7 +26,7 @@ from airflow_ray_provider.clusters import (
     make_event,
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+from airflow_ray_provider.hooks.kuberay import backend_for_connection
 from tests.fixtures.kuberay import CONTROLLER_AGENT, HEAD_MODE
 
 pytestmark = pytest.mark.integration

@@ -324,7 +324,7 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
 ):
     """KubeRay's own sample through the manifest path, into a namespace no controller watches."""
     from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, KubeRayPlan, TaskIdentity
-    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+    from airflow_ray_provider.hooks.kuberay import backend_for_connection
     from airflow_ray_provider.kuberay import labels as lb
     from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
 

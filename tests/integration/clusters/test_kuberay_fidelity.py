@@ -80,7 +80,7 @@ def test_controller_refuses_an_invalid_object_with_an_event_and_no_status(
 ):
     """Sent past the pre-flight checks on purpose: the test controller behaves like KubeRay."""
     from airflow_ray_provider.clusters import ClusterPlan
-    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+    from airflow_ray_provider.hooks.kuberay import backend_for_connection
 
     name = "refused-" + "x" * 46
     assert len(name) == 54
@@ -211,7 +211,7 @@ def test_every_kuberay_sample_through_the_manifest_path_against_the_emulator(
 
     from airflow_ray_provider.clusters import ClusterRequest, TaskIdentity
     from airflow_ray_provider.exceptions import RayInvalidInputError
-    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+    from airflow_ray_provider.hooks.kuberay import backend_for_connection
 
     path = SAMPLES_DIR / sample
     backend = backend_for_connection(kuberay_conn, namespace="samples")

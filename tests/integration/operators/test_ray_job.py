@@ -22,7 +22,7 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
 )
 from airflow_ray_provider.hooks.ray_job import RayJobHook
-from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
+from airflow_ray_provider.jobs.logs import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.job_link import JOB_URL_XCOM_KEY

@@ -128,7 +128,7 @@ def _check_busy(op: Any, record: dict[str, Any], submission_id: str) -> None:
 
 
 def _line(record: dict[str, Any]) -> str:
-    from airflow_ray_provider.operators.job_usage import usage_line
+    from airflow_ray_provider.operators.usage import usage_line
 
     return usage_line(record)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from airflow_ray_provider.jobs.log_stream import LOG_PREFIX
+from airflow_ray_provider.jobs.logs import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
 from airflow_ray_provider.triggers.ray_job import RayJobTrigger

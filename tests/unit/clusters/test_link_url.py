@@ -13,7 +13,8 @@ import pytest
 from airflow_ray_provider.clusters import cluster_link_url
 from airflow_ray_provider.clusters.kuberay import kuberay_handle
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.ray_connection import config_from_handle
+from airflow_ray_provider.jobs.client import JobClient
+from airflow_ray_provider.launch import ClusterTarget
 
 pytestmark = pytest.mark.unit
 
@@ -42,18 +43,19 @@ def test_a_bad_template_names_the_extra(template, why):
 def test_a_handle_links_to_the_browser_address_and_calls_the_in_cluster_one():
     handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr",
                             link_url_template="https://ray.example.com/{namespace}/{name}")  # fmt: skip
-    config = config_from_handle(handle, token=None)
+    target = ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url))
+    target.reach(print)
 
     assert handle.link_url == "https://ray.example.com/ray/nightly"
-    assert config.dashboard_url == IN_CLUSTER  # the Job API calls stay in-cluster
-    assert config.browser_url == "https://ray.example.com/ray/nightly"  # the "Ray job" link
+    assert target.client is not None and target.client.address == IN_CLUSTER  # the Job API stays in-cluster
+    assert target.dashboard_url == "https://ray.example.com/ray/nightly"  # the "Ray job" link
 
 
 def test_without_a_template_the_link_is_the_address_airflow_uses():
     handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr")
 
     assert handle.link_url == IN_CLUSTER
-    assert config_from_handle(handle, token=None).browser_url == IN_CLUSTER
+    assert ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url)).dashboard_url == IN_CLUSTER
 
 
 def test_the_connection_checks_its_template_before_any_cluster_exists():

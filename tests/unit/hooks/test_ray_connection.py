@@ -7,11 +7,9 @@ import json
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.ray_connection import (
-    CONN_FIELDS,
-    UI_FIELD_BEHAVIOUR,
-    config_from_connection,
-)
+from airflow_ray_provider.connection_forms import RAY_CONN_FIELDS as CONN_FIELDS
+from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.hooks.ray_job import client_of_connection
 from tests.fixtures.ray_job import drop_connection, set_connection
 
 pytestmark = pytest.mark.unit
@@ -34,20 +32,18 @@ def test_full_url_host_token_and_extras():
         "metadata": {"team": "ml"},
         "request_timeout": "7",
     }
-    config = config_from_connection(conn(host="https://ray.example:8443/", password=TOKEN, extra=extra))
-    assert config.dashboard_url == "https://ray.example:8443"
-    assert config.request_headers() == {"X-Org": "ml", "Authorization": f"Bearer {TOKEN}"}
-    assert config.cookies == {"session": "ck-secret-value"}
-    assert config.verify is False and config.metadata == {"team": "ml"} and config.request_timeout == 7
-    assert set(config.secrets()) == {TOKEN, "ck-secret-value"}
-    assert TOKEN not in repr(config) and "ck-secret-value" not in repr(config)
+    client = client_of_connection(conn(host="https://ray.example:8443/", password=TOKEN, extra=extra))
+    assert client.address == "https://ray.example:8443"
+    assert client.headers == {"X-Org": "ml", "Authorization": f"Bearer {TOKEN}"}
+    assert client.cookies == {"session": "ck-secret-value"}
+    assert client.verify is False and client.metadata == {"team": "ml"} and client.timeout == 7
+    assert {TOKEN, "ck-secret-value"} <= set(client.secrets())
+    assert TOKEN not in repr(client) and "ck-secret-value" not in repr(client)
 
 
 def test_host_port_schema_and_ca_bundle():
-    config = config_from_connection(
-        conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"})
-    )
-    assert config.dashboard_url == "https://head:8265" and config.verify == "/ca.pem" and config.token is None
+    client = client_of_connection(conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"}))
+    assert client.address == "https://head:8265" and client.verify == "/ca.pem" and client.headers == {}
 
 
 @pytest.mark.parametrize(
@@ -56,7 +52,7 @@ def test_host_port_schema_and_ca_bundle():
 )
 def test_bad_connection_is_rejected(fields, match):
     with pytest.raises(RayInvalidInputError, match=match):
-        config_from_connection(conn(**fields))
+        client_of_connection(conn(**fields))
 
 
 def test_ui_metadata_is_consistent():
@@ -84,7 +80,7 @@ def test_hook_init_does_no_io_and_unknown_connection_is_a_clear_error():
 
     hook = RayJobHook("no_such_conn_xyz")  # nothing resolved yet
     with pytest.raises(RayInvalidInputError, match=r"no_such_conn_xyz.*not defined"):
-        hook.config  # noqa: B018
+        hook.client  # noqa: B018
 
 
 def test_hook_reads_env_connection_and_masks_its_secrets():
@@ -99,10 +95,10 @@ def test_hook_reads_env_connection_and_masks_its_secrets():
         extra={"cookies": {"s": "cookie-0123456789"}},
     )
     try:
-        config = RayJobHook("ray_unit_mask").config
+        client = RayJobHook("ray_unit_mask").client
     finally:
         drop_connection("ray_unit_mask")
-    assert config.token == TOKEN
+    assert client.headers["Authorization"] == f"Bearer {TOKEN}"
     assert TOKEN not in redact(f"x {TOKEN} y") and "cookie-0123456789" not in redact("c=cookie-0123456789")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.reattach import Action, decide, submit_or_attach
+from airflow_ray_provider.jobs.reattach import Choice, decide, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 
 pytestmark = pytest.mark.unit
@@ -19,25 +19,25 @@ def job(sid, status):
 @pytest.mark.parametrize(
     ("jobs", "action", "sid"),
     [
-        ([], Action.SUBMIT, BASE),
-        ([job("unrelated", "RUNNING")], Action.SUBMIT, BASE),
-        ([job(BASE, "PENDING")], Action.ATTACH, BASE),
-        ([job(BASE, "RUNNING")], Action.ATTACH, BASE),
-        ([job(BASE, "SUCCEEDED")], Action.DONE, BASE),
-        ([job(BASE, "FAILED")], Action.SUBMIT, BASE + "-a2"),
-        ([job(BASE, "STOPPED")], Action.SUBMIT, BASE + "-a2"),
-        ([job(BASE + "-a2", "RUNNING"), job(BASE, "FAILED")], Action.ATTACH, BASE + "-a2"),
-        ([job(BASE, "FAILED"), job(BASE + "-a2", "STOPPED")], Action.SUBMIT, BASE + "-a3"),
+        ([], Choice.SUBMIT, BASE),
+        ([job("unrelated", "RUNNING")], Choice.SUBMIT, BASE),
+        ([job(BASE, "PENDING")], Choice.ATTACH, BASE),
+        ([job(BASE, "RUNNING")], Choice.ATTACH, BASE),
+        ([job(BASE, "SUCCEEDED")], Choice.DONE, BASE),
+        ([job(BASE, "FAILED")], Choice.SUBMIT, BASE + "-a2"),
+        ([job(BASE, "STOPPED")], Choice.SUBMIT, BASE + "-a2"),
+        ([job(BASE + "-a2", "RUNNING"), job(BASE, "FAILED")], Choice.ATTACH, BASE + "-a2"),
+        ([job(BASE, "FAILED"), job(BASE + "-a2", "STOPPED")], Choice.SUBMIT, BASE + "-a3"),
         (
             [job(BASE, "FAILED"), job(BASE + "-a10", "SUCCEEDED"), job(BASE + "-a9", "FAILED")],
-            Action.DONE,
+            Choice.DONE,
             BASE + "-a10",
         ),
     ],
 )
 def test_decide(jobs, action, sid):
-    plan = decide(BASE, jobs)
-    assert (plan.action, plan.submission_id) == (action, sid)
+    decision = decide(BASE, jobs)
+    assert (decision.choice, decision.submission_id) == (action, sid)
 
 
 def test_lost_race_re_plans_and_attaches():
@@ -49,14 +49,14 @@ def test_lost_race_re_plans_and_attaches():
         cluster.append(job(sid, "RUNNING"))
         raise RayJobAlreadyExistsError("exists", http_status=500, url="u")
 
-    plan = submit_or_attach(BASE, lambda: list(cluster), submit)
-    assert plan.action is Action.ATTACH and plan.submission_id == BASE and submitted == []
+    decision = submit_or_attach(BASE, lambda: list(cluster), submit)
+    assert decision.choice is Choice.ATTACH and decision.submission_id == BASE and submitted == []
 
 
 def test_submit_happens_once():
     calls: list[str] = []
-    plan = submit_or_attach(BASE, list, lambda sid: calls.append(sid) or sid)
-    assert plan.action is Action.SUBMIT and calls == [BASE]
+    decision = submit_or_attach(BASE, list, lambda sid: calls.append(sid) or sid)
+    assert decision.choice is Choice.SUBMIT and calls == [BASE]
 
 
 def test_endless_races_give_up():

@@ -1,19 +1,11 @@
-"""The one cleanup table, and the deprecated names that map onto it."""
+"""The one cleanup table, and the one word every operator takes."""
 
 from __future__ import annotations
 
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch import (
-    Cleanup,
-    CleanupActions,
-    Ending,
-    actions_for,
-    from_on_kill,
-    from_stop_on_kill,
-    resolve_cleanup,
-)
+from airflow_ray_provider.launch import Cleanup, CleanupActions, Ending, actions_for
 
 pytestmark = pytest.mark.unit
 
@@ -47,31 +39,25 @@ def test_the_docs_table_is_this_table():
         assert f"| {ending.value} |" in text, ending
 
 
-@pytest.mark.parametrize(
-    ("old", "new"), [(None, Cleanup.ON_EXCEPTION), (True, Cleanup.ALWAYS), (False, Cleanup.NEVER)]
-)
-def test_stop_on_kill_maps_with_a_deprecation_warning(old, new):
-    with pytest.warns(DeprecationWarning, match="stop_on_kill"):
-        assert from_stop_on_kill(old) is new
-
-
-@pytest.mark.parametrize(("old", "new"), [("delete", Cleanup.ALWAYS), ("none", Cleanup.NEVER)])
-def test_on_kill_maps_with_a_deprecation_warning(old, new):
-    with pytest.warns(DeprecationWarning, match="on_kill"):
-        assert from_on_kill(old) is new
-
-
-def test_bad_words_and_both_names_are_rejected_naming_the_field():
+def test_a_bad_word_is_rejected_naming_the_field():
     with pytest.raises(
         RayInvalidInputError, match="cleanup must be one of 'never', 'on_exception', 'always'"
     ):
         Cleanup.parse("sometimes")
-    with pytest.raises(RayInvalidInputError, match="pass cleanup or the deprecated stop_on_kill"):
-        resolve_cleanup("always", Cleanup.NEVER, default=Cleanup.ALWAYS, legacy_name="stop_on_kill")
-    assert resolve_cleanup(None, None, default=Cleanup.ALWAYS, legacy_name="x") is Cleanup.ALWAYS
 
 
-def test_operators_take_the_new_word_and_the_old_names():
+@pytest.mark.parametrize("old", [{"stop_on_kill": True}, {"on_kill": "none"}])
+def test_no_operator_takes_the_names_cleanup_replaced(old):
+    from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+
+    with pytest.raises(TypeError, match=next(iter(old))):
+        SubmitRayJobOperator(task_id="t", entrypoint="x", **old)
+    with pytest.raises(TypeError, match=next(iter(old))):
+        KubeRayJobOperator(task_id="t", entrypoint="x", cluster_conn_id="k", **old)
+
+
+def test_operators_take_the_one_word():
     from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
     from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
@@ -80,16 +66,12 @@ def test_operators_take_the_new_word_and_the_old_names():
         return SubmitRayJobOperator(task_id="t", entrypoint="x", **kw).cleanup
 
     assert submit() is Cleanup.ON_EXCEPTION and submit(cleanup="always") is Cleanup.ALWAYS
-    with pytest.warns(DeprecationWarning):
-        assert submit(stop_on_kill=False) is Cleanup.NEVER
     assert EphemeralRayJobOperator(task_id="t", entrypoint="x").cleanup is Cleanup.ALWAYS
 
     def rayjob(**kw):
         return KubeRayJobOperator(task_id="t", entrypoint="x", cluster_conn_id="k", **kw)
 
     assert rayjob().cleanup is Cleanup.ALWAYS and rayjob(cleanup="never").cleanup is Cleanup.NEVER
-    with pytest.warns(DeprecationWarning):
-        assert rayjob(on_kill="none").cleanup is Cleanup.NEVER
-    assert rayjob(on_kill="suspend").on_kill_action == "suspend"
+    assert rayjob(suspend_on_kill=True).suspend_on_kill is True
     with pytest.raises(RayInvalidInputError, match="cleanup must be one of"):
         submit(cleanup="soon")

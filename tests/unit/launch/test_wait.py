@@ -2,22 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from airflow_ray_provider.jobs.status import JobState, JobStatus
-from airflow_ray_provider.launch import (
-    Action,
-    Cleanup,
-    Ending,
-    Observation,
-    WaitPlan,
-    event_for,
-    step,
-    wait_async,
-    wait_blocking,
-)
+from airflow_ray_provider.launch import Cleanup, Ending, Observation, WaitAction, WaitPlan, step
 
 pytestmark = pytest.mark.unit
 
@@ -34,11 +22,11 @@ def _seen(status: JobStatus | None, *, now: float = START + 1, log: str | None =
 @pytest.mark.parametrize(
     ("status", "action"),
     [
-        (JobStatus.PENDING, Action.WAIT),
-        (JobStatus.RUNNING, Action.WAIT),
-        (JobStatus.SUCCEEDED, Action.SUCCEED),
-        (JobStatus.FAILED, Action.FAIL),
-        (JobStatus.STOPPED, Action.FAIL),
+        (JobStatus.PENDING, WaitAction.WAIT),
+        (JobStatus.RUNNING, WaitAction.WAIT),
+        (JobStatus.SUCCEEDED, WaitAction.SUCCEED),
+        (JobStatus.FAILED, WaitAction.FAIL),
+        (JobStatus.STOPPED, WaitAction.FAIL),
     ],
 )
 def test_every_job_status_maps_to_one_action(status, action):
@@ -47,7 +35,7 @@ def test_every_job_status_maps_to_one_action(status, action):
 
 
 @pytest.mark.parametrize(
-    ("missing_ok", "action", "message"), [(False, Action.FAIL, "job not found"), (True, Action.WAIT, "")]
+    ("missing_ok", "action", "message"), [(False, WaitAction.FAIL, "job not found"), (True, WaitAction.WAIT, "")]
 )
 def test_a_missing_job_fails_unless_missing_is_ok(missing_ok, action, message):
     decided = step(WaitPlan(start_time=START, missing_ok=missing_ok, log_offset=7), _seen(None))
@@ -60,16 +48,16 @@ def test_a_missing_job_fails_unless_missing_is_ok(missing_ok, action, message):
 @pytest.mark.parametrize("status", [JobStatus.PENDING, JobStatus.RUNNING])
 def test_a_live_job_past_its_timeout_times_out_and_is_stopped_as_cleanup_says(cleanup, stops, status):
     plan = WaitPlan(start_time=START, timeout=10, cleanup=cleanup)
-    assert step(plan, _seen(status, now=START + 9.9)).action is Action.WAIT
+    assert step(plan, _seen(status, now=START + 9.9)).action is WaitAction.WAIT
     decided = step(plan, _seen(status, now=START + 10))
-    assert decided.action is Action.TIME_OUT and decided.stop_job is stops
+    assert decided.action is WaitAction.TIME_OUT and decided.stop_job is stops
     assert "timeout of 10s" in decided.message
 
 
 def test_a_finished_job_wins_over_its_timeout():
     plan = WaitPlan(start_time=START, timeout=10)
-    assert step(plan, _seen(JobStatus.SUCCEEDED, now=START + 99)).action is Action.SUCCEED
-    assert step(plan, _seen(JobStatus.FAILED, now=START + 99)).action is Action.FAIL
+    assert step(plan, _seen(JobStatus.SUCCEEDED, now=START + 99)).action is WaitAction.SUCCEED
+    assert step(plan, _seen(JobStatus.FAILED, now=START + 99)).action is WaitAction.FAIL
 
 
 @pytest.mark.parametrize(
@@ -86,7 +74,7 @@ def test_a_finished_job_wins_over_its_timeout():
 @pytest.mark.parametrize("status", [None, JobStatus.RUNNING, JobStatus.SUCCEEDED])
 def test_a_kill_stops_the_wait_at_once_and_the_job_as_cleanup_says(cleanup, ending, stops, status):
     decided = step(WaitPlan(start_time=START, cleanup=cleanup), _seen(status, killed=ending))
-    assert decided.action is Action.STOP and decided.stop_job is stops
+    assert decided.action is WaitAction.STOP and decided.stop_job is stops
     assert ending.value in decided.message
 
 
@@ -114,67 +102,3 @@ def test_the_step_is_pure():
     plan, seen = WaitPlan(start_time=START, timeout=1), _seen(JobStatus.RUNNING, now=START + 5, log="x\n")
     assert step(plan, seen) == step(plan, seen)
     assert plan.log_offset == 0
-
-
-def _script(*statuses: JobStatus):
-    looks = iter(statuses)
-    log: list[str] = []
-
-    def observe(plan: WaitPlan) -> Observation:
-        status = next(looks)
-        log.append(f"line {status.value}\n")  # the Job API returns the whole log so far
-        return _seen(status, now=START + 1, log="".join(log))
-
-    return observe
-
-
-def test_both_transports_drive_the_same_step_to_the_same_end():
-    """The sync and the async drivers see the same looks and end the same way, writing the same lines."""
-    statuses = (JobStatus.PENDING, JobStatus.RUNNING, JobStatus.FAILED)
-    plan = WaitPlan(start_time=START)
-    sync_lines: list[str] = []
-    sync = wait_blocking(
-        plan,
-        _script(*statuses),
-        emit=sync_lines.extend,
-        stop_job=lambda: True,
-        poll_interval=0,
-        sleep=lambda _: None,
-    )
-    async_lines: list[str] = []
-
-    async def observe(p: WaitPlan) -> Observation:
-        return scripted(p)
-
-    async def stop() -> bool:
-        return True
-
-    scripted = _script(*statuses)
-    asynced = asyncio.run(wait_async(plan, observe, emit=async_lines.extend, stop_job=stop, poll_interval=0))
-    assert sync.step == asynced.step and sync.step.action is Action.FAIL
-    assert sync_lines == async_lines == ["line PENDING", "line RUNNING", "line FAILED"]
-    assert sync.plan.log_offset == asynced.plan.log_offset == len("line PENDING\nline RUNNING\nline FAILED\n")
-    assert event_for("s", sync).to_payload()["status"] == "done"
-
-
-def test_the_transport_stops_the_job_only_when_the_step_says_so():
-    stops: list[str] = []
-    plan = WaitPlan(start_time=START, timeout=0.5, cleanup=Cleanup.NEVER)
-    kept = wait_blocking(
-        plan,
-        _script(JobStatus.RUNNING),
-        emit=lambda _: None,
-        stop_job=lambda: stops.append("x") or True,
-        poll_interval=0,
-    )
-    assert kept.step.action is Action.TIME_OUT and kept.stopped is False and stops == []
-    stopped = wait_blocking(
-        WaitPlan(start_time=START, timeout=0.5),
-        _script(JobStatus.RUNNING),
-        emit=lambda _: None,
-        stop_job=lambda: stops.append("x") or True,
-        poll_interval=0,
-    )
-    assert stopped.stopped is True and stops == ["x"]
-    event = event_for("s", stopped).to_payload()
-    assert event["status"] == "timeout" and event["stopped"] is True

@@ -43,14 +43,14 @@ def test_task_that_pushed_answers_its_url() -> None:
 def test_connection_dashboard_url_is_the_browser_address() -> None:
     from airflow.sdk import Connection
 
-    from airflow_ray_provider.hooks.ray_connection import config_from_connection
+    from airflow_ray_provider.hooks.ray_job import client_of_connection, connection_link_url
 
     conn = Connection(conn_id="c", conn_type="ray", host="http://ray-head:8265",
                       extra='{"dashboard_url": "http://localhost:8265/"}')  # fmt: skip
-    config = config_from_connection(conn)
-    assert (config.dashboard_url, config.browser_url) == ("http://ray-head:8265", "http://localhost:8265")
-    plain = config_from_connection(Connection(conn_id="c", conn_type="ray", host="http://h:8265"))
-    assert plain.browser_url == "http://h:8265"
+    address, link = client_of_connection(conn).address, connection_link_url(conn)
+    assert (address, link) == ("http://ray-head:8265", "http://localhost:8265")
+    plain = Connection(conn_id="c", conn_type="ray", host="http://h:8265")
+    assert connection_link_url(plain) == "http://h:8265"
     bad = Connection(conn_id="c", conn_type="ray", host="http://h:8265", extra='{"dashboard_url": "h:1"}')
     with pytest.raises(RayInvalidInputError, match=r"dashboard_url.*http://"):
-        config_from_connection(bad)
+        connection_link_url(bad)

@@ -38,9 +38,9 @@ SPEC = {"worker_groups": [{"name": "cpu", "replicas": 1}]}
         ({"suspend": True, "shutdown_after_job_finishes": False}, "suspend needs"),
         ({"entrypoint_num_gpus": -1}, "entrypoint_num_gpus must be a non-negative"),
         ({"entrypoint_resources": {"accelerator": -2}}, r"entrypoint_resources\['accelerator'\]"),
-        ({"on_kill": "explode"}, "on_kill must be one of"),
-        ({"on_kill": "suspend", "cluster": "shared-ray"}, "on_kill='suspend' needs"),
-        ({"poll_interval": 0}, "poll_interval must be positive"),
+        ({"cleanup": "explode"}, "cleanup must be one of"),
+        ({"suspend_on_kill": True, "cluster": "shared-ray"}, "suspend_on_kill needs"),
+        ({"poll_interval": 0}, "poll_interval must be a positive number"),
     ],
 )
 def test_rayjob_operator_rejects_bad_input_when_the_dag_is_parsed(kwargs: dict[str, Any], expected: str):

@@ -91,7 +91,7 @@ def test_hook_without_any_kubernetes_config_says_what_to_set(monkeypatch):
 
 @pytest.mark.unit
 def test_wrong_connection_type_is_rejected(monkeypatch):
-    from airflow_ray_provider.hooks.cluster_backend import backend_for_connection
+    from airflow_ray_provider.hooks.kuberay import backend_for_connection
 
     monkeypatch.setenv("AIRFLOW_CONN_NOT_KR", json.dumps({"conn_type": "http", "host": "x"}))
     with pytest.raises(RayInvalidInputError, match="cluster_conn_id=None for a local"):

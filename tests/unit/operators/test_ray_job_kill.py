@@ -3,37 +3,46 @@
 from __future__ import annotations
 
 import pytest
-from airflow.exceptions import TaskDeferred
+
+from airflow_ray_provider.jobs.client import JobClient
+from airflow_ray_provider.launch import Cleanup, ClusterTarget, Ending, JobRun, actions_for
 
 pytestmark = pytest.mark.unit
 
 
-def _op(**kwargs):
+def _op(cleanup: str | None = None):
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
-    # a connection that does not exist: any Job API call (a stop) fails loudly
-    op = SubmitRayJobOperator(task_id="submit", entrypoint="python x.py", ray_conn_id="no_such_ray", **kwargs)
-    op._submission_id = "airflow-d-submit-run-abc"
+    op = SubmitRayJobOperator(task_id="submit", entrypoint="python x.py", cleanup=cleanup)
+    # a cluster nothing answers at: any Job API call (a stop) fails loudly, at once
+    client = JobClient("http://127.0.0.1:9", retry_attempts=1)
+    op.run = JobRun(ClusterTarget(client=client), submission_id="airflow-d-submit-run-abc", cleanup=op.cleanup,
+                    say=op.log.info)  # fmt: skip
+    op.run.choice = None
     return op
 
 
 def test_by_default_a_sigterm_leaves_the_job_running_for_the_retry_to_reattach(capfd):
-    """The default used to stop the job on any SIGTERM (eviction, shutdown): the retry started over."""
     op = _op()
-    assert op.stop_on_kill is None
-    op.on_kill()  # touches no Job API: the unknown connection would raise
-    assert "a retry re-attaches to it" in capfd.readouterr().out
+    assert op.cleanup is Cleanup.ON_EXCEPTION
+    op.on_kill()  # touches no Job API: the address would fail
+    assert "the next try re-attaches to it" in capfd.readouterr().out
+    assert op.run is not None and op.run.ending is Ending.WORKER_SIGTERM and not op.run.stopped
 
 
-def test_stop_on_kill_true_stops_the_job_on_sigterm():
-    from airflow_ray_provider.exceptions import RayInvalidInputError
+def test_cleanup_always_stops_the_job_on_sigterm():
+    from airflow_ray_provider.exceptions import RayDashboardUnreachableError
 
-    with pytest.raises(RayInvalidInputError, match="no_such_ray"):
-        _op(stop_on_kill=True).on_kill()  # it goes for the Job API to stop the job
+    with pytest.raises(RayDashboardUnreachableError, match="127.0.0.1:9"):
+        _op("always").on_kill()  # it goes for the Job API to stop the job
 
 
-@pytest.mark.parametrize(("stop_on_kill", "user_kill_stops"), [(None, True), (True, True), (False, False)])
-def test_a_users_kill_of_a_deferred_task_stops_the_job_unless_false(stop_on_kill, user_kill_stops):
-    with pytest.raises(TaskDeferred) as deferred:
-        _op(stop_on_kill=stop_on_kill)._defer("airflow-d-submit-run-abc", 0.0)
-    assert deferred.value.trigger.stop_on_cancel is user_kill_stops
+@pytest.mark.parametrize(("cleanup", "user_kill_stops"), [(None, True), ("always", True), ("never", False)])
+def test_a_users_kill_of_a_deferred_task_stops_the_job_unless_never(cleanup, user_kill_stops):
+    from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+
+    op = _op(cleanup)
+    assert op.run is not None
+    trigger = RayJobTrigger(run=op.run.hand_over())
+    word = Cleanup.parse(trigger.run_state["cleanup"])
+    assert actions_for(word, Ending.USER_KILL).stop_job is user_kill_stops

@@ -40,7 +40,7 @@ def test_templated_job_numbers_render_to_numbers() -> None:
     [
         ({"cpus": "lots", "gpus": 0, "memory": 1, "timeout": 1}, "entrypoint_num_cpus must be a number"),
         ({"cpus": 1, "gpus": 0, "memory": "1.5", "timeout": 1}, "entrypoint_memory must be a whole number"),
-        ({"cpus": 1, "gpus": 0, "memory": 1, "timeout": "-5"}, "job_timeout must be positive"),
+        ({"cpus": 1, "gpus": 0, "memory": 1, "timeout": "-5"}, "job_timeout must be a positive number"),
     ],
 )
 def test_a_rendered_value_that_is_no_number_names_the_argument(params: dict, needle: str) -> None:
@@ -50,7 +50,7 @@ def test_a_rendered_value_that_is_no_number_names_the_argument(params: dict, nee
 
 
 def test_literal_numbers_are_still_checked_when_the_dag_is_parsed() -> None:
-    with pytest.raises(RayInvalidInputError, match="job_timeout must be positive"):
+    with pytest.raises(RayInvalidInputError, match="job_timeout must be a positive number"):
         _submit(job_timeout=0)
 
 

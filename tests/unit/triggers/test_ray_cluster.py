@@ -17,15 +17,15 @@ import pytest
 from airflow_ray_provider.clusters import (
     EVENT_STATUSES,
     ClusterPlan,
+    RayClusterHandle,
     ReadinessCheck,
     TokenRef,
     event_for,
     make_event,
-    timeout_message,
     validate_event,
-    wait_until_ready,
 )
-from airflow_ray_provider.exceptions import RayProviderError
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayProviderError
+from airflow_ray_provider.launch import wait_until_ready
 from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
 
 pytestmark = pytest.mark.unit
@@ -56,22 +56,27 @@ def test_event_for_is_the_one_rule():
     timeout = event_for(WAITING, waited=60, timeout=60)
     assert timeout is not None and timeout["status"] == "timeout"
     assert timeout["conditions"] == WAITING.conditions and timeout["dashboard_url"] is None
-    assert timeout["message"] == timeout_message(WAITING, 60)
+
+
+def _timeout_message(check: ReadinessCheck, timeout: float) -> str:
+    event = event_for(check, waited=timeout, timeout=timeout)
+    assert event is not None
+    return event["message"]
 
 
 def test_timeout_message_names_the_state_the_conditions_and_what_to_run():
-    message = timeout_message(WAITING, 900)
+    message = _timeout_message(WAITING, 900)
     assert message.startswith("RayCluster ray/c1 was not ready after 900s: ReplicaFailure=True.")
     assert "Last status: state=<none>; ReplicaFailure=True (Quota: no gpu)." in message
     assert message.endswith("Inspect it with: kubectl describe raycluster c1 -n ray")
-    bare = timeout_message(ReadinessCheck("waiting", "no answer", "local Ray head h"), 5)
+    bare = _timeout_message(ReadinessCheck("waiting", "no answer", "local Ray head h"), 5)
     assert bare == "local Ray head h was not ready after 5s: no answer. Last status: no status."
 
 
 def test_events_are_validated_and_completed():
     event = make_event("timeout", message="m", conditions=[{"type": "X"}])
     assert validate_event(json.loads(json.dumps(event))) == event  # survives the triggerer's JSON
-    # An event of an earlier release (no dashboard_url / conditions keys) still reads.
+    # A minimal event (no dashboard_url / conditions keys) reads.
     assert validate_event({"status": "failed", "message": "m"}) == make_event("failed", message="m")
     assert set(EVENT_STATUSES) == {"ready", "failed", "timeout", "error"}
     for bad in (
@@ -88,21 +93,31 @@ def test_events_are_validated_and_completed():
         make_event("ready")
 
 
+class _Looks:
+    """A backend's ``check`` and ``handle``, scripted (the wait is the subject here)."""
+
+    def __init__(self, *looks: ReadinessCheck) -> None:
+        self.looks, self.seen = list(looks), []
+
+    def check(self, plan: ClusterPlan) -> ReadinessCheck:
+        self.seen.append(time.monotonic())
+        return self.looks.pop(0) if len(self.looks) > 1 else self.looks[0]
+
+    def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
+        return RayClusterHandle(backend="kuberay", name=plan.name, dashboard_url=dashboard_url)
+
+
 def test_wait_until_ready_polls_until_an_event():
-    looks = iter([WAITING, WAITING, ReadinessCheck("ready", "answers", "RayCluster ray/c1", "http://h:1")])
-    seen: list[float] = []
+    backend = _Looks(WAITING, WAITING, ReadinessCheck("ready", "answers", "RayCluster ray/c1", "http://h:1"))
 
-    def check() -> ReadinessCheck:
-        seen.append(time.monotonic())
-        return next(looks)
+    handle = wait_until_ready(backend, ClusterPlan("c1"), timeout=60, poll_interval=0.05)  # type: ignore[arg-type]
 
-    event = wait_until_ready(check, timeout=60, poll_interval=0.05)
-
-    assert event["status"] == "ready" and event["dashboard_url"] == "http://h:1"
-    assert len(seen) == 3 and seen[2] - seen[0] >= 0.1  # slept between looks
+    assert handle.dashboard_url == "http://h:1" and handle.name == "c1"
+    assert len(backend.seen) == 3 and backend.seen[2] - backend.seen[0] >= 0.1  # slept between looks
     started = time.monotonic()
-    timed_out = wait_until_ready(lambda: WAITING, timeout=0.2, poll_interval=0.05)
-    assert timed_out["status"] == "timeout" and "was not ready after 0s" in timed_out["message"]
+    with pytest.raises(RayClusterNotReadyError, match="was not ready after 0s") as excinfo:
+        wait_until_ready(_Looks(WAITING), ClusterPlan("c1"), timeout=0.2, poll_interval=0.05)  # type: ignore[arg-type]
+    assert excinfo.value.conditions == WAITING.conditions
     assert 0.2 <= time.monotonic() - started < 5
 
 

@@ -1,0 +1,335 @@
+"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses.
+
+Job calls go through Ray's own ``JobSubmissionClient`` (it packages and uploads a local ``working_dir``
+or ``py_modules``). It is built on first use: its constructor calls the cluster, and importing it loads
+all of ``ray``. The triggerer never imports ``ray``, so the polls and the log tail of a deferred task
+(:meth:`JobClient.aget_job`, :meth:`~JobClient.aget_logs`, :meth:`~JobClient.astop`) are a small
+``aiohttp`` reader of the same REST routes. The dashboard's other read-only routes (``/api/version``, the
+state API the usage record reads) go through :meth:`JobClient.get_json`. Transient failures (connection
+errors, time-outs, 429, 5xx) are retried with back-off and logged; a dashboard that stays unreachable
+raises :class:`~airflow_ray_provider.exceptions.RayDashboardUnreachableError`. The token travels as
+``Authorization: Bearer <token>``, as Ray's token auth expects.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import re
+import ssl
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import aiohttp
+import requests
+import tenacity
+
+from airflow_ray_provider.exceptions import (
+    RayDashboardUnreachableError,
+    RayInvalidInputError,
+    RayJobAlreadyExistsError,
+    RayJobApiError,
+    RayProviderError,
+)
+from airflow_ray_provider.jobs.status import JobState
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
+
+    from airflow_ray_provider.jobs.submission import JobSpec
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: Header names whose values are credentials: masked in logs, never shown.
+SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "x-api-key", "proxy-authorization"})
+#: Where Ray's own tools look for a token when ``RAY_AUTH_TOKEN`` is not set (``ray get-auth-token``).
+DEFAULT_TOKEN_PATH = Path("~/.ray/auth_token")
+# Ray's client raises RuntimeError("Request failed with status code 503: ...").
+_STATUS = re.compile(r"status code (\d{3})")
+
+
+def ray_token_from_environment() -> str | None:
+    """The token Ray's own tools use: ``$RAY_AUTH_TOKEN``, else the file ``$RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``; ``None`` when there is none."""
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        return os.environ["RAY_AUTH_TOKEN"].strip()
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or DEFAULT_TOKEN_PATH).expanduser()
+    return path.read_text().strip() if path.is_file() else None
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status an error carries (ours, aiohttp's, or the text of Ray's ``RuntimeError``)."""
+    if isinstance(exc, RayJobApiError):
+        return exc.http_status
+    status = getattr(exc, "status", None)  # aiohttp.ClientResponseError
+    if isinstance(status, int):
+        return status
+    if type(exc).__name__ == "AuthenticationError":  # ray.exceptions.AuthenticationError: 401/403
+        return 401
+    match = _STATUS.search(str(exc)) if isinstance(exc, RuntimeError) else None
+    return int(match.group(1)) if match else None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed call may succeed when tried again: connection errors, time-outs, 429 and 5xx.
+
+    Ray's "a job with this submission id already exists" (a 500) is not: the caller re-attaches instead.
+    """
+    if isinstance(exc, RayJobAlreadyExistsError) or "already exists" in str(exc):
+        return False
+    status = http_status(exc)
+    if status is not None:
+        return status == 429 or 500 <= status < 600
+    transient = (requests.ConnectionError, requests.Timeout, aiohttp.ClientConnectionError, TimeoutError)
+    return isinstance(exc, (*transient, ConnectionError, asyncio.TimeoutError))
+
+
+def retry_policy(attempts: int, *, max_wait: float = 10.0) -> dict[str, Any]:
+    """``tenacity`` arguments: exponential back-off with jitter, only on :func:`is_transient`, a warning
+    before each sleep, the last error re-raised."""
+    return {
+        "stop": tenacity.stop_after_attempt(max(1, attempts)),
+        "wait": tenacity.wait_exponential(multiplier=0.5, max=max_wait) + tenacity.wait_random(0, 0.5),
+        "retry": tenacity.retry_if_exception(is_transient),
+        "before_sleep": tenacity.before_sleep_log(log, logging.WARNING),
+        "reraise": True,
+    }
+
+
+def auth_headers(token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The user's headers plus ``Authorization: Bearer <token>`` (an explicit ``Authorization`` wins)."""
+    headers = {str(k): str(v) for k, v in (extra or {}).items()}
+    if token and not any(k.lower() == "authorization" for k in headers):
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def _job_state(details: Any) -> JobState:
+    """A :class:`JobState` from Ray's ``JobDetails`` (or the same fields as a dict)."""
+    data = details if isinstance(details, dict) else vars(details)
+    status = data.get("status")
+    return JobState.from_api({**data, "status": getattr(status, "value", status)})
+
+
+class JobClient:
+    """The Job API of one cluster (and the read-only routes of its dashboard).
+
+    :param address: the dashboard's base URL, e.g. ``http://127.0.0.1:8265``.
+    :param token: the Ray auth token (``None``: the cluster has no token auth).
+    :param headers: extra HTTP headers (a proxy's, say).
+    :param cookies: cookies.
+    :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
+    :param metadata: job metadata added to every submission (the job's own keys win).
+    :param timeout: seconds per HTTP call of the reads this class makes itself.
+    :param retry_attempts: attempts per call on transient failures (1: no retry).
+    :param retry_max_wait: longest back-off between attempts, in seconds.
+    :param source: where the address came from, for messages (``connection 'ray_default'``).
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        token: str | None = None,
+        headers: dict[str, str] | None = None,
+        cookies: dict[str, str] | None = None,
+        verify: bool | str = True,
+        metadata: dict[str, str] | None = None,
+        timeout: float = 30.0,
+        retry_attempts: int = 5,
+        retry_max_wait: float = 10.0,
+        source: str | None = None,
+    ) -> None:
+        self.address = address.rstrip("/")
+        self.headers = auth_headers(token, headers)
+        self.cookies = dict(cookies or {})
+        self.verify = verify
+        self.metadata = dict(metadata or {})
+        self.timeout = timeout
+        self.retry_attempts = retry_attempts
+        self.retry_max_wait = retry_max_wait
+        self.source = source or self.address
+        self._aio_session: aiohttp.ClientSession | None = None
+
+    def __repr__(self) -> str:
+        return f"JobClient({self.address!r}, source={self.source!r})"
+
+    def secrets(self) -> list[str]:
+        """The credential values this client sends (for a log masker)."""
+        values = [v for k, v in self.headers.items() if k.lower() in SENSITIVE_HEADERS and v]
+        values += [v.removeprefix("Bearer ") for k, v in self.headers.items() if k.lower() == "authorization"]
+        return values + [v for v in self.cookies.values() if v]
+
+    # ----------------------------------------------------------------- errors and retries
+    def _unreachable(self, what: str, exc: BaseException) -> RayDashboardUnreachableError:
+        return RayDashboardUnreachableError(
+            f"Ray dashboard {self.address} ({self.source}) did not answer {what} after {self.retry_attempts} "
+            f"attempts: {type(exc).__name__}: {exc}. Check that the cluster is running and that the "
+            "address and port are right.",
+            url=self.address,
+            conn_id=self.source,
+        )
+
+    def _error(self, what: str, exc: BaseException) -> RayProviderError:
+        """The provider's error for a call that failed for good."""
+        if isinstance(exc, RayProviderError):
+            return exc
+        status = http_status(exc)
+        if status is None:
+            return self._unreachable(what, exc)
+        if "already exists" in str(exc):
+            return RayJobAlreadyExistsError(f"{what}: a job with this submission id already exists",
+                                            http_status=status, url=self.address)  # fmt: skip
+        hint = " (check the Ray auth token)" if status in (401, 403) else ""
+        return RayJobApiError(f"{what} answered {status}{hint}: {str(exc)[:300]}", http_status=status,
+                              url=self.address)  # fmt: skip
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return tenacity.Retrying(**retry_policy(self.retry_attempts, max_wait=self.retry_max_wait))(call)
+        except Exception as exc:
+            raise self._error(what, exc) from exc
+
+    # ----------------------------------------------------------------- blocking: Ray's client
+    @cached_property
+    def ray(self) -> JobSubmissionClient:
+        """Ray's ``JobSubmissionClient`` for this cluster (imports ``ray``; checks the connection)."""
+        from ray.job_submission import JobSubmissionClient
+
+        return self._call(
+            f"GET {self.address}/api/version",
+            lambda: JobSubmissionClient(
+                self.address, headers=self.headers, cookies=self.cookies or None, verify=self.verify
+            ),
+        )
+
+    def submit(self, spec: JobSpec, submission_id: str) -> str:
+        """Submit ``spec`` under ``submission_id`` (a local ``working_dir`` is uploaded first).
+
+        :raises RayJobAlreadyExistsError: a job with this id exists (re-attach to it).
+        :raises RayInvalidInputError: Ray refused the job's arguments.
+        """
+        kwargs = spec.submit_kwargs()
+        kwargs["metadata"] = {**self.metadata, **spec.metadata} or None
+        try:
+            submitted = self._call(
+                f"submit job {submission_id!r}",
+                lambda: self.ray.submit_job(submission_id=submission_id, **kwargs),
+            )
+            return str(submitted)
+        except RayProviderError as exc:
+            if isinstance(exc.__cause__, (TypeError, ValueError)):
+                raise RayInvalidInputError(f"Ray rejected the job's arguments: {exc.__cause__}") from exc
+            raise
+
+    def get_job(self, submission_id: str) -> JobState | None:
+        """The job's state; ``None`` when no job has this id."""
+        try:
+            return _job_state(
+                self._call(f"job {submission_id!r}", lambda: self.ray.get_job_info(submission_id))
+            )
+        except RayJobApiError as exc:
+            if exc.http_status == 404:
+                return None
+            raise
+
+    def get_logs(self, submission_id: str) -> str:
+        """The job's whole driver log so far."""
+        return str(self._call(f"log of job {submission_id!r}", lambda: self.ray.get_job_logs(submission_id)))
+
+    def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job; whether it was still running (``False`` for a job that does not exist)."""
+        try:
+            return bool(self._call(f"stop job {submission_id!r}", lambda: self.ray.stop_job(submission_id)))
+        except RayJobApiError as exc:
+            if exc.http_status == 404:
+                return False
+            raise
+
+    def list_jobs(self) -> list[JobState]:
+        """Every submitted job the cluster knows (driver-only jobs, which have no submission id, left out)."""
+        jobs = self._call("list jobs", self.ray.list_jobs)
+        return [_job_state(job) for job in jobs if getattr(job, "submission_id", None)]
+
+    # ----------------------------------------------------------------- the dashboard's read-only routes
+    @cached_property
+    def _session(self) -> requests.Session:
+        session = requests.Session()
+        session.headers.update(self.headers)
+        session.cookies.update(self.cookies)
+        session.verify = self.verify
+        return session
+
+    def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """``GET`` a read-only route of the dashboard (``/api/version``, ``/api/v0/nodes``, ...) as JSON."""
+        url = f"{self.address}/{path.lstrip('/')}"
+
+        def once() -> Any:
+            response = self._session.get(url, params=params, timeout=self.timeout)
+            if not response.ok:
+                raise RayJobApiError(f"GET {url}: {response.text[:300]}", http_status=response.status_code,
+                                     url=url)  # fmt: skip
+            return response.json()
+
+        return self._call(f"GET {url}", once)
+
+    def version(self) -> str:
+        """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""
+        return str(self.get_json("/api/version").get("ray_version", "?"))
+
+    # ----------------------------------------------------------------- async: the triggers' reader
+    def _ssl(self) -> ssl.SSLContext | bool:
+        if isinstance(self.verify, str):
+            if os.path.isdir(self.verify):
+                return ssl.create_default_context(capath=self.verify)
+            return ssl.create_default_context(cafile=self.verify)
+        return bool(self.verify)
+
+    async def _arequest(self, method: str, path: str, *, allow_404: bool = False) -> Any:
+        if self._aio_session is None or self._aio_session.closed:
+            self._aio_session = aiohttp.ClientSession(
+                headers=self.headers, cookies=self.cookies, timeout=aiohttp.ClientTimeout(total=self.timeout),
+                connector=aiohttp.TCPConnector(ssl=self._ssl(), limit=4),
+            )  # fmt: skip
+        session, url = self._aio_session, f"{self.address}{path}"
+
+        async def once() -> Any:
+            async with session.request(method, url) as response:
+                if response.status == 404 and allow_404:
+                    return None
+                if response.status >= 300:
+                    raise RayJobApiError(f"{method} {url}: {(await response.text())[:300]}",
+                                         http_status=response.status, url=url)  # fmt: skip
+                return await response.json(content_type=None)
+
+        try:
+            retrying = tenacity.AsyncRetrying(
+                **retry_policy(self.retry_attempts, max_wait=self.retry_max_wait)
+            )
+            return await retrying(once)
+        except Exception as exc:
+            raise self._error(f"{method} {url}", exc) from exc
+
+    async def aget_job(self, submission_id: str) -> JobState | None:
+        """:meth:`get_job` without blocking the event loop."""
+        body = await self._arequest("GET", f"/api/jobs/{submission_id}", allow_404=True)
+        return _job_state(body) if body is not None else None
+
+    async def aget_logs(self, submission_id: str) -> str:
+        """:meth:`get_logs` without blocking the event loop."""
+        return str((await self._arequest("GET", f"/api/jobs/{submission_id}/logs")).get("logs") or "")
+
+    async def astop(self, submission_id: str) -> bool:
+        """:meth:`stop` without blocking the event loop."""
+        body = await self._arequest("POST", f"/api/jobs/{submission_id}/stop", allow_404=True)
+        return bool(body and body.get("stopped"))
+
+    async def aclose(self) -> None:
+        """Close the async reader's HTTP session (a trigger's ``finally``)."""
+        if self._aio_session is not None and not self._aio_session.closed:
+            await self._aio_session.close()
+        self._aio_session = None

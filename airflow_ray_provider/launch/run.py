@@ -1,0 +1,417 @@
+"""One Ray job's whole life, owned by one object from its first instant to its last deletion.
+
+:class:`JobRun` reaches its target (creates, finds or attaches the cluster; a KubeRay RayJob makes its
+own), submits the job or re-attaches to the run's job (the submission-id rule of
+:mod:`airflow_ray_provider.jobs.reattach`), waits with the one step of :mod:`.wait` driven by a blocking
+or an async transport, turns the ending into the result or the provider's error, and cleans up by the
+``cleanup`` word (:mod:`.cleanup`). Used as a context manager it cleans up on every way out, from the
+moment a cluster is being created: an exception, Ctrl-C or SIGTERM while the cluster starts deletes what
+was started, as the table says. Each cleanup action runs once, whichever path gets there first.
+
+A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the
+trigger and, in the trigger's event, back to ``execute_complete``, which rebuild it
+(:meth:`JobRun.from_state`); the process that handed it over does not clean it up. The usage record is
+an observer of the finished run (:mod:`.usage`): made once, before the run's own cluster is deleted.
+No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_ray_provider.exceptions import RayJobTimeoutError, RayProviderError
+from airflow_ray_provider.jobs.logs import new_log_lines, resume_offset, tail
+from airflow_ray_provider.jobs.outcome import timeout_error
+from airflow_ray_provider.jobs.reattach import Choice
+from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
+from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.jobs.client import JobClient
+    from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch.usage.observer import UsageOptions
+
+log = logging.getLogger(__name__)
+
+#: What a run says when it submits, re-attaches or finds its job finished.
+VERBS = {Choice.SUBMIT: "Submitted", Choice.ATTACH: "Re-attached to running", Choice.DONE: "Found finished"}
+
+
+class RunTarget(Protocol):
+    """Where a run's job goes, and how it is submitted, seen, stopped and cleaned up there.
+
+    :attr owned: cleanup may delete what :meth:`reach` made (a cluster the run created; a RayJob).
+    :attr dashboard_url: the dashboard people open for the job, once known.
+    :attr client: the Job API client of the job's cluster, once reached (the usage record reads it).
+    """
+
+    owned: bool
+    dashboard_url: str | None
+    client: JobClient | None
+
+    def reach(self, say: Callable[[str], None]) -> None:
+        """Make the cluster ready (create, find or attach); blocking."""
+
+    def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
+        """Submit the job, or find the run's own: what was done, the submission id, what was seen."""
+
+    def look(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One blocking look at the job."""
+
+    async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One look that does not block the event loop."""
+
+    def stop(self, submission_id: str) -> bool:
+        """Stop the job; whether it was still running."""
+
+    async def astop(self, submission_id: str) -> bool:
+        """:meth:`stop` without blocking the event loop."""
+
+    def delete(self, say: Callable[[str], None]) -> bool:
+        """Delete what :meth:`reach` made (also half-made, during a cluster's start); whether it existed."""
+
+    def logs(self, submission_id: str) -> str:
+        """The job's whole log, best effort (``""`` when it cannot be read)."""
+
+    def link(self, submission_id: str) -> str | None:
+        """The job's page in the dashboard people open, once known."""
+
+    def result(self, subject: Any, logs: Callable[[], str]) -> dict[str, Any]:
+        """The XCom of a finished job; raises the provider's error (with ``logs()``'s tail) for one that
+        did not succeed."""
+
+    def encode(self, subject: Any) -> Any:
+        """``subject`` as JSON."""
+
+    def decode(self, data: Any) -> Any:
+        """The subject of :meth:`encode`."""
+
+    def ref(self) -> dict[str, Any]:
+        """How the face that made this target makes it again (JSON, never a secret)."""
+
+    def close(self) -> None:
+        """Release blocking clients."""
+
+    async def aclose(self) -> None:
+        """Release async clients."""
+
+
+def print_lines(lines: list[str]) -> None:
+    """Write job-log lines to stdout (a terminal's default)."""
+    for line in lines:
+        print(line, flush=True)
+
+
+class JobRun:
+    """One run of one Ray job (see the module's docstring).
+
+    :param target: where the job goes.
+    :param job: the job to submit; ``None`` to watch a job submitted elsewhere (``submission_id``).
+    :param base_id: the run's base submission id (a rerun with it re-attaches).
+    :param submission_id: the job to watch when ``job`` is ``None``.
+    :param cleanup: ``never``, ``on_exception`` or ``always`` (:mod:`.cleanup`).
+    :param timeout: seconds from the job's start before it is given up on.
+    :param poll_interval: seconds between looks.
+    :param stream_logs: write the job's log while it runs.
+    :param missing_ok: keep waiting while the job does not exist yet (a sensor).
+    :param usage: what the usage record needs (``None``: no record).
+    :param on_lines: writes job-log lines (default: stdout).
+    :param say: writes status lines (default: the module's logger).
+    :param on_link: called once with the job's dashboard page when it is first known (an extra link).
+    :param timeout_errors: exception types that mean the task ran out of time (Airflow's task timeout).
+    """
+
+    def __init__(
+        self,
+        target: RunTarget,
+        *,
+        job: JobSpec | None = None,
+        base_id: str = "",
+        submission_id: str | None = None,
+        cleanup: Cleanup = Cleanup.ON_EXCEPTION,
+        timeout: float | None = None,
+        poll_interval: float = 5.0,
+        stream_logs: bool = True,
+        missing_ok: bool = False,
+        usage: UsageOptions | None = None,
+        on_lines: Callable[[list[str]], None] = print_lines,
+        say: Callable[[str], None] = log.info,
+        on_link: Callable[[str], None] | None = None,
+        timeout_errors: tuple[type[BaseException], ...] = (),
+    ) -> None:
+        self.target, self.job, self.base_id = target, job, base_id
+        self.submission_id = submission_id
+        self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
+        self.stream_logs, self.missing_ok, self.usage = stream_logs, missing_ok, usage
+        self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
+        self.linked = False
+        self.choice: Choice | None = None
+        self.subject: Any = None
+        self.plan = WaitPlan(time.time(), timeout, 0, stream_logs, missing_ok, cleanup)
+        self.last: Step | None = None
+        #: The job's log as last read (what a failure shows when the log cannot be read again).
+        self.log_text = ""
+        self.killed: Ending | None = None
+        self.ending: Ending | None = None
+        self.stopped = False
+        self.deleted = False
+        self.handed_over = False
+        self.record: dict[str, Any] | None = None
+        #: Epoch seconds: ``reach`` began, the cluster answered, the job was handed over.
+        self.times: dict[str, float] = {}
+
+    # ----------------------------------------------------------------- the steps
+    def __enter__(self) -> JobRun:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if self.handed_over:
+            self.target.close()
+            return
+        try:
+            self.end(self._ending_for(exc))
+        except Exception as cleanup_error:
+            if exc is None:
+                raise
+            self.say(f"Cleanup after the error failed too: {cleanup_error}")
+
+    def start(self) -> None:
+        """Reach the target, then submit the job or re-attach to the run's job (or find it finished)."""
+        self.reach()
+        self.submit()
+
+    def reach(self) -> None:
+        """Make the target ready (a cluster created here is the run's from this instant on)."""
+        self.times["reach"] = time.time()
+        self.target.reach(self.say)
+        self.times["ready"] = time.time()
+
+    def submit(self) -> None:
+        """Submit the job, or re-attach to the run's job, or find it finished (or watch the given one)."""
+        if self.job is not None:
+            self.choice, self.submission_id, self.subject = self.target.submit(self.job, self.base_id)
+            where = f"; dashboard {self.target.dashboard_url}" if self.target.dashboard_url else ""
+            self.say(f"{VERBS[self.choice]} Ray job {self.submission_id}{where}")
+        assert self.submission_id is not None
+        self._announce()
+        if self.subject is None:
+            self.subject = self.target.look(self.submission_id, with_log=False).subject
+        offset = 0
+        if self.choice is Choice.ATTACH and self.stream_logs:
+            offset = resume_offset(self.target.logs(self.submission_id))
+            if offset:
+                self.say(f"Re-attached: the job log's first {offset} characters are in the earlier try's log")
+        self.plan = WaitPlan(self._start_time(), self.timeout, offset, self.stream_logs, self.missing_ok,
+                             self.cleanup)  # fmt: skip
+
+    def _announce(self) -> None:
+        """Hand the job's dashboard page to ``on_link`` the first time it is known."""
+        if self.on_link is None or self.linked or not self.submission_id:
+            return
+        url = self.target.link(self.submission_id)
+        if url:
+            self.linked = True
+            self.on_link(url)
+
+    def _start_time(self) -> float:
+        start = getattr(self.subject, "start_time", None)
+        return start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
+
+    @property
+    def finished(self) -> bool:
+        """Whether the wait has ended (or the job was found finished)."""
+        return self.last is not None or self.choice is Choice.DONE
+
+    def _decide(self, seen: Observation) -> Step | None:
+        decided = step(self.plan, seen)
+        self.on_lines(list(decided.lines))
+        self.plan = self.plan.advanced(decided.log_offset)
+        if seen.subject is not None:
+            self.subject = seen.subject
+        if seen.log_text is not None:
+            self.log_text = seen.log_text
+        self._announce()
+        return None if decided.action is WaitAction.WAIT else decided
+
+    def _look(self) -> Observation:
+        seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
+        self.subject = seen.subject if seen.subject is not None else self.subject
+        if self._record_due(seen):
+            self._record_usage()
+        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, self.killed)
+
+    async def _alook(self) -> Observation:
+        seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
+        self.subject = seen.subject if seen.subject is not None else self.subject
+        if self._record_due(seen):
+            await asyncio.to_thread(self._record_usage)
+        return seen
+
+    def _record_due(self, seen: Observation) -> bool:
+        """Whether this look is the one the usage record is made at: the first that shows the job ended."""
+        from airflow_ray_provider.launch.usage.observer import job_ended
+
+        return (
+            self.usage is not None
+            and self.record is None
+            and seen.subject is not None
+            and job_ended(seen.subject)
+        )
+
+    def wait(self) -> None:
+        """Wait in this process until the job ends, times out or the task is killed."""
+        if self.choice is Choice.DONE:
+            return
+        self.last = poll(self._look, self._decide, interval=self.poll_interval)
+        if self.last.stop_job and not self.stopped:
+            self.stopped = self.target.stop(self.submission_id or "")
+
+    async def await_end(self) -> None:
+        """:meth:`wait` on an event loop (a trigger)."""
+        self.last = await apoll(self._alook, self._decide, interval=self.poll_interval)
+        if self.last.stop_job and not self.stopped:
+            self.stopped = await self.target.astop(self.submission_id or "")
+
+    def look_once(self) -> Step:
+        """One look and its step (a sensor's poke), writing no log."""
+        seen = self.target.look(self.submission_id or "", with_log=False)
+        if seen.subject is not None:
+            self.subject = seen.subject
+        return step(WaitPlan(seen.now, stream_logs=False, missing_ok=self.missing_ok), seen)
+
+    def result(self) -> dict[str, Any]:
+        """The XCom of a succeeded job; the provider's error for every other ending."""
+        action = self.last.action if self.last is not None else WaitAction.SUCCEED
+        sid = self.submission_id or "?"
+        if action is WaitAction.TIME_OUT:
+            raise timeout_error(sid, self.timeout or 0, self.logs(), stopped=self.stopped)
+        if action is WaitAction.STOP:
+            raise RayProviderError(f"stopped waiting for Ray job {sid!r}: {self.last and self.last.message}")
+        if self.subject is None:
+            raise RayProviderError(f"waiting for Ray job {sid!r} failed: {self.last and self.last.message}")
+        return self.target.result(self.subject, self.logs)
+
+    def flush(self) -> None:
+        """Write the lines the log holds past the offset (what a trigger had not written yet)."""
+        if self.stream_logs and self.submission_id:
+            text = self.target.logs(self.submission_id)
+            self.on_lines(new_log_lines(text, self.plan.log_offset, final=True)[0] if text else [])
+
+    def logs(self) -> str:
+        """The job's whole log, best effort: read again, else as last read."""
+        text = self.target.logs(self.submission_id) if self.submission_id else ""
+        return text or self.log_text
+
+    # ----------------------------------------------------------------- the end
+    def _ending_for(self, exc: BaseException | None) -> Ending:
+        if self.killed is not None:
+            return self.killed
+        if isinstance(exc, KeyboardInterrupt):
+            return Ending.USER_KILL
+        if isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
+            return Ending.TIMED_OUT
+        if self.last is not None and self.last.action is WaitAction.TIME_OUT:
+            return Ending.TIMED_OUT
+        return Ending.FAILED if exc is not None else Ending.SUCCEEDED
+
+    def end(self, ending: Ending) -> None:
+        """Clean up as the table says for ``ending``: stop the job, make the usage record, delete what the
+        run created. Each action runs once, however often this is called."""
+        self.ending = ending
+        actions = actions_for(self.cleanup, ending)
+        try:
+            live = self.submission_id and not self.stopped and not self.finished
+            if actions.stop_job and live:
+                self.stopped = self.target.stop(self.submission_id or "")
+                self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
+            elif live and ending is Ending.WORKER_SIGTERM:
+                self.say(f"Leaving Ray job {self.submission_id} running: the next try re-attaches to it "
+                         f"(cleanup={self.cleanup.value})")  # fmt: skip
+            self._record_usage()
+            if self.target.owned and actions.delete_cluster and not self.deleted:
+                self.deleted = True
+                if self.target.delete(self.say):
+                    self._add_teardown()
+            elif self.target.owned and not self.deleted and self.times.get("reach"):
+                self.say(f"Kept what this run made (cleanup={self.cleanup.value})")
+        finally:
+            self.target.close()
+
+    def kill(self, ending: Ending) -> None:
+        """The task was killed (``on_kill``): the wait stops at its next look; clean up now."""
+        self.killed = ending
+        self.end(ending)
+
+    async def akill(self, ending: Ending) -> None:
+        """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
+        self.killed = ending
+        if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
+            self.stopped = await self.target.astop(self.submission_id)
+            self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
+        await self.target.aclose()
+        await asyncio.to_thread(self.end, ending)
+
+    def _record_usage(self) -> None:
+        if self.usage is None or self.record is not None or not self.submission_id:
+            return
+        from airflow_ray_provider.launch.usage.observer import usage_record
+
+        self.record = usage_record(self) or {}
+
+    def _add_teardown(self) -> None:
+        if self.record:
+            from airflow_ray_provider.launch.usage import with_teardown
+
+            self.record = with_teardown(self.record, time.time())
+
+    # ----------------------------------------------------------------- handing over
+    def hand_over(self) -> dict[str, Any]:
+        """The run's state for a trigger; this process will not clean it up."""
+        self.handed_over = True
+        self.times["handed_over"] = time.time()
+        return self.state()
+
+    def state(self) -> dict[str, Any]:
+        """Everything a trigger or ``execute_complete`` needs to go on with this run (JSON, no secret)."""
+        last = self.last
+        return {
+            "target": self.target.ref(), "submission_id": self.submission_id, "base_id": self.base_id,
+            "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
+            "timeout": self.timeout, "poll_interval": self.poll_interval, "stream_logs": self.stream_logs,
+            "missing_ok": self.missing_ok, "start_time": self.plan.start_time,
+            "log_offset": self.plan.log_offset,
+            "subject": self.target.encode(self.subject) if self.subject is not None else None,
+            "step": None if last is None else {"action": last.action.value, "message": last.message},
+            "stopped": self.stopped, "times": self.times,
+            "usage": self.usage.to_dict() if self.usage is not None else None, "record": self.record,
+            "log_tail": tail(self.log_text),
+        }  # fmt: skip
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], target: RunTarget, **kwargs: Any) -> JobRun:
+        """The run of :meth:`state`, on ``target`` (made again from ``state["target"]`` by the face).
+
+        :param kwargs: ``on_lines``, ``say``, ``timeout_errors``.
+        """
+        from airflow_ray_provider.launch.usage.observer import UsageOptions
+
+        run = cls(
+            target, base_id=state["base_id"], submission_id=state["submission_id"],
+            cleanup=Cleanup.parse(state["cleanup"]), timeout=state["timeout"],
+            poll_interval=state["poll_interval"], stream_logs=state["stream_logs"],
+            missing_ok=state["missing_ok"], usage=UsageOptions.from_dict(state.get("usage")), **kwargs,
+        )  # fmt: skip
+        run.choice = Choice(state["choice"]) if state.get("choice") else None
+        run.plan = WaitPlan(state["start_time"], run.timeout, state["log_offset"], run.stream_logs,
+                            run.missing_ok, run.cleanup)  # fmt: skip
+        if state.get("subject") is not None:
+            run.subject = target.decode(state["subject"])
+        if state.get("step"):
+            run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
+        run.stopped, run.times = bool(state.get("stopped")), dict(state.get("times") or {})
+        run.log_text, run.record = str(state.get("log_tail") or ""), state.get("record")
+        return run

@@ -1,0 +1,427 @@
+"""Where a run's job goes: the Job API of a Ray cluster, and the targets a laptop run names.
+
+:class:`ClusterTarget` is the :class:`~airflow_ray_provider.launch.run.RunTarget` of every job that goes
+through the Ray Job API: on a cluster given ready (a ``ray`` connection, an address, a cluster handle),
+attached by name (never deleted), or created for the run through a
+:class:`~airflow_ray_provider.clusters.ClusterBackend` (owned: cleanup deletes it, even half-started).
+A KubeRay RayJob is the other kind (:mod:`.rayjob`).
+
+``launch.run`` and the CLI name their target with the plain descriptions below; :func:`resolve` turns one
+into a run target:
+
+==========================  ===============================================  ========================
+target                      cluster                                          owned (cleanup deletes)
+==========================  ===============================================  ========================
+:class:`LocalHead`          an ephemeral Ray head on this machine            yes
+:class:`KubeRayCluster`     an ephemeral RayCluster through a kube context   yes
+:class:`KubeRayJob`         a KubeRay RayJob through a kube context: KubeRay  the RayJob (a stopped
+                            creates its cluster and deletes it after the job  run deletes it)
+:class:`StandingCluster`    a running cluster by name: a local head this     no
+                            provider started, or a KubeRay RayCluster
+:class:`RayAddress`         any running cluster's dashboard (``ray start``)  no
+:class:`Connection`         a ready Job API client (an Airflow ``ray``       no
+                            connection, through the CLI's ``--conn``)
+==========================  ===============================================  ========================
+
+A cluster or RayJob the run owns is named after the run's ``name``, so a rerun with the same name finds
+it (if cleanup kept it) and, through the submission id, the same job. No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.clusters import (
+    ClusterRequest,
+    LocalBackend,
+    LocalClusterOptions,
+    RayClusterSpec,
+    RayJobOptions,
+    RayJobRequest,
+    TaskIdentity,
+    check_options,
+)
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
+from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
+from airflow_ray_provider.jobs.reattach import Choice, submit_or_attach
+from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.launch.wait import Observation, wait_until_ready
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, KubeRayBackend, RayClusterHandle
+    from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch.run import RunTarget
+
+log = logging.getLogger(__name__)
+
+#: The identity every CLI run's cluster and submission id derive from (``run_id`` is the run's name).
+CLI_DAG_ID, CLI_TASK_ID = "cli", "run"
+
+
+def observed(state: JobState | None, text: str | None) -> Observation:
+    """An observation of a Job API job (``None``: not found)."""
+    if state is None:
+        return Observation(time.time())
+    return Observation(time.time(), state, state.is_terminal, state.is_success, text)
+
+
+class ClusterTarget:
+    """The Job API of one Ray cluster: given ready, attached by name, or created for the run.
+
+    :param client: a ready client (a connection, an address).
+    :param handle: a cluster handle (another task's cluster): reached with ``backend``'s token.
+    :param backend: the backend that reaches ``handle``, attaches ``standing`` or creates ``plan``.
+    :param plan: a cluster to create for the run (or find, on a rerun): the run owns it.
+    :param standing: a standing cluster's name (attached, never deleted).
+    :param owned: cleanup may delete the cluster (set with ``plan``, or with the handle of one the
+        run created before a deferral).
+    :param ready_timeout: seconds to wait for a created cluster.
+    :param delete_timeout: seconds to wait for a deleted cluster to be gone.
+    :param link_url: the dashboard as people reach it (default: the handle's, else the client's).
+    :param ref: how the face makes this target again after a deferral (JSON, no secret).
+    :param connect: makes the client of a handle (default: the backend's, with its token).
+    """
+
+    def __init__(
+        self,
+        *,
+        client: JobClient | None = None,
+        handle: RayClusterHandle | None = None,
+        backend: ClusterBackend | None = None,
+        plan: ClusterPlan | None = None,
+        standing: str | None = None,
+        owned: bool = False,
+        ready_timeout: float = 900.0,
+        delete_timeout: float = 300.0,
+        link_url: str | None = None,
+        ref: dict[str, Any] | None = None,
+        connect: Callable[[RayClusterHandle], JobClient] | None = None,
+    ) -> None:
+        self.client, self.handle, self.backend, self.plan = client, handle, backend, plan
+        self.standing, self.owned = standing, owned or plan is not None
+        self.ready_timeout, self.delete_timeout = ready_timeout, delete_timeout
+        self.dashboard_url = link_url or (handle.link_url if handle else client.address if client else None)
+        self._ref = ref or {}
+        self._connect = connect or (lambda h: self._backend().job_client(h))
+        self.creating = False
+
+    def _backend(self) -> ClusterBackend:
+        if self.backend is None:
+            raise RayInvalidInputError("this target has no cluster backend")
+        return self.backend
+
+    def ref(self) -> dict[str, Any]:
+        """The face's reference, with the handle once known (its token stays where it is)."""
+        handle = self.handle.to_dict() if self.handle is not None else None
+        return {**self._ref, "handle": handle, "owned": self.owned}
+
+    def reach(self, say: Callable[[str], None]) -> None:
+        """Create (or find) the run's cluster and wait until it answers, or attach the standing one."""
+        if self.client is not None:
+            return
+        if self.plan is not None and self.handle is None:
+            self.creating = True  # from here on, delete() deletes by the plan's name
+            created = self._backend().ensure(self.plan)
+            say(f"{'Started' if created else 'Found'} Ray cluster {self.plan.name}; waiting until it answers")
+            self.handle = wait_until_ready(
+                self._backend(), self.plan, timeout=self.ready_timeout, poll_interval=2.0
+            )
+        elif self.handle is None:
+            self.handle = self._backend().attach(self.standing or "")
+            say(f"Attached to standing Ray cluster {self.handle.name} ({self.handle.backend}); never deleted")
+        self.client = self._connect(self.handle)
+        self.dashboard_url = self.dashboard_url or self.handle.link_url
+
+    def _client(self) -> JobClient:
+        if self.client is None:
+            self.client = self._connect(self.handle) if self.handle is not None else None
+        if self.client is None:
+            raise RayInvalidInputError("the cluster is not reached yet")
+        return self.client
+
+    def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
+        """Submit by the re-attach rule: a live or succeeded job of this run is found, never duplicated."""
+        client = self._client()
+        decision = submit_or_attach(base_id, client.list_jobs, lambda sid: client.submit(job, sid))
+        return decision.choice, decision.submission_id, decision.state
+
+    def look(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One look: the job's state and, when streaming, its log."""
+        state = self._client().get_job(submission_id)
+        return observed(
+            state, self._client().get_logs(submission_id) if state is not None and with_log else None
+        )
+
+    async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One look through the async reader."""
+        state = await self._client().aget_job(submission_id)
+        text = await self._client().aget_logs(submission_id) if state is not None and with_log else None
+        return observed(state, text)
+
+    def stop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job."""
+        return self._client().stop(submission_id)
+
+    async def astop(self, submission_id: str) -> bool:
+        """Ask Ray to stop the job, from an event loop."""
+        return await self._client().astop(submission_id)
+
+    def logs(self, submission_id: str) -> str:
+        """The job's log, ``""`` when it cannot be read."""
+        try:
+            return self._client().get_logs(submission_id)
+        except Exception as exc:
+            log.warning("Could not read the log of Ray job %s: %s", submission_id, exc)
+            return ""
+
+    def result(self, subject: JobState, logs: Callable[[], str]) -> dict[str, Any]:
+        """``{"submission_id", "status", "dashboard_url", "job_url"}``; raises for FAILED or STOPPED."""
+        if not subject.is_success:
+            raise_for_state(subject, logs())
+        return job_result(subject, self.dashboard_url or self._client().address)
+
+    def link(self, submission_id: str) -> str | None:
+        """The job's page in the dashboard."""
+        return dashboard_job_url(self.dashboard_url, submission_id) if self.dashboard_url else None
+
+    def encode(self, subject: JobState) -> dict[str, Any]:
+        """The job's state as JSON."""
+        return subject.to_dict()
+
+    def decode(self, data: dict[str, Any]) -> JobState:
+        """The job's state from JSON."""
+        return JobState.from_dict(data)
+
+    def delete(self, say: Callable[[str], None]) -> bool:
+        """Delete the run's own cluster, also one still starting; never a cluster the run did not create."""
+        what = self.handle if self.handle is not None else self.plan if self.creating else None
+        if not self.owned or what is None:
+            return False
+        existed = self._backend().delete(what, wait=True, timeout=self.delete_timeout)
+        say(f"Deleted Ray cluster {what.name}" if existed else f"Ray cluster {what.name} was already gone")
+        return existed
+
+    def close(self) -> None:
+        """Release the backend's clients."""
+        if self.backend is not None:
+            self.backend.close()
+
+    async def aclose(self) -> None:
+        """Close the async reader."""
+        if self.client is not None:
+            await self.client.aclose()
+
+
+# --------------------------------------------------------------------------- what a laptop run names
+@dataclass(frozen=True)
+class LocalHead:
+    """An ephemeral local Ray head, started for the run.
+
+    :param options: its options (CPUs, GPUs, environment).
+    """
+
+    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
+
+
+@dataclass(frozen=True)
+class KubeRayCluster:
+    """An ephemeral KubeRay RayCluster, created through a kube context.
+
+    :param context: the kubeconfig context (``None``: the current one).
+    :param namespace: its namespace.
+    :param spec: its spec (``RayClusterSpec`` fields; ``None``: the defaults).
+    :param dashboard_url_template: how to reach its dashboard from here, e.g. ``http://{name}-head-svc...``.
+    """
+
+    context: str | None
+    namespace: str
+    spec: dict[str, Any] | None = None
+    dashboard_url_template: str | None = None
+
+
+@dataclass(frozen=True)
+class KubeRayJob:
+    """A KubeRay RayJob through a kube context: KubeRay creates its cluster, submits the job, and deletes
+    the cluster when the job ends; a run that gives up (a timeout, Ctrl-C) deletes the RayJob.
+
+    :param context: the kubeconfig context (``None``: the current one).
+    :param namespace: its namespace.
+    :param spec: its cluster's spec (``RayClusterSpec`` fields; ``None``: the defaults).
+    :param submission_mode: ``K8sJobMode``, ``HTTPMode`` or ``SidecarMode``.
+    :param active_deadline_seconds: KubeRay fails the RayJob after this many seconds
+        (``launch.run``'s ``timeout`` sets it, rounded up).
+    :param ttl_seconds_after_finished: seconds KubeRay keeps the cluster after the job (``None``: 30).
+    :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
+    :param dashboard_url_template: how to reach its cluster's dashboard from here (for the log).
+    """
+
+    context: str | None
+    namespace: str
+    spec: dict[str, Any] | None = None
+    submission_mode: str = "K8sJobMode"
+    active_deadline_seconds: int | None = None
+    ttl_seconds_after_finished: int | None = None
+    backoff_limit: int | None = None
+    dashboard_url_template: str | None = None
+
+    def __post_init__(self) -> None:
+        check_options(self.options("-", job_id=None), standing=False)  # modes and numbers, as KubeRay
+
+    def options(self, entrypoint: str, *, job_id: str | None, **job: Any) -> RayJobOptions:
+        """The RayJob's options for ``entrypoint`` (``job``: runtime env and metadata)."""
+        return RayJobOptions(
+            entrypoint=entrypoint, job_id=job_id, submission_mode=self.submission_mode,
+            active_deadline_seconds=self.active_deadline_seconds,
+            ttl_seconds_after_finished=self.ttl_seconds_after_finished, backoff_limit=self.backoff_limit,
+            **job,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StandingCluster:
+    """A running cluster by name, attached and never deleted (a Ctrl-C stops the job only).
+
+    :param name: the cluster's name.
+    :param namespace: a KubeRay RayCluster in this namespace (``None``: a local head this provider
+        started on this machine, e.g. ``airflow-ray run --local --cleanup never`` or another DAG's).
+    :param context: with ``namespace``: the kubeconfig context (``None``: the current one).
+    :param dashboard_url_template: with ``namespace``: how to reach its dashboard from here.
+    """
+
+    name: str
+    namespace: str | None = None
+    context: str | None = None
+    dashboard_url_template: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.strip():
+            raise RayInvalidInputError("a standing cluster needs its name")
+        if self.namespace is None and (self.context or self.dashboard_url_template):
+            raise RayInvalidInputError(
+                "context and dashboard_url_template go with namespace (a KubeRay RayCluster); without a "
+                "namespace the standing cluster is a local head"
+            )
+
+
+@dataclass(frozen=True)
+class RayAddress:
+    """A running cluster by its dashboard address (e.g. a head started with ``ray start --head``).
+
+    :param dashboard_url: ``http(s)://host:port`` of its dashboard.
+    :param token: its Ray auth token (``None``: read it as Ray's own CLI does, from ``$RAY_AUTH_TOKEN``
+        or ``~/.ray/auth_token``, else no token).
+    """
+
+    dashboard_url: str
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.dashboard_url.startswith(("http://", "https://")):
+            raise RayInvalidInputError(
+                f"a Ray address must be the dashboard's http(s)://host:port, got {self.dashboard_url!r}"
+            )
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A ready Job API client (the one of an Airflow ``ray`` connection, say).
+
+    :param client: the client.
+    """
+
+    client: JobClient
+
+
+Target = LocalHead | KubeRayCluster | KubeRayJob | StandingCluster | RayAddress | Connection
+
+
+def run_name(name: str | None) -> str:
+    """The run's name: given (a rerun with it re-attaches), or a fresh one."""
+    return name if name else f"run-{uuid.uuid4().hex[:8]}"
+
+
+def identity(name: str) -> TaskIdentity:
+    """The identity of a run: its cluster's name and labels and its submission id derive from it."""
+    return TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
+
+
+def kuberay_backend(context: str | None, namespace: str, template: str | None = None) -> KubeRayBackend:
+    """A KubeRay backend through a kube context (the ``kubernetes`` package's own kubeconfig loading)."""
+    from kubernetes import config
+
+    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
+    from airflow_ray_provider.kuberay import KubeRayClient
+
+    api_client = config.new_client_from_config(context=context)
+    settings = KubeRaySettings(
+        conn_id=f"kube-context:{context or 'current'}", namespace=namespace, dashboard_url_template=template
+    )
+    return KubeRayBackend(settings, lambda: KubeRayClient(api_client, namespace=namespace))
+
+
+def cluster_request(target: LocalHead | KubeRayCluster) -> ClusterRequest:
+    """The request of an owned cluster (every check, no I/O)."""
+    if isinstance(target, LocalHead):
+        return ClusterRequest(local_options=target.options, name_prefix="ray-cli")
+    return ClusterRequest.from_arguments(
+        spec=target.spec if target.spec is not None else {}, local_options=None, name_prefix="ray-cli",
+        namespace=target.namespace, dashboard_url_template=target.dashboard_url_template,
+    )  # fmt: skip
+
+
+def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
+    """The run target of a laptop run's ``target`` (every check; a KubeRay API client at most, no call).
+
+    :raises RayInvalidInputError: naming the field (a RayJob's spec, or a local ``working_dir``, which
+        KubeRay cannot ship: it submits from inside the cluster).
+    """
+    if isinstance(target, Connection):
+        return ClusterTarget(client=target.client)
+    if isinstance(target, RayAddress):
+        token = target.token if target.token is not None else ray_token_from_environment()
+        return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
+    if isinstance(target, StandingCluster):
+        backend: ClusterBackend = (
+            LocalBackend() if target.namespace is None
+            else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+        )  # fmt: skip
+        return ClusterTarget(backend=backend, standing=target.name)
+    if isinstance(target, KubeRayJob):
+        return _rayjob_target(target, name, job)
+    backend = (
+        LocalBackend() if isinstance(target, LocalHead)
+        else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+    )  # fmt: skip
+    try:
+        return ClusterTarget(backend=backend, plan=backend.plan(cluster_request(target), identity(name)))
+    except BaseException:
+        backend.close()
+        raise
+
+
+def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
+    from airflow_ray_provider.clusters import KubeRayJobs
+    from airflow_ray_provider.jobs.submission import base_submission_id
+    from airflow_ray_provider.launch.rayjob import RayJobTarget
+
+    try:
+        spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
+    except ValueError as exc:
+        raise RayInvalidInputError(f"spec: {exc}") from exc
+    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
+    options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
+                             metadata=dict(job.metadata))  # fmt: skip
+    request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
+                            dashboard_url_template=target.dashboard_url_template)  # fmt: skip
+    jobs = KubeRayJobs(kuberay_backend(target.context, target.namespace, target.dashboard_url_template))
+    try:
+        return RayJobTarget(jobs, jobs.plan(request, identity(name)))
+    except BaseException:
+        jobs.close()
+        raise

@@ -1,0 +1,231 @@
+"""The Airflow shell of a run: the base class of every operator that runs one Ray job.
+
+A subclass says where the job goes (:meth:`RunOperator.target`) and what it is (:meth:`RunOperator.job`);
+this class drives the one lifecycle object (:class:`~airflow_ray_provider.launch.JobRun`) and holds the
+Airflow concerns only: deferral (the run's state goes to :class:`~airflow_ray_provider.triggers.RayJobTrigger`
+and comes back in its event), the task log, the "Ray job" link, a worker's SIGTERM, the usage record's
+publication (XCom ``usage``, ``usage.json``, one log line) and OpenLineage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator, conf
+
+from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.hooks.ray_job import emit_lines
+from airflow_ray_provider.hooks.targets import target_from_ref
+from airflow_ray_provider.jobs.outcome import job_result
+from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.launch import Cleanup, Ending, JobRun, UsageOptions
+from airflow_ray_provider.launch.usage import Prices, check_prices_on_cluster, parse_prices
+from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
+from airflow_ray_provider.operators.lineage import (
+    JobIO,
+    RayRun,
+    check_lineage_namespaces,
+    check_uris,
+    job_io_of,
+    operator_lineage,
+)
+from airflow_ray_provider.operators.usage import publish_usage
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch import RunTarget
+
+DEFAULT_DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
+
+
+def positive(value: float, name: str) -> float:
+    """``value`` as a positive number of seconds.
+
+    :raises RayInvalidInputError: naming ``name``.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+class RunOperator(BaseOperator):
+    """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (see the module's docstring).
+
+    :param cleanup: ``never``, ``on_exception`` or ``always``: what a timeout, a kill or the task's end
+        does to the job and to a cluster the task created (docs/launch.md, "Cleanup").
+    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param poll_interval: seconds between looks at the job.
+    :param stream_logs: write the job's log into the task log while it runs.
+    :param prices: price per resource-hour for the usage record (docs/usage.md); default: the
+        connection's ``prices`` extra; none: no cost in the record.
+    :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
+        ``output_uri`` of a workload entrypoint).
+    :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
+    :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
+    :param lineage_outputs: URIs the job writes, for OpenLineage.
+    """
+
+    operator_extra_links = (RayJobLink(),)
+    #: ``cleanup`` when none is given.
+    default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
+    #: Return once the job is submitted (``SubmitRayJobOperator(wait_for_completion=False)``).
+    wait_for_completion: bool = True
+    #: Seconds from the job's start before the run gives up on it (``None``: no limit).
+    job_timeout: float | None = None
+    entrypoint: Any
+
+    def __init__(
+        self,
+        *,
+        cleanup: str | Cleanup | None = None,
+        deferrable: bool = DEFAULT_DEFERRABLE,
+        poll_interval: float = 5.0,
+        stream_logs: bool = True,
+        prices: dict[str, Any] | Prices | None = None,
+        artifact_uri: str | None = None,
+        record_usage: bool = True,
+        lineage_inputs: list[str] | None = None,
+        lineage_outputs: list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.cleanup = Cleanup.parse(cleanup) if cleanup is not None else self.default_cleanup
+        self.deferrable = deferrable
+        self.poll_interval = positive(poll_interval, "poll_interval")
+        self.stream_logs = stream_logs
+        self.prices = parse_prices(prices)  # bad prices fail when the DAG is parsed
+        self.artifact_uri = artifact_uri
+        self.record_usage = record_usage
+        self.lineage_inputs = check_uris(lineage_inputs, "lineage_inputs")
+        self.lineage_outputs = check_uris(lineage_outputs, "lineage_outputs")
+        #: The task's run, once it began.
+        self.run: JobRun | None = None
+
+    # ----------------------------------------------------------------- what subclasses say
+    def job(self, context: Context) -> JobSpec:
+        """The job, checked (bad input fails here, before any cluster or job exists)."""
+        raise NotImplementedError
+
+    def target(self, context: Context) -> RunTarget:
+        """Where the job goes (no I/O yet)."""
+        raise NotImplementedError
+
+    def usage(self, target: RunTarget) -> UsageOptions | None:
+        """What the usage record needs (``None``: no record)."""
+        return None
+
+    def result(self, run: JobRun) -> Any:
+        """The task's XCom from a run whose wait ended; raises for every ending but success."""
+        return run.result()
+
+    def job_submitted(self, submission_id: str) -> None:
+        """Called once the job is submitted or found: Ray has uploaded the job's local files by then."""
+
+    # ----------------------------------------------------------------- the run
+    def _new_run(self, context: Context, target: RunTarget, job: JobSpec | None, **state: Any) -> JobRun:
+        from airflow.sdk.exceptions import AirflowTaskTimeout
+
+        callbacks: dict[str, Any] = {
+            "on_lines": lambda lines: emit_lines(self.log, lines),
+            "say": self.log.info,
+            "on_link": lambda url: push_job_url(self, context["ti"], url),
+            "timeout_errors": (AirflowTaskTimeout,),
+        }
+        if state:
+            return JobRun.from_state(state, target, **callbacks)
+        ti = context["ti"]
+        base = base_submission_id(
+            ti.dag_id, ti.run_id, ti.task_id, -1 if ti.map_index is None else ti.map_index
+        )
+        return JobRun(
+            target, job=job, base_id=base, cleanup=self.cleanup, timeout=self.job_timeout,
+            poll_interval=self.poll_interval, stream_logs=self.stream_logs, usage=self.usage(target),
+            **callbacks,
+        )  # fmt: skip
+
+    def execute(self, context: Context) -> Any:
+        """Check everything, then run the job: submit it (or re-attach), wait here or defer, end."""
+        job = self.job(context)
+        check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before the job exists
+        run = self.run = self._new_run(context, self.target(context), job)
+        try:
+            with run:
+                run.reach()
+                self.check_prices(run)
+                run.submit()
+                self.job_submitted(run.submission_id or "")
+                if not self.wait_for_completion:
+                    return job_result(run.subject, run.target.dashboard_url or "")
+                if self.deferrable and not run.finished:
+                    from airflow_ray_provider.triggers.ray_job import RayJobTrigger
+
+                    self.defer(trigger=RayJobTrigger(run=run.hand_over()), method_name="execute_complete")
+                run.wait()
+                return self.result(run)
+        finally:
+            self.publish(context)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Go on with the run the trigger handed back: write the log's last lines, end, clean up.
+
+        Without an event (the worker was killed between the trigger's event and this call, and the task
+        was run again), it runs the task again: the re-attach rule finds the job.
+        """
+        setattr(self, RESUMED_ATTRIBUTE, True)
+        if event is None:
+            self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
+            return self.execute(context)
+        if not isinstance(event, dict) or not isinstance(event.get("run"), dict):
+            raise RayProviderError(f"unexpected trigger event: {event!r}")
+        state = event["run"]
+        run = self.run = self._new_run(context, target_from_ref(state["target"]), None, **state)
+        try:
+            with run:
+                if event.get("error"):
+                    where = f"waiting for Ray job {run.submission_id!r} failed in the triggerer"
+                    raise RayProviderError(f"{where}: {event['error']}")
+                run.flush()
+                return self.result(run)
+        finally:
+            self.publish(context)
+
+    def on_kill(self) -> None:
+        """A SIGTERM of the worker: the run ends as the cleanup table says for it."""
+        if self.run is not None and not self.run.handed_over and self.run.ending is None:
+            self.run.kill(Ending.WORKER_SIGTERM)
+
+    # ----------------------------------------------------------------- usage and lineage
+    def check_prices(self, run: JobRun) -> None:
+        """Refuse prices for resources the reached cluster lacks (a dashboard that does not answer: a
+        warning), before anything is submitted."""
+        prices = parse_prices(run.usage.prices) if run.usage is not None else None
+        if prices is not None and run.target.client is not None:
+            why = check_prices_on_cluster(run.target.client, prices)
+            if why:
+                self.log.warning("Could not check the prices against the cluster's resources: %s", why)
+
+    def publish(self, context: Context) -> None:
+        """Publish the run's usage record, once made (XCom, ``usage.json``, its log line)."""
+        record = self.run.record if self.run is not None else None
+        if record:
+            publish_usage(record, ti=context.get("ti"), artifact_uri=self.job_io().artifact_uri, log=self.log)
+
+    def job_io(self) -> JobIO:
+        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
+        return job_io_of(self.entrypoint, inputs=self.lineage_inputs, outputs=self.lineage_outputs,
+                         artifact_uri=self.artifact_uri)  # fmt: skip
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, usage)."""
+        run, record = self.run, (self.run.record if self.run is not None else None) or {}
+        options = run.usage if run is not None else None
+        facet = RayRun(
+            mode=record.get("mode") or (options.mode if options else "standing"),
+            submission_id=record.get("submission_id") or (run.submission_id if run else None),
+            ray_job_id=record.get("ray_job_id"),
+            cluster=record.get("cluster") or (options.cluster if options else None),
+            dashboard_url=run.target.dashboard_url if run is not None else None, usage=record or None,
+        )  # fmt: skip
+        return operator_lineage(self.job_io(), facet)
