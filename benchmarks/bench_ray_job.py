@@ -178,7 +178,7 @@ def bench_triggerer(
 
     hook = RayJobHook(cluster=cluster)
     prefix = f"bench-trig-{uuid.uuid4().hex[:6]}"
-    sids = [hook.submit_job(JobSpec(entrypoint=TICKING), f"{prefix}-{i}") for i in range(n_jobs)]
+    sids = [hook.submit(JobSpec(entrypoint=TICKING), f"{prefix}-{i}") for i in range(n_jobs)]
     try:
         deadline = time.monotonic() + 180
         while not all(hook.get_job(s).status.value == "RUNNING" for s in sids):
@@ -194,7 +194,7 @@ def bench_triggerer(
         result = asyncio.run(_trigger_window(triggers, warmup=poll + 5, window=window))
     finally:
         for sid in sids:
-            hook.stop_job(sid)
+            hook.stop(sid)
     result.update({"triggers": n_triggers, "jobs": n_jobs, "poll_interval_s": poll,
                    "within_goal": result["cpu_core_fraction"] < 0.10})  # fmt: skip
     return result

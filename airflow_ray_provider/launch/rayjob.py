@@ -184,6 +184,10 @@ class RayJobTarget:
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
+    def keep(self, say: Callable[[str], None]) -> None:
+        """Say that the RayJob is kept."""
+        say(f"Kept {self.plan.where}")
+
     def _cluster_gone_within(self, seconds: float) -> bool:
         if seconds <= 0 or self.cluster is None:
             return False
@@ -196,6 +200,12 @@ class RayJobTarget:
                 return False
             time.sleep(0.5)
         return True
+
+    def dashboard(self) -> JobClient | None:
+        """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
+        if self.client is None and (look := self._find()) is not None:
+            self._take(look)
+        return self.client
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""

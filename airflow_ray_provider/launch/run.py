@@ -18,6 +18,7 @@ No Airflow imports.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -46,12 +47,10 @@ class RunTarget(Protocol):
 
     :attr owned: cleanup may delete what :meth:`reach` made (a cluster the run created; a RayJob).
     :attr dashboard_url: the dashboard people open for the job, once known.
-    :attr client: the Job API client of the job's cluster, once reached (the usage record reads it).
     """
 
     owned: bool
     dashboard_url: str | None
-    client: JobClient | None
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Make the cluster ready (create, find or attach); blocking."""
@@ -74,8 +73,14 @@ class RunTarget(Protocol):
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete what :meth:`reach` made (also half-made, during a cluster's start); whether it existed."""
 
+    def keep(self, say: Callable[[str], None]) -> None:
+        """Say what the run made and keeps (cleanup did not delete it)."""
+
     def logs(self, submission_id: str) -> str:
         """The job's whole log, best effort (``""`` when it cannot be read)."""
+
+    def dashboard(self) -> JobClient | None:
+        """The client of the job's cluster while it answers (the usage record reads its dashboard)."""
 
     def link(self, submission_id: str) -> str | None:
         """The job's page in the dashboard people open, once known."""
@@ -242,7 +247,9 @@ class JobRun:
         self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             self._record_usage()
-        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, self.killed)
+        # a kill that stopped the job waits for it to say STOPPED; one that left it running ends the wait now
+        killed = None if self.stopped else self.killed
+        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
@@ -331,13 +338,13 @@ class JobRun:
             elif live and ending is Ending.WORKER_SIGTERM:
                 self.say(f"Leaving Ray job {self.submission_id} running: the next try re-attaches to it "
                          f"(cleanup={self.cleanup.value})")  # fmt: skip
-            self._record_usage()
+            self._record_usage(refresh=True)
             if self.target.owned and actions.delete_cluster and not self.deleted:
                 self.deleted = True
                 if self.target.delete(self.say):
                     self._add_teardown()
             elif self.target.owned and not self.deleted and self.times.get("reach"):
-                self.say(f"Kept what this run made (cleanup={self.cleanup.value})")
+                self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
             self.target.close()
 
@@ -355,9 +362,14 @@ class JobRun:
         await self.target.aclose()
         await asyncio.to_thread(self.end, ending)
 
-    def _record_usage(self) -> None:
+    def _record_usage(self, *, refresh: bool = False) -> None:
+        """Make the usage record once (``refresh``: the run ended before its wait did, a kill or an error:
+        look at the job first, for what it is now)."""
         if self.usage is None or self.record is not None or not self.submission_id:
             return
+        if refresh and self.last is None:
+            with contextlib.suppress(Exception):
+                self.subject = self.target.look(self.submission_id, with_log=False).subject or self.subject
         from airflow_ray_provider.launch.usage.observer import usage_record
 
         self.record = usage_record(self) or {}

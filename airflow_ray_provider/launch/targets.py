@@ -128,7 +128,7 @@ class ClusterTarget:
         if self.plan is not None and self.handle is None:
             self.creating = True  # from here on, delete() deletes by the plan's name
             created = self._backend().ensure(self.plan)
-            say(f"{'Started' if created else 'Found'} Ray cluster {self.plan.name}; waiting until it answers")
+            say(f"{'Started' if created else 'Re-attached to'} Ray cluster {self.plan.name}")
             self.handle = wait_until_ready(
                 self._backend(), self.plan, timeout=self.ready_timeout, poll_interval=2.0
             )
@@ -172,6 +172,10 @@ class ClusterTarget:
         """Ask Ray to stop the job, from an event loop."""
         return await self._client().astop(submission_id)
 
+    def dashboard(self) -> JobClient | None:
+        """The cluster's client."""
+        return self._client()
+
     def logs(self, submission_id: str) -> str:
         """The job's log, ``""`` when it cannot be read."""
         try:
@@ -206,6 +210,12 @@ class ClusterTarget:
         existed = self._backend().delete(what, wait=True, timeout=self.delete_timeout)
         say(f"Deleted Ray cluster {what.name}" if existed else f"Ray cluster {what.name} was already gone")
         return existed
+
+    def keep(self, say: Callable[[str], None]) -> None:
+        """Say that the run's own cluster is kept."""
+        what = self.handle or self.plan
+        if what is not None:
+            say(f"Kept Ray cluster {what.name}; the janitor deletes it after its expiry")
 
     def close(self) -> None:
         """Release the backend's clients."""

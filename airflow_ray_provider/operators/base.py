@@ -201,8 +201,9 @@ class RunOperator(BaseOperator):
         """Refuse prices for resources the reached cluster lacks (a dashboard that does not answer: a
         warning), before anything is submitted."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
-        if prices is not None and run.target.client is not None:
-            why = check_prices_on_cluster(run.target.client, prices)
+        client = run.target.dashboard() if prices is not None else None
+        if prices is not None and client is not None:
+            why = check_prices_on_cluster(client, prices)
             if why:
                 self.log.warning("Could not check the prices against the cluster's resources: %s", why)
 

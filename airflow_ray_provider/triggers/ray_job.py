@@ -46,6 +46,8 @@ class RayJobTrigger(BaseTrigger):
     def __init__(self, *, run: dict[str, Any]) -> None:
         super().__init__()
         self.run_state = run
+        #: The usage record a user's kill made here (no ``execute_complete`` runs to publish it).
+        self.record: dict[str, Any] | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The classpath and the run's state (JSON, no secret)."""
@@ -108,6 +110,8 @@ class RayJobTrigger(BaseTrigger):
             return
         job_run = await self._job_run()
         await job_run.akill(Ending.USER_KILL)
+        self.record = job_run.record
         if job_run.record:
             line = UsageRecord.from_dict(job_run.record).line()
-            self.log.info("Usage of Ray job %s (task killed while deferred): %s", job_run.submission_id, line)
+            sid = job_run.record.get("submission_id")
+            self.log.info("Usage of Ray job %s (task killed while deferred): %s", sid, line)

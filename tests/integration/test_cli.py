@@ -132,7 +132,7 @@ def test_ctrl_c_on_a_cluster_by_address_stops_the_job_and_keeps_the_cluster(
     assert result.returncode == 130, stderr
     sid = base_submission_id("cli", name, "run")
     eventually(lambda: ray_job_hook.get_job(sid).status is JobStatus.STOPPED, timeout=60)
-    assert ray_job_hook.get_job_logs(sid)  # the cluster is someone else's: still there, answering
+    assert ray_job_hook.get_logs(sid)  # the cluster is someone else's: still there, answering
 
 
 def test_a_rerun_with_the_same_name_reattaches_and_submits_once(ray_head, ray_head_token, ray_job_hook):

@@ -69,7 +69,7 @@ def _rayjob_of(rayjobs: Any, name: str) -> dict[str, Any] | None:
     return found[0] if found else None
 
 
-def test_a_rayjob_run_streams_its_log_a_rerun_reattaches_and_cleanup_deletes_it(
+def test_a_rayjob_run_streams_its_log_a_rerun_reattaches_and_the_finished_rayjob_is_kept(
     kube_emulator, kube_context, rayjob_controller, rayjobs, ray_job_hook
 ):
     from airflow_ray_provider.launch import KubeRayJob, run
@@ -100,8 +100,8 @@ def test_a_rayjob_run_streams_its_log_a_rerun_reattaches_and_cleanup_deletes_it(
     assert kept is not None and any("Kept RayJob" in s for s in said), said
     assert rayjob_controller.transitions[kept["metadata"]["name"]][-1] == "Complete"
 
-    # The same name again: the same RayJob (no second one, no second Ray job); then the default cleanup
-    # (on_exception) deletes it, and Kubernetes its cluster.
+    # The same name again: the same RayJob (no second one, no second Ray job). A finished RayJob is the
+    # record of its run under every cleanup word (KubeRay deleted its cluster after the job, TTL 0).
     again = run(
         _python("print('never run')"),
         target=target,
@@ -115,7 +115,7 @@ def test_a_rayjob_run_streams_its_log_a_rerun_reattaches_and_cleanup_deletes_it(
     assert _posts(kube_emulator, since) == [RAYJOBS]
     assert [j.submission_id for j in ray_job_hook.list_jobs() if j.submission_id.startswith(sid)] == [sid]
     assert "never run" not in lines
-    assert _rayjob_of(rayjobs, name) is None and any("Deleted RayJob" in s for s in said), said
+    assert _rayjob_of(rayjobs, name) is not None and not any("Deleted RayJob" in s for s in said), said
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ def request_of(run: JobRun, options: UsageOptions) -> UsageRequest | None:
 def usage_record(run: JobRun) -> dict[str, Any] | None:
     """The record of ``run``'s job from its cluster's dashboard; ``None`` when it could not be made (the
     reason is said; the job's outcome stands)."""
-    client = run.target.client
+    client = run.target.dashboard()
     request = request_of(run, run.usage) if run.usage is not None else None
     if client is None or request is None:
         run.say("No usage record: the job or its cluster's dashboard was never reached")

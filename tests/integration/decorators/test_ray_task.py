@@ -227,7 +227,7 @@ def test_kill_and_rerun_returns_the_value_of_the_one_job(
     value = xcom_value(dag_run, "slow")
     assert isinstance(value, str) and len(value) == 32
     assert job_ids_for(ray_job_hook, job_prefix) == [sid]  # re-attached: one job, one run of the function
-    assert ray_job_hook.get_job_logs(sid).count("slow function started") == 1
+    assert ray_job_hook.get_logs(sid).count("slow function started") == 1
 
 
 ONE_TASK_DAG = """

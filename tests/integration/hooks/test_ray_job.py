@@ -33,7 +33,7 @@ def test_unreachable_dashboard_names_url_and_connection():
     url = f"http://127.0.0.1:{free_port()}"
     set_connection("ray_down", host=url, password="not-a-real-token-123456")
     try:
-        hook = RayJobHook("ray_down", retry_attempts=2, retry_max_wait=0.1)
+        hook = RayJobHook("ray_down", retry_attempts=2, retry_max_wait=0.1).client
         started = time.monotonic()
         with pytest.raises(RayDashboardUnreachableError) as excinfo:
             hook.get_job("anything")
@@ -47,31 +47,31 @@ def test_unreachable_dashboard_names_url_and_connection():
 
 
 def test_cluster_handle_with_token_file_and_permanent_errors(ray_cluster_handle):
-    hook = RayJobHook(cluster=ray_cluster_handle, retry_attempts=3)
-    assert hook.get_version()["ray_version"].startswith("2.")
+    hook = RayJobHook(cluster=ray_cluster_handle, retry_attempts=3).client
+    assert hook.version().startswith("2.")
     assert hook.get_job("no-such-job-anywhere") is None
-    assert hook.stop_job("no-such-job-anywhere") is False
+    assert hook.stop("no-such-job-anywhere") is False
     with pytest.raises(RayJobApiError) as excinfo:
-        hook.get_job_logs("no-such-job-anywhere")
+        hook.get_logs("no-such-job-anywhere")
     assert excinfo.value.http_status == 404  # permanent: not retried, clear status
 
 
-def test_async_path_reads_streams_and_stops_a_job(ray_job_hook, job_prefix):
+def test_async_path_reads_streams_and_stops_a_job(ray_job_hook, ray_conn_id, job_prefix):
     sid = f"{job_prefix}-async"
-    ray_job_hook.submit_job(
+    ray_job_hook.submit(
         JobSpec(entrypoint="python -u -c \"import time; print('async-hello', flush=True); time.sleep(60)\""),
         sid,
     )
 
     async def scenario():
-        hook = RayJobHook(ray_job_hook.ray_conn_id)
+        hook = RayJobHook(ray_conn_id).client
         try:
             deadline = time.monotonic() + 60
-            while "async-hello" not in await hook.aget_job_logs(sid):
+            while "async-hello" not in await hook.aget_logs(sid):
                 assert time.monotonic() < deadline, "job never printed"
                 await asyncio.sleep(0.3)
             running = await hook.aget_job(sid)
-            stopped = await hook.astop_job(sid)
+            stopped = await hook.astop(sid)
             missing = await hook.aget_job("no-such-job-anywhere")
             return running, stopped, missing
         finally:
@@ -90,6 +90,8 @@ def test_kuberay_handle_resolves_token_from_its_secret(
     ray_head, ray_head_token, kuberay_conn, kuberay_client
 ):
     """A KubeRay handle refers to a Secret (Kubernetes is the kmock emulator; Ray is the real head)."""
+    from airflow_ray_provider.hooks.targets import target_from_ref
+    from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
     from tests.fixtures.kuberay import TEST_NAMESPACE
 
@@ -101,8 +103,9 @@ def test_kuberay_handle_resolves_token_from_its_secret(
             "dashboard_url": ray_head.dashboard_url, "auth_token_secret": secret,
             "auth_token_secret_key": "auth_token",
         }  # fmt: skip
-        assert RayJobHook(cluster=handle).get_version()["ray_version"].startswith("2.")
-        trigger = RayJobTrigger(submission_id="no-such-job-anywhere", cluster=handle, retry_attempts=1)
+        assert RayJobHook(cluster=handle).client.version().startswith("2.")
+        target = target_from_ref({"handle": handle, "retry_attempts": 1})
+        trigger = RayJobTrigger(run=JobRun(target, submission_id="no-such-job-anywhere").hand_over())
 
         async def first():
             async for event in trigger.run():
@@ -111,4 +114,4 @@ def test_kuberay_handle_resolves_token_from_its_secret(
         event = asyncio.run(first())  # the token was read off the event loop; auth passed (404, not 401)
     finally:
         kuberay_client.delete_secret(secret)
-    assert event["status"] == "error" and event["message"] == "job not found"
+    assert event["error"] is None and event["run"]["step"] == {"action": "fail", "message": "job not found"}

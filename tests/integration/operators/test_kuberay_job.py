@@ -122,8 +122,6 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     else:  # Ray delivered the task's events
         assert allocated_s == pytest.approx(task_s, rel=0.10), record["not_available"]
     assert record["reserved"]["CPU"] > record["allocated"]["CPU"] and record["cost"]["amount"] > 0
-    # busy: sampled at each look while the job ran (the operator's wait in this worker)
-    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"], record
     phases = record["phases"]
     assert phases["waiting_for_cluster_s"] is not None
     # queued_s needs the supervisor in the dashboard's actor list; on the busy shared head of a full run it
@@ -166,34 +164,6 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
         )
         group, resource = match.group(1) or "", match.group(2)
         assert allowed(BASE_RULES, group=group, resource=resource, verb=verb), (method, path)
-
-
-def test_rayjob_looks_further_apart_than_two_seconds_get_busy_samples_between_them(
-    rayjob_controller, kuberay_conn, rayjobs, monkeypatch
-):
-    """With looks 4 s apart, the worker's wait also samples busy CPU every 2 s from its thread (the look's
-    own step for the last look), and the record still gets its busy figure."""
-    from airflow_ray_provider.launch import RayJobWatch
-
-    between: list[float] = []
-    latest = RayJobWatch.sample_latest
-
-    def counted(watch: RayJobWatch) -> None:
-        between.append(time.monotonic())
-        latest(watch)
-
-    monkeypatch.setattr(RayJobWatch, "sample_latest", counted)
-    code = "import time; time.sleep(6); print('slept')"
-    op = _rayjob_op(kuberay_conn, "apart", entrypoint=_python(code), poll_interval=4.0)
-    ti = StandInTI(dag_id="rayjob_e2e", task_id="apart")
-    result = op.execute(context_for(ti))
-
-    assert result["status"] == "SUCCEEDED"
-    assert len(between) >= 2, between  # a 6 s job, samples every 2 s beside looks every 4 s
-    record = ti.xcoms["usage"]
-    assert record["busy_cpu_hours"] is not None and "busy" not in record["not_available"], record
-    assert op._watch is not None and op._watch.usage is not None and op._watch.usage.busy is not None
-    assert op._watch.usage.busy.samples >= 3  # looks while it ran plus the samples between them
 
 
 def test_rayjob_failure_carries_reason_message_and_log_tail(rayjob_controller, kuberay_conn, rayjobs):
@@ -245,7 +215,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
 
     since = len(kube_emulator.calls)
     code = "import time; time.sleep(10); print('one run only')"
-    first = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
+    first = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), cleanup="never")
     outcome: dict[str, Any] = {}
 
     def try_one() -> None:
@@ -265,7 +235,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
         timeout=120.0,  # cluster provisioning and the submitter come first
         what="try 1's RayJob running",
     )
-    second = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), on_kill="none")
+    second = _rayjob_op(kuberay_conn, "rerun", entrypoint=_python(code), cleanup="never")
     result = second.execute(context_for(StandInTI(dag_id="rayjob_e2e", task_id="rerun", try_number=2)))
     thread.join(60)
 
@@ -435,7 +405,7 @@ def test_one_task_mode_kill_deletes_the_cluster(kuberay_controller, kuberay_conn
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
-    eventually(lambda: getattr(op, "_submission_id", None), what="job submitted")
+    eventually(lambda: op.run is not None and op.run.submission_id, what="job submitted")
     assert _clusters_of(kuberay_client, "one_task_kill")
 
     op.on_kill()
@@ -489,7 +459,6 @@ def test_deferrable_rayjob_and_one_task_under_dag_test(
     usage = xcom_value(dag_run, "ok", key="usage")  # made in the triggerer, carried by the event
     assert (usage["mode"], usage["submission_id"]) == ("rayjob", result["job_id"])
     assert usage["reserved"]["CPU"] > 0 and usage["phases"]["teardown_s"] is not None
-    assert usage["busy_cpu_hours"] is not None and "busy" not in usage["not_available"]  # the trigger's
     one_task = xcom_value(dag_run, "one_task", key="usage")  # its cluster deleted in the task: teardown
     assert one_task["mode"] == "one_task" and one_task["phases"]["teardown_s"] is not None
     assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]

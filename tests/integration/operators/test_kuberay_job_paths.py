@@ -65,6 +65,11 @@ def _run_in_thread(op: Any, ti: StandInTI) -> tuple[threading.Thread, dict[str, 
     return thread, outcome
 
 
+def _name(op: Any) -> str:
+    """The RayJob of an operator's run (its target's plan)."""
+    return str(op.run.target.plan.name)
+
+
 def _deployment(rayjobs: Any, name: str) -> str:
     return ((rayjobs.find(name) or {}).get("status") or {}).get("jobDeploymentStatus") or ""
 
@@ -76,18 +81,18 @@ def test_killed_with_suspend_then_the_next_try_resumes_the_same_rayjob(
 
     since = len(kube_emulator.calls)
     entrypoint = _once(tmp_path / "ran", "time.sleep(300)", "print('resumed and finished')")
-    first = _op(kuberay_conn, "suspended", entrypoint=entrypoint, on_kill="suspend")
+    first = _op(kuberay_conn, "suspended", entrypoint=entrypoint, suspend_on_kill=True)
     thread, _ = _run_in_thread(first, StandInTI(dag_id="rayjob_paths", task_id="suspended"))
     running = eventually(
         lambda: (
-            first._rayjob
-            and (rayjobs.find(first._rayjob[0]) or {}).get("status", {}).get("jobStatus") == "RUNNING"
+            first.run is not None
+            and (rayjobs.find(_name(first)) or {}).get("status", {}).get("jobStatus") == "RUNNING"
         ),
         timeout=120.0,
         what="try 1's Ray job running",
     )
     assert running
-    name = first._rayjob[0]
+    name = _name(first)
     cluster = rayjobs.get(name)["status"]["rayClusterName"]
 
     first.on_kill()  # what Airflow calls on the killed try
@@ -98,7 +103,7 @@ def test_killed_with_suspend_then_the_next_try_resumes_the_same_rayjob(
     assert kuberay_client.find_cluster(cluster) is None  # KubeRay released the cluster
     assert rayjobs.get(name)["metadata"]["annotations"][ANNOTATION_SUSPENDED_ON_KILL] == "true"
 
-    second = _op(kuberay_conn, "suspended", entrypoint=entrypoint, on_kill="suspend")
+    second = _op(kuberay_conn, "suspended", entrypoint=entrypoint, suspend_on_kill=True)
     result = second.execute(context_for(StandInTI(dag_id="rayjob_paths", task_id="suspended", try_number=2)))
     thread.join(30)
 

@@ -22,6 +22,7 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
 )
 from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.logs import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
@@ -44,7 +45,7 @@ def _run(op: SubmitRayJobOperator, ti: StandInTI) -> Any:
         return exc
 
 
-def _wait_terminal(hook: RayJobHook, sid: str, timeout: float = 60) -> JobStatus:
+def _wait_terminal(hook: JobClient, sid: str, timeout: float = 60) -> JobStatus:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         state = hook.get_job(sid)
@@ -75,9 +76,9 @@ def _working_dir(prefix: str, tmp: Any, cluster: dict[str, Any], **_: Any) -> di
     (tmp / "helper.py").write_text(f"VALUE = {marker!r}\n")
     ti = StandInTI(dag_id=f"{prefix}_wd")
     op = _op(entrypoint="python main.py", runtime_env={"working_dir": str(tmp)}, cluster=cluster)
-    hook = RayJobHook(cluster=cluster)
+    hook = RayJobHook(cluster=cluster).client
     result = _run(op, ti)
-    logs = hook.get_job_logs(result["submission_id"]) if isinstance(result, dict) else ""
+    logs = hook.get_logs(result["submission_id"]) if isinstance(result, dict) else ""
     return {"result": result, "marker": marker, "logs": logs, "xcoms": ti.xcoms}
 
 
@@ -93,10 +94,10 @@ def _retries(prefix: str, tmp: Any, **_: Any) -> dict[str, Any]:
     return {"outcomes": outcomes, "base": base_submission_id(f"{prefix}_retry", StandInTI.run_id, "submit")}
 
 
-def _on_kill(prefix: str, hook: RayJobHook, **_: Any) -> dict[str, Any]:
+def _on_kill(prefix: str, hook: JobClient, **_: Any) -> dict[str, Any]:
     ti = StandInTI(dag_id=f"{prefix}_kill")
     sid = base_submission_id(ti.dag_id, ti.run_id, ti.task_id)
-    op = _op(entrypoint="python -c 'import time; time.sleep(120)'", stop_on_kill=True)
+    op = _op(entrypoint="python -c 'import time; time.sleep(120)'", cleanup="always")
     box: dict[str, Any] = {}
     worker = threading.Thread(target=lambda: box.setdefault("error", _run(op, ti)))
     worker.start()
@@ -113,7 +114,7 @@ def _on_kill(prefix: str, hook: RayJobHook, **_: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def outcomes(ray_conn_id, ray_cluster_handle, tmp_path_factory) -> Any:
     prefix = f"rjop{uuid.uuid4().hex[:6]}"
-    hook = RayJobHook(ray_conn_id, retry_attempts=3)
+    hook = RayJobHook(ray_conn_id, retry_attempts=3).client
     scenarios = {"failing": _failing, "timeout": _timeout, "working_dir": _working_dir,
                  "retries": _retries, "on_kill": _on_kill}  # fmt: skip
     with ThreadPoolExecutor(len(scenarios)) as pool:
@@ -127,7 +128,7 @@ def outcomes(ray_conn_id, ray_cluster_handle, tmp_path_factory) -> Any:
     yield results
     for job in hook.list_jobs():
         if prefix in job.submission_id and not job.is_terminal:
-            hook.stop_job(job.submission_id)
+            hook.stop(job.submission_id)
 
 
 def test_failing_entrypoint_raises_with_exit_code_and_log_tail(outcomes):
@@ -244,9 +245,23 @@ def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix,
     assert job_ids_for(ray_job_hook, job_prefix) == []
 
 
+def _event(ray_conn_id: str, sid: str, subject: Any, action: str, **fields: Any) -> dict[str, Any]:
+    """A trigger's event: the run's state as the trigger hands it back."""
+    from airflow_ray_provider.hooks.targets import target_from_ref
+    from airflow_ray_provider.launch import Cleanup, JobRun, Step, WaitAction
+
+    run = JobRun(target_from_ref({"ray_conn_id": ray_conn_id}), submission_id=sid, base_id=sid, timeout=30.0,
+                 cleanup=Cleanup.ON_EXCEPTION)  # fmt: skip
+    run.subject, run.last, run.stopped = (
+        subject,
+        Step(WaitAction(action), message=fields.pop("message", "")),
+        True,
+    )
+    return {"run": run.state(), "error": fields.pop("error", None)}
+
+
 def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
     from airflow_ray_provider.exceptions import RayProviderError
-    from airflow_ray_provider.jobs.outcome import make_event
     from airflow_ray_provider.jobs.status import JobState
 
     op = _op(entrypoint="unused", job_timeout=30)
@@ -254,14 +269,15 @@ def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
     sid = "no-such-job-anywhere"  # its log cannot be read: the event's outcome must still win
     failed = JobState(submission_id=sid, status=JobStatus.FAILED, driver_exit_code=9)
     with pytest.raises(RayJobFailedError) as excinfo:
-        op.execute_complete(ctx, make_event("done", sid, state=failed))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, failed, "fail"))
     assert excinfo.value.exit_code == 9
+    running = JobState(submission_id=sid, status=JobStatus.RUNNING)
     with pytest.raises(RayJobTimeoutError, match="job_timeout=30s; it was stopped"):
-        op.execute_complete(ctx, make_event("timeout", sid, message="stopped"))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, running, "time_out"))
     with pytest.raises(RayProviderError, match="failed in the triggerer: boom"):
-        op.execute_complete(ctx, make_event("error", sid, message="boom"))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, running, "wait", error="boom"))
     with pytest.raises(RayProviderError, match="unexpected trigger event"):
         op.execute_complete(ctx, {"status": "??"})
     succeeded = JobState(submission_id=sid, status=JobStatus.SUCCEEDED)
-    result = op.execute_complete(ctx, make_event("done", sid, state=succeeded, log_offset=0))
+    result = op.execute_complete(ctx, _event(ray_conn_id, sid, succeeded, "succeed"))
     assert result["status"] == "SUCCEEDED" and result["submission_id"] == sid

@@ -115,4 +115,4 @@ def test_reattach_after_worker_crash_runs_exactly_one_job(
     assert ti_states(dag_run) == {"submit": "success"}
     assert xcom_of(dag_run, "submit")["submission_id"] == sid
     assert job_ids_for(ray_job_hook, job_prefix) == [sid]  # re-attached, no duplicate
-    assert "done" in ray_job_hook.get_job_logs(sid)
+    assert "done" in ray_job_hook.get_logs(sid)

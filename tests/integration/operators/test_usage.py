@@ -86,9 +86,9 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     ti = StandInTI(dag_id=dag_id)
     result = op.execute(context_for(ti))
     record = ti.xcoms["usage"]
-    text = op.hook.get_job_logs(result["submission_id"])
+    text = op.run.target.dashboard().get_logs(result["submission_id"])
     seen = json.loads(re.search(r"^USAGE-TEST (\{.*\})$", text, re.M).group(1))  # type: ignore[union-attr]
-    job = op.hook.get_job(result["submission_id"])
+    job = op.run.target.dashboard().get_job(result["submission_id"])
     assert job is not None and job.start_time and job.end_time
     ran_h = (job.end_time - job.start_time) / 3_600_000
 
@@ -180,7 +180,7 @@ def test_a_price_for_a_resource_the_cluster_lacks_fails_before_submit(gpu_head: 
     op = _operator(gpu_head, dag_id, prices={"CPU": 0.05, "TPU": 4.0})
     with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
         op.execute(context_for(StandInTI(dag_id=dag_id)))
-    assert not [job for job in op.hook.list_jobs() if dag_id in job.submission_id]
+    assert not [job for job in op.run.target.dashboard().list_jobs() if dag_id in job.submission_id]
 
 
 def test_dag_run_emits_openlineage_with_the_ray_job_and_its_usage(

@@ -111,7 +111,7 @@ def test_a_deferred_task_samples_busy_in_the_trigger_and_its_event_carries_it(bu
 
 
 def _check_busy(op: Any, record: dict[str, Any], submission_id: str) -> None:
-    text = op.hook.get_job_logs(submission_id)
+    text = op.hook.get_logs(submission_id)
     burnt = json.loads(re.search(r"^BUSY-TEST (\{.*\})$", text, re.M).group(1))["cpu_s"]  # type: ignore[union-attr]
 
     busy_s = record["busy_cpu_hours"] * 3600

@@ -55,7 +55,9 @@ def test_without_a_template_the_link_is_the_address_airflow_uses():
     handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr")
 
     assert handle.link_url == IN_CLUSTER
-    assert ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url)).dashboard_url == IN_CLUSTER
+    assert (
+        ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url)).dashboard_url == IN_CLUSTER
+    )
 
 
 def test_the_connection_checks_its_template_before_any_cluster_exists():

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.connection_forms import RAY_CONN_FIELDS as CONN_FIELDS
 from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.ray_job import client_of_connection
 from tests.fixtures.ray_job import drop_connection, set_connection
 
@@ -42,7 +42,9 @@ def test_full_url_host_token_and_extras():
 
 
 def test_host_port_schema_and_ca_bundle():
-    client = client_of_connection(conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"}))
+    client = client_of_connection(
+        conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"})
+    )
     assert client.address == "https://head:8265" and client.verify == "/ca.pem" and client.headers == {}
 
 

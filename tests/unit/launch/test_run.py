@@ -57,6 +57,7 @@ class Scripted:
 
     def stop(self, sid: str) -> bool:
         self.calls.append("stop")
+        self.statuses = [JobStatus.STOPPED]  # Ray stops it; the next look says so
         return True
 
     async def astop(self, sid: str) -> bool:
@@ -68,6 +69,12 @@ class Scripted:
 
     def logs(self, sid: str) -> str:
         return self.log
+
+    def keep(self, say: Any) -> None:
+        say("Kept")
+
+    def dashboard(self) -> None:
+        return None
 
     def link(self, sid: str) -> str:
         return f"{self.dashboard_url}/#/jobs/{sid}"
@@ -173,7 +180,11 @@ def test_both_transports_drive_the_same_step_to_the_same_end():
     assert blocking.last == asynced.last and blocking.last is not None
     assert blocking.last.action is WaitAction.FAIL
     assert blocking.lines == asynced.lines == ["line PENDING", "line RUNNING", "line FAILED"]  # type: ignore[attr-defined]
-    assert blocking.plan.log_offset == asynced.plan.log_offset == len("line PENDING\nline RUNNING\nline FAILED\n")
+    assert (
+        blocking.plan.log_offset
+        == asynced.plan.log_offset
+        == len("line PENDING\nline RUNNING\nline FAILED\n")
+    )
 
 
 @pytest.mark.parametrize(("cleanup", "stopped"), [(Cleanup.NEVER, False), (Cleanup.ON_EXCEPTION, True)])
@@ -195,7 +206,12 @@ def test_a_handed_over_run_is_not_cleaned_up_and_its_state_travels_as_json():
         state = json.loads(json.dumps(run.hand_over()))  # what the trigger's kwargs and event carry
     assert "delete" not in target.calls and "stop" not in target.calls
     again = JobRun.from_state(state, Scripted(JobStatus.SUCCEEDED, owned=True), say=lambda _: None)
-    assert (again.submission_id, again.base_id, again.cleanup, again.timeout) == ("sid", "sid", Cleanup.ALWAYS, 30.0)
+    assert (again.submission_id, again.base_id, again.cleanup, again.timeout) == (
+        "sid",
+        "sid",
+        Cleanup.ALWAYS,
+        30.0,
+    )
     assert again.choice is Choice.SUBMIT and again.plan.start_time == run.plan.start_time
     assert again.subject == run.subject and again.target.ref() == state["target"]
 

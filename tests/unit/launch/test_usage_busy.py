@@ -103,6 +103,7 @@ def test_the_ledger_round_trips_through_a_trigger_event_as_json() -> None:
     import json
 
     from airflow_ray_provider.jobs.events import JobDone, JobTimedOut, parse_job_event
+
     from airflow_ray_provider.jobs.status import JobState
 
     ledger = BusyLedger(since=T0)

@@ -35,7 +35,8 @@ def test_every_job_status_maps_to_one_action(status, action):
 
 
 @pytest.mark.parametrize(
-    ("missing_ok", "action", "message"), [(False, WaitAction.FAIL, "job not found"), (True, WaitAction.WAIT, "")]
+    ("missing_ok", "action", "message"),
+    [(False, WaitAction.FAIL, "job not found"), (True, WaitAction.WAIT, "")],
 )
 def test_a_missing_job_fails_unless_missing_is_ok(missing_ok, action, message):
     decided = step(WaitPlan(start_time=START, missing_ok=missing_ok, log_offset=7), _seen(None))

@@ -16,8 +16,8 @@ def _op(cleanup: str | None = None):
     op = SubmitRayJobOperator(task_id="submit", entrypoint="python x.py", cleanup=cleanup)
     # a cluster nothing answers at: any Job API call (a stop) fails loudly, at once
     client = JobClient("http://127.0.0.1:9", retry_attempts=1)
-    op.run = JobRun(ClusterTarget(client=client), submission_id="airflow-d-submit-run-abc", cleanup=op.cleanup,
-                    say=op.log.info)  # fmt: skip
+    sid = "airflow-d-submit-run-abc"
+    op.run = JobRun(ClusterTarget(client=client), submission_id=sid, cleanup=op.cleanup, say=op.log.info)
     op.run.choice = None
     return op
 
@@ -33,7 +33,7 @@ def test_by_default_a_sigterm_leaves_the_job_running_for_the_retry_to_reattach(c
 def test_cleanup_always_stops_the_job_on_sigterm():
     from airflow_ray_provider.exceptions import RayDashboardUnreachableError
 
-    with pytest.raises(RayDashboardUnreachableError, match="127.0.0.1:9"):
+    with pytest.raises(RayDashboardUnreachableError, match=r"127\.0\.0\.1:9"):
         _op("always").on_kill()  # it goes for the Job API to stop the job
 
 

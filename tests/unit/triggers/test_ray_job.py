@@ -48,7 +48,9 @@ def test_trigger_kwargs_carry_no_secret():
 
 def test_trigger_module_does_not_import_ray():
     code = "import sys, airflow_ray_provider.triggers.ray_job as t; print('ray' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
     assert out.stdout.strip().splitlines()[-1] == "False"
 
 

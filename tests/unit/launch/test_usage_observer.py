@@ -1,0 +1,71 @@
+"""The usage record as an observer of a run: when it is made, what it is asked with, its teardown."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook, RayJobStatus
+from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.launch import Cleanup, JobRun, UsageOptions
+from airflow_ray_provider.launch.usage import observer
+from tests.unit.launch.test_run import Scripted
+
+pytestmark = pytest.mark.unit
+T0 = 1_800_000_000.0
+
+
+def _look(job_status: str, deployment: str, *, reason: str = "", job_id: str = "rj-abc") -> RayJobLook:
+    status = RayJobStatus(
+        name="rj", namespace="ns", deployment_status=deployment, job_status=job_status, job_id=job_id,
+        cluster_name="rj-x1", start_time="2027-01-15T08:00:00Z", reason=reason,
+    )  # fmt: skip
+    return RayJobLook(
+        status, RayClusterHandle(backend="kuberay", name="rj-x1", dashboard_url="http://h:8265")
+    )
+
+
+def test_a_rayjobs_record_is_due_when_its_ray_job_ends_before_kuberays_verdict():
+    assert not observer.job_ended(_look("RUNNING", "Running"))
+    assert observer.job_ended(_look("SUCCEEDED", "Running"))  # the cluster may go right after Complete
+    assert observer.job_ended(_look("RUNNING", "Failed", reason="DeadlineExceeded"))
+    assert not observer.job_ended(_look("", "Failed", job_id=""))  # no Ray job to make a record of
+
+
+def test_a_rayjobs_request_names_its_ray_job_its_cluster_and_its_start():
+    options = UsageOptions(mode="rayjob", cluster="rj", own_cluster=True, entrypoint={"CPU": 1.0})
+    assert UsageOptions.from_dict(json.loads(json.dumps(options.to_dict()))) == options  # it travels
+    run = JobRun(Scripted(JobStatus.RUNNING), submission_id="rj", usage=options)
+    run.subject = _look("SUCCEEDED", "Running")
+    request = observer.request_of(run, options)
+    assert request is not None
+    assert (request.submission_id, request.cluster, request.mode, request.ended_by) == (
+        "rj-abc", "rj-x1", "rayjob", "finished",
+    )  # fmt: skip
+    assert request.task_started == datetime(2027, 1, 15, 8, tzinfo=timezone.utc).timestamp()  # startTime
+    run.subject = _look("RUNNING", "Failed", reason="DeadlineExceeded")
+    deadline = observer.request_of(run, options)
+    assert deadline is not None and deadline.ended_by == "timed_out"  # KubeRay's deadline
+
+
+def test_the_run_makes_the_record_once_at_the_look_that_shows_the_end_and_adds_its_teardown(monkeypatch):
+    made: list[Any] = []
+
+    def record(run: JobRun) -> dict[str, Any]:
+        made.append(run.subject.status)  # what the run had seen when it asked
+        return {"phases": {"teardown_s": None}, "times": {"ended": T0}, "not_available": {"teardown": "x"}}
+
+    monkeypatch.setattr(observer, "usage_record", record)
+    target = Scripted(JobStatus.RUNNING, JobStatus.SUCCEEDED, JobStatus.SUCCEEDED, owned=True)
+    options = UsageOptions(mode="one_task", cluster="c", own_cluster=True)
+    with JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
+                usage=options, on_lines=lambda _: None, say=lambda _: None) as run:  # fmt: skip
+        run.start()
+        run.wait()
+        assert made == [JobStatus.SUCCEEDED]  # made during the wait, before the cluster is deleted
+    assert made == [JobStatus.SUCCEEDED] and target.calls.count("delete") == 1
+    assert run.record is not None and run.record["phases"]["teardown_s"] is not None
+    assert "teardown" not in run.record["not_available"]  # measured once the run deleted its cluster
