@@ -120,7 +120,7 @@ def client_of_connection(
     source = f"connection {conn.conn_id!r}"
     extra = conn.extra_dejson or {}
     return JobClient(
-        _dashboard_url(conn, source), token=conn.password or None, source=source,
+        _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
         headers=_json_object(extra.get("headers"), "headers", source),
         cookies=_json_object(extra.get("cookies"), "cookies", source), verify=_verify(extra),
         metadata=_json_object(extra.get("metadata"), "metadata", source),

@@ -128,6 +128,7 @@ class JobClient:
     :param retry_attempts: attempts per call on transient failures (1: no retry).
     :param retry_max_wait: longest back-off between attempts, in seconds.
     :param source: where the address came from, for messages (``connection 'ray_default'``).
+    :param conn_id: the Airflow connection the client was made from, if any (errors carry it).
     """
 
     def __init__(
@@ -143,6 +144,7 @@ class JobClient:
         retry_attempts: int = 5,
         retry_max_wait: float = 10.0,
         source: str | None = None,
+        conn_id: str | None = None,
     ) -> None:
         self.address = address.rstrip("/")
         self.headers = auth_headers(token, headers)
@@ -152,7 +154,7 @@ class JobClient:
         self.timeout = timeout
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
-        self.source = source or self.address
+        self.source, self.conn_id = source or self.address, conn_id
         self._aio_session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:
@@ -171,7 +173,7 @@ class JobClient:
             f"attempts: {type(exc).__name__}: {exc}. Check that the cluster is running and that the "
             "address and port are right.",
             url=self.address,
-            conn_id=self.source,
+            conn_id=self.conn_id or self.source,
         )
 
     def _error(self, what: str, exc: BaseException) -> RayProviderError:
@@ -270,9 +272,8 @@ class JobClient:
 
         def once() -> Any:
             response = self._session.get(url, params=params, timeout=self.timeout)
-            if not response.ok:
-                raise RayJobApiError(f"GET {url}: {response.text[:300]}", http_status=response.status_code,
-                                     url=url)  # fmt: skip
+            if not response.ok:  # as Ray's own client words it: one rule reads both
+                raise RuntimeError(f"Request failed with status code {response.status_code}: {response.text}")
             return response.json()
 
         return self._call(f"GET {url}", once)
@@ -302,8 +303,8 @@ class JobClient:
                 if response.status == 404 and allow_404:
                     return None
                 if response.status >= 300:
-                    raise RayJobApiError(f"{method} {url}: {(await response.text())[:300]}",
-                                         http_status=response.status, url=url)  # fmt: skip
+                    text = await response.text()
+                    raise RuntimeError(f"Request failed with status code {response.status}: {text}")
                 return await response.json(content_type=None)
 
         try:

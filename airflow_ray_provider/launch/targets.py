@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from airflow_ray_provider.clusters import (
     ClusterRequest,
@@ -191,8 +192,18 @@ class ClusterTarget:
         return job_result(subject, self.dashboard_url or self._client().address)
 
     def link(self, submission_id: str) -> str | None:
-        """The job's page in the dashboard."""
-        return dashboard_job_url(self.dashboard_url, submission_id) if self.dashboard_url else None
+        """The job's page in the dashboard; for a cluster its run deletes when done (another task's, or
+        this run's own), the link says so: ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the
+        dashboard ignores the query; a browser shows it on the page that no longer answers)."""
+        if not self.dashboard_url:
+            return None
+        url = dashboard_job_url(self.dashboard_url, submission_id)
+        cluster = self.handle or self.plan
+        if cluster is None or (self.handle is not None and not self.handle.owned and not self.owned):
+            return url
+        base, _, fragment = url.partition("#")
+        query = urlencode({"ray_cluster": cluster.name, "ephemeral": "deleted-when-done"})
+        return f"{base.rstrip('/')}/?{query}#{fragment}"
 
     def encode(self, subject: JobState) -> dict[str, Any]:
         """The job's state as JSON."""

@@ -124,7 +124,9 @@ class RunOperator(BaseOperator):
         """Called once the job is submitted or found: Ray has uploaded the job's local files by then."""
 
     # ----------------------------------------------------------------- the run
-    def _new_run(self, context: Context, target: RunTarget, job: JobSpec | None, **state: Any) -> JobRun:
+    def _new_run(
+        self, context: Context, target: RunTarget, job: JobSpec | None, state: dict[str, Any] | None = None
+    ) -> JobRun:
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
         callbacks: dict[str, Any] = {
@@ -180,7 +182,7 @@ class RunOperator(BaseOperator):
         if not isinstance(event, dict) or not isinstance(event.get("run"), dict):
             raise RayProviderError(f"unexpected trigger event: {event!r}")
         state = event["run"]
-        run = self.run = self._new_run(context, target_from_ref(state["target"]), None, **state)
+        run = self.run = self._new_run(context, target_from_ref(state["target"]), None, state)
         try:
             with run:
                 if event.get("error"):

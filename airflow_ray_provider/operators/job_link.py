@@ -8,11 +8,8 @@ link answers with it, or with ``""`` for a task that never submitted.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
 
 from airflow.sdk import BaseOperator, BaseOperatorLink
-
-from airflow_ray_provider.jobs.outcome import dashboard_job_url
 
 if TYPE_CHECKING:
     from airflow.sdk.types import TaskInstanceKey
@@ -51,22 +48,6 @@ class RayJobLink(BaseOperatorLink):
 #: process resumed a deferred task (whose first process pushed the URL).
 LINK_ATTRIBUTE = "_ray_job_url"
 RESUMED_ATTRIBUTE = "_resumed_from_trigger"
-
-
-def job_link(browser_url: str, submission_id: str, cluster: dict[str, Any] | None = None) -> str:
-    """The "Ray job" link: the job's dashboard page, saying when its cluster goes away with the run.
-
-    A cluster the run created (a handle with ``owned``: the create/delete tasks, or the one task that
-    runs cluster and job) is deleted when its work is done, and its dashboard with it: the link then
-    carries ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the dashboard ignores the query; a
-    browser shows it on the page that no longer answers). A standing cluster's link has no query.
-    """
-    url = dashboard_job_url(browser_url, submission_id)
-    if not cluster or not cluster.get("owned", True) or not cluster.get("name"):
-        return url
-    base, _, fragment = url.partition("#")
-    query = urlencode({"ray_cluster": cluster["name"], "ephemeral": "deleted-when-done"})
-    return f"{base.rstrip('/')}/?{query}#{fragment}"
 
 
 def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:

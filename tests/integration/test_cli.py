@@ -271,7 +271,7 @@ def test_kuberay_context_creates_a_raycluster_runs_the_job_and_deletes_it(
     assert kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None
 
 
-def test_a_rayjob_by_kube_context_fails_with_the_log_tail_and_ctrl_c_deletes_it(
+def test_a_rayjob_by_kube_context_fails_with_the_log_tail_is_kept_and_ctrl_c_deletes_it(
     kube_emulator, rayjob_controller, rayjobs, ray_job_hook, tmp_path: Path
 ):
     """``--rayjob``: KubeRay's RayJob (the test RayJob controller) on the session's shared head."""
@@ -302,7 +302,8 @@ def test_a_rayjob_by_kube_context_fails_with_the_log_tail_and_ctrl_c_deletes_it(
     out = _cli("run", *args, "--name", failing, "--", sys.executable, "-c", code, KUBECONFIG=str(kubeconfig))
     assert out.returncode == 1, out.stderr
     assert "AppFailed" in out.stderr and "rayjob-cli-failure-marker" in out.stderr  # reason and log tail
-    assert "Deleted RayJob" in out.stderr and rayjob_of(failing) == []
+    # a RayJob that finished is its run's record (KubeRay deletes its cluster): kept, with its verdict
+    assert "Kept RayJob" in out.stderr and len(rayjob_of(failing)) == 1
 
     stopped = _name()
     result, stderr = _interrupt_mid_run(
@@ -312,3 +313,41 @@ def test_a_rayjob_by_kube_context_fails_with_the_log_tail_and_ctrl_c_deletes_it(
     assert "Deleted RayJob" in stderr and rayjob_of(stopped) == []
     sid = base_submission_id("cli", stopped, "run")
     eventually(lambda: ray_job_hook.get_job(sid).status is JobStatus.STOPPED, timeout=60, what="job stopped")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupt_while_the_head_starts_leaves_nothing_running(sig: signal.Signals, registry: Path):
+    """Ctrl-C or SIGTERM while the run's own head is still starting: exit 130, the head stopped and gone."""
+    proc = subprocess.Popen(
+        [*CLI, "run", "--local", "--name", _name(), "--", "python", "-c", "print(1)"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal
+    )  # fmt: skip
+    starting = eventually(
+        lambda: [h for h in _heads() if h.get("state") == "starting"], timeout=120, what="a head starting"
+    )
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Deleted Ray cluster" in stderr and _heads() == [], stderr
+    eventually(lambda: not _alive(starting[0]["info"]["pid"]), timeout=30, what="the head's process gone")
+
+
+def test_every_subcommand_says_a_bad_input_or_a_dead_address_in_one_line(registry: Path):
+    """``jobs`` and ``clusters`` as ``run`` does: one line, exit 2 for bad input, 1 otherwise."""
+    from airflow_ray_provider.local.head import free_port
+
+    dead = f"http://127.0.0.1:{free_port()}"
+    cases = [
+        (["jobs", "list", "--ray-address", dead], 1, dead),
+        (["jobs", "logs", "some-job", "--ray-address", dead], 1, dead),
+        (["jobs", "stop", "some-job", "--ray-address", dead], 1, dead),
+        (["jobs", "list", "--ray-address", "127.0.0.1:8265"], 2, "--ray-address"),
+        (["jobs", "logs", "some-job", "--local-cluster", "no-such-head"], 2, "no-such-head"),
+        (["clusters", "delete", "no-such-head"], 2, "no-such-head"),
+    ]
+    for args, code, named in cases:
+        out = _cli(*args, timeout=120)
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == code, (args, out.stderr)
+        assert len(lines) == 1 and lines[0].startswith("airflow-ray:") and named in lines[0], (args, lines)

@@ -237,3 +237,29 @@ def test_bad_kuberay_input_exits_2_naming_the_flag_and_creates_nothing(
     assert _posts(kube_emulator, since) == []  # no RayJob, no RayCluster, no Secret
     clusters, jobs = before  # an earlier test's cluster may still be going away: nothing new is the rule
     assert _names(kuberay_client.list_clusters()) <= clusters and _names(rayjobs.list_labelled()) <= jobs
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, RuntimeError], ids=["ctrl-c", "an-exception"])
+def test_an_interrupt_while_the_raycluster_starts_deletes_it(
+    interrupt: type[BaseException], kube_emulator: Any, kube_context: str, kuberay_controller: Any,
+    kuberay_client: Any,
+) -> None:  # fmt: skip
+    """The run owns its RayCluster from the moment it is created: an interrupt before it is ready (here,
+    right after the create call, as the run says so) deletes it, and its token Secret with it."""
+    from airflow_ray_provider.launch import KubeRayCluster, run
+
+    created: list[str] = []
+
+    def say(message: str) -> None:
+        if message.startswith("Started Ray cluster"):
+            created.append(message.split()[3])
+            raise interrupt("interrupted while the cluster starts")
+
+    target = KubeRayCluster(kube_context, TEST_NAMESPACE, SHARED, TEMPLATE)
+    with pytest.raises(interrupt):
+        run(_python("print('never')"), target=target, name=_name(), poll_interval=0.2, say=say)
+    assert created
+    eventually(
+        lambda: kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None,
+        timeout=60, what="the interrupted RayCluster deleted",
+    )  # fmt: skip

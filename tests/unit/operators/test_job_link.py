@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
+from airflow_ray_provider.clusters import RayClusterHandle
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.operators.job_link import RayJobLink, job_link, push_job_url
+from airflow_ray_provider.jobs.client import JobClient
+from airflow_ray_provider.launch import ClusterTarget
+from airflow_ray_provider.operators.job_link import RayJobLink, push_job_url
 
 pytestmark = pytest.mark.unit
 
 SID = "airflow-d-evaluate-manual-abc"
 
 
+def _link(address: str, **handle: Any) -> str | None:
+    if not handle:
+        return ClusterTarget(client=JobClient(address)).link(SID)
+    cluster = RayClusterHandle(backend="local", dashboard_url=address, **handle)
+    return ClusterTarget(handle=cluster, connect=lambda h: JobClient(h.dashboard_url)).link(SID)
+
+
 def test_link_of_a_standing_cluster_is_the_job_page() -> None:
-    assert job_link("http://localhost:8265/", SID) == f"http://localhost:8265/#/jobs/{SID}"
-    standing = {"name": "prod", "owned": False}
-    assert job_link("http://localhost:8265", SID, standing) == f"http://localhost:8265/#/jobs/{SID}"
+    assert _link("http://localhost:8265/") == f"http://localhost:8265/#/jobs/{SID}"
+    assert _link("http://localhost:8265", name="prod", owned=False) == f"http://localhost:8265/#/jobs/{SID}"
 
 
 def test_link_of_a_cluster_the_run_deletes_says_so() -> None:
-    url = job_link("http://127.0.0.1:40123", SID, {"name": "ray-d-abc", "owned": True})
+    url = _link("http://127.0.0.1:40123", name="ray-d-abc", owned=True)
     assert url == f"http://127.0.0.1:40123/?ray_cluster=ray-d-abc&ephemeral=deleted-when-done#/jobs/{SID}"
 
 
