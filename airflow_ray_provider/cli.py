@@ -269,7 +269,7 @@ def _airflow_client(conn_id: str) -> Any:
 
 
 def _job_client(args: argparse.Namespace) -> Any:
-    """The Job API client of ``jobs`` subcommands."""
+    """The Job API client of ``jobs`` subcommands (no retry: a one-shot command says at once what failed)."""
     from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
 
     if args.conn:
@@ -279,12 +279,12 @@ def _job_client(args: argparse.Namespace) -> Any:
 
         backend = LocalBackend()
         try:
-            return backend.job_client(backend.attach(args.local_cluster), retry_attempts=2)
+            return backend.job_client(backend.attach(args.local_cluster), retry_attempts=1)
         except ValueError as exc:
             raise BadInput(f"--local-cluster: {exc}") from exc
     if not args.ray_address.startswith(("http://", "https://")):
         raise BadInput(f"--ray-address: must be http(s)://host:port, got {args.ray_address!r}")
-    return JobClient(args.ray_address, token=ray_token_from_environment(), retry_attempts=2)
+    return JobClient(args.ray_address, token=ray_token_from_environment(), retry_attempts=1)
 
 
 # --------------------------------------------------------------------------- commands

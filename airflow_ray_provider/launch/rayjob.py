@@ -72,7 +72,7 @@ class RayJobTarget:
         self.cluster: RayClusterHandle | None = None
         self.dashboard_url: str | None = None
         self.summary = ""
-        self.final = False
+        self.final = self.stopped = False
         self.job_id = ""
         self.say: Callable[[str], None] = log.info
 
@@ -166,7 +166,7 @@ class RayJobTarget:
         else:
             self.jobs.delete(self.plan.name, namespace=self.plan.namespace)
             self.say(f"Deleted {where} (KubeRay stops its Ray job and deletes its cluster)")
-        self.final = True
+        self.stopped = True
         return True
 
     async def astop(self, submission_id: str) -> bool:
@@ -177,6 +177,8 @@ class RayJobTarget:
         """Delete a RayJob that has not finished. One that finished is kept as its run's record, and KubeRay
         deletes its cluster: when that happens at once (``ttlSecondsAfterFinished`` 0), wait a bounded while
         for the cluster to be gone, so the run ends when its cluster did. Whether a cluster went."""
+        if self.stopped:  # deleted or suspended already: KubeRay takes its cluster
+            return False
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
             return self._cluster_gone_within(self.teardown_wait)
@@ -215,10 +217,10 @@ class RayJobTarget:
         job_id = look.status.job_id if look is not None else ""
         return (self._read(job_id) or "") if job_id else ""
 
-    def result(self, subject: RayJobLook, logs: Callable[[], str]) -> dict[str, Any]:
+    def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """The RayJob's XCom; raises :class:`KubeRayJobError` with its reason, message and log tail."""
         if not subject.status.is_success:
-            raise_for_rayjob(subject.status, tail(logs()))
+            raise_for_rayjob(subject.status, tail(logs(), tail_lines))
         url = subject.cluster.dashboard_url if subject.cluster is not None else None
         return rayjob_result(self.plan.name, self.plan.namespace, subject.status, url)
 

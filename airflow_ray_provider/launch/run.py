@@ -24,8 +24,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_ray_provider.exceptions import RayJobTimeoutError, RayProviderError
-from airflow_ray_provider.jobs.logs import new_log_lines, resume_offset, tail
+from airflow_ray_provider.exceptions import RayJobStoppedError, RayJobTimeoutError, RayProviderError
+from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES, new_log_lines, resume_offset, tail
 from airflow_ray_provider.jobs.outcome import timeout_error
 from airflow_ray_provider.jobs.reattach import Choice
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
@@ -85,9 +85,9 @@ class RunTarget(Protocol):
     def link(self, submission_id: str) -> str | None:
         """The job's page in the dashboard people open, once known."""
 
-    def result(self, subject: Any, logs: Callable[[], str]) -> dict[str, Any]:
-        """The XCom of a finished job; raises the provider's error (with ``logs()``'s tail) for one that
-        did not succeed."""
+    def result(self, subject: Any, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
+        """The XCom of a finished job; raises the provider's error (with the last ``tail_lines`` lines of
+        ``logs()``) for one that did not succeed."""
 
     def encode(self, subject: Any) -> Any:
         """``subject`` as JSON."""
@@ -123,6 +123,7 @@ class JobRun:
     :param poll_interval: seconds between looks.
     :param stream_logs: write the job's log while it runs.
     :param missing_ok: keep waiting while the job does not exist yet (a sensor).
+    :param tail_lines: lines of the job's log the error of a failed job carries.
     :param usage: what the usage record needs (``None``: no record).
     :param on_lines: writes job-log lines (default: stdout).
     :param say: writes status lines (default: the module's logger).
@@ -142,6 +143,7 @@ class JobRun:
         poll_interval: float = 5.0,
         stream_logs: bool = True,
         missing_ok: bool = False,
+        tail_lines: int = DEFAULT_TAIL_LINES,
         usage: UsageOptions | None = None,
         on_lines: Callable[[list[str]], None] = print_lines,
         say: Callable[[str], None] = log.info,
@@ -151,7 +153,12 @@ class JobRun:
         self.target, self.job, self.base_id = target, job, base_id
         self.submission_id = submission_id
         self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
-        self.stream_logs, self.missing_ok, self.usage = stream_logs, missing_ok, usage
+        self.stream_logs, self.missing_ok, self.usage, self.tail_lines = (
+            stream_logs,
+            missing_ok,
+            usage,
+            tail_lines,
+        )
         self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
         self.linked = False
         self.choice: Choice | None = None
@@ -247,9 +254,7 @@ class JobRun:
         self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             self._record_usage()
-        # a kill that stopped the job waits for it to say STOPPED; one that left it running ends the wait now
-        killed = None if self.stopped else self.killed
-        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, killed)
+        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
@@ -297,10 +302,15 @@ class JobRun:
         if action is WaitAction.TIME_OUT:
             raise timeout_error(sid, self.timeout or 0, self.logs(), stopped=self.stopped)
         if action is WaitAction.STOP:
-            raise RayProviderError(f"stopped waiting for Ray job {sid!r}: {self.last and self.last.message}")
+            why = self.last.message if self.last is not None else "the task was killed"
+            if self.stopped:
+                log_tail = tail(self.logs(), self.tail_lines)
+                raise RayJobStoppedError(f"Ray job {sid!r} was stopped: {why}", submission_id=sid,
+                                         status="STOPPED", log_tail=log_tail)  # fmt: skip
+            raise RayProviderError(f"stopped waiting for Ray job {sid!r} ({why}); it was left running")
         if self.subject is None:
             raise RayProviderError(f"waiting for Ray job {sid!r} failed: {self.last and self.last.message}")
-        return self.target.result(self.subject, self.logs)
+        return self.target.result(self.subject, self.logs, self.tail_lines)
 
     def flush(self) -> None:
         """Write the lines the log holds past the offset (what a trigger had not written yet)."""
@@ -325,9 +335,10 @@ class JobRun:
             return Ending.TIMED_OUT
         return Ending.FAILED if exc is not None else Ending.SUCCEEDED
 
-    def end(self, ending: Ending) -> None:
+    def end(self, ending: Ending, *, close: bool = True) -> None:
         """Clean up as the table says for ``ending``: stop the job, make the usage record, delete what the
-        run created. Each action runs once, however often this is called."""
+        run created. Each action runs once, however often this is called. ``close``: release the target's
+        clients too (not on a kill: the wait still takes its last look)."""
         self.ending = ending
         actions = actions_for(self.cleanup, ending)
         try:
@@ -346,12 +357,13 @@ class JobRun:
             elif self.target.owned and not self.deleted and self.times.get("reach"):
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
-            self.target.close()
+            if close:
+                self.target.close()
 
     def kill(self, ending: Ending) -> None:
         """The task was killed (``on_kill``): the wait stops at its next look; clean up now."""
         self.killed = ending
-        self.end(ending)
+        self.end(ending, close=False)
 
     async def akill(self, ending: Ending) -> None:
         """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
@@ -394,7 +406,7 @@ class JobRun:
             "target": self.target.ref(), "submission_id": self.submission_id, "base_id": self.base_id,
             "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
             "timeout": self.timeout, "poll_interval": self.poll_interval, "stream_logs": self.stream_logs,
-            "missing_ok": self.missing_ok, "start_time": self.plan.start_time,
+            "missing_ok": self.missing_ok, "tail_lines": self.tail_lines, "start_time": self.plan.start_time,
             "log_offset": self.plan.log_offset,
             "subject": self.target.encode(self.subject) if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
@@ -415,7 +427,8 @@ class JobRun:
             target, base_id=state["base_id"], submission_id=state["submission_id"],
             cleanup=Cleanup.parse(state["cleanup"]), timeout=state["timeout"],
             poll_interval=state["poll_interval"], stream_logs=state["stream_logs"],
-            missing_ok=state["missing_ok"], usage=UsageOptions.from_dict(state.get("usage")), **kwargs,
+            missing_ok=state["missing_ok"], tail_lines=state["tail_lines"],
+            usage=UsageOptions.from_dict(state.get("usage")), **kwargs,
         )  # fmt: skip
         run.choice = Choice(state["choice"]) if state.get("choice") else None
         run.plan = WaitPlan(state["start_time"], run.timeout, state["log_offset"], run.stream_logs,

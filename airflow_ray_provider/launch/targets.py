@@ -185,10 +185,10 @@ class ClusterTarget:
             log.warning("Could not read the log of Ray job %s: %s", submission_id, exc)
             return ""
 
-    def result(self, subject: JobState, logs: Callable[[], str]) -> dict[str, Any]:
+    def result(self, subject: JobState, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """``{"submission_id", "status", "dashboard_url", "job_url"}``; raises for FAILED or STOPPED."""
         if not subject.is_success:
-            raise_for_state(subject, logs())
+            raise_for_state(subject, logs(), tail_lines=tail_lines)
         return job_result(subject, self.dashboard_url or self._client().address)
 
     def link(self, submission_id: str) -> str | None:

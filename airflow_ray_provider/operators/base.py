@@ -16,6 +16,7 @@ from airflow.sdk import BaseOperator, conf
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.targets import target_from_ref
+from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
 from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, UsageOptions
@@ -58,6 +59,7 @@ class RunOperator(BaseOperator):
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param poll_interval: seconds between looks at the job.
     :param stream_logs: write the job's log into the task log while it runs.
+    :param log_tail_lines: lines of the job's log a failure's error carries.
     :param prices: price per resource-hour for the usage record (docs/usage.md); default: the
         connection's ``prices`` extra; none: no cost in the record.
     :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
@@ -83,6 +85,7 @@ class RunOperator(BaseOperator):
         deferrable: bool = DEFAULT_DEFERRABLE,
         poll_interval: float = 5.0,
         stream_logs: bool = True,
+        log_tail_lines: int = DEFAULT_TAIL_LINES,
         prices: dict[str, Any] | Prices | None = None,
         artifact_uri: str | None = None,
         record_usage: bool = True,
@@ -94,7 +97,7 @@ class RunOperator(BaseOperator):
         self.cleanup = Cleanup.parse(cleanup) if cleanup is not None else self.default_cleanup
         self.deferrable = deferrable
         self.poll_interval = positive(poll_interval, "poll_interval")
-        self.stream_logs = stream_logs
+        self.stream_logs, self.log_tail_lines = stream_logs, log_tail_lines
         self.prices = parse_prices(prices)  # bad prices fail when the DAG is parsed
         self.artifact_uri = artifact_uri
         self.record_usage = record_usage
@@ -143,7 +146,8 @@ class RunOperator(BaseOperator):
         )
         return JobRun(
             target, job=job, base_id=base, cleanup=self.cleanup, timeout=self.job_timeout,
-            poll_interval=self.poll_interval, stream_logs=self.stream_logs, usage=self.usage(target),
+            poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
+            usage=self.usage(target),
             **callbacks,
         )  # fmt: skip
 

@@ -14,6 +14,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.targets import check_target_arguments, job_api_target, target_from_ref
+from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
 from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class RayJobSensor(BaseSensorOperator):
     :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param missing_ok: keep waiting while no job has this id yet (default: fail at once).
+    :param log_tail_lines: log lines carried by the error of a failed job.
     :param retry_attempts: attempts per Job API call on transient failures.
     """
 
@@ -44,6 +46,7 @@ class RayJobSensor(BaseSensorOperator):
         ray_conn_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         missing_ok: bool = False,
+        log_tail_lines: int = DEFAULT_TAIL_LINES,
         retry_attempts: int = 5,
         **kwargs: Any,
     ) -> None:
@@ -53,7 +56,7 @@ class RayJobSensor(BaseSensorOperator):
         self.cluster = cluster
         self.ray_conn_id = ray_conn_id
         self.deferrable = deferrable
-        self.missing_ok = missing_ok
+        self.missing_ok, self.log_tail_lines = missing_ok, log_tail_lines
         self.retry_attempts = retry_attempts
 
     def _run(self) -> JobRun:
@@ -62,7 +65,8 @@ class RayJobSensor(BaseSensorOperator):
         target = job_api_target(self.cluster, self.ray_conn_id, retry_attempts=self.retry_attempts)
         return JobRun(
             target, submission_id=self.submission_id, cleanup=Cleanup.NEVER, stream_logs=False,
-            missing_ok=self.missing_ok, poll_interval=self.poke_interval, say=self.log.info,
+            missing_ok=self.missing_ok, poll_interval=self.poke_interval, tail_lines=self.log_tail_lines,
+            say=self.log.info,
         )  # fmt: skip
 
     def poke(self, context: Context) -> PokeReturnValue:

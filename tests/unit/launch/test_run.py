@@ -79,9 +79,9 @@ class Scripted:
     def link(self, sid: str) -> str:
         return f"{self.dashboard_url}/#/jobs/{sid}"
 
-    def result(self, subject: JobState, logs: Any) -> dict[str, Any]:
+    def result(self, subject: JobState, logs: Any, tail_lines: int) -> dict[str, Any]:
         if not subject.is_success:
-            raise_for_state(subject, logs())
+            raise_for_state(subject, logs(), tail_lines=tail_lines)
         return job_result(subject, self.dashboard_url)
 
     def encode(self, subject: JobState) -> dict[str, Any]:
