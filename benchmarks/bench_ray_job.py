@@ -10,7 +10,7 @@
    Measured: process CPU seconds per wall second and RSS growth. Goal: < 10 % of one core at 5 s.
    The 2-core head cannot host 200 live jobs (each has its own supervisor actor process, ~100 MB),
    so the triggers are spread round-robin over ``--jobs`` real jobs: each trigger still polls on its
-   own (own hook, own HTTP session, own requests), which is the triggerer-side cost being measured.
+   own (own run, own HTTP session, own requests), which is the triggerer-side cost being measured.
 
 Run: ``python -m benchmarks.bench_ray_job`` (``--help`` for the knobs). Starts and stops its own head.
 """
@@ -103,7 +103,7 @@ def bench_overhead(cluster: dict[str, Any], token: str, runs: int, poll: float) 
     """
     from airflow_ray_provider.hooks.ray_job import RayJobHook
 
-    hook = RayJobHook(cluster=cluster)
+    hook = RayJobHook(cluster=cluster).client
     url = cluster["dashboard_url"]
     # Warm-up: imports, the runtime_env agent, first-job costs, for every mode.
     _bare(url, token, poll), _operator(cluster, poll, False), _operator(cluster, poll, True)
@@ -154,8 +154,6 @@ async def _trigger_window(triggers: list[Any], warmup: float, window: float) -> 
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for trigger in triggers:
-        await trigger.hook.aclose()
     cpu = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
     return {
         "cpu_core_fraction": cpu / (wall1 - wall0),
@@ -173,10 +171,12 @@ def bench_triggerer(
 ) -> dict[str, Any]:
     """Run ``n_triggers`` triggers over ``n_jobs`` long jobs for ``window`` seconds after a warm-up."""
     from airflow_ray_provider.hooks.ray_job import RayJobHook
+    from airflow_ray_provider.hooks.targets import target_from_ref
     from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
-    hook = RayJobHook(cluster=cluster)
+    hook = RayJobHook(cluster=cluster).client
     prefix = f"bench-trig-{uuid.uuid4().hex[:6]}"
     sids = [hook.submit(JobSpec(entrypoint=TICKING), f"{prefix}-{i}") for i in range(n_jobs)]
     try:
@@ -185,12 +185,10 @@ def bench_triggerer(
             if time.monotonic() > deadline:
                 raise RuntimeError("benchmark jobs did not start")
             time.sleep(0.5)
-        triggers = [
-            RayJobTrigger(
-                submission_id=sids[i % n_jobs], cluster=cluster, poll_interval=poll, stream_logs=True
-            )
-            for i in range(n_triggers)
-        ]
+        target = {"handle": cluster}
+        runs = [JobRun(target_from_ref(target), submission_id=sids[i % n_jobs], poll_interval=poll)
+                for i in range(n_triggers)]  # fmt: skip
+        triggers = [RayJobTrigger(run=run.hand_over()) for run in runs]
         result = asyncio.run(_trigger_window(triggers, warmup=poll + 5, window=window))
     finally:
         for sid in sids:
