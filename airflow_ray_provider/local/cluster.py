@@ -77,12 +77,13 @@ class LocalClusterOptions:
 
 
 def registry_dir() -> Path:
-    """Folder of the registry (``$AIRFLOW_RAY_LOCAL_REGISTRY``, default ``<tmp>/airflow-ray-local-<uid>``)."""
-    path = Path(
-        os.environ.get(REGISTRY_ENV) or Path(tempfile.gettempdir(), f"airflow-ray-local-{os.getuid()}")
-    )
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return path
+    """Folder of the registry (``$AIRFLOW_RAY_LOCAL_REGISTRY``, default ``<tmp>/airflow-ray-local-<uid>``).
+
+    Only registering a head creates it (mode 0700): looking a name up in a registry that does not exist
+    finds nothing and leaves nothing behind.
+    """
+    default = Path(tempfile.gettempdir(), f"airflow-ray-local-{os.getuid()}")
+    return Path(os.environ.get(REGISTRY_ENV) or default)
 
 
 def _record_path(name: str) -> Path:
@@ -91,6 +92,7 @@ def _record_path(name: str) -> Path:
 
 def _write_record(record: dict[str, Any]) -> None:
     path = _record_path(record["info"]["name"])
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
     os.replace(tmp, path)
