@@ -1,12 +1,12 @@
 """The local backend's client layer: ephemeral Ray heads on this machine (no Airflow import).
 
-:mod:`.head` starts and stops one head (own process group and temp dir, token auth); :mod:`.cluster`
-names heads, keeps a registry so any process can find and stop them, and knows their expiry.
+:mod:`.head` starts and stops one head (own session and temp dir, token auth); :mod:`.cluster` names
+heads and keeps the registry through which any process finds and stops them, and knows their expiry.
+``python -m airflow_ray_provider.local list | stop NAME`` (:mod:`.__main__`) does both from a shell.
 """
 
 from airflow_ray_provider.local.cluster import (
     REGISTRY_ENV,
-    LocalClusterOptions,
     find_cluster,
     is_record_expired,
     list_clusters,
@@ -16,9 +16,12 @@ from airflow_ray_provider.local.cluster import (
     stop_cluster,
 )
 from airflow_ray_provider.local.head import (
+    AGENT_HEALTH_PATH,
+    LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
     LocalHeadInfo,
+    agent_answers,
     free_port,
     is_running,
     ray_executable,
@@ -28,11 +31,13 @@ from airflow_ray_provider.local.head import (
 )
 
 __all__ = [
+    "AGENT_HEALTH_PATH",
     "REGISTRY_ENV",
     "LocalClusterOptions",
     "LocalHeadConfig",
     "LocalHeadError",
     "LocalHeadInfo",
+    "agent_answers",
     "find_cluster",
     "free_port",
     "is_record_expired",

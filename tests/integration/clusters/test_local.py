@@ -134,7 +134,7 @@ RETRY_MESSAGE = "The local Ray head failed during startup"
 def test_a_head_is_up_only_once_its_job_agent_answers(ray_head):
     """The job agent (which runs submitted jobs) can answer long after the dashboard; a head counts as up
     only once it answers too, so the first submission is not refused with "No available agent"."""
-    from airflow_ray_provider.local.head import agent_answers
+    from airflow_ray_provider.local import agent_answers
 
     assert ray_head.agent_url is not None
     assert agent_answers(ray_head)
@@ -199,14 +199,14 @@ def _processes_of_head(temp_dir: str) -> list[str]:
 @pytest.mark.integration
 def test_a_head_stopped_while_its_first_job_starts_leaves_no_process_and_no_folder():
     """A Ray worker starting when the head is stopped lives in a process group of its own (Ray moves
-    each worker into one); stopping only the head's group left it running for seconds, and it re-created
+    each worker into one); stopping only the head's group would leave it running for seconds, re-creating
     the session's folders in the removed temp dir. Stopped right after a submission, nothing is left."""
     import shutil
     import tempfile
     import time
     import urllib.request
 
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))  # short: Ray's socket paths are limited
     try:
@@ -250,7 +250,8 @@ def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
 
 @pytest.mark.integration
 def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, caplog):
-    from airflow_ray_provider.local.head import START_ATTEMPTS, LocalHeadConfig, LocalHeadError, start_head
+    from airflow_ray_provider.local import LocalHeadConfig, LocalHeadError, start_head
+    from airflow_ray_provider.local.head import START_ATTEMPTS
 
     config = LocalHeadConfig(resources={"CPU": 1.0}, temp_root=str(tmp_path))  # `ray start` refuses CPU here
 
@@ -329,8 +330,8 @@ def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_regi
 
 @pytest.mark.integration
 def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_is_over(local_registry):
-    """The orphan's record expires when the killed task's wait would have ended (here 6 s, so the test
-    waits 6 s, not the 15 s it once did): the janitor leaves it alone before then and stops it after."""
+    """The orphan's record expires when the killed task's wait would have ended (here after 6 s), not
+    after the cluster's lifetime: the janitor leaves it alone before then and stops it after."""
     import time
 
     from airflow_ray_provider.local import LocalHeadInfo, is_running
