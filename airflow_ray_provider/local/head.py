@@ -45,10 +45,15 @@ AGENT_LOG = os.path.join("session_latest", "logs", "dashboard_agent.log")
 START_ATTEMPTS = 3
 #: Command groups Ray's CLI imports when loaded (pandas, FastAPI), each as optional; ``ray start`` uses none.
 RAY_CLI_OPTIONAL_GROUPS = ("ray.serve.scripts", "ray.util.state.state_cli", "ray.dashboard.modules.job.cli")
-#: The head's first process: Ray's own ``ray`` CLI, told that Ray Client is not installed (Ray's rule for
-#: starting no Ray Client server, which would take port 10001 and so fail a second head on the machine).
+#: The head's first process. It waits for a ``1`` on stdin, sent once the head is registered, so a start
+#: interrupted before then runs no Ray: on end of input it removes its temp dir and exits. Then it is
+#: Ray's own ``ray`` CLI, told that Ray Client is not installed (Ray's rule for starting no Ray Client
+#: server, which would take port 10001 and so fail a second head on the machine).
 _LAUNCHER = (
-    "import sys\n"
+    "import os, shutil, sys\n"
+    "if sys.stdin.read(1) != '1':\n"
+    "    shutil.rmtree(os.environ['RAY_TMPDIR'], ignore_errors=True)\n"
+    "    sys.exit(3)\n"
     f"sys.modules.update(dict.fromkeys({RAY_CLI_OPTIONAL_GROUPS!r}))\n"
     "import ray.scripts.scripts as cli\n"
     "cli.get_ray_client_dependency_error = lambda: 'a local head runs no Ray Client server'\n"
@@ -214,9 +219,9 @@ def start_head(
 
     :param config: start options; defaults to :class:`LocalHeadConfig`.
     :param name: a label for the head (used in its temp dir name).
-    :param on_spawn: called with each head's info once its process exists and before the wait for it
+    :param on_spawn: called with each head's info once its process exists and before Ray starts in it
         (e.g. to register it, so that whatever interrupts the wait leaves a head others can find and
-        stop); if it raises, the head is stopped and the error propagates.
+        stop). If anything raises before Ray starts, the head is stopped and the error propagates.
     :returns: the running head's info.
     :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
     """
@@ -285,31 +290,35 @@ def _start_once(
 ) -> LocalHeadInfo:
     temp_root = config.temp_root or os.environ.get("RAY_TMPDIR_ROOT") or "/tmp"
     temp_dir = tempfile.mkdtemp(prefix="rayh-", dir=temp_root)
+    gate, go_ahead = os.pipe()  # the launcher's stdin: Ray starts once a "1" comes, never after end of input
+    info = None
     try:
         ports = (free_port(), free_port(), free_port())
         env = head_environment(config, temp_dir)
         token, token_file = _auth_env(config, temp_dir, env)
         with open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb") as head_log:
             proc = subprocess.Popen(
-                _head_command(config, temp_dir, ports), stdin=subprocess.DEVNULL, stdout=head_log,
+                _head_command(config, temp_dir, ports), stdin=gate, stdout=head_log,
                 stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )  # fmt: skip
+        info = LocalHeadInfo(
+            name=name or Path(temp_dir).name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
+            dashboard_url=f"http://127.0.0.1:{ports[1]}", gcs_address=f"127.0.0.1:{ports[0]}",
+            token_file=token_file, agent_url=f"http://127.0.0.1:{ports[2]}",
+        )  # fmt: skip
+        if on_spawn is not None:
+            on_spawn(info)
+        os.write(go_ahead, b"1")
     except BaseException as exc:
+        if info is not None:
+            stop_head(info)
         shutil.rmtree(temp_dir, ignore_errors=True)
-        if isinstance(exc, OSError):
+        if isinstance(exc, OSError) and info is None:
             raise LocalHeadError(f"could not start `ray start --head`: {exc}") from exc
         raise
-    info = LocalHeadInfo(
-        name=name or Path(temp_dir).name, pid=proc.pid, pgid=proc.pid, temp_dir=temp_dir,
-        dashboard_url=f"http://127.0.0.1:{ports[1]}", gcs_address=f"127.0.0.1:{ports[0]}",
-        token_file=token_file, agent_url=f"http://127.0.0.1:{ports[2]}",
-    )  # fmt: skip
-    if on_spawn is not None:
-        try:
-            on_spawn(info)
-        except BaseException:
-            stop_head(info)
-            raise
+    finally:
+        os.close(go_ahead)  # a launcher still waiting (its starter interrupted) sees end of input
+        os.close(gate)
     _wait_until_up(proc.poll, info, token, config.ready_timeout)
     return info
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -262,6 +263,122 @@ def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, ca
     retries = [r for r in caplog.records if r.message.startswith(RETRY_MESSAGE)]
     assert len(retries) == START_ATTEMPTS - 1
     assert list(tmp_path.iterdir()) == []  # every attempt's temp dir is gone
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("signum", "handler", "raised"),
+    [
+        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),  # Ctrl-C
+        (signal.SIGTERM, "terminated", RuntimeError),  # a task runner's SIGTERM handler raises
+    ],
+)
+def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
+    local_registry, signum, handler, raised
+):
+    """A signal whose handler raises while the head comes up: the head stays registered (``starting``),
+    so ``stop_cluster(find_cluster(name))`` stops every process of it and removes its files and record."""
+    import tempfile
+    import threading
+    import time
+
+    from airflow_ray_provider.local import (
+        LocalClusterOptions,
+        find_cluster,
+        read_record,
+        start_cluster,
+        stop_cluster,
+    )
+
+    def terminated(signum: int, frame: object) -> None:
+        raise RuntimeError("terminated")
+
+    name, root = f"interrupted-{signum}", Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    record = local_registry / f"{name}.json"
+
+    def signal_mid_wait() -> None:
+        while not record.exists():
+            time.sleep(0.02)
+        time.sleep(0.5)  # registered, and well inside the wait (a head takes seconds to come up)
+        os.kill(os.getpid(), signum)
+
+    previous = signal.signal(signum, terminated if handler == "terminated" else handler)
+    try:
+        threading.Thread(target=signal_mid_wait, daemon=True).start()
+        with pytest.raises(raised):
+            start_cluster(name, LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300))
+    finally:
+        signal.signal(signum, previous)
+    left = read_record(name)
+    assert left is not None and left["state"] == "starting"
+    temp_dir = left["info"]["temp_dir"]
+
+    info = find_cluster(name)
+    assert info is not None, "the interrupted head is not findable by name"
+    stop_cluster(info)
+
+    assert _processes_of_head(temp_dir) == []
+    assert not Path(temp_dir).exists() and read_record(name) is None
+    assert list(root.iterdir()) == []
+    root.rmdir()
+
+
+@pytest.mark.integration
+def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_registry, monkeypatch):
+    """An interrupt right after the head is registered and before its launcher lets Ray start: the head
+    is stopped there and then, and looking it up by name removes its record. The interrupt is injected
+    into the registry write (a signal cannot be timed into that window)."""
+    import tempfile
+
+    from airflow_ray_provider.local import LocalClusterOptions, find_cluster, read_record, start_cluster
+    from airflow_ray_provider.local import cluster as cluster_module
+
+    write_record = cluster_module._write_record
+    seen: list[dict] = []
+
+    def register_then_interrupt(record: dict) -> None:
+        write_record(record)
+        seen.append(record)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    with pytest.raises(KeyboardInterrupt):
+        start_cluster("never-ran", LocalClusterOptions(num_cpus=1, temp_root=str(root)))
+
+    (record,) = seen
+    assert record["state"] == "starting" and read_record("never-ran") is not None
+    assert find_cluster("never-ran") is None  # its head is gone: the lookup removes the stale record
+    assert read_record("never-ran") is None
+    assert _processes_of_head(record["info"]["temp_dir"]) == [] and list(root.iterdir()) == []
+    root.rmdir()
+
+
+@pytest.mark.integration
+def test_a_start_interrupted_before_its_head_is_registered_runs_no_ray_and_leaves_nothing(monkeypatch):
+    """Between spawning the head and registering it, a head nobody could find by name would be an orphan:
+    its launcher waits for the go-ahead, and when the starter is interrupted it removes its temp dir and
+    exits without starting Ray. The interrupt is injected right after the spawn (where no signal can be
+    timed)."""
+    import gc
+    import tempfile
+
+    from airflow_ray_provider.local import LocalHeadConfig, start_head
+    from airflow_ray_provider.local import head as head_module
+    from tests.fixtures.waiting import eventually
+
+    def interrupted(**fields: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(head_module, "LocalHeadInfo", interrupted)
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    with pytest.raises(KeyboardInterrupt):
+        start_head(LocalHeadConfig(num_cpus=1, temp_root=str(root)), name="unregistered")
+    gc.collect()  # the interrupted start's pipe to its launcher closes with it
+
+    eventually(lambda: not list(root.iterdir()), timeout=30, what="the launcher removing its temp dir")
+    eventually(lambda: _processes_of_head(str(root)) == [], timeout=30, what="no process of the head")
+    root.rmdir()
 
 
 CREATE_SCRIPT = """
