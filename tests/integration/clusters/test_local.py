@@ -88,7 +88,7 @@ def test_local_cluster_teardown_runs_after_upstream_failure(airflow_db, local_re
 @pytest.mark.integration
 def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
     """Records of heads whose processes are gone (as after a killed worker): expired ones are cleaned up."""
-    from airflow_ray_provider.kuberay.labels import CREATED_BY, LABEL_CREATED_BY
+    from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
     local_registry.mkdir(mode=0o700)
