@@ -127,62 +127,97 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
     return KubeRayApiError(message, status=status, reason=reason)
 
 
-class _Kind:
-    """The verbs of one ``ray.io/v1`` kind, through a :class:`KubeRayClient` (its retries and errors).
+class _CustomObjects:
+    """Create / get / find / patch / delete / list / wait until gone for one ``ray.io/v1`` kind, through a
+    :class:`KubeRayClient` (its API client, namespace, timeouts, transient-error retries and Role).
 
-    :param propagation: how a delete treats what the object owns.
+    :param client: the typed RayCluster client to share.
     """
 
-    def __init__(self, client: KubeRayClient, kind: str, plural: str, propagation: str) -> None:
-        self.client, self.kind, self.plural, self.propagation = client, kind, plural, propagation
+    KIND: str
+    PLURAL: str
+    PROPAGATION: str  # what a delete does with what the object owns
 
-    def _run(self, verb: str, ns: str, name: str | None, *args: Any, **kwargs: Any) -> Any:
-        what = f"{verb} {self.kind} {ns}/{name}" if name else f"{verb} {self.kind}s in {ns}"
-        method = getattr(self.client._custom(), f"{verb}_namespaced_custom_object")
-        return self.client._call(what, method, GROUP, VERSION, ns, self.plural, *args, **kwargs)
+    def __init__(self, client: KubeRayClient) -> None:
+        self.kube = client
 
-    def create(self, body: dict[str, Any], namespace: str | None) -> dict[str, Any]:
+    def _run(self, verb: str, ns: str | None, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        ns = ns or self.kube.namespace
+        what = f"{verb} {self.KIND} {ns}/{name}" if name else f"{verb} {self.KIND}s in {ns}"
+        method = getattr(self.kube._custom(), f"{verb}_namespaced_custom_object")
+        return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *args, **kwargs)
+
+    def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Create one; raises :class:`KubeRayConflictError` when the name is taken."""
         metadata = body.get("metadata") or {}
-        ns = namespace or metadata.get("namespace") or self.client.namespace
-        return self._run("create", ns, metadata.get("name"), body)
+        return self._run("create", namespace or metadata.get("namespace"), metadata.get("name"), body)
 
-    def get(self, name: str, namespace: str | None) -> dict[str, Any]:
-        return self._run("get", namespace or self.client.namespace, name, name)
+    def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Read one; raises :class:`KubeRayNotFoundError` when absent."""
+        return self._run("get", namespace, name, name)
 
-    def find(self, name: str, namespace: str | None) -> dict[str, Any] | None:
+    def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """Read one, or ``None`` when it does not exist."""
         try:
-            return self.get(name, namespace)
+            return self.get(name, namespace=namespace)
         except KubeRayNotFoundError:
             return None
 
-    def patch(self, name: str, patch: dict[str, Any], namespace: str | None) -> dict[str, Any]:
-        return self._run("patch", namespace or self.client.namespace, name, name, patch)
+    def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Merge-patch one (``spec.suspend``, annotations)."""
+        return self._run("patch", namespace, name, name, patch)
 
-    def delete(self, name: str, namespace: str | None) -> bool:
-        ns = namespace or self.client.namespace
+    def delete(self, name: str, *, namespace: str | None = None) -> bool:
+        """Delete one (and, by :attr:`PROPAGATION`, what it owns); ``False`` if it was already gone."""
         try:
-            self._run("delete", ns, name, name, propagation_policy=self.propagation)
+            self._run("delete", namespace, name, name, propagation_policy=self.PROPAGATION)
         except KubeRayNotFoundError:
             return False
         return True
 
-    def list(self, labels: dict[str, str] | None, namespace: str | None) -> list[dict[str, Any]]:
-        """The objects whose labels include ``labels``: the selector goes to the server and is applied
-        again here, so a server (or emulator) that ignores it cannot widen the result."""
+    def list_labelled(
+        self, labels: dict[str, str] | None = None, *, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Those whose labels include ``labels``: the selector goes to the server and is applied again
+        here, so a server (or emulator) that ignores it cannot widen the result."""
         kwargs = {"label_selector": selector(labels)} if labels else {}
-        result = self._run("list", namespace or self.client.namespace, None, **kwargs)
+        result = self._run("list", namespace, None, **kwargs)
         return [item for item in result.get("items", []) if matches(item, labels or {})]
 
-    def wait_until_gone(self, name: str, namespace: str | None, timeout: float, poll_interval: float) -> None:
-        ns = namespace or self.client.namespace
+    def wait_until_gone(
+        self, name: str, *, namespace: str | None = None, timeout: float = 120.0, poll_interval: float = 0.5
+    ) -> None:
+        """Poll until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
+        ns = namespace or self.kube.namespace
         deadline = time.monotonic() + timeout
-        while self.find(name, ns) is not None:
+        while self.find(name, namespace=ns) is not None:
             if time.monotonic() >= deadline:
                 raise KubeRayTimeoutError(
-                    f"{self.kind} {ns}/{name} still exists {timeout:.0f}s after delete; check its "
-                    f"finalizers: kubectl describe {self.kind.lower()} {name} -n {ns}"
+                    f"{self.KIND} {ns}/{name} still exists {timeout:.0f}s after delete; check its "
+                    f"finalizers: kubectl describe {self.KIND.lower()} {name} -n {ns}"
                 )
             time.sleep(poll_interval)
+
+
+class RayJobClient(_CustomObjects):
+    """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
+
+    KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
+
+    def create_owned_secret(
+        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        """Create an Opaque Secret owned by a RayJob (with its labels): Kubernetes deletes it with the RayJob.
+
+        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
+        """
+        owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": self.KIND, **owner}
+        labels = dict((owner.get("metadata") or {}).get("labels") or {})
+        self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)
+
+
+class _RayClusters(_CustomObjects):
+    KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"  # its pods go first
 
 
 class KubeRayClient:
@@ -206,7 +241,7 @@ class KubeRayClient:
         self.namespace = namespace
         self.request_timeout = request_timeout
         self.retries = retries
-        self._clusters = _Kind(self, "RayCluster", "rayclusters", "Foreground")  # its pods go first
+        self._clusters = _RayClusters(self)
 
     def _custom(self) -> CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
@@ -235,15 +270,15 @@ class KubeRayClient:
 
     def create_cluster(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create a RayCluster; raises :class:`KubeRayConflictError` when the name is taken."""
-        return self._clusters.create(body, namespace)
+        return self._clusters.create(body, namespace=namespace)
 
     def get_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Read a RayCluster; raises :class:`KubeRayNotFoundError` when absent."""
-        return self._clusters.get(name, namespace)
+        return self._clusters.get(name, namespace=namespace)
 
     def find_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """Read a RayCluster, or ``None`` when it does not exist."""
-        return self._clusters.find(name, namespace)
+        return self._clusters.find(name, namespace=namespace)
 
     def get_status(self, name: str, *, namespace: str | None = None) -> ClusterStatus:
         """The typed status of a RayCluster."""
@@ -251,19 +286,21 @@ class KubeRayClient:
 
     def delete_cluster(self, name: str, *, namespace: str | None = None) -> bool:
         """Delete a RayCluster (foreground: its pods go first). Returns ``False`` if it was already gone."""
-        return self._clusters.delete(name, namespace)
+        return self._clusters.delete(name, namespace=namespace)
 
     def list_clusters(
         self, labels: dict[str, str] | None = None, *, namespace: str | None = None
     ) -> list[dict[str, Any]]:
         """RayClusters whose labels include ``labels`` (filtered here too, whatever the server does)."""
-        return self._clusters.list(labels, namespace)
+        return self._clusters.list_labelled(labels, namespace=namespace)
 
     def wait_until_gone(
         self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 1.0
     ) -> None:
         """Poll until the RayCluster no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        self._clusters.wait_until_gone(name, namespace, timeout, poll_interval)
+        self._clusters.wait_until_gone(
+            name, namespace=namespace, timeout=timeout, poll_interval=poll_interval
+        )
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
@@ -330,58 +367,3 @@ class KubeRayClient:
         except KubeRayNotFoundError:
             return False
         return True
-
-
-class RayJobClient:
-    """RayJob create / get / patch / delete / list / wait until gone, through a :class:`KubeRayClient`
-    (its API client, namespace, timeouts, retries and Role).
-
-    :param client: the typed RayCluster client to share.
-    """
-
-    def __init__(self, client: KubeRayClient) -> None:
-        self.kube = client
-        self._jobs = _Kind(client, "RayJob", "rayjobs", "Background")
-
-    def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Create a RayJob; raises :class:`KubeRayConflictError` when the name is taken."""
-        return self._jobs.create(body, namespace)
-
-    def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """Read a RayJob; raises :class:`KubeRayNotFoundError` when absent."""
-        return self._jobs.get(name, namespace)
-
-    def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
-        """Read a RayJob, or ``None`` when it does not exist."""
-        return self._jobs.find(name, namespace)
-
-    def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Merge-patch a RayJob (``spec.suspend``, annotations)."""
-        return self._jobs.patch(name, patch, namespace)
-
-    def delete(self, name: str, *, namespace: str | None = None) -> bool:
-        """Delete a RayJob (Kubernetes then deletes the cluster and submitter it owns); ``False`` if gone."""
-        return self._jobs.delete(name, namespace)
-
-    def list_labelled(
-        self, labels: dict[str, str] | None = None, *, namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        """RayJobs whose labels include ``labels`` (filtered here too, whatever the server does)."""
-        return self._jobs.list(labels, namespace)
-
-    def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 120.0, poll_interval: float = 0.5
-    ) -> None:
-        """Poll until the RayJob no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        self._jobs.wait_until_gone(name, namespace, timeout, poll_interval)
-
-    def create_owned_secret(
-        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
-    ) -> None:
-        """Create an Opaque Secret owned by a RayJob (with its labels): Kubernetes deletes it with the RayJob.
-
-        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
-        """
-        owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RayJob", **owner}
-        labels = dict((owner.get("metadata") or {}).get("labels") or {})
-        self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)

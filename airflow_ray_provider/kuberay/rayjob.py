@@ -87,12 +87,6 @@ class RayJobOptions:
     pre_running_deadline_seconds: int | None = None
 
 
-def _integer(value: Any, where: str, *, minimum: int) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
-        kind = "a positive integer" if minimum > 0 else "a non-negative integer"
-        raise KubeRaySpecError(f"{where} must be {kind} (seconds or a count), got {value!r}")
-
-
 def _number(value: Any, where: str) -> None:
     if value is not None and (
         isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf
@@ -126,10 +120,10 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
             f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
             f"got {options.submission_mode!r}"
         )
-    _integer(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
-    _integer(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
-    _integer(options.backoff_limit, "backoff_limit", minimum=0)
-    _integer(options.pre_running_deadline_seconds, "pre_running_deadline_seconds", minimum=1)
+    v.check_count(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
+    v.check_count(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
+    v.check_count(options.backoff_limit, "backoff_limit", minimum=0)
+    v.check_count(options.pre_running_deadline_seconds, "pre_running_deadline_seconds", minimum=1)
     if options.ttl_seconds_after_finished is not None and (
         selector or not options.shutdown_after_job_finishes
     ):
@@ -196,7 +190,7 @@ def _check_rule(rule: Any, where: str, *, selector: bool) -> tuple[str, str, int
             f"{where}.condition.{status} must be one of {statuses[status]}, got {condition[status]!r}"
         )
     ttl = condition.get("ttlSeconds", 0)
-    _integer(ttl, f"{where}.condition.ttlSeconds", minimum=0)
+    v.check_count(ttl, f"{where}.condition.ttlSeconds", minimum=0)
     if selector and policy in ("DeleteCluster", "DeleteWorkers"):
         raise KubeRaySpecError(
             f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"

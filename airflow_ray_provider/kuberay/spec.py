@@ -244,10 +244,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
         raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
     if spec.auth is not None and spec.auth not in AUTH_MODES:
         raise KubeRaySpecError(f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}")
-    v.check_quantity(spec.head.cpu, "spec.head.cpu")
-    v.check_quantity(spec.head.memory, "spec.head.memory")
-    v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
-    _validate_pod_extras(spec.head, "spec.head")
+    _validate_pod_group(spec.head, "spec.head")
     if spec.head.service_type not in (None, *HEAD_SERVICE_TYPES):
         raise KubeRaySpecError(
             f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, "
@@ -271,7 +268,11 @@ def validate_spec(spec: RayClusterSpec) -> None:
         seen.add(group.name)
 
 
-def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
+def _validate_pod_group(group: HeadGroup | WorkerGroup, where: str) -> None:
+    """What head and worker pods share: resources, ``ray start`` parameters, placement."""
+    v.check_quantity(group.cpu, f"{where}.cpu")
+    v.check_quantity(group.memory, f"{where}.memory")
+    v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
     v.check_labels(group.node_selector, f"{where}.node_selector", kuberay=True)
     v.check_tolerations(group.tolerations, f"{where}.tolerations")
     if not isinstance(group.affinity, dict) or set(group.affinity) - set(AFFINITY_KINDS):
@@ -289,9 +290,7 @@ def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
 def _validate_group(group: WorkerGroup, where: str) -> None:
     v.check_dns_label(group.name, f"{where}.name")
     for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
-        value = getattr(group, attr)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise KubeRaySpecError(f"{where}.{attr} must be a non-negative integer, got {value!r}")
+        v.check_count(getattr(group, attr), f"{where}.{attr}")
     if group.max_replicas is not None and group.replicas > group.max_replicas:
         raise KubeRaySpecError(
             f"{where}.replicas ({group.replicas}) must not exceed max_replicas ({group.max_replicas}); "
@@ -307,10 +306,7 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
             f"{where}.replicas ({group.replicas}) must lie between min_replicas ({group.effective_min}) "
             f"and max_replicas ({group.effective_max})"
         )
-    v.check_quantity(group.cpu, f"{where}.cpu")
-    v.check_quantity(group.memory, f"{where}.memory")
-    v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
-    _validate_pod_extras(group, where)
+    _validate_pod_group(group, where)
     if group.image is not None and not group.image.strip():
         raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")
 

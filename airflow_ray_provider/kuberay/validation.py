@@ -78,6 +78,13 @@ def check_quantity(value: Any, where: str) -> None:
         raise KubeRaySpecError(f"{where} {value!r} is not a Kubernetes quantity (e.g. '500m', '2', '8Gi')")
 
 
+def check_count(value: Any, where: str, *, minimum: int = 0) -> None:
+    """A whole number (a count, or seconds) of at least ``minimum``; ``None`` (unset) passes."""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+        kind = "a positive integer" if minimum > 0 else "a non-negative integer"
+        raise KubeRaySpecError(f"{where} must be {kind}, got {value!r}")
+
+
 def check_string_map(value: Any, where: str) -> None:
     """A dict of str to str (annotations, rayStartParams, environment)."""
     if not isinstance(value, dict) or not all(
