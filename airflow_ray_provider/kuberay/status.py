@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, TypedDict
 
 CONDITION_HEAD_POD_READY = "HeadPodReady"
 STATE_READY = "ready"
@@ -44,18 +44,6 @@ class HeadInfo(TypedDict, total=False):
     podName: str
     serviceIP: str
     serviceName: str
-
-
-class RayClusterStatusDict(TypedDict, total=False):
-    """The subset of ``status`` the provider reads."""
-
-    state: str
-    reason: str
-    conditions: list[Condition]
-    head: HeadInfo
-    endpoints: dict[str, str]
-    readyWorkerReplicas: int
-    desiredWorkerReplicas: int
 
 
 @dataclass(frozen=True)
@@ -87,7 +75,7 @@ class ClusterStatus:
     def from_object(cls, obj: dict[str, Any]) -> ClusterStatus:
         """Read the status of a RayCluster object as returned by the API."""
         meta = obj.get("metadata") or {}
-        status = cast("RayClusterStatusDict", obj.get("status") or {})
+        status = obj.get("status") or {}
         return cls(
             name=meta.get("name", ""),
             namespace=meta.get("namespace", ""),
@@ -100,21 +88,11 @@ class ClusterStatus:
             uid=meta.get("uid", "") or "",
         )
 
-    def condition(self, kind: str) -> Condition | None:
-        """The condition of the given type, if present."""
-        return next((c for c in self.conditions if c.get("type") == kind), None)
-
-    def condition_true(self, kind: str) -> bool:
-        """Whether the condition of the given type has status ``True``."""
-        found = self.condition(kind)
-        return bool(found and found.get("status") == "True")
-
     @property
     def head_ready(self) -> bool:
         """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        if self.condition(CONDITION_HEAD_POD_READY) is not None:
-            return self.condition_true(CONDITION_HEAD_POD_READY)
-        return self.state == STATE_READY
+        found = next((c for c in self.conditions if c.get("type") == CONDITION_HEAD_POD_READY), None)
+        return found.get("status") == "True" if found is not None else self.state == STATE_READY
 
     @property
     def dashboard_port(self) -> int:

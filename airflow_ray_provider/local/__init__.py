@@ -1,7 +1,8 @@
 """The local backend's client layer: ephemeral Ray heads on this machine (no Airflow import).
 
-:mod:`.head` starts and stops one head (own session and temp dir, token auth); :mod:`.cluster` names
-heads and keeps the registry through which any process finds and stops them, and knows their expiry.
+:mod:`.head` starts one head (own session and temp dir, token auth) and :mod:`.running` finds and stops
+it; :mod:`.cluster` names heads and keeps the registry through which any process finds and stops them,
+and knows their expiry.
 ``python -m airflow_ray_provider.local list | stop NAME`` (:mod:`.__main__`) does both from a shell.
 """
 
@@ -20,15 +21,13 @@ from airflow_ray_provider.local.head import (
     LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
-    LocalHeadInfo,
     agent_answers,
     free_port,
-    is_running,
     ray_executable,
     read_token,
     start_head,
-    stop_head,
 )
+from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
 
 __all__ = [
     "AGENT_HEALTH_PATH",

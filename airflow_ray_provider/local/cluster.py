@@ -24,13 +24,11 @@ from airflow_ray_provider.local.head import (
     LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
-    LocalHeadInfo,
     StartupCrashError,
-    is_running,
     start_head,
-    stop_head,
     wait_for_head,
 )
+from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
 
 log = logging.getLogger(__name__)
 
