@@ -1,47 +1,100 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
-The typed client (:mod:`.client`), the spec (:mod:`.spec`) and the body builder (:mod:`.builder`), the
-typed status (:mod:`.status`) and events (:mod:`.events`), user manifests (:mod:`.manifest`), RayJobs
-(:mod:`.rayjob`: client and typed status; :mod:`.rayjob_spec`: the body and KubeRay's rules), ownership
-labels (:mod:`.labels`), field checks (:mod:`.validation`), KubeRay's controller rules
-(:mod:`.controller_rules`), the RBAC Role (:mod:`.rbac`) and this layer's errors (:mod:`.errors`).
-Importing it stays light: the ``kubernetes`` package is imported only when a client call needs it, so DAG
-parsing never loads it.
+:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` its body (images, pods, token Secret);
+:mod:`.manifest` takes a user's RayCluster instead; :mod:`.rayjob` builds RayJobs. :mod:`.validation`
+holds what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.labels` the name,
+ownership labels and expiry that tie a cluster to its task, :mod:`.status` what KubeRay reports (status,
+events, RayJob status) and :mod:`.client` the clients, their API errors and the RBAC Role. Importing it
+stays light: ``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
 from airflow_ray_provider.kuberay.builder import TokenRef, build_body, token_ref_of, token_secret_name
-from airflow_ray_provider.kuberay.client import KubeRayClient, is_transient
-from airflow_ray_provider.kuberay.controller_rules import check_raycluster, kuberay_secret_name
-from airflow_ray_provider.kuberay.errors import (
+from airflow_ray_provider.kuberay.client import (
+    BASE_RULES,
+    SECRET_MODE_RULES,
     KubeRayApiError,
+    KubeRayClient,
     KubeRayConflictError,
-    KubeRayError,
     KubeRayNotFoundError,
-    KubeRaySpecError,
     KubeRayTimeoutError,
+    RayJobClient,
+    allowed,
+    is_transient,
+    role_manifest,
 )
-from airflow_ray_provider.kuberay.events import ClusterEvent
+from airflow_ray_provider.kuberay.labels import (
+    ANNOTATION_EXPIRES_AT,
+    ANNOTATION_RUN_ID,
+    CREATED_BY,
+    LABEL_CREATED_BY,
+    LABEL_DAG_ID,
+    LABEL_RUN_HASH,
+    LABEL_TASK_ID,
+    expires_at,
+    generate_name,
+    is_expired,
+    matches,
+    ownership_annotations,
+    ownership_labels,
+    selector,
+)
 from airflow_ray_provider.kuberay.manifest import load_manifest, prepare_manifest
-from airflow_ray_provider.kuberay.rayjob import RayJobClient, RayJobStatus
-from airflow_ray_provider.kuberay.rayjob_spec import (
+from airflow_ray_provider.kuberay.rayjob import (
+    CLUSTER_SELECTOR_KEY,
+    DEFAULT_TTL_SECONDS,
     SUBMISSION_MODES,
     RayJobOptions,
     build_rayjob_body,
-    check_rayjob_name,
+    validate_options,
 )
-from airflow_ray_provider.kuberay.rbac import role_manifest
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
+    AUTH_TOKEN_KEY,
+    LABEL_KUEUE_QUEUE,
     HeadGroup,
+    PodOptions,
     RayClusterSpec,
     WorkerGroup,
-    generate_name,
     validate_spec,
 )
-from airflow_ray_provider.kuberay.status import ClusterStatus, Readiness, dashboard_url, readiness
+from airflow_ray_provider.kuberay.status import (
+    LABEL_ORIGINATED_FROM_CRD,
+    ClusterEvent,
+    ClusterStatus,
+    RayJobStatus,
+    Readiness,
+    dashboard_url,
+    events_of,
+    readiness,
+    refusal_event,
+    warning_summary,
+)
+from airflow_ray_provider.kuberay.validation import (
+    KubeRayError,
+    KubeRaySpecError,
+    check_cluster_name,
+    check_dns_label,
+    check_raycluster,
+    check_rayjob_name,
+    kuberay_secret_name,
+)
 
 __all__ = [
+    "ANNOTATION_EXPIRES_AT",
+    "ANNOTATION_RUN_ID",
     "AUTH_MODES",
+    "AUTH_TOKEN_KEY",
+    "BASE_RULES",
+    "CLUSTER_SELECTOR_KEY",
+    "CREATED_BY",
+    "DEFAULT_TTL_SECONDS",
+    "LABEL_CREATED_BY",
+    "LABEL_DAG_ID",
+    "LABEL_KUEUE_QUEUE",
+    "LABEL_ORIGINATED_FROM_CRD",
+    "LABEL_RUN_HASH",
+    "LABEL_TASK_ID",
+    "SECRET_MODE_RULES",
     "SUBMISSION_MODES",
     "ClusterEvent",
     "ClusterStatus",
@@ -53,6 +106,7 @@ __all__ = [
     "KubeRayNotFoundError",
     "KubeRaySpecError",
     "KubeRayTimeoutError",
+    "PodOptions",
     "RayClusterSpec",
     "RayJobClient",
     "RayJobOptions",
@@ -60,19 +114,32 @@ __all__ = [
     "Readiness",
     "TokenRef",
     "WorkerGroup",
+    "allowed",
     "build_body",
     "build_rayjob_body",
+    "check_cluster_name",
+    "check_dns_label",
     "check_raycluster",
     "check_rayjob_name",
     "dashboard_url",
+    "events_of",
+    "expires_at",
     "generate_name",
+    "is_expired",
     "is_transient",
     "kuberay_secret_name",
     "load_manifest",
+    "matches",
+    "ownership_annotations",
+    "ownership_labels",
     "prepare_manifest",
     "readiness",
+    "refusal_event",
     "role_manifest",
+    "selector",
     "token_ref_of",
     "token_secret_name",
+    "validate_options",
     "validate_spec",
+    "warning_summary",
 ]

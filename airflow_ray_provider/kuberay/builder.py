@@ -1,28 +1,43 @@
 """Turn a :class:`RayClusterSpec` into the RayCluster body sent to Kubernetes, and find a body's token Secret.
 
-User manifests go through :mod:`airflow_ray_provider.kuberay.manifest` instead.
+The body gets every pod's image, checked against ``rayVersion``: KubeRay gates features (token auth) on
+``rayVersion`` while the image decides what runs, so they must agree. A tag that starts with a version
+(``2.52.0``, ``2.52.0-py311-gpu``) is compared and a mismatch fails before creation; a tag without one
+(``latest``, a custom build) cannot be checked and is logged. GPU worker groups on the default image get
+the GPU build (``rayproject/ray:<version>-gpu``), as KubeRay's GPU samples do. User manifests go through
+:mod:`airflow_ray_provider.kuberay.manifest` instead.
 """
 
 from __future__ import annotations
 
 import copy
+import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_ray_provider.kuberay import controller_rules as rules
-from airflow_ray_provider.kuberay import images, pod
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.spec import (
     API_VERSION,
     AUTH_TOKEN_KEY,
-    HEAD_PORTS,
     KIND,
     LABEL_KUEUE_QUEUE,
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
+    default_ray_version,
     validate_spec,
 )
+from airflow_ray_provider.kuberay.validation import KubeRaySpecError
+
+log = logging.getLogger(__name__)
+DEFAULT_REPOSITORY = "rayproject/ray"
+HEAD_PORTS = [
+    {"containerPort": 6379, "name": "gcs-server"},
+    {"containerPort": 8265, "name": "dashboard"},
+    {"containerPort": 10001, "name": "client"},
+]
+_TAG_VERSION = re.compile(r"^v?([0-9]+\.[0-9]+(?:\.[0-9]+)?)(?![0-9])")
 
 
 @dataclass(frozen=True)
@@ -52,20 +67,18 @@ def build_body(
 
     :param labels: ownership labels, merged over ``spec.labels``.
     :param annotations: ownership annotations, merged over ``spec.annotations``.
-    :param default_image: image to use when the spec has none (from the connection); see
-        :func:`airflow_ray_provider.kuberay.images.resolve` for GPU groups and version checks.
+    :param default_image: image to use when the spec has none (from the connection).
     """
     validate_spec(spec)
-    rules.check_cluster_name(name)
+    v.check_cluster_name(name)
     v.check_dns_label(namespace, "namespace")
-    resolved = images.resolve(spec, default_image)
+    ray_version, head_image, worker_images = _images(spec, default_image)
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
     body_spec: dict[str, Any] = {
-        "rayVersion": resolved.ray_version,
-        "headGroupSpec": _head(spec.head, spec, resolved.head, token),
+        "rayVersion": ray_version,
+        "headGroupSpec": _head(spec.head, spec, head_image, token),
         "workerGroupSpecs": [
-            _worker(g, spec, image, token)
-            for g, image in zip(spec.worker_groups, resolved.workers, strict=True)
+            _worker(g, spec, image, token) for g, image in zip(spec.worker_groups, worker_images, strict=True)
         ],
     }
     if spec.auth in (None, "auth_options"):
@@ -76,19 +89,16 @@ def build_body(
         body_spec["enableInTreeAutoscaling"] = True
         if spec.autoscaler_idle_timeout_seconds is not None:
             body_spec["autoscalerOptions"] = {"idleTimeoutSeconds": spec.autoscaler_idle_timeout_seconds}
+    queue = {LABEL_KUEUE_QUEUE: spec.queue_name} if spec.queue_name is not None else {}
     metadata: dict[str, Any] = {
         "name": name,
         "namespace": namespace,
-        "labels": {**spec.labels, **_queue_label(spec), **(labels or {})},
+        "labels": {**spec.labels, **queue, **(labels or {})},
         "annotations": {**spec.annotations, **(annotations or {})},
     }
     body = {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": body_spec}
-    rules.check_raycluster(body)
+    v.check_raycluster(body)
     return body
-
-
-def _queue_label(spec: RayClusterSpec) -> dict[str, str]:
-    return {LABEL_KUEUE_QUEUE: spec.queue_name} if spec.queue_name is not None else {}
 
 
 def _container(name: str, image: str, group: HeadGroup | WorkerGroup, gpu: int, spec: RayClusterSpec,
@@ -100,31 +110,43 @@ def _container(name: str, image: str, group: HeadGroup | WorkerGroup, gpu: int, 
     if token is not None:
         # Without authOptions, Ray reads its token from these two variables on every node.
         env.append({"name": "RAY_AUTH_MODE", "value": "token"})
-        ref = {"name": token.secret_name, "key": token.key}
-        env.append({"name": "RAY_AUTH_TOKEN", "valueFrom": {"secretKeyRef": ref}})
+        env.append(_secret_env("RAY_AUTH_TOKEN", token.secret_name, token.key))
+    env += [_secret_env(var, *ref.split("/", 1)) for var, ref in sorted(spec.pods.secret_env.items())]
     container: dict[str, Any] = {
         "name": name,
         "image": image,
         "resources": {"requests": dict(limits), "limits": limits},
+        "env": env,
+        "envFrom": [{"secretRef": {"name": secret}} for secret in spec.pods.env_from_secrets],
+        "volumeMounts": copy.deepcopy(spec.pods.volume_mounts),
     }
-    if env:
-        container["env"] = env
-    return container
+    return {key: value for key, value in container.items() if value != []}
+
+
+def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
 def _template(
     container: dict[str, Any], group: HeadGroup | WorkerGroup, spec: RayClusterSpec
 ) -> dict[str, Any]:
-    pod_spec: dict[str, Any] = {"containers": [container]}
-    if group.node_selector:
-        pod_spec["nodeSelector"] = dict(group.node_selector)
-    if group.tolerations:
-        pod_spec["tolerations"] = copy.deepcopy(group.tolerations)
-    if group.affinity:
-        pod_spec["affinity"] = copy.deepcopy(group.affinity)
-    if spec.service_account:
-        pod_spec["serviceAccountName"] = spec.service_account
-    return pod.apply(spec.pods, {"spec": pod_spec})
+    """The pod template: the group's placement, then what :class:`PodOptions` asks of every pod."""
+    pods = spec.pods
+    pod: dict[str, Any] = {
+        "containers": [container],
+        "nodeSelector": dict(group.node_selector),
+        "tolerations": copy.deepcopy(group.tolerations),
+        "affinity": copy.deepcopy(group.affinity),
+        "serviceAccountName": spec.service_account,
+        "imagePullSecrets": [{"name": name} for name in pods.image_pull_secrets],
+        "priorityClassName": pods.priority_class_name,
+        "volumes": copy.deepcopy(pods.volumes),
+    }
+    template: dict[str, Any] = {"spec": {key: value for key, value in pod.items() if value}}
+    metadata = {"labels": dict(pods.labels), "annotations": dict(pods.annotations)}
+    if any(metadata.values()):
+        template["metadata"] = {key: value for key, value in metadata.items() if value}
+    return template
 
 
 def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
@@ -157,20 +179,55 @@ def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
     auth = spec.get("authOptions") or {}
     name = (body.get("metadata") or {}).get("name", "")
     if auth.get("mode") == "token":
-        # KubeRay names its generated Secret after the cluster (utils.CheckName: the last 50 characters)
-        # unless secretName is set.
-        return TokenRef(auth.get("secretName") or rules.kuberay_secret_name(name))
-    containers = (
-        ((spec.get("headGroupSpec") or {}).get("template") or {}).get("spec", {}).get("containers", [])
-    )
-    for container in containers:
+        # KubeRay names its generated Secret after the cluster unless secretName is set.
+        return TokenRef(auth.get("secretName") or v.kuberay_secret_name(name))
+    head = ((spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
+    for container in head.get("containers") or []:
         for env in container.get("env") or []:
-            ref = (
-                ((env.get("valueFrom") or {}).get("secretKeyRef"))
-                if env.get("name") == "RAY_AUTH_TOKEN"
-                else None
-            )
-            if ref and ref.get("name"):
+            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+            if env.get("name") == "RAY_AUTH_TOKEN" and ref.get("name"):
                 provider = ref["name"] == token_secret_name(name)
                 return TokenRef(ref["name"], ref.get("key", AUTH_TOKEN_KEY), provider_created=provider)
     return None
+
+
+def tag_version(image: str) -> str | None:
+    """The Ray version an image's tag starts with (``2.52.0`` of ``rayproject/ray:2.52.0-gpu``), if any."""
+    name = image.split("@", 1)[0].rsplit("/", 1)[-1]
+    match = _TAG_VERSION.match(name.split(":", 1)[1] if ":" in name else "")
+    return match.group(1) if match else None
+
+
+def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, list[str]]:
+    """The Ray version, the head's image and each worker group's; raises when a tag disagrees."""
+    cluster_image = spec.image or default_image
+    where = "spec.image" if spec.image else "the connection's default_image"
+    ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or default_ray_version()
+    explicit = [(where, cluster_image)] if cluster_image else []
+    explicit += [
+        (f"spec.worker_groups[{i}].image", g.image) for i, g in enumerate(spec.worker_groups) if g.image
+    ]
+    for field, image in explicit:
+        _check_image(field, str(image), ray_version)
+    head = cluster_image or f"{DEFAULT_REPOSITORY}:{ray_version}"
+    gpu = f"{DEFAULT_REPOSITORY}:{ray_version}-gpu"
+    workers = [g.image or (gpu if g.gpu and not cluster_image else head) for g in spec.worker_groups]
+    return ray_version, head, workers
+
+
+def _check_image(field: str, image: str, ray_version: str) -> None:
+    version = tag_version(image)
+    if version is None:
+        log.warning("%s %r has no Ray version in its tag; assuming it runs Ray %s", field, image, ray_version)
+        return
+
+    def parts(text: str) -> tuple[int, ...]:
+        numbers = tuple(int(x) for x in re.findall(r"[0-9]+", text)[:3])
+        return numbers + (0,) * (3 - len(numbers))
+
+    if parts(version) != parts(ray_version):
+        raise KubeRaySpecError(
+            f"{field} {image!r} is Ray {version} but the cluster's ray_version is {ray_version}; KubeRay "
+            f"gates features on rayVersion, so make them agree (set ray_version={version!r} or use a "
+            f"{ray_version} image)"
+        )

@@ -1,13 +1,15 @@
-"""A thin typed client for KubeRay RayClusters over the official ``kubernetes`` client (no Airflow imports).
+"""Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
 
 The Kubernetes ``ApiClient`` is injected, so the caller decides how to authenticate (in-cluster,
-kubeconfig file or dict) and nothing global is loaded. Every call stays inside the namespaced Role in
-:mod:`airflow_ray_provider.kuberay.rbac`.
+kubeconfig file or dict) and nothing global is loaded. Transient failures (no answer, 408, 429, 5xx) are
+retried; the rest become this layer's API errors. Every call stays inside the namespaced Role of
+:func:`role_manifest`: nothing cluster-wide, never the KubeRay operator itself.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import logging
 import time
 from collections.abc import Callable
@@ -15,24 +17,85 @@ from typing import TYPE_CHECKING, Any
 
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
-from airflow_ray_provider.kuberay.errors import (
-    KubeRayApiError,
-    KubeRayConflictError,
-    KubeRayError,
-    KubeRayNotFoundError,
-    KubeRayTimeoutError,
-)
-from airflow_ray_provider.kuberay.events import ClusterEvent
 from airflow_ray_provider.kuberay.labels import matches, selector
-from airflow_ray_provider.kuberay.status import ClusterStatus
+from airflow_ray_provider.kuberay.status import ClusterEvent, ClusterStatus
+from airflow_ray_provider.kuberay.validation import KubeRayError
 
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
 
 log = logging.getLogger(__name__)
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayclusters"
+GROUP, VERSION = "ray.io", "v1"
 TRANSIENT_STATUS = frozenset({0, 408, 429, 500, 502, 503, 504})
+# RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
+# create / wait / re-attach / suspend (patch) / delete, reading the token Secret KubeRay generates, and
+# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event).
+BASE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
+    {
+        "apiGroups": ["ray.io"],
+        "resources": ["rayjobs"],
+        "verbs": ["create", "get", "list", "patch", "delete"],
+    },
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
+]
+# Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
+SECRET_MODE_RULES: list[dict[str, Any]] = [
+    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
+]
+
+
+class KubeRayApiError(KubeRayError):
+    """The Kubernetes API answered with an error that retrying will not fix.
+
+    :param status: the HTTP status code (``0`` when there was no answer).
+    :param reason: the API's reason text.
+    """
+
+    def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+
+
+class KubeRayNotFoundError(KubeRayApiError):
+    """The object does not exist (HTTP 404)."""
+
+
+class KubeRayConflictError(KubeRayApiError):
+    """The object already exists (HTTP 409)."""
+
+
+class KubeRayTimeoutError(KubeRayError):
+    """A wait ran out of time; carries the last conditions seen.
+
+    :param conditions: the RayCluster's last ``status.conditions``.
+    """
+
+    def __init__(self, message: str, *, conditions: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.conditions = conditions or []
+
+
+def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
+    """The ``rbac.authorization.k8s.io/v1`` Role to bind to Airflow's service account in ``namespace``."""
+    rules = copy.deepcopy(BASE_RULES) + (copy.deepcopy(SECRET_MODE_RULES) if secret_mode else [])
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace},
+        "rules": rules,
+    }
+
+
+def allowed(rules: list[dict[str, Any]], *, group: str, resource: str, verb: str) -> bool:
+    """Whether ``rules`` grant ``verb`` on ``group``/``resource``."""
+    return any(
+        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
+        for rule in rules
+    )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -64,8 +127,101 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
     return KubeRayApiError(message, status=status, reason=reason)
 
 
+class _CustomObjects:
+    """Create / get / find / patch / delete / list / wait until gone for one ``ray.io/v1`` kind, through a
+    :class:`KubeRayClient` (its API client, namespace, timeouts, transient-error retries and Role).
+
+    :param client: the typed RayCluster client to share.
+    """
+
+    KIND: str
+    PLURAL: str
+    PROPAGATION: str  # what a delete does with what the object owns
+
+    def __init__(self, client: KubeRayClient) -> None:
+        self.kube = client
+
+    def _run(self, verb: str, ns: str | None, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        ns = ns or self.kube.namespace
+        what = f"{verb} {self.KIND} {ns}/{name}" if name else f"{verb} {self.KIND}s in {ns}"
+        method = getattr(self.kube._custom(), f"{verb}_namespaced_custom_object")
+        return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *args, **kwargs)
+
+    def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Create one; raises :class:`KubeRayConflictError` when the name is taken."""
+        metadata = body.get("metadata") or {}
+        return self._run("create", namespace or metadata.get("namespace"), metadata.get("name"), body)
+
+    def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
+        """Read one; raises :class:`KubeRayNotFoundError` when absent."""
+        return self._run("get", namespace, name, name)
+
+    def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
+        """Read one, or ``None`` when it does not exist."""
+        try:
+            return self.get(name, namespace=namespace)
+        except KubeRayNotFoundError:
+            return None
+
+    def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Merge-patch one (``spec.suspend``, annotations)."""
+        return self._run("patch", namespace, name, name, patch)
+
+    def delete(self, name: str, *, namespace: str | None = None) -> bool:
+        """Delete one (and, by :attr:`PROPAGATION`, what it owns); ``False`` if it was already gone."""
+        try:
+            self._run("delete", namespace, name, name, propagation_policy=self.PROPAGATION)
+        except KubeRayNotFoundError:
+            return False
+        return True
+
+    def list_labelled(
+        self, labels: dict[str, str] | None = None, *, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Those whose labels include ``labels``: the selector goes to the server and is applied again
+        here, so a server (or emulator) that ignores it cannot widen the result."""
+        kwargs = {"label_selector": selector(labels)} if labels else {}
+        result = self._run("list", namespace, None, **kwargs)
+        return [item for item in result.get("items", []) if matches(item, labels or {})]
+
+    def wait_until_gone(
+        self, name: str, *, namespace: str | None = None, timeout: float = 120.0, poll_interval: float = 0.5
+    ) -> None:
+        """Poll until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
+        ns = namespace or self.kube.namespace
+        deadline = time.monotonic() + timeout
+        while self.find(name, namespace=ns) is not None:
+            if time.monotonic() >= deadline:
+                raise KubeRayTimeoutError(
+                    f"{self.KIND} {ns}/{name} still exists {timeout:.0f}s after delete; check its "
+                    f"finalizers: kubectl describe {self.KIND.lower()} {name} -n {ns}"
+                )
+            time.sleep(poll_interval)
+
+
+class RayJobClient(_CustomObjects):
+    """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
+
+    KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
+
+    def create_owned_secret(
+        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
+    ) -> None:
+        """Create an Opaque Secret owned by a RayJob (with its labels): Kubernetes deletes it with the RayJob.
+
+        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
+        """
+        owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": self.KIND, **owner}
+        labels = dict((owner.get("metadata") or {}).get("labels") or {})
+        self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)
+
+
+class _RayClusters(_CustomObjects):
+    KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"  # its pods go first
+
+
 class KubeRayClient:
-    """RayCluster create / get / delete / list / wait until gone, its events, and the token Secret.
+    """RayCluster create / get / delete / list / wait until gone, its events, and Secrets.
 
     :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
@@ -85,6 +241,7 @@ class KubeRayClient:
         self.namespace = namespace
         self.request_timeout = request_timeout
         self.retries = retries
+        self._clusters = _RayClusters(self)
 
     def _custom(self) -> CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
@@ -97,6 +254,7 @@ class KubeRayClient:
         return CoreV1Api(self.api_client)
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call the API, retrying transient failures; ``what`` (``get RayCluster ns/n``) names the call."""
         kwargs.setdefault("_request_timeout", self.request_timeout)
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
@@ -110,30 +268,17 @@ class KubeRayClient:
         except Exception as exc:
             raise _translate(exc, what) from exc
 
-    # RayCluster
     def create_cluster(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create a RayCluster; raises :class:`KubeRayConflictError` when the name is taken."""
-        ns = namespace or body.get("metadata", {}).get("namespace") or self.namespace
-        name = body.get("metadata", {}).get("name")
-        return self._call(
-            f"create RayCluster {ns}/{name}",
-            self._custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, body,
-        )  # fmt: skip
+        return self._clusters.create(body, namespace=namespace)
 
     def get_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Read a RayCluster; raises :class:`KubeRayNotFoundError` when absent."""
-        ns = namespace or self.namespace
-        return self._call(
-            f"get RayCluster {ns}/{name}",
-            self._custom().get_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
-        )  # fmt: skip
+        return self._clusters.get(name, namespace=namespace)
 
     def find_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """Read a RayCluster, or ``None`` when it does not exist."""
-        try:
-            return self.get_cluster(name, namespace=namespace)
-        except KubeRayNotFoundError:
-            return None
+        return self._clusters.find(name, namespace=namespace)
 
     def get_status(self, name: str, *, namespace: str | None = None) -> ClusterStatus:
         """The typed status of a RayCluster."""
@@ -141,48 +286,22 @@ class KubeRayClient:
 
     def delete_cluster(self, name: str, *, namespace: str | None = None) -> bool:
         """Delete a RayCluster (foreground: its pods go first). Returns ``False`` if it was already gone."""
-        ns = namespace or self.namespace
-        try:
-            self._call(
-                f"delete RayCluster {ns}/{name}",
-                self._custom().delete_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
-                propagation_policy="Foreground",
-            )  # fmt: skip
-        except KubeRayNotFoundError:
-            return False
-        return True
+        return self._clusters.delete(name, namespace=namespace)
 
     def list_clusters(
         self, labels: dict[str, str] | None = None, *, namespace: str | None = None
     ) -> list[dict[str, Any]]:
-        """List RayClusters whose labels include ``labels``.
-
-        The selector goes to the server and is applied again here, so a server (or emulator) that
-        ignores it cannot widen the result.
-        """
-        ns = namespace or self.namespace
-        kwargs = {"label_selector": selector(labels)} if labels else {}
-        result = self._call(
-            f"list RayClusters in {ns}",
-            self._custom().list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, **kwargs,
-        )  # fmt: skip
-        return [item for item in result.get("items", []) if matches(item, labels or {})]
+        """RayClusters whose labels include ``labels`` (filtered here too, whatever the server does)."""
+        return self._clusters.list_labelled(labels, namespace=namespace)
 
     def wait_until_gone(
         self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 1.0
     ) -> None:
         """Poll until the RayCluster no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        deadline = time.monotonic() + timeout
-        ns = namespace or self.namespace
-        while self.find_cluster(name, namespace=ns) is not None:
-            if time.monotonic() >= deadline:
-                raise KubeRayTimeoutError(
-                    f"RayCluster {ns}/{name} still exists {timeout:.0f}s after delete; "
-                    f"check its finalizers: kubectl describe raycluster {name} -n {ns}"
-                )
-            time.sleep(poll_interval)
+        self._clusters.wait_until_gone(
+            name, namespace=namespace, timeout=timeout, poll_interval=poll_interval
+        )
 
-    # Events (KubeRay's refusals and pod failures)
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
         ns = namespace or self.namespace
@@ -199,7 +318,6 @@ class KubeRayClient:
             and item.involved_object.name == name
         ]
 
-    # Secrets (the Ray auth token)
     def read_secret_value(self, name: str, *, key: str, namespace: str | None = None) -> str:
         """Read one key of a Secret, decoded; raises :class:`KubeRayError` when the key is missing."""
         ns = namespace or self.namespace
@@ -210,15 +328,30 @@ class KubeRayClient:
         return base64.b64decode(data[key]).decode()
 
     def create_secret(
-        self, name: str, *, data: dict[str, str], labels: dict[str, str], namespace: str | None = None
+        self,
+        name: str,
+        *,
+        data: dict[str, str],
+        labels: dict[str, str],
+        namespace: str | None = None,
+        owner: dict[str, Any] | None = None,
     ) -> None:
-        """Create an Opaque Secret (used only in ``secret`` auth mode); an existing one is kept."""
+        """Create an Opaque Secret; one an earlier try created is kept.
+
+        :param owner: a ``ray.io`` object as the API returned it: Kubernetes deletes the Secret with it.
+        """
         ns = namespace or self.namespace
+        metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}
+        if owner is not None:
+            meta = owner.get("metadata") or {}
+            reference = {"apiVersion": owner.get("apiVersion"), "kind": owner.get("kind")}
+            reference.update(name=meta.get("name"), uid=meta.get("uid"), blockOwnerDeletion=False)
+            metadata["ownerReferences"] = [reference]
         body = {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "Opaque",
-            "metadata": {"name": name, "namespace": ns, "labels": labels},
+            "metadata": metadata,
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
         }
         try:

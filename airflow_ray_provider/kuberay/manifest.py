@@ -4,7 +4,7 @@ The manifest is sent as written apart from ``metadata``: the per-run name (or th
 ``cluster_name``), the target namespace, and the provider's ownership labels and annotations. Companion
 documents of a file (the ConfigMaps, Secrets and Services many KubeRay samples carry) are not created:
 they are named in a warning, to be applied beforehand. Every check runs before any API call, KubeRay's
-controller rules included (:mod:`airflow_ray_provider.kuberay.controller_rules`).
+controller rules included (:func:`~airflow_ray_provider.kuberay.validation.check_raycluster`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from airflow_ray_provider.kuberay import controller_rules as rules
 from airflow_ray_provider.kuberay import validation as v
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
 from airflow_ray_provider.kuberay.spec import API_VERSION, KIND
+from airflow_ray_provider.kuberay.validation import KubeRaySpecError
 
 log = logging.getLogger(__name__)
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -125,7 +124,7 @@ def prepare_manifest(
     metadata.update(name=name, namespace=namespace)
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
-    rules.check_raycluster(body)
+    v.check_raycluster(body)
     check_supported_auth(body["spec"])
     return body
 

@@ -1,252 +1,344 @@
-"""KubeRay RayJobs over the official ``kubernetes`` client: typed status, its one verdict, and CRUD.
+"""The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
 
-KubeRay's state machine (``rayjob_controller.go``) moves ``status.jobDeploymentStatus`` through
-``""`` (new) -> ``Initializing`` (cluster being created) -> ``Running`` (job submitted) -> ``Complete`` or
-``Failed``; ``Suspending`` -> ``Suspended`` while ``spec.suspend`` is set, and ``Retrying`` -> new again
-while ``backoffLimit`` allows. ``status.jobStatus`` mirrors Ray's own job status once the job exists.
-Only ``Complete`` and ``Failed`` are final (KubeRay turns a retryable ``Failed`` into ``Retrying`` in the
-same reconcile, so a reader never sees it); a RayJob succeeded only when it is ``Complete`` *and* its Ray
-job ``SUCCEEDED``. No Airflow imports.
+A RayJob either carries a ``rayClusterSpec`` (KubeRay creates the cluster, runs the job, and with
+``shutdownAfterJobFinishes`` deletes the cluster when the job ends, whatever happens to Airflow) or a
+``clusterSelector`` naming a standing RayCluster (KubeRay never deletes that one). Every rule KubeRay's
+controller checks (``ValidateRayJobSpec`` / ``ValidateRayJobMetadata`` in its ``utils/validation.go``) is
+checked here first: KubeRay answers a bad RayJob with a Warning event and no status, so a caller that
+sent one would wait forever. Everything raises :class:`KubeRaySpecError` naming the field and the fix.
 """
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import time
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+import itertools
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
 
-from airflow_ray_provider.kuberay.errors import (
-    KubeRayConflictError,
-    KubeRayNotFoundError,
-    KubeRayTimeoutError,
-)
-from airflow_ray_provider.kuberay.labels import matches, selector
+from airflow_ray_provider.kuberay import validation as v
+from airflow_ray_provider.kuberay.spec import API_VERSION, LABEL_KUEUE_QUEUE
+from airflow_ray_provider.kuberay.validation import KubeRaySpecError, check_rayjob_name
 
-if TYPE_CHECKING:
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+KIND = "RayJob"
+#: KubeRay's submission modes this provider drives: a submitter Kubernetes Job (the default), the operator
+#: over HTTP, or a submitter container beside the head (``SidecarMode``, KubeRay 1.6+: no extra pod).
+SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
+#: KubeRay's ``DeletionPolicyType`` values, in the order a ``deletionRules`` TTL must not decrease.
+DELETION_POLICIES = ("DeleteWorkers", "DeleteCluster", "DeleteSelf", "DeleteNone")
+#: What a deletion rule's ``condition`` may wait for (``jobStatus``) or, instead, ``jobDeploymentStatus``.
+DELETION_JOB_STATUSES = ("SUCCEEDED", "FAILED")
+DELETION_DEPLOYMENT_STATUSES = ("Failed",)
+#: The key KubeRay reads from ``clusterSelector`` (``RayJobDefaultClusterSelectorKey``).
+CLUSTER_SELECTOR_KEY = "ray.io/cluster"
+#: When ``shutdownAfterJobFinishes`` is on and no TTL is given: seconds the cluster stays after the job,
+#: so the task can still read the last lines of the job's log through the dashboard.
+DEFAULT_TTL_SECONDS = 30
 
-GROUP, VERSION, PLURAL = "ray.io", "v1", "rayjobs"
-
-DEPLOYMENT_NEW = ""
-DEPLOYMENT_INITIALIZING = "Initializing"
-DEPLOYMENT_RUNNING = "Running"
-DEPLOYMENT_COMPLETE = "Complete"
-DEPLOYMENT_FAILED = "Failed"
-DEPLOYMENT_SUSPENDING = "Suspending"
-DEPLOYMENT_SUSPENDED = "Suspended"
-DEPLOYMENT_RETRYING = "Retrying"
-#: ``jobDeploymentStatus`` values after which KubeRay never changes the RayJob again.
-FINAL_DEPLOYMENT_STATUSES = frozenset({DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED})
-
-REASON_DEADLINE_EXCEEDED = "DeadlineExceeded"
-REASON_APP_FAILED = "AppFailed"
-REASON_SUBMISSION_FAILED = "SubmissionFailed"
-#: KubeRay's label on the RayCluster a RayJob created (``ray.io/originated-from-crd: RayJob``).
-LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+_REMOTE_URI = re.compile(r"^[a-z][a-z0-9+.-]*://")
 
 
 @dataclass(frozen=True)
-class RayJobStatus:
-    """A RayJob's status, typed.
+class RayJobOptions:
+    """What the RayJob runs and the rules Kubernetes enforces on it (everything but the cluster).
 
-    :param name: ``metadata.name``.
-    :param namespace: ``metadata.namespace``.
-    :param deployment_status: ``status.jobDeploymentStatus`` (``""`` before KubeRay looked at it).
-    :param job_status: ``status.jobStatus``: Ray's job status (``""`` before the job exists).
-    :param reason: ``status.reason`` (``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...).
-    :param message: ``status.message``.
-    :param job_id: ``status.jobId``: the Ray submission id.
-    :param cluster_name: ``status.rayClusterName``.
-    :param start_time: ``status.startTime``.
-    :param end_time: ``status.endTime``.
-    :param failed: ``status.failed``: failed attempts so far.
-    :param suspend: ``spec.suspend``.
-    :param deleting: the object has a ``deletionTimestamp``.
+    :param entrypoint: the shell command of the Ray job.
+    :param job_id: the Ray submission id (``spec.jobId``); deterministic per task instance.
+    :param runtime_env: Ray runtime environment, sent as ``runtimeEnvYAML`` (remote URIs only).
+    :param metadata: Ray job metadata (strings).
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
+    :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends.
+    :param ttl_seconds_after_finished: seconds between the job's end and that deletion (``None``:
+        :data:`DEFAULT_TTL_SECONDS` when shutting down).
+    :param active_deadline_seconds: KubeRay fails the RayJob (reason ``DeadlineExceeded``) after this.
+    :param backoff_limit: KubeRay retries a failed RayJob this many times (on a new cluster).
+    :param submission_mode: ``K8sJobMode`` (a submitter Kubernetes Job) or ``HTTPMode`` (the operator
+        submits over HTTP).
+    :param suspend: create the RayJob suspended (Kueue admits it by resuming it).
+    :param queue_name: Kueue ``LocalQueue`` (the ``kueue.x-k8s.io/queue-name`` label).
+    :param deletion_rules: KubeRay's ``deletionStrategy.deletionRules`` (1.6+; its ``RayJobDeletionPolicy``
+        feature gate on): ``[{"policy": "DeleteWorkers" | "DeleteCluster" | "DeleteSelf" | "DeleteNone",
+        "condition": {"jobStatus": "SUCCEEDED" | "FAILED"} or {"jobDeploymentStatus": "Failed"}, plus
+        "ttlSeconds"}]``; each fires that long after the job ends. Needs
+        ``shutdown_after_job_finishes=False`` (KubeRay refuses both).
+    :param pre_running_deadline_seconds: KubeRay fails the RayJob (reason ``PreRunningDeadlineExceeded``)
+        when it has not reached ``Running`` this long after it started, e.g. while its pods wait for
+        scarce resources (KubeRay 1.6+).
     """
 
-    name: str
-    namespace: str
-    deployment_status: str = ""
-    job_status: str = ""
-    reason: str = ""
-    message: str = ""
-    job_id: str = ""
-    cluster_name: str = ""
-    start_time: str = ""
-    end_time: str = ""
-    failed: int = 0
+    entrypoint: str
+    job_id: str | None = None
+    runtime_env: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, str] = field(default_factory=dict)
+    entrypoint_num_cpus: float | None = None
+    entrypoint_num_gpus: float | None = None
+    entrypoint_resources: dict[str, float] | None = None
+    shutdown_after_job_finishes: bool = True
+    ttl_seconds_after_finished: int | None = None
+    active_deadline_seconds: int | None = None
+    backoff_limit: int | None = None
+    submission_mode: str = "K8sJobMode"
     suspend: bool = False
-    deleting: bool = False
+    queue_name: str | None = None
+    deletion_rules: list[dict[str, Any]] | None = None
+    pre_running_deadline_seconds: int | None = None
 
-    @classmethod
-    def from_object(cls, obj: dict[str, Any]) -> RayJobStatus:
-        """Read the status of a RayJob object as returned by the API."""
-        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-        return cls(
-            name=meta.get("name", ""),
-            namespace=meta.get("namespace", ""),
-            deployment_status=status.get("jobDeploymentStatus") or "",
-            job_status=status.get("jobStatus") or "",
-            reason=status.get("reason") or "",
-            message=status.get("message") or "",
-            job_id=status.get("jobId") or spec.get("jobId") or "",
-            cluster_name=status.get("rayClusterName") or "",
-            start_time=status.get("startTime") or "",
-            end_time=status.get("endTime") or "",
-            failed=int(status.get("failed") or 0),
-            suspend=bool(spec.get("suspend")),
-            deleting=bool(meta.get("deletionTimestamp")),
+
+def _number(value: Any, where: str) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf
+    ):
+        raise KubeRaySpecError(f"{where} must be a non-negative number, got {value!r}")
+
+
+def _check_runtime_env(runtime_env: Any) -> None:
+    if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
+        raise KubeRaySpecError("runtime_env must be a dict with string keys")
+    for key in ("working_dir", "py_modules"):
+        values = runtime_env.get(key)
+        values = values if isinstance(values, list) else [values] if values is not None else []
+        local = [item for item in values if not (isinstance(item, str) and _REMOTE_URI.match(item))]
+        if local:
+            raise KubeRaySpecError(
+                f"runtime_env[{key!r}] {local!r} is not a remote URI: KubeRay submits a RayJob from inside "
+                "the cluster, where this worker's folders do not exist; use s3://, gs:// or https://...zip"
+            )
+
+
+def validate_options(options: RayJobOptions, *, selector: bool) -> None:
+    """Check the options the way KubeRay's controller would, and more (every field named).
+
+    :param selector: the RayJob targets a standing cluster (``clusterSelector``).
+    """
+    if not isinstance(options.entrypoint, str) or not options.entrypoint.strip():
+        raise KubeRaySpecError("entrypoint is empty; pass a command such as 'python job.py'")
+    if options.submission_mode not in SUBMISSION_MODES:
+        raise KubeRaySpecError(
+            f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
+            f"got {options.submission_mode!r}"
+        )
+    v.check_count(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
+    v.check_count(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
+    v.check_count(options.backoff_limit, "backoff_limit", minimum=0)
+    v.check_count(options.pre_running_deadline_seconds, "pre_running_deadline_seconds", minimum=1)
+    if options.ttl_seconds_after_finished is not None and (
+        selector or not options.shutdown_after_job_finishes
+    ):
+        raise KubeRaySpecError(
+            "ttl_seconds_after_finished needs shutdown_after_job_finishes=True on a RayJob that creates its "
+            "cluster (it is the delay before KubeRay deletes that cluster); drop it or turn shutdown on"
+        )
+    if options.suspend and (selector or not options.shutdown_after_job_finishes):
+        raise KubeRaySpecError(
+            "suspend needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends a RayJob "
+            "by deleting its cluster; a standing cluster cannot be suspended)"
+        )
+    if selector and options.backoff_limit:
+        raise KubeRaySpecError("backoff_limit is not supported on a standing cluster (clusterSelector)")
+    if selector and options.submission_mode == "SidecarMode":
+        raise KubeRaySpecError(
+            "submission_mode='SidecarMode' runs the submitter beside the head of the cluster KubeRay "
+            "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"
+        )
+    if options.deletion_rules is not None:
+        check_deletion_rules(
+            options.deletion_rules, shutdown=options.shutdown_after_job_finishes, selector=selector
+        )
+    for name in ("entrypoint_num_cpus", "entrypoint_num_gpus"):
+        _number(getattr(options, name), name)
+    if options.entrypoint_resources is not None:
+        if not isinstance(options.entrypoint_resources, dict):
+            raise KubeRaySpecError("entrypoint_resources must be a dict of resource name to amount")
+        for key, amount in options.entrypoint_resources.items():
+            _number(amount, f"entrypoint_resources[{key!r}]")
+    v.check_string_map(options.metadata, "metadata")
+    _check_runtime_env(options.runtime_env)
+    if options.queue_name is not None:
+        v.check_labels({LABEL_KUEUE_QUEUE: options.queue_name}, "queue_name")
+    if options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id):
+        raise KubeRaySpecError(f"job_id must be a non-empty string, got {options.job_id!r}")
+
+
+def _check_rule(rule: Any, where: str, *, selector: bool) -> tuple[str, str, int]:
+    """One deletion rule, as the CRD and KubeRay check it: ``(condition key, policy, ttl)``."""
+    if not isinstance(rule, dict) or set(rule) != {"policy", "condition"}:
+        raise KubeRaySpecError(
+            f"{where} must be a dict with exactly 'policy' and 'condition', e.g. "
+            "{'policy': 'DeleteCluster', 'condition': {'jobStatus': 'SUCCEEDED', 'ttlSeconds': 60}}; "
+            f"got {rule!r}"
+        )
+    policy, condition = rule["policy"], rule["condition"]
+    if policy not in DELETION_POLICIES:
+        raise KubeRaySpecError(f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}")
+    statuses = {"jobStatus": DELETION_JOB_STATUSES, "jobDeploymentStatus": DELETION_DEPLOYMENT_STATUSES}
+    if not isinstance(condition, dict) or not set(condition) <= {*statuses, "ttlSeconds"}:
+        raise KubeRaySpecError(
+            f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"
+        )
+    given = [status for status in statuses if status in condition]
+    if len(given) != 1:
+        raise KubeRaySpecError(
+            f"{where}.condition needs exactly one of jobStatus {DELETION_JOB_STATUSES} or "
+            f"jobDeploymentStatus {DELETION_DEPLOYMENT_STATUSES}, got {condition!r}"
+        )
+    status = given[0]
+    if condition[status] not in statuses[status]:
+        raise KubeRaySpecError(
+            f"{where}.condition.{status} must be one of {statuses[status]}, got {condition[status]!r}"
+        )
+    ttl = condition.get("ttlSeconds", 0)
+    v.check_count(ttl, f"{where}.condition.ttlSeconds", minimum=0)
+    if selector and policy in ("DeleteCluster", "DeleteWorkers"):
+        raise KubeRaySpecError(
+            f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"
+        )
+    return f"{status}={condition[status]}", policy, ttl
+
+
+def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
+    """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``.
+
+    Per condition, each policy at most once, and TTLs that do not decrease from ``DeleteWorkers`` to
+    ``DeleteCluster`` to ``DeleteSelf`` (workers go first, the RayJob last).
+
+    :param shutdown: ``shutdown_after_job_finishes``; KubeRay refuses it together with deletion rules.
+    :param selector: the RayJob targets a standing cluster.
+    """
+    if shutdown:
+        raise KubeRaySpecError(
+            "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive (KubeRay refuses the "
+            "RayJob): pass shutdown_after_job_finishes=False and say when to delete the cluster with a "
+            "DeleteCluster rule"
+        )
+    if not isinstance(rules, list) or not rules:
+        raise KubeRaySpecError(f"deletion_rules must be a non-empty list of rules, got {rules!r}")
+    ttls: dict[str, dict[str, int]] = {}
+    for index, rule in enumerate(rules):
+        key, policy, ttl = _check_rule(rule, f"deletion_rules[{index}]", selector=selector)
+        if policy in ttls.setdefault(key, {}):
+            raise KubeRaySpecError(f"deletion_rules[{index}]: a second {policy} rule for {key}")
+        ttls[key][policy] = ttl
+    for key, by_policy in ttls.items():
+        ordered = [(p, by_policy[p]) for p in DELETION_POLICIES[:3] if p in by_policy]
+        for (first, low), (then, high) in itertools.pairwise(ordered):
+            if high < low:
+                raise KubeRaySpecError(
+                    f"deletion_rules for {key}: the {then} TTL ({high}) must be >= the {first} TTL ({low}) "
+                    "(workers go first, then the cluster, then the RayJob)"
+                )
+
+
+def _check_cluster_rules(options: RayJobOptions, cluster_spec: dict[str, Any]) -> None:
+    """The rules that need the cluster spec: SidecarMode's head restart policy, DeleteWorkers."""
+    if options.submission_mode == "SidecarMode":
+        head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
+        restart = (head.get("spec") or {}).get("restartPolicy")
+        if restart not in (None, "", "Never"):
+            raise KubeRaySpecError(
+                "submission_mode='SidecarMode' needs the head pod's restartPolicy Never or unset, "
+                f"got {restart!r}"
+            )
+    autoscaling = bool(cluster_spec.get("enableInTreeAutoscaling"))
+    if autoscaling and any(rule.get("policy") == "DeleteWorkers" for rule in options.deletion_rules or ()):
+        raise KubeRaySpecError(
+            "deletion_rules: DeleteWorkers is not supported with autoscaling (KubeRay refuses it); use "
+            "DeleteCluster, or turn enable_autoscaling off"
         )
 
-    @property
-    def is_final(self) -> bool:
-        """KubeRay will not change this RayJob again: ``Complete`` or ``Failed``."""
-        return self.deployment_status in FINAL_DEPLOYMENT_STATUSES
 
-    @property
-    def is_success(self) -> bool:
-        """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
-        return self.deployment_status == DEPLOYMENT_COMPLETE and self.job_status == "SUCCEEDED"
-
-    @property
-    def is_suspended(self) -> bool:
-        """Suspended, or on its way there (its cluster is being deleted)."""
-        return self.deployment_status in (DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED)
-
-    def summary(self) -> str:
-        """One line for logs and errors: deployment status, job status, reason and message."""
-        parts = [
-            f"jobDeploymentStatus={self.deployment_status or '<new>'}",
-            f"jobStatus={self.job_status or '<none>'}",
-        ]
-        if self.reason:
-            parts.append(f"reason={self.reason}")
-        if self.message:
-            parts.append(f"message={self.message}")
-        if self.failed:
-            parts.append(f"failed attempts={self.failed}")
-        return "; ".join(parts)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (trigger events)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RayJobStatus:
-        """Rebuild a status from :meth:`to_dict` output."""
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
+def _rules_body(rules: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The rules as KubeRay stores them (``ttlSeconds`` written out, its default 0)."""
+    return [
+        {"policy": rule["policy"], "condition": {"ttlSeconds": 0, **rule["condition"]}}
+        for rule in rules or ()
+    ]
 
 
-class RayJobClient:
-    """RayJob create / get / patch / delete / list / wait until gone, through a :class:`KubeRayClient`.
+def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
+    import yaml
 
-    It reuses that client's API client, namespace, timeouts and transient-error retries (and so the same
-    namespaced Role, see :mod:`airflow_ray_provider.kuberay.rbac`).
+    spec: dict[str, Any] = {
+        "entrypoint": options.entrypoint.strip(),
+        "submissionMode": options.submission_mode,
+    }
+    optional = {
+        "jobId": options.job_id,
+        "metadata": dict(options.metadata) or None,
+        "runtimeEnvYAML": yaml.safe_dump(options.runtime_env, sort_keys=True)
+        if options.runtime_env
+        else None,
+        "entrypointNumCpus": options.entrypoint_num_cpus,
+        "entrypointNumGpus": options.entrypoint_num_gpus,
+        "entrypointResources": (
+            json.dumps(options.entrypoint_resources, sort_keys=True) if options.entrypoint_resources else None
+        ),
+        "activeDeadlineSeconds": options.active_deadline_seconds,
+        "backoffLimit": options.backoff_limit,
+        "preRunningDeadlineSeconds": options.pre_running_deadline_seconds,
+        "deletionStrategy": {"deletionRules": _rules_body(options.deletion_rules)}
+        if options.deletion_rules
+        else None,
+    }
+    spec.update({key: value for key, value in optional.items() if value is not None})
+    if not selector:
+        spec["shutdownAfterJobFinishes"] = options.shutdown_after_job_finishes
+        spec["suspend"] = options.suspend
+        if options.shutdown_after_job_finishes:
+            ttl = options.ttl_seconds_after_finished
+            spec["ttlSecondsAfterFinished"] = DEFAULT_TTL_SECONDS if ttl is None else ttl
+    return spec
 
-    :param client: the typed RayCluster client to share.
+
+def build_rayjob_body(
+    options: RayJobOptions,
+    *,
+    name: str,
+    namespace: str,
+    cluster_spec: dict[str, Any] | None = None,
+    cluster_name: str | None = None,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The RayJob body; validates first (no API call is made here).
+
+    :param cluster_spec: the ``rayClusterSpec`` (a RayCluster body's ``spec``): KubeRay creates the cluster.
+    :param cluster_name: instead, a standing RayCluster in ``namespace`` (``clusterSelector``).
+    :param labels: labels of the RayJob (KubeRay copies them onto the cluster it creates).
+    :param annotations: annotations of the RayJob (copied onto the cluster too).
+    :raises KubeRaySpecError: for both or neither cluster, and every rule of :func:`validate_options`.
     """
-
-    def __init__(self, client: KubeRayClient) -> None:
-        self.kube = client
-
-    def _ns(self, namespace: str | None) -> str:
-        return namespace or self.kube.namespace
-
-    def _custom(self) -> Any:
-        return self.kube._custom()
-
-    def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Create a RayJob; raises :class:`KubeRayConflictError` when the name is taken."""
-        ns = self._ns(namespace or body.get("metadata", {}).get("namespace"))
-        name = body.get("metadata", {}).get("name")
-        return self.kube._call(
-            f"create RayJob {ns}/{name}",
-            self._custom().create_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, body,
-        )  # fmt: skip
-
-    def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """Read a RayJob; raises :class:`KubeRayNotFoundError` when absent."""
-        ns = self._ns(namespace)
-        return self.kube._call(
-            f"get RayJob {ns}/{name}",
-            self._custom().get_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
-        )  # fmt: skip
-
-    def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
-        """Read a RayJob, or ``None`` when it does not exist."""
-        try:
-            return self.get(name, namespace=namespace)
-        except KubeRayNotFoundError:
-            return None
-
-    def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Merge-patch a RayJob (``spec.suspend``, annotations)."""
-        ns = self._ns(namespace)
-        return self.kube._call(
-            f"patch RayJob {ns}/{name}",
-            self._custom().patch_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name, patch,
-        )  # fmt: skip
-
-    def delete(self, name: str, *, namespace: str | None = None) -> bool:
-        """Delete a RayJob (Kubernetes then deletes the cluster and submitter it owns); ``False`` if gone."""
-        ns = self._ns(namespace)
-        try:
-            self.kube._call(
-                f"delete RayJob {ns}/{name}",
-                self._custom().delete_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, name,
-                propagation_policy="Background",
-            )  # fmt: skip
-        except KubeRayNotFoundError:
-            return False
-        return True
-
-    def list_labelled(
-        self, labels: dict[str, str] | None = None, *, namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        """RayJobs whose labels include ``labels`` (filtered again here, as the RayCluster client does)."""
-        ns = self._ns(namespace)
-        kwargs = {"label_selector": selector(labels)} if labels else {}
-        result = self.kube._call(
-            f"list RayJobs in {ns}",
-            self._custom().list_namespaced_custom_object, GROUP, VERSION, ns, PLURAL, **kwargs,
-        )  # fmt: skip
-        return [item for item in result.get("items", []) if matches(item, labels or {})]
-
-    def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 120.0, poll_interval: float = 0.5
-    ) -> None:
-        """Poll until the RayJob no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        deadline = time.monotonic() + timeout
-        ns = self._ns(namespace)
-        while self.find(name, namespace=ns) is not None:
-            if time.monotonic() >= deadline:
-                raise KubeRayTimeoutError(
-                    f"RayJob {ns}/{name} still exists {timeout:.0f}s after delete; check its finalizers: "
-                    f"kubectl describe rayjob {name} -n {ns}"
-                )
-            time.sleep(poll_interval)
-
-    def create_owned_secret(
-        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
-    ) -> None:
-        """Create an Opaque Secret owned by a RayJob: Kubernetes deletes it with the RayJob.
-
-        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
-        """
-        ns = self._ns(namespace)
-        meta = owner.get("metadata") or {}
-        reference = {"apiVersion": f"{GROUP}/{VERSION}", "kind": "RayJob", "name": meta.get("name"),
-                     "uid": meta.get("uid"), "blockOwnerDeletion": False}  # fmt: skip
-        body = {
-            "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": {"name": name, "namespace": ns, "labels": dict(meta.get("labels") or {}),
-                         "ownerReferences": [reference]},
-            "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
-        }  # fmt: skip
-        # An earlier try created it: keep it (the RayJob's cluster already uses it).
-        with contextlib.suppress(KubeRayConflictError):
-            self.kube._call(
-                f"create Secret {ns}/{name}", self.kube._core().create_namespaced_secret, ns, body
-            )
+    if (cluster_spec is None) == (cluster_name is None):
+        raise KubeRaySpecError(
+            "a RayJob needs exactly one cluster: a cluster spec (spec or manifest; KubeRay creates the "
+            "cluster) or a standing cluster's name (cluster; clusterSelector), "
+            + ("not both" if cluster_spec is not None else "got neither")
+        )
+    selector = cluster_name is not None
+    validate_options(options, selector=selector)
+    check_rayjob_name(name)
+    v.check_dns_label(namespace, "namespace")
+    spec = _spec_fields(options, selector)
+    if cluster_name is not None:
+        v.check_cluster_name(cluster_name, "cluster")
+        spec["clusterSelector"] = {CLUSTER_SELECTOR_KEY: cluster_name}
+    else:
+        if not isinstance(cluster_spec, dict) or not isinstance(cluster_spec.get("headGroupSpec"), dict):
+            raise KubeRaySpecError("the RayJob's cluster spec needs a headGroupSpec (the head pod template)")
+        if (cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"):
+            raise KubeRaySpecError("KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode")
+        _check_cluster_rules(options, cluster_spec)
+        spec["rayClusterSpec"] = cluster_spec
+    all_labels = dict(labels or {})
+    if options.queue_name:
+        all_labels[LABEL_KUEUE_QUEUE] = options.queue_name
+    v.check_labels(all_labels, "labels")
+    metadata = {
+        "name": name,
+        "namespace": namespace,
+        "labels": all_labels,
+        "annotations": dict(annotations or {}),
+    }
+    return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}

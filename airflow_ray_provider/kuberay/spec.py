@@ -1,4 +1,4 @@
-"""The typed RayCluster spec (what to provision), its validation and the generated cluster name.
+"""The typed RayCluster spec (what to provision, pod options included) and its validation.
 
 :mod:`airflow_ray_provider.kuberay.builder` turns a spec into the ``ray.io/v1`` RayCluster body; the
 local backend summarises it into CPUs and GPUs. Everything here is checked before any API call: a bad
@@ -14,26 +14,17 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
-from airflow_ray_provider.kuberay import controller_rules as rules
-from airflow_ray_provider.kuberay import pod
 from airflow_ray_provider.kuberay import validation as v
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.labels import short_hash
-from airflow_ray_provider.kuberay.pod import PodOptions
+from airflow_ray_provider.kuberay.validation import KubeRaySpecError
 
 API_VERSION = "ray.io/v1"
 KIND = "RayCluster"
 AUTH_TOKEN_KEY = "auth_token"  # KubeRay's RAY_AUTH_TOKEN_SECRET_KEY
 AUTH_MODES = ("auth_options", "secret", "disabled")
-GENERATED_NAME_MAX = 40  # KubeRay derives longer names (services, pods) from it; keep headroom under 63
 HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
-HEAD_PORTS = [
-    {"containerPort": 6379, "name": "gcs-server"},
-    {"containerPort": 8265, "name": "dashboard"},
-    {"containerPort": 10001, "name": "client"},
-]
+_SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def default_ray_version() -> str:
@@ -113,6 +104,30 @@ class WorkerGroup:
 
 
 @dataclass(frozen=True)
+class PodOptions:
+    """Options of every Ray pod (head and workers).
+
+    :param labels: labels on every pod (``spec.labels`` stay on the RayCluster object).
+    :param annotations: annotations on every pod.
+    :param secret_env: environment variables read from Secrets: ``{"VAR": "secret-name/key"}``.
+    :param env_from_secrets: Secrets whose every key becomes an environment variable (``envFrom``).
+    :param image_pull_secrets: names of ``kubernetes.io/dockerconfigjson`` Secrets.
+    :param priority_class_name: the pods' PriorityClass.
+    :param volumes: Kubernetes volume dicts, e.g. ``{"name": "shm", "emptyDir": {"medium": "Memory"}}``.
+    :param volume_mounts: mounts into every Ray container, e.g. ``{"name": "shm", "mountPath": "/dev/shm"}``.
+    """
+
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    secret_env: dict[str, str] = field(default_factory=dict)
+    env_from_secrets: list[str] = field(default_factory=list)
+    image_pull_secrets: list[str] = field(default_factory=list)
+    priority_class_name: str | None = None
+    volumes: list[dict[str, Any]] = field(default_factory=list)
+    volume_mounts: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
 class RayClusterSpec:
     """What to provision; the same spec drives KubeRay and (summarised) the local backend.
 
@@ -129,7 +144,7 @@ class RayClusterSpec:
     :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
         creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
         connection's ``ray_auth`` (default ``auth_options``).
-    :param pods: options of every pod (:class:`~airflow_ray_provider.kuberay.pod.PodOptions`: pod labels
+    :param pods: options of every pod (:class:`PodOptions`: pod labels
         and annotations, env from Secrets, image pull secrets, priority class, volumes and mounts).
     :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
         starts it once admitted.
@@ -223,35 +238,19 @@ def _cpu_value(quantity: str | int | float) -> float:
     return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
 
 
-def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """A DNS-1035 name, stable for one task of one run (retries find the same cluster), unique across runs.
-
-    :param prefix: leading part, starts with a letter (e.g. ``ray``).
-    """
-    digest = short_hash(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}", 10)
-    slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
-    slug = slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip("-")
-    name = f"{slug}-{digest}"
-    rules.check_cluster_name(name)
-    return name
-
-
 def validate_spec(spec: RayClusterSpec) -> None:
     """Check a spec; raises :class:`KubeRaySpecError` naming the bad field and what to do."""
     if spec.image is not None and not spec.image.strip():
         raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
     if spec.auth is not None and spec.auth not in AUTH_MODES:
         raise KubeRaySpecError(f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}")
-    v.check_quantity(spec.head.cpu, "spec.head.cpu")
-    v.check_quantity(spec.head.memory, "spec.head.memory")
-    v.check_string_map(spec.head.ray_start_params, "spec.head.ray_start_params")
-    _validate_pod_extras(spec.head, "spec.head")
+    _validate_pod_group(spec.head, "spec.head")
     if spec.head.service_type not in (None, *HEAD_SERVICE_TYPES):
         raise KubeRaySpecError(
             f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, "
             f"got {spec.head.service_type!r}"
         )
-    pod.validate(spec.pods)
+    _validate_pods(spec.pods)
     if spec.queue_name is not None:
         v.check_labels({LABEL_KUEUE_QUEUE: spec.queue_name}, "spec.queue_name")
     v.check_env(spec.env, "spec.env")
@@ -269,13 +268,18 @@ def validate_spec(spec: RayClusterSpec) -> None:
         seen.add(group.name)
 
 
-def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
-    v.check_pod_placement(group.node_selector, group.tolerations, where)
+def _validate_pod_group(group: HeadGroup | WorkerGroup, where: str) -> None:
+    """What head and worker pods share: resources, ``ray start`` parameters, placement."""
+    v.check_quantity(group.cpu, f"{where}.cpu")
+    v.check_quantity(group.memory, f"{where}.memory")
+    v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
+    v.check_labels(group.node_selector, f"{where}.node_selector", kuberay=True)
+    v.check_tolerations(group.tolerations, f"{where}.tolerations")
     if not isinstance(group.affinity, dict) or set(group.affinity) - set(AFFINITY_KINDS):
         raise KubeRaySpecError(f"{where}.affinity must be a dict with keys among {list(AFFINITY_KINDS)}")
     v.check_string_map(group.resources, f"{where}.resources")
     for name, quantity in group.resources.items():
-        if name in ("cpu", "memory", "nvidia.com/gpu") or not rules.is_qualified_name(name):
+        if name in ("cpu", "memory", "nvidia.com/gpu") or not v.is_qualified_name(name):
             raise KubeRaySpecError(
                 f"{where}.resources key {name!r}: use an extended resource name such as 'google.com/tpu' "
                 "(cpu, memory and gpu have their own fields)"
@@ -286,9 +290,7 @@ def _validate_pod_extras(group: HeadGroup | WorkerGroup, where: str) -> None:
 def _validate_group(group: WorkerGroup, where: str) -> None:
     v.check_dns_label(group.name, f"{where}.name")
     for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
-        value = getattr(group, attr)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise KubeRaySpecError(f"{where}.{attr} must be a non-negative integer, got {value!r}")
+        v.check_count(getattr(group, attr), f"{where}.{attr}")
     if group.max_replicas is not None and group.replicas > group.max_replicas:
         raise KubeRaySpecError(
             f"{where}.replicas ({group.replicas}) must not exceed max_replicas ({group.max_replicas}); "
@@ -304,9 +306,34 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
             f"{where}.replicas ({group.replicas}) must lie between min_replicas ({group.effective_min}) "
             f"and max_replicas ({group.effective_max})"
         )
-    v.check_quantity(group.cpu, f"{where}.cpu")
-    v.check_quantity(group.memory, f"{where}.memory")
-    v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
-    _validate_pod_extras(group, where)
+    _validate_pod_group(group, where)
     if group.image is not None and not group.image.strip():
         raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")
+
+
+def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:
+    """Check pod options; raises :class:`KubeRaySpecError` naming the field."""
+    v.check_labels(options.labels, f"{where}.labels")
+    v.check_string_map(options.annotations, f"{where}.annotations")
+    v.check_env({name: "" for name in options.secret_env}, f"{where}.secret_env")
+    for name, ref in options.secret_env.items():
+        secret, _, key = str(ref).partition("/")
+        if not key or not _SECRET_KEY.match(key):
+            raise KubeRaySpecError(f"{where}.secret_env[{name!r}] must be 'secret-name/key', got {ref!r}")
+        v.check_dns_subdomain(secret, f"{where}.secret_env[{name!r}] Secret")
+    for index, name in enumerate([*options.env_from_secrets, *options.image_pull_secrets]):
+        v.check_dns_subdomain(name, f"{where} Secret name [{index}]")
+    if options.priority_class_name is not None:
+        v.check_dns_subdomain(options.priority_class_name, f"{where}.priority_class_name")
+    names = set()
+    for index, volume in enumerate(options.volumes):
+        if not isinstance(volume, dict) or len(volume) < 2:
+            raise KubeRaySpecError(f"{where}.volumes[{index}] must be a volume dict with a name and a source")
+        v.check_dns_label(volume.get("name"), f"{where}.volumes[{index}].name")
+        names.add(volume["name"])
+    for index, mount in enumerate(options.volume_mounts):
+        if not isinstance(mount, dict) or mount.get("name") not in names or not mount.get("mountPath"):
+            raise KubeRaySpecError(
+                f"{where}.volume_mounts[{index}] needs a mountPath and a name among the volumes "
+                f"{sorted(names)}"
+            )

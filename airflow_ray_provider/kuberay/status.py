@@ -1,18 +1,26 @@
-"""Typed RayCluster status, the one function that reads KubeRay's verdict from it, and the dashboard URL.
+"""What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them.
 
-:func:`readiness` says whether the head pod is ready, failed for good or still coming up. The KubeRay
-cluster backend's readiness check (:mod:`airflow_ray_provider.clusters.kuberay`) starts from it and then
-probes the dashboard; the sync wait, the deferrable trigger and the operator all use that one check.
+:func:`readiness` says whether a RayCluster's head pod is ready, failed for good or still coming up; the
+KubeRay cluster backend's readiness check starts from it and then probes the dashboard. When KubeRay's
+controller refuses a RayCluster it records a Warning event and writes no status at all, so a caller sees
+``state=<none>`` until its timeout: :func:`refusal_event` finds that event, and :func:`warning_summary`
+puts the recent Warning events into wait and timeout messages.
+
+A RayJob's ``status.jobDeploymentStatus`` moves through ``""`` (new) -> ``Initializing`` (cluster being
+created) -> ``Running`` (job submitted) -> ``Complete`` or ``Failed``; ``Suspending`` -> ``Suspended``
+while ``spec.suspend`` is set, and ``Retrying`` -> new again while ``backoffLimit`` allows.
+``status.jobStatus`` mirrors Ray's own job status once the job exists. Only ``Complete`` and ``Failed`` are
+final (KubeRay turns a retryable ``Failed`` into ``Retrying`` in the same reconcile, so a reader never
+sees it); a RayJob succeeded only when it is ``Complete`` *and* its Ray job ``SUCCEEDED``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict, cast
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypedDict
 
 CONDITION_HEAD_POD_READY = "HeadPodReady"
-CONDITION_PROVISIONED = "RayClusterProvisioned"
-CONDITION_REPLICA_FAILURE = "ReplicaFailure"
 STATE_READY = "ready"
 STATE_FAILED = "failed"
 DASHBOARD_PORT_NAME = "dashboard"
@@ -36,18 +44,6 @@ class HeadInfo(TypedDict, total=False):
     podName: str
     serviceIP: str
     serviceName: str
-
-
-class RayClusterStatusDict(TypedDict, total=False):
-    """The subset of ``status`` the provider reads."""
-
-    state: str
-    reason: str
-    conditions: list[Condition]
-    head: HeadInfo
-    endpoints: dict[str, str]
-    readyWorkerReplicas: int
-    desiredWorkerReplicas: int
 
 
 @dataclass(frozen=True)
@@ -79,7 +75,7 @@ class ClusterStatus:
     def from_object(cls, obj: dict[str, Any]) -> ClusterStatus:
         """Read the status of a RayCluster object as returned by the API."""
         meta = obj.get("metadata") or {}
-        status = cast("RayClusterStatusDict", obj.get("status") or {})
+        status = obj.get("status") or {}
         return cls(
             name=meta.get("name", ""),
             namespace=meta.get("namespace", ""),
@@ -92,21 +88,11 @@ class ClusterStatus:
             uid=meta.get("uid", "") or "",
         )
 
-    def condition(self, kind: str) -> Condition | None:
-        """The condition of the given type, if present."""
-        return next((c for c in self.conditions if c.get("type") == kind), None)
-
-    def condition_true(self, kind: str) -> bool:
-        """Whether the condition of the given type has status ``True``."""
-        found = self.condition(kind)
-        return bool(found and found.get("status") == "True")
-
     @property
     def head_ready(self) -> bool:
         """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        if self.condition(CONDITION_HEAD_POD_READY) is not None:
-            return self.condition_true(CONDITION_HEAD_POD_READY)
-        return self.state == STATE_READY
+        found = next((c for c in self.conditions if c.get("type") == CONDITION_HEAD_POD_READY), None)
+        return found.get("status") == "True" if found is not None else self.state == STATE_READY
 
     @property
     def dashboard_port(self) -> int:
@@ -175,3 +161,164 @@ def dashboard_url(status: ClusterStatus, template: str | None = None) -> str:
         raise ValueError(
             f"dashboard URL template {chosen!r} uses an unknown field {exc}; known: {sorted(fields)}"
         ) from exc
+
+
+EVENT_WARNING = "Warning"
+#: Reasons KubeRay's RayCluster controller records when its validation refuses the object (utils.*).
+REFUSAL_REASONS = frozenset({"InvalidRayClusterMetadata", "InvalidRayClusterSpec", "InvalidRayClusterStatus"})
+
+
+@dataclass(frozen=True)
+class ClusterEvent:
+    """One ``core/v1`` Event about a RayCluster.
+
+    :param type: ``Normal`` or ``Warning``.
+    :param reason: a CamelCase reason such as ``InvalidRayClusterSpec``.
+    :param message: the controller's text.
+    :param count: how often it happened.
+    :param uid: ``involvedObject.uid`` (which incarnation of the name it is about).
+    :param last_seen: when it last happened.
+    """
+
+    type: str
+    reason: str
+    message: str
+    count: int = 1
+    uid: str = ""
+    last_seen: datetime | None = None
+
+    @classmethod
+    def from_api(cls, event: Any) -> ClusterEvent:
+        """Read a ``kubernetes.client.CoreV1Event``."""
+        involved = event.involved_object
+        return cls(
+            type=event.type or "",
+            reason=event.reason or "",
+            message=event.message or "",
+            count=event.count or 1,
+            uid=(involved.uid if involved is not None else "") or "",
+            last_seen=event.last_timestamp or event.first_timestamp or event.metadata.creation_timestamp,
+        )
+
+    def line(self) -> str:
+        """``Reason: message`` (``(xN)`` when repeated)."""
+        return f"{self.reason}: {self.message}" + (f" (x{self.count})" if self.count > 1 else "")
+
+
+def events_of(events: list[ClusterEvent], uid: str) -> list[ClusterEvent]:
+    """The events about this incarnation of the object (an earlier one of that name had another uid)."""
+    return [e for e in events if not uid or not e.uid or e.uid == uid]
+
+
+def refusal_event(events: list[ClusterEvent]) -> ClusterEvent | None:
+    """The Warning event by which KubeRay's controller refused the object, if any (the latest)."""
+    found = [e for e in events if e.type == EVENT_WARNING and e.reason in REFUSAL_REASONS]
+    return _latest(found)[0] if found else None
+
+
+def warning_summary(events: list[ClusterEvent], limit: int = 3) -> str:
+    """The most recent Warning events in one line (empty when there are none)."""
+    warnings = _latest([e for e in events if e.type == EVENT_WARNING])[:limit]
+    return "; ".join(e.line() for e in warnings)
+
+
+def _latest(events: list[ClusterEvent]) -> list[ClusterEvent]:
+    return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0, reverse=True)
+
+
+DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED = "Complete", "Failed"
+DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED = "Suspending", "Suspended"
+#: KubeRay's label on the RayCluster a RayJob created (``ray.io/originated-from-crd: RayJob``).
+LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
+
+
+@dataclass(frozen=True)
+class RayJobStatus:
+    """A RayJob's status, typed.
+
+    :param name: ``metadata.name``.
+    :param namespace: ``metadata.namespace``.
+    :param deployment_status: ``status.jobDeploymentStatus`` (``""`` before KubeRay looked at it).
+    :param job_status: ``status.jobStatus``: Ray's job status (``""`` before the job exists).
+    :param reason: ``status.reason`` (``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...).
+    :param message: ``status.message``.
+    :param job_id: ``status.jobId``: the Ray submission id.
+    :param cluster_name: ``status.rayClusterName``.
+    :param start_time: ``status.startTime``.
+    :param end_time: ``status.endTime``.
+    :param failed: ``status.failed``: failed attempts so far.
+    :param suspend: ``spec.suspend``.
+    :param deleting: the object has a ``deletionTimestamp``.
+    """
+
+    name: str
+    namespace: str
+    deployment_status: str = ""
+    job_status: str = ""
+    reason: str = ""
+    message: str = ""
+    job_id: str = ""
+    cluster_name: str = ""
+    start_time: str = ""
+    end_time: str = ""
+    failed: int = 0
+    suspend: bool = False
+    deleting: bool = False
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> RayJobStatus:
+        """Read the status of a RayJob object as returned by the API."""
+        meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+        return cls(
+            name=meta.get("name", ""),
+            namespace=meta.get("namespace", ""),
+            deployment_status=status.get("jobDeploymentStatus") or "",
+            job_status=status.get("jobStatus") or "",
+            reason=status.get("reason") or "",
+            message=status.get("message") or "",
+            job_id=status.get("jobId") or spec.get("jobId") or "",
+            cluster_name=status.get("rayClusterName") or "",
+            start_time=status.get("startTime") or "",
+            end_time=status.get("endTime") or "",
+            failed=int(status.get("failed") or 0),
+            suspend=bool(spec.get("suspend")),
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+    @property
+    def is_final(self) -> bool:
+        """KubeRay will not change this RayJob again: ``Complete`` or ``Failed``."""
+        return self.deployment_status in (DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED)
+
+    @property
+    def is_success(self) -> bool:
+        """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
+        return self.deployment_status == DEPLOYMENT_COMPLETE and self.job_status == "SUCCEEDED"
+
+    @property
+    def is_suspended(self) -> bool:
+        """Suspended, or on its way there (its cluster is being deleted)."""
+        return self.deployment_status in (DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED)
+
+    def summary(self) -> str:
+        """One line for logs and errors: deployment status, job status, reason and message."""
+        parts = [
+            f"jobDeploymentStatus={self.deployment_status or '<new>'}",
+            f"jobStatus={self.job_status or '<none>'}",
+        ]
+        if self.reason:
+            parts.append(f"reason={self.reason}")
+        if self.message:
+            parts.append(f"message={self.message}")
+        if self.failed:
+            parts.append(f"failed attempts={self.failed}")
+        return "; ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable dict (trigger events)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RayJobStatus:
+        """Rebuild a status from :meth:`to_dict` output."""
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})

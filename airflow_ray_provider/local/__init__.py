@@ -1,12 +1,13 @@
 """The local backend's client layer: ephemeral Ray heads on this machine (no Airflow import).
 
-:mod:`.head` starts and stops one head (own process group and temp dir, token auth); :mod:`.cluster`
-names heads, keeps a registry so any process can find and stop them, and knows their expiry.
+:mod:`.head` starts one head (own session and temp dir, token auth) and :mod:`.running` finds and stops
+it; :mod:`.cluster` names heads and keeps the registry through which any process finds and stops them,
+and knows their expiry.
+``python -m airflow_ray_provider.local list | stop NAME`` (:mod:`.__main__`) does both from a shell.
 """
 
 from airflow_ray_provider.local.cluster import (
     REGISTRY_ENV,
-    LocalClusterOptions,
     find_cluster,
     is_record_expired,
     list_clusters,
@@ -16,23 +17,26 @@ from airflow_ray_provider.local.cluster import (
     stop_cluster,
 )
 from airflow_ray_provider.local.head import (
+    AGENT_HEALTH_PATH,
+    LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
-    LocalHeadInfo,
+    agent_answers,
     free_port,
-    is_running,
     ray_executable,
     read_token,
     start_head,
-    stop_head,
 )
+from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
 
 __all__ = [
+    "AGENT_HEALTH_PATH",
     "REGISTRY_ENV",
     "LocalClusterOptions",
     "LocalHeadConfig",
     "LocalHeadError",
     "LocalHeadInfo",
+    "agent_answers",
     "find_cluster",
     "free_port",
     "is_record_expired",

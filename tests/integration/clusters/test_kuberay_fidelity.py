@@ -1,4 +1,4 @@
-"""KubeRay fidelity against the emulator and the test KubeRay controller (issue 16).
+"""KubeRay fidelity against the emulator and the test KubeRay controller.
 
 The token Secret KubeRay names for long cluster names, the controller's Warning events read by the create
 path (sync and deferred), and KubeRay's own samples through the manifest path.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -87,7 +88,7 @@ def test_local_cluster_teardown_runs_after_upstream_failure(airflow_db, local_re
 @pytest.mark.integration
 def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
     """Records of heads whose processes are gone (as after a killed worker): expired ones are cleaned up."""
-    from airflow_ray_provider.kuberay.labels import CREATED_BY, LABEL_CREATED_BY
+    from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
     local_registry.mkdir(mode=0o700)
@@ -134,7 +135,7 @@ RETRY_MESSAGE = "The local Ray head failed during startup"
 def test_a_head_is_up_only_once_its_job_agent_answers(ray_head):
     """The job agent (which runs submitted jobs) can answer long after the dashboard; a head counts as up
     only once it answers too, so the first submission is not refused with "No available agent"."""
-    from airflow_ray_provider.local.head import agent_answers
+    from airflow_ray_provider.local import agent_answers
 
     assert ray_head.agent_url is not None
     assert agent_answers(ray_head)
@@ -199,14 +200,14 @@ def _processes_of_head(temp_dir: str) -> list[str]:
 @pytest.mark.integration
 def test_a_head_stopped_while_its_first_job_starts_leaves_no_process_and_no_folder():
     """A Ray worker starting when the head is stopped lives in a process group of its own (Ray moves
-    each worker into one); stopping only the head's group left it running for seconds, and it re-created
+    each worker into one); stopping only the head's group would leave it running for seconds, re-creating
     the session's folders in the removed temp dir. Stopped right after a submission, nothing is left."""
     import shutil
     import tempfile
     import time
     import urllib.request
 
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))  # short: Ray's socket paths are limited
     try:
@@ -233,7 +234,7 @@ def test_a_head_runs_its_dashboard_and_monitors_but_no_ray_client_server(ray_hea
     """``ray start --head`` starts a Ray Client server whenever Ray Client's packages are installed (on a
     port nobody was told); a local head is reached through its Job API and starts none. What a user of
     the head sees stays: the dashboard, the autoscaler monitor (``ray status``), the log monitor."""
-    from airflow_ray_provider.local.head import _cmdline, _head_processes
+    from airflow_ray_provider.local.running import _cmdline, _head_processes
 
     running = " | ".join(_cmdline(pid).replace("\0", " ") for pid in _head_processes(ray_head))
     assert "ray.util.client.server" not in running, running
@@ -250,7 +251,8 @@ def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
 
 @pytest.mark.integration
 def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, caplog):
-    from airflow_ray_provider.local.head import START_ATTEMPTS, LocalHeadConfig, LocalHeadError, start_head
+    from airflow_ray_provider.local import LocalHeadConfig, LocalHeadError, start_head
+    from airflow_ray_provider.local.head import START_ATTEMPTS
 
     config = LocalHeadConfig(resources={"CPU": 1.0}, temp_root=str(tmp_path))  # `ray start` refuses CPU here
 
@@ -261,6 +263,122 @@ def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, ca
     retries = [r for r in caplog.records if r.message.startswith(RETRY_MESSAGE)]
     assert len(retries) == START_ATTEMPTS - 1
     assert list(tmp_path.iterdir()) == []  # every attempt's temp dir is gone
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    ("signum", "handler", "raised"),
+    [
+        (signal.SIGINT, signal.default_int_handler, KeyboardInterrupt),  # Ctrl-C
+        (signal.SIGTERM, "terminated", RuntimeError),  # a task runner's SIGTERM handler raises
+    ],
+)
+def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
+    local_registry, signum, handler, raised
+):
+    """A signal whose handler raises while the head comes up: the head stays registered (``starting``),
+    so ``stop_cluster(find_cluster(name))`` stops every process of it and removes its files and record."""
+    import tempfile
+    import threading
+    import time
+
+    from airflow_ray_provider.local import (
+        LocalClusterOptions,
+        find_cluster,
+        read_record,
+        start_cluster,
+        stop_cluster,
+    )
+
+    def terminated(signum: int, frame: object) -> None:
+        raise RuntimeError("terminated")
+
+    name, root = f"interrupted-{signum}", Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    record = local_registry / f"{name}.json"
+
+    def signal_mid_wait() -> None:
+        while not record.exists():
+            time.sleep(0.02)
+        time.sleep(0.5)  # registered, and well inside the wait (a head takes seconds to come up)
+        os.kill(os.getpid(), signum)
+
+    previous = signal.signal(signum, terminated if handler == "terminated" else handler)
+    try:
+        threading.Thread(target=signal_mid_wait, daemon=True).start()
+        with pytest.raises(raised):
+            start_cluster(name, LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300))
+    finally:
+        signal.signal(signum, previous)
+    left = read_record(name)
+    assert left is not None and left["state"] == "starting"
+    temp_dir = left["info"]["temp_dir"]
+
+    info = find_cluster(name)
+    assert info is not None, "the interrupted head is not findable by name"
+    stop_cluster(info)
+
+    assert _processes_of_head(temp_dir) == []
+    assert not Path(temp_dir).exists() and read_record(name) is None
+    assert list(root.iterdir()) == []
+    root.rmdir()
+
+
+@pytest.mark.integration
+def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_registry, monkeypatch):
+    """An interrupt right after the head is registered and before its launcher lets Ray start: the head
+    is stopped there and then, and looking it up by name removes its record. The interrupt is injected
+    into the registry write (a signal cannot be timed into that window)."""
+    import tempfile
+
+    from airflow_ray_provider.local import LocalClusterOptions, find_cluster, read_record, start_cluster
+    from airflow_ray_provider.local import cluster as cluster_module
+
+    write_record = cluster_module._write_record
+    seen: list[dict] = []
+
+    def register_then_interrupt(record: dict) -> None:
+        write_record(record)
+        seen.append(record)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    with pytest.raises(KeyboardInterrupt):
+        start_cluster("never-ran", LocalClusterOptions(num_cpus=1, temp_root=str(root)))
+
+    (record,) = seen
+    assert record["state"] == "starting" and read_record("never-ran") is not None
+    assert find_cluster("never-ran") is None  # its head is gone: the lookup removes the stale record
+    assert read_record("never-ran") is None
+    assert _processes_of_head(record["info"]["temp_dir"]) == [] and list(root.iterdir()) == []
+    root.rmdir()
+
+
+@pytest.mark.integration
+def test_a_start_interrupted_before_its_head_is_registered_runs_no_ray_and_leaves_nothing(monkeypatch):
+    """Between spawning the head and registering it, a head nobody could find by name would be an orphan:
+    its launcher waits for the go-ahead, and when the starter is interrupted it removes its temp dir and
+    exits without starting Ray. The interrupt is injected right after the spawn (where no signal can be
+    timed)."""
+    import gc
+    import tempfile
+
+    from airflow_ray_provider.local import LocalHeadConfig, start_head
+    from airflow_ray_provider.local import head as head_module
+    from tests.fixtures.waiting import eventually
+
+    def interrupted(**fields: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(head_module, "LocalHeadInfo", interrupted)
+    root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
+    with pytest.raises(KeyboardInterrupt):
+        start_head(LocalHeadConfig(num_cpus=1, temp_root=str(root)), name="unregistered")
+    gc.collect()  # the interrupted start's pipe to its launcher closes with it
+
+    eventually(lambda: not list(root.iterdir()), timeout=30, what="the launcher removing its temp dir")
+    eventually(lambda: _processes_of_head(str(root)) == [], timeout=30, what="no process of the head")
+    root.rmdir()
 
 
 CREATE_SCRIPT = """
@@ -329,8 +447,8 @@ def test_a_create_task_killed_mid_wait_leaves_a_head_its_rerun_adopts(local_regi
 
 @pytest.mark.integration
 def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_is_over(local_registry):
-    """The orphan's record expires when the killed task's wait would have ended (here 6 s, so the test
-    waits 6 s, not the 15 s it once did): the janitor leaves it alone before then and stops it after."""
+    """The orphan's record expires when the killed task's wait would have ended (here after 6 s), not
+    after the cluster's lifetime: the janitor leaves it alone before then and stops it after."""
     import time
 
     from airflow_ray_provider.local import LocalHeadInfo, is_running

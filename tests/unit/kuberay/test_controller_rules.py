@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.kuberay import controller_rules as rules
-from airflow_ray_provider.kuberay.builder import build_body
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup
+from airflow_ray_provider.kuberay import (
+    HeadGroup,
+    KubeRaySpecError,
+    RayClusterSpec,
+    WorkerGroup,
+    build_body,
+    check_raycluster,
+    kuberay_secret_name,
+)
 
 Body = dict[str, Any]
 W = "spec.workerGroupSpecs.0"
@@ -158,7 +163,7 @@ RULES: dict[str, tuple[Callable[[Body], None], str]] = {
 
 @pytest.mark.unit
 def test_the_base_body_passes():
-    rules.check_raycluster(_valid())
+    check_raycluster(_valid())
 
 
 @pytest.mark.unit
@@ -168,7 +173,7 @@ def test_each_controller_rule_refuses_naming_field_and_rule(rule):
     body = copy.deepcopy(_valid())
     mutate(body)
     with pytest.raises(KubeRaySpecError, match=re.escape(expected)) as err:
-        rules.check_raycluster(body)
+        check_raycluster(body)
     assert "KubeRay's controller refuses this" in str(err.value)
 
 
@@ -182,10 +187,10 @@ def test_ray_version_is_parsed_like_kuberay(version, ok):
     body = _valid()
     body["spec"]["rayVersion"] = version
     if ok:
-        rules.check_raycluster(body)
+        check_raycluster(body)
     else:
         with pytest.raises(KubeRaySpecError, match=r"spec\.rayVersion"):
-            rules.check_raycluster(body)
+            check_raycluster(body)
 
 
 @pytest.mark.unit
@@ -227,5 +232,5 @@ def test_valid_values_the_issue_lists_are_accepted():
     ],
 )
 def test_token_secret_name_is_kubernetes_checkname(cluster, secret):
-    assert rules.kuberay_secret_name(cluster) == secret
-    assert len(rules.kuberay_secret_name(cluster)) <= 50
+    assert kuberay_secret_name(cluster) == secret
+    assert len(kuberay_secret_name(cluster)) <= 50

@@ -7,10 +7,8 @@ import re
 
 import pytest
 
-from airflow_ray_provider.kuberay.builder import build_body
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.images import resolve, tag_version
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, WorkerGroup
+from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, WorkerGroup, build_body
+from airflow_ray_provider.kuberay.builder import tag_version
 
 GROUPS = [WorkerGroup(name="cpu"), WorkerGroup(name="gpu", gpu=1)]
 
@@ -38,9 +36,12 @@ def test_gpu_groups_default_to_the_gpu_image_of_the_ray_version():
 
 @pytest.mark.unit
 def test_ray_version_follows_the_image_tag_when_not_given():
-    resolved = resolve(RayClusterSpec(image="rayproject/ray:2.53.0-py311"), None)
-    assert resolved.ray_version == "2.53.0"
-    assert resolve(RayClusterSpec(), "rayproject/ray:2.54.1").ray_version == "2.54.1"
+    tagged = build_body(RayClusterSpec(image="rayproject/ray:2.53.0-py311"), name="t", namespace="ray")
+    assert tagged["spec"]["rayVersion"] == "2.53.0"
+    by_default = build_body(
+        RayClusterSpec(), name="t", namespace="ray", default_image="rayproject/ray:2.54.1"
+    )
+    assert by_default["spec"]["rayVersion"] == "2.54.1"
 
 
 @pytest.mark.unit

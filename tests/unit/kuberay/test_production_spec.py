@@ -6,9 +6,7 @@ import re
 
 import pytest
 
-from airflow_ray_provider.kuberay.builder import build_body
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.spec import RayClusterSpec
+from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, build_body
 from tests.unit.kuberay.test_spec import PRODUCTION
 
 
@@ -66,7 +64,7 @@ def test_an_explicit_head_num_cpus_wins_over_the_autoscaling_default():
             "needs a mountPath and a name among",
         ),
         ({"pods": {"priority_class_name": "High"}}, "spec.pods.priority_class_name 'High'"),
-        ({"pods": {"labels": {"a b": "c"}}}, "spec.pods.labels has an invalid label key"),
+        ({"pods": {"labels": {"a b": "c"}}}, "spec.pods.labels key 'a b': not a qualified name"),
         ({"head": {"service_type": "Ingress"}}, "spec.head.service_type must be one of ['ClusterIP'"),
         ({"head": {"affinity": {"nodeSelector": {}}}}, "spec.head.affinity must be a dict with keys among"),
         ({"worker_groups": [{"name": "w", "resources": {"cpu": "2"}}]}, "resources key 'cpu'"),

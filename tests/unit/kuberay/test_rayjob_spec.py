@@ -8,23 +8,24 @@ import json
 import pytest
 import yaml
 
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import build_body
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.rayjob_spec import (
+from airflow_ray_provider.kuberay import (
     CLUSTER_SELECTOR_KEY,
     DEFAULT_TTL_SECONDS,
-    KUEUE_QUEUE_LABEL,
+    LABEL_KUEUE_QUEUE,
+    KubeRaySpecError,
+    RayClusterSpec,
     RayJobOptions,
+    WorkerGroup,
+    build_body,
     build_rayjob_body,
+    ownership_labels,
 )
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, WorkerGroup
 from tests.fixtures.crd import crd_schema, schema_errors
 from tests.fixtures.kuberay_rayjob import kuberay_rules
 
 pytestmark = pytest.mark.unit
 
-OWNER = lb.ownership_labels(dag_id="nightly", run_id="manual__2026-01-01", task_id="evaluate")
+OWNER = ownership_labels(dag_id="nightly", run_id="manual__2026-01-01", task_id="evaluate")
 OPTIONS = RayJobOptions(entrypoint="python -m job --x 1", job_id="airflow-nightly-evaluate-x-0123456789")
 
 
@@ -111,7 +112,7 @@ def test_body_fields_map_to_the_rayjob_spec() -> None:
     assert (spec["shutdownAfterJobFinishes"], spec["ttlSecondsAfterFinished"]) == (True, 60)
     assert (spec["activeDeadlineSeconds"], spec["backoffLimit"]) == (3600, 2)
     assert (spec["submissionMode"], spec["suspend"], spec["metadata"]) == ("HTTPMode", True, {"team": "ml"})
-    assert body["metadata"]["labels"] == {**OWNER, KUEUE_QUEUE_LABEL: "team-ml"}
+    assert body["metadata"]["labels"] == {**OWNER, LABEL_KUEUE_QUEUE: "team-ml"}
     assert spec["rayClusterSpec"]["authOptions"] == {"mode": "token"}
     assert "clusterSelector" not in spec
 

@@ -8,16 +8,23 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import build_body, token_ref_of
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.manifest import prepare_manifest
-from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup, generate_name
+from airflow_ray_provider.kuberay import (
+    ANNOTATION_EXPIRES_AT,
+    HeadGroup,
+    KubeRaySpecError,
+    RayClusterSpec,
+    WorkerGroup,
+    build_body,
+    generate_name,
+    ownership_labels,
+    prepare_manifest,
+    token_ref_of,
+)
 
-OWNER = lb.ownership_labels(
+OWNER = ownership_labels(
     dag_id="nightly_eval", run_id="scheduled__2024-01-01T00:00:00+00:00", task_id="create"
 )
-ANNOTATIONS = {lb.ANNOTATION_EXPIRES_AT: "2030-01-01T00:00:00Z"}
+ANNOTATIONS = {ANNOTATION_EXPIRES_AT: "2030-01-01T00:00:00Z"}
 
 
 @pytest.fixture(scope="module")
@@ -236,7 +243,7 @@ def _group(**kw: Any) -> WorkerGroup:
         (RayClusterSpec(worker_groups=[_group(cpu="two")]), "ok", "not a Kubernetes quantity"),
         (RayClusterSpec(worker_groups=[_group(tolerations=[{"keys": "x"}])]), "ok", "tolerations"),
         (RayClusterSpec(head=HeadGroup(ray_start_params={"num-cpus": 0})), "ok", "strings to strings"),  # type: ignore[dict-item]
-        (RayClusterSpec(labels={"bad key!": "x"}), "ok", "invalid label key"),
+        (RayClusterSpec(labels={"bad key!": "x"}), "ok", "spec.labels key 'bad key!': not a qualified name"),
         (RayClusterSpec(auth="tls"), "ok", "spec.auth must be one of"),
         (RayClusterSpec(image=" "), "ok", "spec.image is empty"),
         (RayClusterSpec(), "1-starts-with-digit", "cluster name"),

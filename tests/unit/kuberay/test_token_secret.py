@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.kuberay.builder import build_body, token_ref_of
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.manifest import prepare_manifest
-from airflow_ray_provider.kuberay.spec import RayClusterSpec
+from airflow_ray_provider.kuberay import (
+    KubeRaySpecError,
+    RayClusterSpec,
+    build_body,
+    prepare_manifest,
+    token_ref_of,
+)
 
 NAME_53 = "nightly-evaluation-of-the-champion-and-challenger-abc"
 

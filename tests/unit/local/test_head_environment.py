@@ -11,8 +11,9 @@ import pytest
 
 @pytest.mark.unit
 def test_plain_python_in_the_heads_environment_is_this_interpreter(tmp_path, monkeypatch):
-    """With the venv off PATH, ``python`` used to be the machine's (``No module named 'ray'``)."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+    """With the venv off PATH, a job's ``python`` is still the one with Ray, not the machine's."""
+    from airflow_ray_provider.local import LocalHeadConfig
+    from airflow_ray_provider.local.head import head_environment
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as under a scheduler started without the venv active
     env = head_environment(LocalHeadConfig(), str(tmp_path))
@@ -24,7 +25,8 @@ def test_plain_python_in_the_heads_environment_is_this_interpreter(tmp_path, mon
 
 @pytest.mark.unit
 def test_a_path_given_in_the_options_wins(tmp_path):
-    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+    from airflow_ray_provider.local import LocalHeadConfig
+    from airflow_ray_provider.local.head import head_environment
 
     env = head_environment(LocalHeadConfig(env={"PATH": "/opt/x/bin"}), str(tmp_path))
     assert env["PATH"] == "/opt/x/bin"
@@ -32,8 +34,9 @@ def test_a_path_given_in_the_options_wins(tmp_path):
 
 @pytest.mark.unit
 def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_otherwise(tmp_path):
-    """A killed dashboard's multiprocessing folders (``pymp-*``) used to stay in the machine's ``/tmp``."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, head_environment
+    """A killed dashboard's multiprocessing folders (``pymp-*``) go with the head, not into ``/tmp``."""
+    from airflow_ray_provider.local import LocalHeadConfig
+    from airflow_ray_provider.local.head import head_environment
 
     assert head_environment(LocalHeadConfig(), str(tmp_path))["TMPDIR"] == str(tmp_path)
     given = LocalHeadConfig(env={"TMPDIR": "/scratch"})
@@ -42,11 +45,13 @@ def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_o
 
 @pytest.mark.unit
 def test_the_heads_ray_start_is_rays_own_command_without_serve_jobs_or_state_imported():
-    """``ray start`` used to import Ray's Serve, job and state CLIs (pandas, FastAPI) on every head start."""
+    """The head's ``ray start`` is Ray's own command, without Ray's Serve, job and state CLIs (pandas,
+    FastAPI) imported; it runs once its launcher has read the go-ahead the registered head sends."""
     from airflow_ray_provider.local.head import _ray_cli
 
     out = subprocess.run(
         [*_ray_cli(), "start", "--help"],
+        input="1",
         capture_output=True,
         text=True,
         check=True,
