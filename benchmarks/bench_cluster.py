@@ -24,8 +24,13 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_ray_provider.local.cluster import LocalClusterOptions, start_cluster, stop_cluster
-from airflow_ray_provider.local.head import free_port, ray_executable
+from airflow_ray_provider.local import (
+    LocalClusterOptions,
+    free_port,
+    ray_executable,
+    start_cluster,
+    stop_cluster,
+)
 
 OUT = Path(__file__).resolve().parent / "out" / "cluster.json"
 GOAL = 1.2
@@ -59,7 +64,7 @@ def provider_grace_s() -> float:
     """The SIGTERM-to-SIGKILL grace the provider's teardown uses: the bare side gets the same one."""
     import inspect
 
-    from airflow_ray_provider.local.head import stop_head
+    from airflow_ray_provider.local import stop_head
 
     return float(inspect.signature(stop_head).parameters["grace"].default)
 

@@ -181,7 +181,7 @@ def _seconds(start: str, end: str) -> float:
 
 
 def _free_port() -> int:
-    from airflow_ray_provider.local.head import free_port
+    from airflow_ray_provider.local import free_port
 
     return free_port()
 
@@ -241,9 +241,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _stop_leftover_heads() -> None:
     """Stop any local head the provider DAG's teardown left (it normally stops its own)."""
-    from airflow_ray_provider.kuberay.labels import LABEL_DAG_ID
-    from airflow_ray_provider.local.cluster import list_clusters, stop_cluster
-    from airflow_ray_provider.local.head import LocalHeadInfo
+    from airflow_ray_provider.kuberay import LABEL_DAG_ID
+    from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
 
     for record in list_clusters({LABEL_DAG_ID: "bench_provider_zones"}):
         stop_cluster(LocalHeadInfo.from_dict(record["info"]))

@@ -178,7 +178,7 @@ def run_job(head: Any, rows: int, engine: str, bootstrap: int, code: Code = None
     """One job on the running head: submit -> SUCCEEDED with ``_SUCCESS`` written."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from airflow_ray_provider.local.head import read_token
+    from airflow_ray_provider.local import read_token
 
     out_dir = os.path.join(OUT, f"job-{engine}-{rows}-{_label(code)}")
     shutil.rmtree(out_dir, ignore_errors=True)
@@ -232,7 +232,7 @@ def _attempt(func: Any, *args: Any) -> dict[str, Any]:
 def run_size(rows: int, sides: Sequence[str], bootstrap: int, baseline: Code = None) -> dict[str, Any]:
     """Every requested side at one size, back to back (with ``baseline``: each project side on this code,
     then on the baseline's); the head is started (and ready) before the jobs, and one untimed job warms it."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 
     entry: dict[str, Any] = {"rows": rows, "bootstrap": bootstrap, "uptime_before": _uptime(), "sides": {}}
     codes: list[Code] = [None, baseline] if baseline else [None]

@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     from airflow_ray_provider.clusters.handle import RayClusterHandle
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     started = time.monotonic()
     info = start_head(LocalHeadConfig(num_cpus=4, auth=True), name="bench-ray-job")

@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from airflow_ray_provider.launch.job_api import JobApiClient
+
     from airflow_ray_provider.launch.usage import (
         BusySampler,
         DashboardState,
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         collect_usage,
         parse_prices,
     )
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name="bench-usage")
     try:

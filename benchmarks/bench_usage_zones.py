@@ -54,10 +54,11 @@ def _uptime() -> str:
 
 def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, Any]:
     """One zone-training job on a fresh 2-CPU head, with ``code``'s package; its record and timeline."""
-    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.job_api import JobApiClient
+
+    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.usage import DashboardState, UsageRequest, collect_usage
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from airflow_ray_provider.templates.common import workload_entrypoint
     from airflow_ray_provider.workloads.common import artifacts
 

@@ -153,7 +153,7 @@ def bench_jobs(
     work: str, data: str, env: dict[str, str], repeats: int, base_r2: dict[str, float] | None
 ) -> list[dict[str, Any]]:
     """The CLI as Ray jobs on a local head started (and ready) beforehand."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 
     config = LocalHeadConfig(num_cpus=CORES, auth=False, temp_root=work, env=env, ready_timeout=600)
     head = start_head(config, name="bench-zone-e2e")

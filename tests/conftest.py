@@ -70,7 +70,7 @@ def ray_head() -> Iterator[object]:
 
     Yields a :class:`airflow_ray_provider.local.head.LocalHeadInfo`.
     """
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 
     ready_timeout = float(os.environ.get("ARP_TEST_HEAD_READY_TIMEOUT", "90"))  # raise on a loaded machine
     info = start_head(LocalHeadConfig(num_cpus=4, auth=True, ready_timeout=ready_timeout), name="pytest-head")
@@ -83,6 +83,6 @@ def ray_head() -> Iterator[object]:
 @pytest.fixture(scope="session")
 def ray_head_token(ray_head: object) -> str:
     """The auth token of the session's Ray head."""
-    from airflow_ray_provider.local.head import read_token
+    from airflow_ray_provider.local import read_token
 
     return read_token(ray_head.token_file)  # type: ignore[attr-defined]

@@ -53,10 +53,16 @@ from airflow_ray_provider.clusters.readiness import (
     probe_dashboard,
     validate_event,
 )
-from airflow_ray_provider.kuberay.rayjob import RayJobStatus
-from airflow_ray_provider.kuberay.rayjob_spec import DEFAULT_TTL_SECONDS, SUBMISSION_MODES, RayJobOptions
-from airflow_ray_provider.kuberay.spec import HeadGroup, RayClusterSpec, WorkerGroup
-from airflow_ray_provider.local.cluster import LocalClusterOptions
+from airflow_ray_provider.kuberay import (
+    DEFAULT_TTL_SECONDS,
+    SUBMISSION_MODES,
+    HeadGroup,
+    RayClusterSpec,
+    RayJobOptions,
+    RayJobStatus,
+    WorkerGroup,
+)
+from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",

@@ -21,12 +21,20 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.builder import TokenRef, build_body
-from airflow_ray_provider.kuberay.controller_rules import check_cluster_name
-from airflow_ray_provider.kuberay.errors import KubeRaySpecError
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, generate_name, validate_spec
-from airflow_ray_provider.local.cluster import LocalClusterOptions
+from airflow_ray_provider.kuberay import (
+    LABEL_CREATED_BY,
+    LABEL_DAG_ID,
+    LABEL_RUN_HASH,
+    KubeRaySpecError,
+    RayClusterSpec,
+    TokenRef,
+    build_body,
+    check_cluster_name,
+    generate_name,
+    ownership_labels,
+    validate_spec,
+)
+from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
@@ -112,12 +120,12 @@ class TaskIdentity:
 
     def labels(self) -> dict[str, str]:
         """Ownership labels of this task's cluster."""
-        return lb.ownership_labels(dag_id=self.dag_id, run_id=self.run_id, task_id=self.task_id)
+        return ownership_labels(dag_id=self.dag_id, run_id=self.run_id, task_id=self.task_id)
 
     def run_labels(self) -> dict[str, str]:
         """Labels shared by every cluster of this DAG run (what a teardown without a handle deletes)."""
         labels = self.labels()
-        return {k: labels[k] for k in (lb.LABEL_CREATED_BY, lb.LABEL_DAG_ID, lb.LABEL_RUN_HASH)}
+        return {k: labels[k] for k in (LABEL_CREATED_BY, LABEL_DAG_ID, LABEL_RUN_HASH)}
 
 
 @dataclass(frozen=True)

@@ -28,23 +28,37 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import ReadinessCheck, Verdict, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.kuberay import builder
-from airflow_ray_provider.kuberay import events as ev
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.errors import (
+from airflow_ray_provider.kuberay import (
+    AUTH_TOKEN_KEY,
+    CREATED_BY,
+    LABEL_CREATED_BY,
+    LABEL_ORIGINATED_FROM_CRD,
+    ClusterEvent,
+    ClusterStatus,
     KubeRayApiError,
     KubeRayConflictError,
     KubeRayNotFoundError,
     KubeRaySpecError,
+    RayClusterSpec,
+    TokenRef,
+    build_body,
+    check_dns_label,
+    dashboard_url,
+    events_of,
+    expires_at,
+    is_expired,
+    matches,
+    ownership_annotations,
+    prepare_manifest,
+    readiness,
+    refusal_event,
+    selector,
+    token_ref_of,
+    warning_summary,
 )
-from airflow_ray_provider.kuberay.manifest import prepare_manifest
-from airflow_ray_provider.kuberay.rayjob import LABEL_ORIGINATED_FROM_CRD
-from airflow_ray_provider.kuberay.spec import AUTH_TOKEN_KEY, RayClusterSpec
-from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
-from airflow_ray_provider.kuberay.validation import check_dns_label
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.kuberay import KubeRayClient
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +103,7 @@ def kuberay_handle(
     name: str,
     namespace: str,
     dashboard_url: str,
-    token_ref: builder.TokenRef | None,
+    token_ref: TokenRef | None,
     *,
     conn_id: str | None,
     token_secret_created: bool = False,
@@ -135,18 +149,18 @@ def cluster_link_url(template: str, name: str, namespace: str) -> str:
     return url
 
 
-def _token_ref_of_handle(handle: RayClusterHandle) -> builder.TokenRef | None:
+def _token_ref_of_handle(handle: RayClusterHandle) -> TokenRef | None:
     if not handle.auth_token_secret:
         return None
     created = bool((handle.extra or {}).get(EXTRA_TOKEN_SECRET_CREATED))
-    return builder.TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or AUTH_TOKEN_KEY, created)
+    return TokenRef(handle.auth_token_secret, handle.auth_token_secret_key or AUTH_TOKEN_KEY, created)
 
 
 def _look(
     status: ClusterStatus, verdict: Verdict, message: str, url: str | None = None,
-    events: list[ev.ClusterEvent] | None = None,
+    events: list[ClusterEvent] | None = None,
 ) -> ReadinessCheck:  # fmt: skip
-    warnings = ev.summary(events or [])
+    warnings = warning_summary(events or [])
     state = status.summary() + (f"; recent Warning events: {warnings}" if warnings else "")
     return ReadinessCheck(
         verdict, message, f"RayCluster {status.namespace}/{status.name}", url, state=state,
@@ -188,9 +202,7 @@ class KubeRayBackend(ClusterBackend):
         namespace = request.namespace or self.settings.namespace
         template = request.dashboard_url_template or self.settings.dashboard_url_template
         labels = identity.labels()
-        annotations = lb.ownership_annotations(
-            run_id=identity.run_id, expires_at=lb.expires_at(request.expiry)
-        )
+        annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
         name = request.name_for(identity)
         self._check_namespace(namespace, from_request=request.namespace is not None)
         try:
@@ -202,13 +214,13 @@ class KubeRayBackend(ClusterBackend):
             else:
                 spec = request.spec or RayClusterSpec()
                 spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
-                body = builder.build_body(
+                body = build_body(
                     spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
                     default_image=self.settings.default_image,
                 )  # fmt: skip
         except (KubeRaySpecError, ValueError) as exc:
             raise RayInvalidInputError(str(exc)) from exc
-        token_ref = builder.token_ref_of(body)
+        token_ref = token_ref_of(body)
         if token_ref is not None and token_ref.provider_created:
             body["metadata"]["annotations"][ANNOTATION_TOKEN_SECRET] = token_ref.secret_name
         return KubeRayPlan(
@@ -254,10 +266,10 @@ class KubeRayBackend(ClusterBackend):
     @staticmethod
     def _check_ours(obj: dict[str, Any], plan: ClusterPlan) -> None:
         where = f"RayCluster {plan.namespace}/{plan.name}"
-        if not lb.matches(obj, plan.labels):
+        if not matches(obj, plan.labels):
             raise RayClusterError(
                 f"{where} already exists and was not created by this task "
-                f"(labels {lb.selector(plan.labels)}); choose another cluster_name or delete it",
+                f"(labels {selector(plan.labels)}); choose another cluster_name or delete it",
                 name=plan.name, namespace=plan.namespace,
             )  # fmt: skip
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
@@ -294,15 +306,15 @@ class KubeRayBackend(ClusterBackend):
         self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
     ) -> ReadinessCheck:
         """Not ready: KubeRay's refusal (a Warning event, no status) fails now; other warnings are shown."""
-        events = ev.of_object(self._events(status.name, namespace), status.uid)
-        refused = ev.refusal(events)
+        events = events_of(self._events(status.name, namespace), status.uid)
+        refused = refusal_event(events)
         if refused is not None and verdict == "waiting":
             where = f"RayCluster {namespace}/{status.name}"
             text = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
             return _look(status, "failed", text, events=events)
         return _look(status, verdict, message, events=events)
 
-    def _events(self, name: str, namespace: str) -> list[ev.ClusterEvent]:
+    def _events(self, name: str, namespace: str) -> list[ClusterEvent]:
         try:
             return self.client.list_events(name, namespace=namespace)
         except KubeRayApiError as exc:
@@ -340,7 +352,7 @@ class KubeRayBackend(ClusterBackend):
 
     # ----------------------------------------------------------------- delete
     def _delete(
-        self, name: str, namespace: str, token_ref: builder.TokenRef | None, *, wait: bool, timeout: float
+        self, name: str, namespace: str, token_ref: TokenRef | None, *, wait: bool, timeout: float
     ) -> bool:
         deleted = self.client.delete_cluster(name, namespace=namespace)
         if token_ref is not None and token_ref.provider_created:
@@ -370,7 +382,7 @@ class KubeRayBackend(ClusterBackend):
         status = ClusterStatus.from_object(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         created = annotations.get(ANNOTATION_TOKEN_SECRET)  # the Secret the provider made, to delete too
-        ref = builder.TokenRef(created, provider_created=True) if created else builder.token_ref_of(obj)
+        ref = TokenRef(created, provider_created=True) if created else token_ref_of(obj)
         namespace = status.namespace or self.settings.namespace
         return kuberay_handle(
             status.name,
@@ -394,8 +406,8 @@ class KubeRayBackend(ClusterBackend):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
-        owned = self._provider_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
-        return [self._handle_of(obj) for obj in owned if lb.is_expired(obj, now)]
+        owned = self._provider_clusters({LABEL_CREATED_BY: CREATED_BY})
+        return [self._handle_of(obj) for obj in owned if is_expired(obj, now)]
 
     def owned_runs(self) -> list[RunCluster]:
         """None: a namespace may hold the clusters of several Airflow deployments, and a run unknown to
@@ -406,7 +418,7 @@ class KubeRayBackend(ClusterBackend):
         """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
         onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
         found = self.client.list_clusters(labels, namespace=self.settings.namespace)
-        return [obj for obj in found if not lb.matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+        return [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
 
     # ----------------------------------------------------------------- standing clusters
     def attach(self, name: str) -> RayClusterHandle:
@@ -422,7 +434,7 @@ class KubeRayBackend(ClusterBackend):
                 f"RayCluster {namespace}/{name} does not exist; check the name and the connection's "
                 f"namespace (kubectl get rayclusters -n {namespace})"
             )
-        ref = builder.token_ref_of(obj)
+        ref = token_ref_of(obj)
         plan = ClusterPlan(
             name=name, namespace=namespace, dashboard_url_template=self.settings.dashboard_url_template,
             token_ref=ref,

@@ -26,21 +26,19 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import ReadinessCheck, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.local.cluster import (
-    LocalClusterOptions,
-    find_cluster,
-    is_record_expired,
-    list_clusters,
-    start_cluster,
-    stop_cluster,
-)
-from airflow_ray_provider.local.head import (
+from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
+from airflow_ray_provider.local import (
     AGENT_HEALTH_PATH,
+    LocalClusterOptions,
     LocalHeadError,
     LocalHeadInfo,
     agent_answers,
+    find_cluster,
+    is_record_expired,
+    list_clusters,
     read_token,
+    start_cluster,
+    stop_cluster,
 )
 
 
@@ -191,12 +189,12 @@ class LocalBackend(ClusterBackend):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
-        owned = list_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
+        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
         return [_handle_of(LocalHeadInfo.from_dict(r["info"])) for r in owned if is_record_expired(r, now)]
 
     def owned_runs(self) -> list[RunCluster]:
         """Registered heads of this provider with the DAG run that started them (when recorded)."""
-        owned = list_clusters({lb.LABEL_CREATED_BY: lb.CREATED_BY})
+        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
         return [
             RunCluster(
                 _handle_of(LocalHeadInfo.from_dict(r["info"])), r["owner"]["dag_id"], r["owner"]["run_id"]

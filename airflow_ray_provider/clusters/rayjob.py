@@ -20,19 +20,28 @@ from airflow_ray_provider.clusters.backend import TaskIdentity
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, kuberay_handle
 from airflow_ray_provider.exceptions import KubeRayJobError, RayClusterError, RayInvalidInputError
-from airflow_ray_provider.kuberay import builder
-from airflow_ray_provider.kuberay import labels as lb
-from airflow_ray_provider.kuberay.errors import KubeRayConflictError, KubeRaySpecError
-from airflow_ray_provider.kuberay.manifest import prepare_manifest
-from airflow_ray_provider.kuberay.rayjob import RayJobClient, RayJobStatus
-from airflow_ray_provider.kuberay.rayjob_spec import (
+from airflow_ray_provider.kuberay import (
+    ANNOTATION_RUN_ID,
+    AUTH_TOKEN_KEY,
+    ClusterStatus,
+    KubeRayConflictError,
+    KubeRaySpecError,
+    RayClusterSpec,
+    RayJobClient,
     RayJobOptions,
+    RayJobStatus,
+    build_body,
     build_rayjob_body,
     check_rayjob_name,
+    dashboard_url,
+    generate_name,
+    matches,
+    prepare_manifest,
+    readiness,
+    selector,
+    token_ref_of,
     validate_options,
 )
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, generate_name
-from airflow_ray_provider.kuberay.status import ClusterStatus, dashboard_url, readiness
 
 log = logging.getLogger(__name__)
 
@@ -163,11 +172,11 @@ class KubeRayJobs:
             body = build_rayjob_body(
                 request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
                 cluster_name=request.cluster_name, labels={**labels, **owner},
-                annotations={**annotations, lb.ANNOTATION_RUN_ID: identity.run_id},
+                annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
             )  # fmt: skip
         except (KubeRaySpecError, ValueError) as exc:
             raise RayInvalidInputError(str(exc)) from exc
-        ref = builder.token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
+        ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
         return RayJobPlan(
             name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
             token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
@@ -193,9 +202,7 @@ class KubeRayJobs:
             return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
         spec = request.spec or RayClusterSpec()
         spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
-        body = builder.build_body(
-            spec, name=name, namespace=namespace, default_image=self.settings.default_image
-        )
+        body = build_body(spec, name=name, namespace=namespace, default_image=self.settings.default_image)
         return body["spec"], dict(spec.labels), dict(spec.annotations)
 
     # ----------------------------------------------------------------- create or re-attach
@@ -247,7 +254,7 @@ class KubeRayJobs:
             return ATTACHED, RayJobStatus.from_object(created)
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
             rayjobs.create_owned_secret(
-                plan.token_secret, data={builder.AUTH_TOKEN_KEY: secrets.token_hex(32)}, owner=created,
+                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, owner=created,
                 namespace=ns,
             )  # fmt: skip
         log.info("Created %s", plan.where)
@@ -255,10 +262,10 @@ class KubeRayJobs:
 
     @staticmethod
     def _check_ours(obj: dict[str, Any], plan: RayJobPlan) -> None:
-        if not lb.matches(obj, plan.labels):
+        if not matches(obj, plan.labels):
             raise RayClusterError(
                 f"{plan.where} already exists and was not created by this task (labels "
-                f"{lb.selector(plan.labels)}); choose another rayjob_name or delete it",
+                f"{selector(plan.labels)}); choose another rayjob_name or delete it",
                 name=plan.name, namespace=plan.namespace,
             )  # fmt: skip
 
@@ -278,7 +285,7 @@ class KubeRayJobs:
         if readiness(ClusterStatus.from_object(obj)).verdict != "ready":
             return RayJobLook(status)
         url = dashboard_url(ClusterStatus.from_object(obj), template or self.settings.dashboard_url_template)
-        ref = builder.token_ref_of(obj)
+        ref = token_ref_of(obj)
         handle = kuberay_handle(
             status.cluster_name, ns, url, ref, conn_id=self.settings.conn_id, owned=False,
             link_url_template=self.settings.link_url_template,

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from kubernetes.client import ApiClient
 
     from airflow_ray_provider.clusters.backend import ClusterBackend
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.kuberay import KubeRayClient
 
 EXTRA_FIELDS = (
     "in_cluster", "kube_config_path", "kube_config", "context", "namespace", "default_image",
@@ -115,7 +115,7 @@ class KubeRayHook(BaseHook):
 
         :raises RayInvalidInputError: naming the connection and the valid choices.
         """
-        from airflow_ray_provider.kuberay.spec import AUTH_MODES
+        from airflow_ray_provider.kuberay import AUTH_MODES
 
         value = self.extras.get("ray_auth") or "auth_options"
         if value not in AUTH_MODES:
@@ -188,7 +188,7 @@ class KubeRayHook(BaseHook):
     @cached_property
     def client(self) -> KubeRayClient:
         """The typed RayCluster client for this connection's namespace."""
-        from airflow_ray_provider.kuberay.client import KubeRayClient
+        from airflow_ray_provider.kuberay import KubeRayClient
 
         return KubeRayClient(self.api_client, namespace=self.namespace)
 

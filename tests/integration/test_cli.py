@@ -31,7 +31,7 @@ CLI = [sys.executable, "-m", "airflow_ray_provider.cli"]
 @pytest.fixture
 def registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A local-head registry of the test's own: what is listed in it is what the CLI left running."""
-    from airflow_ray_provider.local.cluster import REGISTRY_ENV
+    from airflow_ray_provider.local import REGISTRY_ENV
 
     folder = tmp_path_factory.mktemp("reg")
     monkeypatch.setenv(REGISTRY_ENV, str(folder))
@@ -47,7 +47,7 @@ def _cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedPr
 
 
 def _heads() -> list[dict[str, Any]]:
-    from airflow_ray_provider.local.cluster import list_clusters
+    from airflow_ray_provider.local import list_clusters
 
     return list_clusters()
 
@@ -335,7 +335,7 @@ def test_an_interrupt_while_the_head_starts_leaves_nothing_running(sig: signal.S
 
 def test_every_subcommand_says_a_bad_input_or_a_dead_address_in_one_line(registry: Path):
     """``jobs`` and ``clusters`` as ``run`` does: one line, exit 2 for bad input, 1 otherwise."""
-    from airflow_ray_provider.local.head import free_port
+    from airflow_ray_provider.local import free_port
 
     dead = f"http://127.0.0.1:{free_port()}"
     cases = [

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
-from airflow_ray_provider.kuberay.errors import KubeRayNotFoundError
+from airflow_ray_provider.kuberay import KubeRayNotFoundError
 from tests.fixtures.dag_runs import task_states, xcom_value
 from tests.fixtures.dag_runs import write_dag as write_dag_file
 from tests.fixtures.kuberay import BEHAVIOUR, CONTROLLER_AGENT, HEAD_MODE, TEST_NAMESPACE
@@ -96,7 +96,7 @@ def test_create_ready_submit_delete_through_kubernetes_client(
     airflow_db, kuberay_controller, kuberay_conn, kuberay_client, tmp_path
 ):
     """create -> ready (deferred) -> submit a job on the real head -> delete, all under dag.test()."""
-    from airflow_ray_provider.local.head import is_running
+    from airflow_ray_provider.local import is_running
 
     out = tmp_path / "job.json"
     dag_id = "cluster_kuberay_submit"
@@ -124,7 +124,7 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     kube_emulator, kuberay_controller, kuberay_conn, ray_head, ray_head_token
 ):
     from airflow_ray_provider.hooks.kuberay import KubeRayHook
-    from airflow_ray_provider.kuberay.rbac import BASE_RULES, allowed
+    from airflow_ray_provider.kuberay import BASE_RULES, allowed
     from airflow_ray_provider.operators.ray_cluster import (
         CreateRayClusterOperator,
         DeleteRayClusterOperator,
@@ -244,20 +244,19 @@ def test_deferred_timeout_deletes_the_cluster(
 @pytest.mark.integration
 def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emulator):
     """Clusters in a namespace no controller watches: only provider-owned, expired ones are deleted."""
-    from airflow_ray_provider.kuberay import labels as lb
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, KubeRayClient, matches, ownership_labels
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
     namespace = "janitor-test"
     client = KubeRayClient(kube_emulator.api_client(), namespace=namespace)
-    owned = lb.ownership_labels(dag_id="d", run_id="r", task_id="t")
+    owned = ownership_labels(dag_id="d", run_id="r", task_id="t")
     past, future = "2020-01-01T00:00:00Z", "2999-01-01T00:00:00Z"
     for name, labels, expiry in (
         ("expired-owned", owned, past),
         ("fresh-owned", owned, future),
         ("expired-foreign", {"team": "ml"}, past),
     ):
-        meta = {"name": name, "labels": labels, "annotations": {lb.ANNOTATION_EXPIRES_AT: expiry}}
+        meta = {"name": name, "labels": labels, "annotations": {ANNOTATION_EXPIRES_AT: expiry}}
         client.create_cluster({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
 
     from kubernetes.client import CustomObjectsApi  # the provider never patches (not in its Role)
@@ -265,7 +264,7 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
     patched = CustomObjectsApi(client.api_client).patch_namespaced_custom_object(
         "ray.io", "v1", namespace, "rayclusters", "fresh-owned", {"metadata": {"labels": {"team": "ml"}}}
     )
-    assert patched["metadata"]["labels"]["team"] == "ml" and lb.matches(patched, owned)
+    assert patched["metadata"]["labels"]["team"] == "ml" and matches(patched, owned)
     kwargs = {"cluster_conn_id": kuberay_conn, "namespace": namespace}
     assert RayClusterJanitorOperator(task_id="j", list_only=True, **kwargs).execute({}) == ["expired-owned"]
     assert client.find_cluster("expired-owned") is not None
@@ -325,7 +324,7 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     """KubeRay's own sample through the manifest path, into a namespace no controller watches."""
     from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, KubeRayPlan, TaskIdentity
     from airflow_ray_provider.hooks.kuberay import backend_for_connection
-    from airflow_ray_provider.kuberay import labels as lb
+    from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, matches
     from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
 
     backend = backend_for_connection(kuberay_conn, namespace="manifests")
@@ -342,8 +341,8 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     expected_meta = expected.pop("metadata")
     assert stored == expected  # spec, apiVersion, kind: byte for byte
     assert meta["name"] == plan.name != expected_meta["name"]  # a per-run name: runs never collide
-    assert lb.matches({"metadata": meta}, identity.labels())
-    assert lb.ANNOTATION_EXPIRES_AT in meta["annotations"]
+    assert matches({"metadata": meta}, identity.labels())
+    assert ANNOTATION_EXPIRES_AT in meta["annotations"]
     assert plan.token_ref is None  # the sample has no auth: the handle will not claim any
 
     handle = backend.handle(plan, "http://raycluster-kuberay-head-svc.manifests.svc.cluster.local:8265")

@@ -250,7 +250,7 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1)) as
 def test_one_task_on_kuberay_returns_the_value_and_leaves_no_cluster(
     airflow_db, kuberay_controller, kuberay_conn, kuberay_client
 ):
-    from airflow_ray_provider.kuberay import labels as lb
+    from airflow_ray_provider.kuberay import LABEL_DAG_ID, matches
 
     dag_id = "ray_task_one_task"
     source = ONE_TASK_DAG.format(dag_id=dag_id, conn=kuberay_conn, head_mode=HEAD_MODE)
@@ -260,5 +260,5 @@ def test_one_task_on_kuberay_returns_the_value_and_leaves_no_cluster(
 
     assert task_states(dag_run) == {"on_its_own_cluster": "success"}
     assert xcom_value(dag_run, "on_its_own_cluster") == {"x": 21, "cpus": True}
-    left = [o for o in kuberay_client.list_clusters() if lb.matches(o, {lb.LABEL_DAG_ID: dag_id})]
+    left = [o for o in kuberay_client.list_clusters() if matches(o, {LABEL_DAG_ID: dag_id})]
     assert left == []

@@ -28,7 +28,7 @@ def test_test_connection_with_token_and_without(ray_head, ray_conn_id):
 
 
 def test_unreachable_dashboard_names_url_and_connection():
-    from airflow_ray_provider.local.head import free_port
+    from airflow_ray_provider.local import free_port
 
     url = f"http://127.0.0.1:{free_port()}"
     set_connection("ray_down", host=url, password="not-a-real-token-123456")

@@ -91,7 +91,7 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd, tmp_path
 ):
     from airflow_ray_provider.jobs.submission import base_submission_id
-    from airflow_ray_provider.kuberay.rbac import BASE_RULES, allowed
+    from airflow_ray_provider.kuberay import BASE_RULES, allowed
 
     since = len(kube_emulator.calls)
     ti = StandInTI(dag_id="rayjob_e2e", task_id="success")
@@ -211,7 +211,7 @@ def test_active_deadline_fails_the_rayjob_and_stops_its_job(
 
 def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_controller, kuberay_conn, rayjobs):
     """Try 1's worker is lost mid-wait (it keeps polling, as a zombie would); try 2 re-attaches to it."""
-    from airflow_ray_provider.kuberay import labels as lb
+    from airflow_ray_provider.kuberay import LABEL_TASK_ID
 
     since = len(kube_emulator.calls)
     code = "import time; time.sleep(10); print('one run only')"
@@ -229,7 +229,7 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
     running = eventually(
         lambda: [
             o
-            for o in rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})
+            for o in rayjobs.list_labelled({LABEL_TASK_ID: "rerun"})
             if (o.get("status") or {}).get("jobStatus") == "RUNNING"
         ],
         timeout=120.0,  # cluster provisioning and the submitter come first
@@ -242,14 +242,13 @@ def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_contr
     assert result["status"] == "SUCCEEDED" and result["rayjob_name"] == running[0]["metadata"]["name"]
     assert isinstance(outcome["first"], dict) and outcome["first"]["job_id"] == result["job_id"]
     assert [path for method, path in _provider_calls(kube_emulator, since) if method == "POST"] == [RAYJOBS]
-    assert len(rayjobs.list_labelled({lb.LABEL_TASK_ID: "rerun"})) == 1
+    assert len(rayjobs.list_labelled({LABEL_TASK_ID: "rerun"})) == 1
 
 
 @pytest.fixture
 def standing_cluster(kuberay_controller, kuberay_client) -> Iterator[str]:
     """A RayCluster someone else made (no provider labels, token auth), ready behind the shared head."""
-    from airflow_ray_provider.kuberay.builder import build_body
-    from airflow_ray_provider.kuberay.spec import RayClusterSpec
+    from airflow_ray_provider.kuberay import RayClusterSpec, build_body
 
     name = "team-standing-ray"
     body = build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE)
@@ -321,8 +320,7 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
     for the ``never-ready`` annotation, when it runs) would."""
     from kubernetes import client
 
-    from airflow_ray_provider.kuberay.builder import build_body
-    from airflow_ray_provider.kuberay.spec import RayClusterSpec
+    from airflow_ray_provider.kuberay import RayClusterSpec, build_body
     from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
 
     since = len(kube_emulator.calls)
@@ -369,10 +367,10 @@ def _one_task(kuberay_conn: str, task_id: str, code: str, **kwargs: Any) -> Any:
 
 
 def _clusters_of(kuberay_client: Any, dag_id: str, task_id: str | None = None) -> list[str]:
-    from airflow_ray_provider.kuberay import labels as lb
+    from airflow_ray_provider.kuberay import LABEL_DAG_ID, LABEL_TASK_ID, matches
 
-    wanted = {lb.LABEL_DAG_ID: dag_id, **({lb.LABEL_TASK_ID: task_id} if task_id else {})}
-    return [o["metadata"]["name"] for o in kuberay_client.list_clusters() if lb.matches(o, wanted)]
+    wanted = {LABEL_DAG_ID: dag_id, **({LABEL_TASK_ID: task_id} if task_id else {})}
+    return [o["metadata"]["name"] for o in kuberay_client.list_clusters() if matches(o, wanted)]
 
 
 def test_one_task_mode_runs_the_job_and_deletes_its_cluster_on_success_and_failure(

@@ -54,7 +54,7 @@ print("USAGE-TEST " + json.dumps({"cpu_s": sum(bodies), "gpus": gpus, "made": ma
 @pytest.fixture(scope="module")
 def gpu_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """A local head offering 2 CPUs and 1 (fake) GPU, stopped at the module's end."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 
     info = start_head(LocalHeadConfig(num_cpus=2, num_gpus=1, auth=True), name="usage-gpu")
     try:

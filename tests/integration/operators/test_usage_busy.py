@@ -38,7 +38,7 @@ STARTUP_CPU_S = 6.0
 @pytest.fixture(scope="module")
 def busy_head() -> Iterator[Any]:
     """A 2-CPU head whose reporter sends process stats every second, stopped at the module's end."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 
     env = {"REPORTER_UPDATE_INTERVAL_MS": str(int(REPORT_S * 1000))}
     info = start_head(LocalHeadConfig(num_cpus=2, auth=True, env=env), name="usage-busy")
@@ -146,7 +146,7 @@ def test_a_rayjob_through_the_emulator_gets_a_sized_busy_figure_from_samples_bet
     as the Job API's."""
     import sys
 
-    from airflow_ray_provider.local.head import read_token
+    from airflow_ray_provider.local import read_token
     from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
     from tests.fixtures.kuberay import HEAD_MODE
 

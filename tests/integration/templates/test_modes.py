@@ -38,8 +38,7 @@ def rayjob_env(
     rayjob_controller: Any,
 ) -> Iterator[Path]:
     """The shipped DAGs' environment in RayJob mode; deletes the RayJobs the run made."""
-    from airflow_ray_provider.kuberay.client import KubeRayClient
-    from airflow_ray_provider.kuberay.rayjob import RayJobClient
+    from airflow_ray_provider.kuberay import KubeRayClient, RayJobClient
 
     root = tmp_path / "data"
     for name in ("AIRFLOW_RAY_CONN_ID", "AIRFLOW_RAY_SAMPLE_DATA", "AIRFLOW_RAY_CLUSTER_NAME"):

@@ -25,7 +25,7 @@ async def _events(trigger: RayClusterReadyTrigger) -> list[dict[str, Any]]:
 
 @pytest.fixture()
 def unwatched_client(kube_emulator):
-    from airflow_ray_provider.kuberay.client import KubeRayClient
+    from airflow_ray_provider.kuberay import KubeRayClient
 
     client = KubeRayClient(kube_emulator.api_client(), namespace=NAMESPACE)
     try:

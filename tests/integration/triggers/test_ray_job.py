@@ -98,7 +98,7 @@ def test_cancellation_stops_the_job_only_when_asked(long_jobs, ray_job_hook, ray
 
 
 def test_unreachable_dashboard_yields_an_error_event():
-    from airflow_ray_provider.local.head import free_port
+    from airflow_ray_provider.local import free_port
 
     set_connection("ray_trigger_down", host=f"http://127.0.0.1:{free_port()}", password="secret-token-abcdef")
     try:

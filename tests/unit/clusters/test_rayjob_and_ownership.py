@@ -22,7 +22,7 @@ from airflow_ray_provider.clusters import (
     rayjob_result,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
-from airflow_ray_provider.kuberay import labels as lb
+from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, matches
 
 pytestmark = pytest.mark.unit
 
@@ -50,11 +50,11 @@ def test_plan_is_deterministic_per_task_instance_and_makes_no_api_call() -> None
     assert plan == again and plan.name != other.name  # the map index is part of the name
     assert plan.name.startswith("rayjob-nightly-") and len(plan.name) <= 47
     assert (plan.namespace, plan.standing_cluster, plan.token_secret) == ("ml", None, None)
-    assert plan.labels == IDENTITY.labels() and lb.matches(plan.body, IDENTITY.labels())
+    assert plan.labels == IDENTITY.labels() and matches(plan.body, IDENTITY.labels())
     assert plan.body["metadata"]["labels"]["team"] == "ml"  # KubeRay copies it onto the cluster
     meta = plan.body["metadata"]
-    assert lb.ANNOTATION_EXPIRES_AT not in meta["annotations"]  # Kubernetes cleans up: no janitor expiry
-    assert meta["annotations"][lb.ANNOTATION_RUN_ID] == IDENTITY.run_id
+    assert ANNOTATION_EXPIRES_AT not in meta["annotations"]  # Kubernetes cleans up: no janitor expiry
+    assert meta["annotations"][ANNOTATION_RUN_ID] == IDENTITY.run_id
     containers = plan.body["spec"]["rayClusterSpec"]["headGroupSpec"]["template"]["spec"]["containers"]
     assert containers[0]["image"] == "repo/ray:2.60.0"
 

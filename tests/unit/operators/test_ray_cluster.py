@@ -7,7 +7,7 @@ import json
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.kuberay.spec import RayClusterSpec, WorkerGroup
+from airflow_ray_provider.kuberay import RayClusterSpec, WorkerGroup
 
 
 @pytest.mark.unit

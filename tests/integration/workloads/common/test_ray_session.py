@@ -50,7 +50,7 @@ def foreign_head() -> Iterator[dict[str, Any]]:
     ``ray start`` records the head in ``$TMPDIR/ray/ray_current_cluster``: a bare ``ray.init()`` with
     that ``TMPDIR`` joins it, as one would join another user's head in the machine's ``/tmp/ray``.
     """
-    from airflow_ray_provider.local.head import free_port
+    from airflow_ray_provider.local import free_port
 
     root = tempfile.mkdtemp(prefix="arpfh", dir="/tmp")  # short: Ray's sockets live below it
     env = {

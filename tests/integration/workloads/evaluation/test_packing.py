@@ -89,7 +89,7 @@ def fake_gpu_ray(monkeypatch: pytest.MonkeyPatch) -> Any:
     """This process connected to a head of its own with 2 CPUs and 1 GPU (Ray counts what it is told)."""
     import ray
 
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from tests.fixtures.zone_training import _zone_reset_ray_auth
 
     info = start_head(LocalHeadConfig(num_cpus=2, num_gpus=1, auth=True), name="packing-gpu")
