@@ -18,7 +18,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from airflow_ray_provider.launch.usage.actors import find_supervisor, job_actors
-from airflow_ray_provider.launch.usage.busy import BusyLedger, job_processes
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
     HEAD_GROUP,
@@ -137,14 +136,11 @@ def _job_times(job: Mapping[str, Any] | None, now: float) -> tuple[float, float]
     return start / 1000.0, end / 1000.0
 
 
-def collect_usage(
-    state: DashboardState, request: UsageRequest, *, busy: BusyLedger | None = None
-) -> UsageRecord:
+def collect_usage(state: DashboardState, request: UsageRequest) -> UsageRecord:
     """The job's record: never raises for what the dashboard could not tell (see ``not_available``).
 
     :param state: the cluster's dashboard.
     :param request: what the caller knows.
-    :param busy: the process CPU samples taken while the job ran (:mod:`.busy`), else ``None``.
     """
     now = time.time()
     missing: dict[str, str] = {}
@@ -212,15 +208,6 @@ def collect_usage(
             f"{allocated.startless} ended task attempt(s) had neither a start event, a task:execute span nor "
             "their owner's SUBMITTED_TO_WORKER (Ray lost them): not counted"
         )
-    busy_cpu_seconds = None
-    if busy is None:
-        missing.setdefault("busy", "node CPU stats were not sampled while this job ran")
-    elif busy.samples == 0:
-        missing["busy"] = busy.note() or ""
-    else:
-        pids = job_processes(tasks=tasks, actors=own_actors, supervisor=supervisor, job=job)
-        busy_cpu_seconds = busy.busy_seconds(pids, until=ended)
-        missing["busy_lower_bound"] = busy.note() or ""
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     record = build_record(
@@ -232,7 +219,6 @@ def collect_usage(
         window=window,
         nodes=nodes,
         allocated=allocated if listed is not None or actors is not None else None,
-        busy_cpu_seconds=busy_cpu_seconds,
         prices=request.prices,
         not_available=missing,
         job_status=(job or {}).get("status"),

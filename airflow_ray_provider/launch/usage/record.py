@@ -6,7 +6,6 @@
   requests: the entrypoint's reservation over the job's run plus what its tasks and actors were allocated.
 * **allocated**: each task attempt's resource request times its run time (state API ``/api/v0/tasks``),
   each actor's lifetime request times its life (``/logical/actors``), and the entrypoint's reservation.
-* **busy**: CPU seconds the job's processes used, where node stats were sampled (see :mod:`.collect`).
 
 Hours throughout: ``CPU`` in CPU-hours, ``GPU`` in GPU-hours, ``memory_gib`` in GiB-hours.
 """
@@ -23,7 +22,7 @@ from typing import Any
 from airflow_ray_provider.launch.usage.prices import MEMORY, Prices, resource_name
 
 #: The record's schema; readers check it.
-SCHEMA = "airflow-ray-usage/1"
+SCHEMA = "airflow-ray-usage/2"
 #: KubeRay's node label naming a node's worker group.
 GROUP_LABEL = "ray.io/node-group"
 HEAD_GROUP = "headgroup"
@@ -330,7 +329,7 @@ def _figure(value: float) -> str:
 
 @dataclass
 class UsageRecord:
-    """What one job reserved, was allocated, kept busy and (with prices) cost.
+    """What one job reserved, was allocated and (with prices) cost.
 
     :param submission_id: the job's submission id.
     :param ray_job_id: Ray's job id (``02000000``), when the Job API named it.
@@ -340,7 +339,6 @@ class UsageRecord:
     :param phases: seconds per phase.
     :param reserved: resource-hours reserved.
     :param allocated: resource-hours allocated to tasks, actors and the entrypoint.
-    :param busy_cpu_hours: CPU-hours the job's processes used, ``None`` where not available.
     :param counts: tasks and actors counted.
     :param cost: the estimate, ``None`` without prices.
     :param not_available: what could not be read, and why.
@@ -361,7 +359,6 @@ class UsageRecord:
     phases: dict[str, float | None]
     reserved: dict[str, float]
     allocated: dict[str, float]
-    busy_cpu_hours: float | None
     counts: dict[str, int]
     cost: dict[str, Any] | None = None
     not_available: dict[str, str] = field(default_factory=dict)
@@ -373,11 +370,10 @@ class UsageRecord:
 
     @property
     def utilisation(self) -> dict[str, float | None]:
-        """Allocated and busy CPU as shares of reserved CPU (and allocated GPU of reserved GPU)."""
+        """Allocated CPU as a share of reserved CPU (and allocated GPU of reserved GPU)."""
         cpu, gpu = self.reserved.get("CPU", 0.0), self.reserved.get("GPU", 0.0)
         return {
             "allocated_cpu": _share(self.allocated.get("CPU", 0.0), cpu),
-            "busy_cpu": _share(self.busy_cpu_hours, cpu),
             "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
         }
 
@@ -394,7 +390,7 @@ class UsageRecord:
         return data
 
     def line(self) -> str:
-        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), busy 2.4 (75 %), ~$0.13`` (GPU-hours when any)."""
+        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any)."""
         share = self.utilisation
         parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
         if self.ended_by != "finished":
@@ -409,13 +405,6 @@ class UsageRecord:
         if self.allocated.get("GPU"):
             allocated += f" + {_figure(self.allocated['GPU'])} GPU-h"
         parts.append(allocated)
-        if self.busy_cpu_hours is None:
-            parts.append("busy n/a")
-        else:
-            busy = f"busy {_figure(self.busy_cpu_hours)}"
-            parts.append(
-                busy + (f" ({share['busy_cpu'] * 100:.0f} %)" if share["busy_cpu"] is not None else "")
-            )
         if self.cost is not None:
             parts.append(Prices(currency=self.cost["currency"]).format(self.cost["amount"]))
         return ", ".join(parts)
@@ -441,7 +430,6 @@ def build_record(
     window: Window,
     nodes: list[Node] | None,
     allocated: Allocation | None,
-    busy_cpu_seconds: float | None,
     prices: Prices | None,
     not_available: dict[str, str],
     job_status: str | None = None,
@@ -467,7 +455,6 @@ def build_record(
         phases=window.phases(),
         reserved=_hours(total(reserved_groups)),
         allocated=_hours(total(alloc.by_group)),
-        busy_cpu_hours=None if busy_cpu_seconds is None else round(busy_cpu_seconds / 3600.0, 6),
         counts={"tasks": alloc.tasks, "actors": alloc.actors},
         cost=cost(prices, reserved_groups) if prices is not None else None,
         not_available=missing,

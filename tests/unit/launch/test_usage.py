@@ -3,7 +3,6 @@ dashboard that does not answer (a closed port: a real connection refused, no moc
 
 from __future__ import annotations
 
-import logging
 import socket
 from typing import Any
 
@@ -140,16 +139,15 @@ def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> No
     prices = parse_prices({"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}})
     record = build_record(
         submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
-        window=window, nodes=nodes, allocated=alloc, busy_cpu_seconds=1.5 * 3600, prices=prices,
-        not_available={},
+        window=window, nodes=nodes, allocated=alloc, prices=prices, not_available={},
     )  # fmt: skip
     assert record.reserved == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
     assert record.allocated == {"CPU": pytest.approx(2.0)}
     assert record.cost is not None and record.cost["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
     assert record.phases["waiting_for_cluster_s"] == 60 and record.phases["queued_s"] is None
-    assert record.utilisation == {"allocated_cpu": 0.5, "busy_cpu": 0.375, "allocated_gpu": None}
-    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), busy 1.5 (38 %), ~$0.24"
-    assert record.to_dict()["schema"] == "airflow-ray-usage/1"
+    assert record.utilisation == {"allocated_cpu": 0.5, "allocated_gpu": None}
+    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), ~$0.24"
+    assert record.to_dict()["schema"] == "airflow-ray-usage/2"
 
 
 def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
@@ -159,11 +157,10 @@ def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
     )  # fmt: skip
     record = build_record(
         submission_id="s", ray_job_id=None, cluster="shared", mode="standing", own_cluster=False,
-        window=window, nodes=[_node(cpus=64)], allocated=alloc, busy_cpu_seconds=None, prices=None,
-        not_available={"busy": "not sampled"},
+        window=window, nodes=[_node(cpus=64)], allocated=alloc, prices=None, not_available={},
     )  # fmt: skip
     assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
-    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %), busy n/a"
+    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
 
 
 def _closed_port() -> int:
@@ -177,7 +174,7 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     request = UsageRequest(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
                            entrypoint={"CPU": 1.0})  # fmt: skip
     record = collect_usage(state, request)
-    assert {"job", "nodes", "actors", "tasks", "busy"} <= set(record.not_available)
+    assert {"job", "nodes", "actors", "tasks"} <= set(record.not_available)
     assert "did not answer" in record.not_available["nodes"]
     assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
 
@@ -235,8 +232,7 @@ def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
     window = Window(submitted=T0, ended=T0 + 100)
     record = build_record(
         submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
-        window=window, nodes=[_node()], allocated=None, busy_cpu_seconds=None, prices=None,
-        not_available={"teardown": "not yet"},
+        window=window, nodes=[_node()], allocated=None, prices=None, not_available={"teardown": "not yet"},
     ).to_dict()  # fmt: skip
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
     done = with_teardown(record, T0 + 112.5)
@@ -247,8 +243,8 @@ def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
 def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
     record = build_record(
         submission_id="s", ray_job_id="02000000", cluster="c", mode="standing", own_cluster=False,
-        window=Window(submitted=T0, ended=T0 + 36), nodes=[], allocated=None, busy_cpu_seconds=None,
-        prices=None, not_available={}, job_status="STOPPED", ended_by="timed_out",
+        window=Window(submitted=T0, ended=T0 + 36), nodes=[], allocated=None, prices=None,
+        not_available={}, job_status="STOPPED", ended_by="timed_out",
     )  # fmt: skip
     assert record.to_dict()["ended_by"] == "timed_out" and record.job_status == "STOPPED"
     assert record.line().startswith("[job timed out, STOPPED] reserved 0 CPU-h")
@@ -322,7 +318,7 @@ def test_a_record_made_at_the_look_that_finds_the_cluster_gone_has_its_teardown(
         def to_dict(self) -> dict[str, Any]:
             return {"phases": {"teardown_s": None}, "times": {"ended": T0 + 100}, "not_available": {}}
 
-    monkeypatch.setattr(usage_package, "collect_usage", lambda state, request, busy=None: Made())
+    monkeypatch.setattr(usage_package, "collect_usage", lambda state, request: Made())
     usage = RayJobUsage(RayJobUsagePlan(own_cluster=True, teardown_wait=30.0))
     final = _rayjob_look("SUCCEEDED", "Complete", cluster=False, gone=True)
     usage.seen(final, T0 + 102)
@@ -347,84 +343,3 @@ def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
     assert no_gpu is not None
     with pytest.raises(RayInvalidInputError, match=r"\['GPU'\].*does not have"):
         check_prices_on_spec(no_gpu, RayClusterSpec())
-
-
-def test_a_rayjob_watch_samples_busy_at_each_look_while_the_job_runs_and_never_raises() -> None:
-    from airflow_ray_provider.launch import RayJobUsagePlan, RayJobWatch
-    from airflow_ray_provider.launch.usage import DashboardState
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: a real refused connection
-
-    class Client:  # the shell's Job API client: only its dashboard is asked for here
-        def dashboard_state(self) -> DashboardState:
-            return DashboardState(f"http://127.0.0.1:{port}", timeout=1.0)
-
-    watch = RayJobWatch(logging.getLogger("t"), lambda handle: Client(), RayJobUsagePlan(own_cluster=True))
-    watch.sample_busy(_rayjob_look("", "Initializing", cluster=False))  # no cluster yet: no sample
-    assert watch.usage is not None and watch.usage.busy is None
-    running = _rayjob_look("RUNNING", "Running", cluster=True)
-    watch.seen(running)
-    watch.sample_busy(running)
-    watch.sample_busy(running)
-    ledger = watch.usage.busy
-    assert ledger is not None and (ledger.samples, ledger.failures) == (0, 2)
-    assert "did not answer" in (ledger.last_error or "")
-    from datetime import datetime, timezone
-
-    assert ledger.since == datetime(2027, 1, 15, 8, tzinfo=timezone.utc).timestamp()  # the RayJob's start
-    watch.usage.record = {}  # made (or tried): no more samples
-    watch.sample_busy(running)
-    assert ledger.failures == 2
-
-
-def test_a_rayjob_watch_samples_between_looks_only_when_they_are_further_apart_than_the_interval() -> None:
-    """The sampler's thread (worker) and ``asyncio`` task (trigger) drive the look's own step for the
-    last look; with looks as often as samples, nothing extra runs."""
-    import asyncio
-    import time
-
-    from airflow_ray_provider.launch import RayJobUsagePlan, RayJobWatch
-    from airflow_ray_provider.launch.usage import DashboardState
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed once the block ends: each sample is a refused connection
-
-    class Client:
-        def dashboard_state(self) -> DashboardState:
-            return DashboardState(f"http://127.0.0.1:{port}", timeout=1.0)
-
-    def watching() -> RayJobWatch:
-        watch = RayJobWatch(
-            logging.getLogger("t"), lambda handle: Client(), RayJobUsagePlan(own_cluster=True)
-        )
-        watch.seen(_rayjob_look("RUNNING", "Running", cluster=True))
-        return watch
-
-    def failures(watch: RayJobWatch) -> int:
-        assert watch.usage is not None
-        return watch.usage.busy.failures if watch.usage.busy is not None else 0
-
-    often = watching()
-    with often.sampling(poll_interval=0.05, interval=0.05):  # looks as often as samples: no thread
-        time.sleep(0.3)
-    assert failures(often) == 0
-
-    apart = watching()
-    with apart.sampling(poll_interval=10.0, interval=0.05):
-        time.sleep(0.5)
-    taken = failures(apart)
-    assert taken >= 3  # ~10 in 0.5 s; at least 3 on a loaded machine
-    time.sleep(0.2)
-    assert failures(apart) <= taken + 1  # stopped on the way out (at most the step it was in)
-
-    async def deferred(watch: RayJobWatch) -> None:
-        async with watch.asampling(poll_interval=10.0, interval=0.05):
-            await asyncio.sleep(0.5)
-
-    trigger = watching()
-    asyncio.run(deferred(trigger))
-    assert failures(trigger) >= 3
-    assert RayJobWatch(logging.getLogger("t"), lambda h: Client()).usage is None  # no record: no sampling
