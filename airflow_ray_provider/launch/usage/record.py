@@ -29,6 +29,11 @@ from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
 
 #: The record's schema; readers check it.
 SCHEMA = "airflow-ray-usage/2"
+#: Why allocated CPU is ``n/a`` for a job that ran while nothing in Ray's accounting held CPU: the driver
+#: runs in the job's supervisor process, which reserves nothing unless the entrypoint asks.
+DRIVER_NOT_COUNTED = (
+    "the driver reserves no Ray resources: its work is not counted; set entrypoint_num_cpus to count it"
+)
 
 
 @dataclass(frozen=True)
@@ -206,10 +211,12 @@ class UsageRecord:
 
     @property
     def utilisation(self) -> dict[str, float | None]:
-        """Allocated CPU as a share of reserved CPU (and allocated GPU of reserved GPU)."""
+        """Allocated CPU as a share of reserved CPU (``None`` where allocated CPU is ``n/a``), and
+        allocated GPU of reserved GPU."""
         cpu, gpu = self.reserved.get("CPU", 0.0), self.reserved.get("GPU", 0.0)
+        cpu_na = "allocated_cpu" in self.not_available
         return {
-            "allocated_cpu": _share(self.allocated.get("CPU", 0.0), cpu),
+            "allocated_cpu": None if cpu_na else _share(self.allocated.get("CPU", 0.0), cpu),
             "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
         }
 
@@ -224,7 +231,8 @@ class UsageRecord:
         return {**asdict(self), "utilisation": self.utilisation}
 
     def line(self) -> str:
-        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any)."""
+        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any; ``allocated n/a
+        (why)`` where Ray's accounting did not count the job's work)."""
         share = self.utilisation
         parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
         if self.ended_by != "finished":
@@ -233,12 +241,13 @@ class UsageRecord:
             )
         if self.reserved.get("GPU"):
             parts[0] += f" + {_figure(self.reserved['GPU'])} GPU-h"
-        allocated = f"allocated {_figure(self.allocated.get('CPU', 0.0))}"
+        why_na = self.not_available.get("allocated_cpu")
+        allocated = "allocated " + ("n/a" if why_na else _figure(self.allocated.get("CPU", 0.0)))
         if share["allocated_cpu"] is not None:
             allocated += f" ({share['allocated_cpu'] * 100:.0f} %)"
         if self.allocated.get("GPU"):
             allocated += f" + {_figure(self.allocated['GPU'])} GPU-h"
-        parts.append(allocated)
+        parts.append(allocated + (f" ({why_na})" if why_na else ""))
         if self.cost is not None:
             parts.append(Prices(currency=self.cost["currency"]).format(self.cost["amount"]))
         return ", ".join(parts)
@@ -313,6 +322,12 @@ def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageR
                 "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
             )
         basis, reserved = "job requests", counted.by_group
+    allocated = total(counted.by_group)
+    if not allocated.get("CPU") and window.ended > window.running_from:  # it ran: never 0 % for its work
+        read = reads.tasks is not None and reads.actors is not None
+        missing["allocated_cpu"] = (
+            DRIVER_NOT_COUNTED if read else "the job's tasks or actors could not be read"
+        )
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     return UsageRecord(
@@ -323,7 +338,7 @@ def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageR
         basis=basis,
         phases=window.phases(),
         reserved=total(reserved),
-        allocated=total(counted.by_group),
+        allocated=allocated,
         counts={"tasks": counted.tasks, "actors": counted.actors},
         cost=cost(request.prices, reserved) if request.prices is not None else None,
         not_available=missing,

@@ -151,6 +151,35 @@ def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
     assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
 
 
+def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_percent() -> None:
+    """An in-process engine runs in the driver, which reserves no Ray resources: the job kept its cores
+    busy, Ray's accounting saw nothing. The record says n/a and why, in the line and where reports look."""
+    from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
+
+    request = UsageRequest("s", "c", "one_task", True)
+    record = _record(request, T0, T0 + 180, nodes=[_node()], tasks=[], actors=[])
+    assert record.reserved == {"CPU": pytest.approx(0.1)} and "CPU" not in record.allocated
+    assert record.not_available["allocated_cpu"] == DRIVER_NOT_COUNTED
+    assert "set entrypoint_num_cpus to count it" in DRIVER_NOT_COUNTED
+    assert record.utilisation["allocated_cpu"] is None
+    assert record.to_dict()["utilisation"]["allocated_cpu"] is None
+    assert record.line() == f"reserved 0.10 CPU-h, allocated n/a ({DRIVER_NOT_COUNTED})"
+    assert UsageRecord.from_dict(record.to_dict()).line() == record.line()  # what reports show
+    # The entrypoint's reservation counts as allocated over the driver's run.
+    reserved = _record(
+        UsageRequest("s", "c", "one_task", True, entrypoint={"CPU": 1.0}), T0, T0 + 180, nodes=[_node()],
+        tasks=[], actors=[],
+    )  # fmt: skip
+    assert (
+        reserved.allocated == {"CPU": pytest.approx(0.05)} and "allocated_cpu" not in reserved.not_available
+    )
+    assert reserved.line() == "reserved 0.10 CPU-h, allocated 0.050 (50 %)"
+    # Tasks and actors that could not be read: n/a too, with that reason.
+    unread = _record(request, T0, T0 + 180, nodes=[_node()])
+    assert unread.not_available["allocated_cpu"] == "the job's tasks or actors could not be read"
+    assert unread.utilisation["allocated_cpu"] is None
+
+
 def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     import json
     import re
