@@ -295,7 +295,8 @@ def job_actors(
 
 def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     """Everything the record of one job is made of: the job first (its Ray job id filters the rest),
-    then four reads at once; a read that fails is ``None`` and named in ``missing``."""
+    then four reads at once; a read that fails is ``None`` and named in ``missing``. A job without a
+    Ray job id has no tasks or actors: its driver never connected to Ray (``ray.init``)."""
     missing: dict[str, str] = {}
     path = f"/api/jobs/{quote(submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
@@ -320,13 +321,14 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     if ray_job_id:
         calls["tasks"] = rows("/api/v0/tasks", "tasks_truncated")
         calls["gcs_actors"] = rows("/api/v0/actors", "gcs_actors_truncated")
-    else:
-        missing["tasks"] = "the Job API named no Ray job id (the driver never started?)"
+    elif job is None:
+        missing["tasks"] = "not read: the job's Ray job id filters them, and the job could not be read"
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
         futures = {key: pool.submit(_read, missing, key, route, call) for key, (route, call) in calls.items()}
     got = {key: future.result() for key, future in futures.items()}
-    every, tasks = got["actors"], got.get("tasks")
-    own: list[dict[str, Any]] | None = None if every is None else []
+    every = got["actors"]
+    tasks = got.get("tasks", [])
+    own: list[dict[str, Any]] | None = None if ray_job_id else []
     if every is not None and ray_job_id:
         reread = lambda: _read(missing, "actors_reread", "/logical/actors", lambda: logical_actors(reader))  # noqa: E731
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])

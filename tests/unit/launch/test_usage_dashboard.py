@@ -103,6 +103,18 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
 
 
+def test_a_driver_that_never_connected_to_ray_has_no_tasks_to_read_and_its_work_is_named_na() -> None:
+    """A driver without ``ray.init`` (an in-process engine): the Job API names no Ray job id."""
+    from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
+
+    head = {"node_id": "n1", "is_head_node": True, "resources_total": {"CPU": 2.0}}
+    reader = Answers({"status": "SUCCEEDED", "start_time": T0_MS, "end_time": T0_MS + 5000}, nodes=[head])
+    record = collect_usage(reader, UsageRequest("s", "c", "one_task", True))
+    assert "/api/v0/tasks" not in [path for path, _ in reader.reads]
+    assert record.not_available == {"allocated_cpu": DRIVER_NOT_COUNTED}, record.not_available
+    assert record.line().startswith("reserved 0.0028 CPU-h, allocated n/a (the driver reserves no Ray")
+
+
 def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
     """Ray's task events are final once the Job API reports the end (docs/usage.md): no re-read, no wait;
     the attempt that ran without a ``task:execute`` span is counted to its end and named."""
