@@ -126,9 +126,7 @@ def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[s
     """Resource-hours of each worker group's nodes over the task's window (the task's own cluster)."""
     out: dict[str, dict[str, float]] = {}
     for node in nodes:
-        up = min(node.end or window.ended, window.ended) - max(
-            node.start or window.held_from, window.held_from
-        )
+        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, window.held_from)
         add_hours(out.setdefault(node.group, {}), node.resources, max(0.0, up) / 3600.0)
     return out
 

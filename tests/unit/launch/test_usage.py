@@ -113,7 +113,7 @@ def test_an_ended_task_whose_start_was_lost_counts_by_its_span_else_by_its_owner
     ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
     task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}, "state": "FINISHED"}
     span = {"event_name": "task:execute", "start_time": ms(10), "end_time": ms(16)}
-    # the owner's states of an attempt whose worker's events Ray lost (Ray 2.60's row, 2026-12-05)
+    # the owner's states of an attempt whose worker's events Ray lost (as Ray 2.60 answers it)
     owner = [{"state": "PENDING_ARGS_AVAIL", "created_ms": ms(1)}, {"state": "PENDING_NODE_ASSIGNMENT",
              "created_ms": ms(1)}, {"state": "SUBMITTED_TO_WORKER", "created_ms": ms(30)},
              {"state": "FINISHED", "created_ms": ms(33)}]  # fmt: skip

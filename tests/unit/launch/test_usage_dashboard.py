@@ -168,7 +168,7 @@ def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_
         tasks=[], actors=found.rows, entrypoint={}, window=window, node_groups={"n1": "headgroup"}
     )
     assert got.actors == 1 and got.by_group["headgroup"]["GPU"] == pytest.approx(10 / 3600)
-    # the dashboard's filter alone would have lost it: the record's old count
+    # the dashboard's filter alone would lose it
     assert [a for a in listed if a["jobId"] == JOB] == []
 
 
@@ -222,8 +222,8 @@ def test_without_the_gcss_rows_the_dashboards_job_id_decides() -> None:
 
 
 def test_an_actor_the_dashboard_never_lists_is_counted_from_its_creation_to_the_jobs_end_and_named() -> None:
-    """Seen in CI (2026-12-04, a head that took 21 s to start): the killed GPU actor was still not in
-    /logical/actors after three re-reads; the task events still had its creation task's end."""
+    """On a slow head a killed GPU actor can still be missing from /logical/actors after three re-reads;
+    the task events still have its creation task's end."""
     missing: dict[str, str] = {}
     tasks = [_creation("a1", end=5), _creation("a0", end=None, state="FAILED")]
     rows = job_actors([], [_gcs("a1")], JOB, missing, lambda: [], tasks=tasks)
@@ -245,7 +245,7 @@ def test_a_row_the_dashboard_holds_without_a_start_is_timed_by_its_creation_task
     rows = job_actors([startless], [_gcs("a1")], JOB, missing, lambda: [startless], tasks=tasks)
     assert [(a["actorId"], a["startTime"]) for a in rows] == [("a1", T0_MS + 7000)]
     assert "actors_timed_by_creation" in missing
-    # the old count: a row without a start was dropped silently
+    # counted by the dashboard's row alone, an actor without a start is in no figure
     window = Window(T0_MS / 1000, T0_MS / 1000 + 20)
     old = allocation(tasks=[], actors=[startless], entrypoint={}, window=window, node_groups={})
     assert old.actors == 0
