@@ -329,8 +329,11 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     every = got["actors"]
     tasks = got.get("tasks", [])
     own: list[dict[str, Any]] | None = None if ray_job_id else []
+
+    def reread() -> list[dict[str, Any]] | None:
+        return _read(missing, "actors_reread", "/logical/actors", lambda: logical_actors(reader))
+
     if every is not None and ray_job_id:
-        reread = lambda: _read(missing, "actors_reread", "/logical/actors", lambda: logical_actors(reader))  # noqa: E731
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
     supervisor = find_supervisor(reader, submission_id, every or [], missing)
     return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
