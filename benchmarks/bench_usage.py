@@ -1,13 +1,11 @@
 """The usage record's own cost on a job (figures in benchmarks/usage.md).
 
-A local head (2 CPUs) runs ``--jobs`` jobs of ``--tasks`` short tasks and one actor each, its process
-CPU sampled meanwhile (``BusySampler``, every 2 s, as the operator does). For each finished job it times
-what the record adds to the task: the price check before submit (``check_prices_on_cluster``), stopping
-the sampler (its last sample) and the collection after the end (``collect_usage``: four HTTP reads and
-the arithmetic); side by side on the same job, main's record (no sampling, no busy figure; the two
-take turns at reading the finished job first). It counts
-the head's processes before the job and after the collections (the record and its sampler start no Ray
-process: plain HTTP from the caller). Goal: <= 0.2 s added per job.
+A local head (2 CPUs) runs ``--jobs`` jobs of ``--tasks`` short tasks and one actor each. For each
+finished job it times what the record adds to the task: the price check before submit
+(``check_prices_on_cluster``) and the collection after the end (``collect_usage``: five reads through a
+``DashboardReader``, four at once, and the arithmetic). The reader is a plain ``requests`` one with the
+head's token. It counts the head's processes before the job and after the collection (the record starts
+no Ray process). Goal: <= 0.2 s added per job.
 
 Run: ``python -m benchmarks.bench_usage`` (``--help`` for the knobs). Starts and stops its own head.
 """
@@ -58,11 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=200)
     args = parser.parse_args(argv)
 
-    from airflow_ray_provider.launch.job_api import JobApiClient
-
+    from airflow_ray_provider.jobs.client import JobClient
+    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.usage import (
-        BusySampler,
-        DashboardState,
         UsageRequest,
         check_prices_on_cluster,
         collect_usage,
@@ -73,43 +69,28 @@ def main(argv: list[str] | None = None) -> int:
     head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name="bench-usage")
     try:
         token = read_token(head.token_file) if head.token_file else None
-        api = JobApiClient(head.dashboard_url, token=token)
-        state = DashboardState(head.dashboard_url, headers={"Authorization": f"Bearer {token}"})
+        client = JobClient(head.dashboard_url, token=token)
+        reader = client.reader()  # what a run's usage record reads through: short timeout, no retry
         prices = parse_prices({"CPU": 0.05})
         assert prices is not None
         rows: list[dict[str, Any]] = []
-        for index in range(args.jobs):
-            from airflow_ray_provider.jobs.submission import JobSpec
-
+        for _ in range(args.jobs):
             sid = f"bench_usage_{time.time_ns()}"
             before = _processes(head.pgid)
-            sampler = BusySampler(state, since=time.time()).start()
-            api.submit_job(JobSpec(entrypoint=f"python -c '{JOB.format(tasks=args.tasks)}'"), sid)
-            while not (job := api.get_job(sid)) or not job.is_terminal:
+            client.submit(JobSpec(entrypoint=f"python -c '{JOB.format(tasks=args.tasks)}'"), sid)
+            while not (job := client.get_job(sid)) or not job.is_terminal:
                 time.sleep(0.2)
             request = UsageRequest(
                 submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices
             )
             started = time.perf_counter()
-            check_prices_on_cluster(state, prices)
+            check_prices_on_cluster(reader, prices)
             checked = time.perf_counter()
-            main_first = index % 2 == 1  # alternate which record reads the finished job first
-            if main_first:
-                collect_usage(state, request)  # main's record: no sampler, no busy figure
-            main_s = time.perf_counter() - checked
-            mark = time.perf_counter()
-            ledger = sampler.stop()
-            stopped = time.perf_counter()
-            record = collect_usage(state, request, busy=ledger)
+            record = collect_usage(reader, request)
             done = time.perf_counter()
-            if not main_first:
-                collect_usage(state, request)
-                main_s = time.perf_counter() - done
             rows.append({
-                "price_check_s": round(checked - started, 4), "sampler_stop_s": round(stopped - mark, 4),
-                "collect_s": round(done - stopped, 4), "added_s": round(checked - started + done - mark, 4),
-                "main_added_s": round(checked - started + main_s, 4), "main_first": main_first,
-                "samples": ledger.samples, "tasks": record.counts["tasks"],
+                "price_check_s": round(checked - started, 4), "collect_s": round(done - checked, 4),
+                "added_s": round(done - started, 4), "tasks": record.counts["tasks"],
                 "processes_before": before, "processes_after": _processes(head.pgid),
                 "line": record.line(), "not_available": record.not_available,
             })  # fmt: skip
@@ -118,8 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         summary = {
             "jobs": args.jobs, "tasks_per_job": args.tasks, "median_added_s": statistics.median(added),
             "max_added_s": max(added), "goal_s": 0.2, "met": max(added) <= 0.2,
-            "main_median_added_s": statistics.median(row["main_added_s"] for row in rows),
-            "main_max_added_s": max(row["main_added_s"] for row in rows),
             "extra_processes": max(r["processes_after"] - r["processes_before"] for r in rows), "runs": rows,
         }  # fmt: skip
         OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -54,10 +54,10 @@ def _uptime() -> str:
 
 def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, Any]:
     """One zone-training job on a fresh 2-CPU head, with ``code``'s package; its record and timeline."""
-    from airflow_ray_provider.launch.job_api import JobApiClient
-
+    from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage import DashboardState, UsageRequest, collect_usage
+    from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
+    from airflow_ray_provider.launch.usage.dashboard import state_list
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from airflow_ray_provider.templates.common import workload_entrypoint
     from airflow_ray_provider.workloads.common import artifacts
@@ -69,20 +69,22 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
     head = start_head(LocalHeadConfig(num_cpus=CPUS, auth=True), name="bench-usage-zones")
     try:
         token = read_token(head.token_file) if head.token_file else None
-        api = JobApiClient(head.dashboard_url, token=token)
+        api = JobClient(head.dashboard_url, token=token)
         sid = f"bench_usage_zones_{time.time_ns()}"
         module = "airflow_ray_provider.workloads.zone_training"
         command = shlex.join(workload_entrypoint(sys.executable, module, config))
         # ``-m`` puts the working directory first on sys.path, and Ray puts the driver's on its workers'.
         entrypoint = f"cd {shlex.quote(code)} && PYTHONPATH={shlex.quote(code)} {command}"
-        api.submit_job(JobSpec(entrypoint=entrypoint), sid)
+        api.submit(JobSpec(entrypoint=entrypoint), sid)
         while not (job := api.get_job(sid)) or not job.is_terminal:
             time.sleep(0.5)
-        state = DashboardState(head.dashboard_url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        reader = api.reader()
         request = UsageRequest(submission_id=sid, cluster="bench", mode="one_task", own_cluster=True)
-        record = collect_usage(state, request)
-        tasks, _ = state.tasks(record.ray_job_id) if record.ray_job_id else ([], None)
-        logs = api.get_job_logs(sid)
+        record = collect_usage(reader, request)
+        tasks = (
+            state_list(reader, "/api/v0/tasks", ("job_id", record.ray_job_id))[0] if record.ray_job_id else []
+        )
+        logs = api.get_logs(sid)
     finally:
         stop_head(head)
     summary = artifacts.read_json(f"{out_dir}/summary.json") if job.status == "SUCCEEDED" else {}

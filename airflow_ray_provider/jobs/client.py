@@ -258,25 +258,31 @@ class JobClient:
         return [_job_state(job) for job in jobs if getattr(job, "submission_id", None)]
 
     # ----------------------------------------------------------------- the dashboard's read-only routes
-    @cached_property
-    def _session(self) -> requests.Session:
-        session = requests.Session()
-        session.headers.update(self.headers)
-        session.cookies.update(self.cookies)
-        session.verify = self.verify
-        return session
-
     def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
-        """``GET`` a read-only route of the dashboard (``/api/version``, ``/api/v0/nodes``, ...) as JSON."""
+        """``GET`` a read-only route of the dashboard (``/api/version``, ``/api/v0/nodes``, ...) as JSON;
+        one request per call, so several threads may read at once (the usage record does)."""
         url = f"{self.address}/{path.lstrip('/')}"
 
         def once() -> Any:
-            response = self._session.get(url, params=params, timeout=self.timeout)
+            response = requests.get(url, params=params, headers=self.headers, cookies=self.cookies,
+                                    verify=self.verify, timeout=self.timeout)  # fmt: skip
             if not response.ok:  # as Ray's own client words it: one rule reads both
                 raise RuntimeError(f"Request failed with status code {response.status_code}: {response.text}")
             return response.json()
 
         return self._call(f"GET {url}", once)
+
+    def reader(self, timeout: float = 10.0) -> JobClient:
+        """This client for the usage record's reads: a short timeout and no retry (a slow dashboard costs
+        the record, never the job)."""
+        quick: dict[str, Any] = {
+            "timeout": min(self.timeout, timeout),
+            "retry_attempts": 1,
+            "source": self.source,
+        }
+        return JobClient(
+            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify, **quick
+        )
 
     def version(self) -> str:
         """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""

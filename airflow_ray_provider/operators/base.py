@@ -209,7 +209,7 @@ class RunOperator(BaseOperator):
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
         client = run.target.dashboard() if prices is not None else None
         if prices is not None and client is not None:
-            why = check_prices_on_cluster(client, prices)
+            why = check_prices_on_cluster(client.reader(), prices)
             if why:
                 self.log.warning("Could not check the prices against the cluster's resources: %s", why)
 

@@ -138,17 +138,19 @@ def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -
         return None
     cost = data.get("cost") or None
     by_function = data.get("allocated_cpu_s_by_function") or {}
+    missing = data.get("not_available") or {}
+    cpu_h = None if "allocated_cpu" in missing else (data.get("allocated") or {}).get("CPU")
     return {
         "function_cpu_s": by_function.get(function) if function else None,
         "line": usage_line(data),
         "mode": data.get("mode"),
         "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
-        "allocated_cpu_h": (data.get("allocated") or {}).get("CPU"),
-        "allocated_cpu_s": round(float((data.get("allocated") or {}).get("CPU") or 0.0) * 3600.0, 3),
+        "allocated_cpu_h": cpu_h,
+        "allocated_cpu_s": None if cpu_h is None else round(float(cpu_h) * 3600.0, 3),
         "utilisation": data.get("utilisation"),
         "cost": None if cost is None else {"amount": cost.get("amount"), "currency": cost.get("currency")},
         "phases": data.get("phases"),
-        "not_available": data.get("not_available") or {},
+        "not_available": missing,
     }
 
 

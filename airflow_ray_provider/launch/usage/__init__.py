@@ -1,33 +1,30 @@
-"""What each job reserved, was allocated, kept busy and cost: the usage record (docs/usage.md).
+"""What each job reserved, was allocated and cost: the usage record (docs/usage.md).
 
-Airflow-free: the operators sample the job's process CPU while they wait (:func:`sampling` in the worker,
-:func:`asampling` in a trigger), call
-:func:`collect_usage` once the job has finished (``finish_job``) and put the record into XCom,
-``usage.json`` and one log line; :func:`parse_prices` and
-:func:`check_prices_on_cluster` refuse bad prices before anything is submitted.
+Airflow-free and Ray-free: the record is made once, from the finished run (or one a timeout or a kill
+ended), by :func:`collect_usage`, reading the cluster's dashboard through any :class:`DashboardReader`
+(the Job API client is one). :func:`parse_prices` and :func:`check_prices_on_cluster` refuse bad prices
+before anything is submitted; :func:`with_teardown` adds the cluster's teardown once it is gone.
 """
 
-from airflow_ray_provider.launch.usage.busy import BusyLedger, BusySampler, asampling, sampling
-from airflow_ray_provider.launch.usage.collect import UsageRequest, check_prices_on_cluster, collect_usage
+from airflow_ray_provider.launch.usage.allocation import HEAD_GROUP
+from airflow_ray_provider.launch.usage.dashboard import (
+    DashboardReader,
+    check_prices_on_cluster,
+    collect_usage,
+)
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageRecord, with_teardown
-from airflow_ray_provider.launch.usage.state import DashboardState, StateUnreadableError
+from airflow_ray_provider.launch.usage.record import SCHEMA, UsageRecord, UsageRequest, with_teardown
 
 __all__ = [
     "HEAD_GROUP",
     "SCHEMA",
-    "BusyLedger",
-    "BusySampler",
-    "DashboardState",
+    "DashboardReader",
     "Prices",
-    "StateUnreadableError",
     "UsageRecord",
     "UsageRequest",
-    "asampling",
     "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",
     "parse_prices",
-    "sampling",
     "with_teardown",
 ]

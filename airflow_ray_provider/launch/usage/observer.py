@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.cleanup import Ending
-from airflow_ray_provider.launch.usage.collect import UsageRequest, collect_usage
+from airflow_ray_provider.launch.usage.dashboard import collect_usage
 from airflow_ray_provider.launch.usage.prices import parse_prices
+from airflow_ray_provider.launch.usage.record import UsageRequest
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
@@ -105,7 +106,7 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
         run.say("No usage record: the job or its cluster's dashboard was never reached")
         return None
     try:
-        return collect_usage(client, request).to_dict()
+        return collect_usage(client.reader(), request).to_dict()
     except Exception as exc:  # the record never hides the job's outcome
         run.say(f"Could not make the usage record of Ray job {request.submission_id}: {exc}")
         return None

@@ -10,7 +10,6 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -119,31 +118,34 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
     # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
     from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
-    from airflow_ray_provider.launch.usage.actors import (
+    from airflow_ray_provider.launch.usage.allocation import record_resources
+    from airflow_ray_provider.launch.usage.dashboard import (
         SUPERVISOR_PREFIX,
         creation_starts,
         find_supervisor,
         job_actors,
+        logical_actors,
+        state_list,
     )
-    from airflow_ray_provider.launch.usage.record import record_resources
 
-    state = op.hook.dashboard_state()
-    actors = state.actors()
+    reader = op.hook  # the Job API client is the record's DashboardReader
+    actors = logical_actors(reader)
     named = [a for a in actors if a.get("name") == SUPERVISOR_PREFIX + result["submission_id"]]
     nameless = [{k: v for k, v in a.items() if k != "name"} for a in actors]
-    found = find_supervisor(state, result["submission_id"], nameless, missing := {})
+    found = find_supervisor(reader, result["submission_id"], nameless, missing := {})
     assert named and found is not None and found["actorId"] == named[0]["actorId"] and not missing
     assert found["startTime"] == named[0]["startTime"]
     # The dashboard may hold the GPU actor without job, class and resources (stored from a state change):
     # the GCS's rows mend it, by id.
-    gcs_rows, cut = state.job_actors(record["ray_job_id"])
+    gcs_rows, cut = state_list(reader, "/api/v0/actors", ("job_id", record["ray_job_id"]))
     # The head also holds the supervisor's actor (another job): filtered out, which is not a cut.
     assert cut is None and len(gcs_rows) == 1, (cut, gcs_rows)
     assert not {"gcs_actors_truncated", "tasks_truncated"} & set(record["not_available"]), record
     assert record_resources(gcs_rows[0]["required_resources"]) == {"GPU": 1.0} and gcs_rows[0]["pid"]
     # What the record falls back on when the dashboard never times the actor, read from the live head:
     # the creation task's end (reported by the driver, not by the killed actor's worker).
-    alive = creation_starts(state.tasks(record["ray_job_id"])[0])[gcs_rows[0]["actor_id"]] / 1000
+    starts = creation_starts(state_list(reader, "/api/v0/tasks", ("job_id", record["ray_job_id"]))[0])
+    alive = starts[gcs_rows[0]["actor_id"]] / 1000
     assert seen["made"] - 0.05 <= alive <= seen["ready"] + 0.05, (alive, seen)
     stripped = [{**a, "jobId": "", "className": "", "requiredResources": {}} for a in actors]
     mended = job_actors(stripped, gcs_rows, record["ray_job_id"], missing, lambda: None)
@@ -155,8 +157,15 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
         assert mended_resources == [record_resources(a["requiredResources"]) for a in mine] == [{"GPU": 1.0}]
     # A dashboard that never lists the actor: the live record counts it from its creation to the job's end.
     holder_id = gcs_rows[0]["actor_id"]
-    lossy = replace(state)
-    lossy.actors = lambda: [a for a in state.actors() if a.get("actorId") != holder_id]  # type: ignore[method-assign]
+
+    class Lossy:  # the dashboard's actor list without the GPU actor
+        def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
+            body = reader.get_json(path, params)
+            if path == "/logical/actors":
+                body["data"]["actors"].pop(holder_id, None)
+            return body
+
+    lossy = Lossy()
     again = collect_usage(
         lossy, UsageRequest(result["submission_id"], gpu_head.name, "ephemeral", True)
     ).to_dict()

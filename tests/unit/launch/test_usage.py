@@ -1,23 +1,17 @@
-"""The usage record's rules without a cluster: prices, the figures from state rows, the log line, and a
-dashboard that does not answer (a closed port: a real connection refused, no mock)."""
+"""The usage record's rules without a cluster: prices, the figures from state rows (Ray 2.60's shapes),
+the log line; the reads through a dashboard are in test_usage_dashboard.py."""
 
 from __future__ import annotations
 
-import socket
 from typing import Any
 
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch.usage import DashboardState, UsageRequest, collect_usage, parse_prices
+from airflow_ray_provider.launch.usage import UsageRecord, UsageRequest, parse_prices
+from airflow_ray_provider.launch.usage.allocation import Window, allocation, record_resources
 from airflow_ray_provider.launch.usage.prices import check_against_cluster
-from airflow_ray_provider.launch.usage.record import (
-    Node,
-    Window,
-    allocation,
-    build_record,
-    record_resources,
-)
+from airflow_ray_provider.launch.usage.record import JobReads, Node, make_record
 
 pytestmark = pytest.mark.unit
 
@@ -70,6 +64,12 @@ def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start:
     return Node("n1" if group == "headgroup" else "n2", group, resources, start, None)
 
 
+def _record(request: UsageRequest, start: float, end: float, **reads: Any) -> UsageRecord:
+    """The record of a job the Job API says ran from ``start`` to ``end``, from what the dashboard told."""
+    job = {"job_id": "02000000", "start_time": start * 1000, "end_time": end * 1000, **reads.pop("job", {})}
+    return make_record(JobReads(job=job, **reads), request, now=end)
+
+
 def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
     window = Window(submitted=T0, ended=T0 + 100, driver_started=T0 + 4)
     ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
@@ -113,7 +113,7 @@ def test_an_ended_task_whose_start_was_lost_counts_by_its_span_else_by_its_owner
     ms = lambda s: (T0 + s) * 1000.0  # noqa: E731
     task = {"type": "NORMAL_TASK", "node_id": "n1", "required_resources": {"CPU": 1.0}, "state": "FINISHED"}
     span = {"event_name": "task:execute", "start_time": ms(10), "end_time": ms(16)}
-    # the owner's states of an attempt whose worker's events Ray lost (Ray 2.60's row, 2026-12-05)
+    # the owner's states of an attempt whose worker's events Ray lost (as Ray 2.60 answers it)
     owner = [{"state": "PENDING_ARGS_AVAIL", "created_ms": ms(1)}, {"state": "PENDING_NODE_ASSIGNMENT",
              "created_ms": ms(1)}, {"state": "SUBMITTED_TO_WORKER", "created_ms": ms(30)},
              {"state": "FINISHED", "created_ms": ms(33)}]  # fmt: skip
@@ -129,92 +129,55 @@ def test_an_ended_task_whose_start_was_lost_counts_by_its_span_else_by_its_owner
 
 
 def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> None:
-    window = Window(submitted=T0 + 60, ended=T0 + 3600, task_started=T0, cluster_ready=T0 + 60)
     nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
-    alloc = allocation(
-        tasks=[{"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 4.0},
-                "start_time_ms": (T0 + 1800) * 1000, "end_time_ms": (T0 + 3600) * 1000}],
-        actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup", "n2": "spot"},
-    )  # fmt: skip
+    task = {"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 4.0},
+            "start_time_ms": (T0 + 1800) * 1000, "end_time_ms": (T0 + 3600) * 1000}  # fmt: skip
     prices = parse_prices({"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}})
-    record = build_record(
-        submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
-        window=window, nodes=nodes, allocated=alloc, busy_cpu_seconds=1.5 * 3600, prices=prices,
-        not_available={},
-    )  # fmt: skip
+    request = UsageRequest("s", "c", "one_task", True, prices=prices, task_started=T0, cluster_ready=T0 + 60)
+    record = _record(request, T0 + 60, T0 + 3600, nodes=nodes, tasks=[task], actors=[])
     assert record.reserved == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
     assert record.allocated == {"CPU": pytest.approx(2.0)}
     assert record.cost is not None and record.cost["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
     assert record.phases["waiting_for_cluster_s"] == 60 and record.phases["queued_s"] is None
-    assert record.utilisation == {"allocated_cpu": 0.5, "busy_cpu": 0.375, "allocated_gpu": None}
-    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), busy 1.5 (38 %), ~$0.24"
-    assert record.to_dict()["schema"] == "airflow-ray-usage/1"
+    assert record.utilisation == {"allocated_cpu": 0.5, "allocated_gpu": None}
+    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), ~$0.24"
+    assert record.to_dict()["schema"] == "airflow-ray-usage/2"
 
 
 def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
-    window = Window(submitted=T0, ended=T0 + 360)
-    alloc = allocation(
-        tasks=[], actors=[], entrypoint={"CPU": 1.0}, window=window, node_groups={}
-    )  # fmt: skip
-    record = build_record(
-        submission_id="s", ray_job_id=None, cluster="shared", mode="standing", own_cluster=False,
-        window=window, nodes=[_node(cpus=64)], allocated=alloc, busy_cpu_seconds=None, prices=None,
-        not_available={"busy": "not sampled"},
-    )  # fmt: skip
+    request = UsageRequest("s", "shared", "standing", False, entrypoint={"CPU": 1.0})
+    record = _record(request, T0, T0 + 360, nodes=[_node(cpus=64)], tasks=[], actors=[])
     assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
-    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %), busy n/a"
+    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
 
 
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_percent() -> None:
+    """An in-process engine runs in the driver, which reserves no Ray resources: the job kept its cores
+    busy, Ray's accounting saw nothing. The record says n/a and why, in the line and where reports look."""
+    from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
 
-
-def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
-    state = DashboardState(f"http://127.0.0.1:{_closed_port()}", timeout=1.0)
-    request = UsageRequest(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
-                           entrypoint={"CPU": 1.0})  # fmt: skip
-    record = collect_usage(state, request)
-    assert {"job", "nodes", "actors", "tasks", "busy"} <= set(record.not_available)
-    assert "did not answer" in record.not_available["nodes"]
-    assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
-
-
-def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
-    """Ray's task events are final once the Job API reports the end (docs/usage.md): no re-read, no wait;
-    the attempt that ran without a ``task:execute`` span is counted to its end and named."""
-
-    class Ended(DashboardState):
-        def __init__(self) -> None:
-            super().__init__("http://dashboard.invalid")
-            self.task_reads = 0
-
-        def job(self, submission_id: str) -> dict[str, Any]:
-            return {"job_id": "02000000", "start_time": T0 * 1000, "end_time": (T0 + 10) * 1000}
-
-        def nodes(self) -> list[Node]:
-            return [_node()]
-
-        def actors(self) -> list[dict[str, Any]]:
-            return []
-
-        def job_actors(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
-            return [], None
-
-        def tasks(self, ray_job_id: str) -> tuple[list[dict[str, Any]], str | None]:
-            self.task_reads += 1
-            ran = {"type": "NORMAL_TASK", "state": "FINISHED", "func_or_class_name": "f",
-                   "required_resources": {"CPU": 1.0}, "node_id": "n1", "worker_id": "w1",
-                   "start_time_ms": (T0 + 1) * 1000, "end_time_ms": (T0 + 3) * 1000}  # fmt: skip
-            return [ran], None
-
-    state = Ended()
-    record = collect_usage(state, UsageRequest(submission_id="s", cluster="c", mode="standing",
-                                               own_cluster=False))  # fmt: skip
-    assert state.task_reads == 1  # read once: no wait for events that will not come
-    assert "1 task attempt(s) had no end or no task:execute span" in record.not_available["tasks_unsettled"]
-    assert record.counts["tasks"] == 1 and record.allocated["CPU"] * 3600 == pytest.approx(2.0, rel=0.01)
+    request = UsageRequest("s", "c", "one_task", True)
+    record = _record(request, T0, T0 + 180, nodes=[_node()], tasks=[], actors=[])
+    assert record.reserved == {"CPU": pytest.approx(0.1)} and "CPU" not in record.allocated
+    assert record.not_available["allocated_cpu"] == DRIVER_NOT_COUNTED
+    assert "set entrypoint_num_cpus to count it" in DRIVER_NOT_COUNTED
+    assert record.utilisation["allocated_cpu"] is None
+    assert record.to_dict()["utilisation"]["allocated_cpu"] is None
+    assert record.line() == f"reserved 0.10 CPU-h, allocated n/a ({DRIVER_NOT_COUNTED})"
+    assert UsageRecord.from_dict(record.to_dict()).line() == record.line()  # what reports show
+    # The entrypoint's reservation counts as allocated over the driver's run.
+    reserved = _record(
+        UsageRequest("s", "c", "one_task", True, entrypoint={"CPU": 1.0}), T0, T0 + 180, nodes=[_node()],
+        tasks=[], actors=[],
+    )  # fmt: skip
+    assert (
+        reserved.allocated == {"CPU": pytest.approx(0.05)} and "allocated_cpu" not in reserved.not_available
+    )
+    assert reserved.line() == "reserved 0.10 CPU-h, allocated 0.050 (50 %)"
+    # Tasks and actors that could not be read: n/a too, with that reason.
+    unread = _record(request, T0, T0 + 180, nodes=[_node()])
+    assert unread.not_available["allocated_cpu"] == "the job's tasks or actors could not be read"
+    assert unread.utilisation["allocated_cpu"] is None
 
 
 def test_the_price_table_of_docs_usage_md_is_valid() -> None:
@@ -231,12 +194,8 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
 def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
     from airflow_ray_provider.launch.usage import with_teardown
 
-    window = Window(submitted=T0, ended=T0 + 100)
-    record = build_record(
-        submission_id="s", ray_job_id="02000000", cluster="c", mode="one_task", own_cluster=True,
-        window=window, nodes=[_node()], allocated=None, busy_cpu_seconds=None, prices=None,
-        not_available={"teardown": "not yet"},
-    ).to_dict()  # fmt: skip
+    request = UsageRequest("s", "c", "one_task", True, teardown_note="not yet")
+    record = _record(request, T0, T0 + 100, nodes=[_node()]).to_dict()
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
     done = with_teardown(record, T0 + 112.5)
     assert done["phases"]["teardown_s"] == 12.5 and "teardown" not in done["not_available"]
@@ -244,11 +203,8 @@ def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
 
 
 def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
-    record = build_record(
-        submission_id="s", ray_job_id="02000000", cluster="c", mode="standing", own_cluster=False,
-        window=Window(submitted=T0, ended=T0 + 36), nodes=[], allocated=None, busy_cpu_seconds=None,
-        prices=None, not_available={}, job_status="STOPPED", ended_by="timed_out",
-    )  # fmt: skip
+    request = UsageRequest("s", "c", "standing", False, ended_by="timed_out")
+    record = _record(request, T0, T0 + 36, nodes=[], job={"status": "STOPPED"})
     assert record.to_dict()["ended_by"] == "timed_out" and record.job_status == "STOPPED"
     assert record.line().startswith("[job timed out, STOPPED] reserved 0 CPU-h")
 

@@ -1,0 +1,370 @@
+"""Read what a cluster's dashboard knows about one job, through a :class:`DashboardReader`, and make its
+record; check a price table against the cluster before submit.
+
+The reads: the job (``/api/jobs/{id}``), then at once the nodes (``/api/v0/nodes``), the actors
+(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``
+filtered by its Ray job id) and the job's actors as the GCS has them (``/api/v0/actors``). A read that
+fails never fails the job: the record leaves that figure out and names it in ``not_available``.
+
+Which actors are the job's: the dashboard applies the GCS's actor updates in poll batches keyed by actor
+id (``node_head._process_updated_actor_table``). The GCS publishes an actor's registration whole
+(``jobId``, ``className``, ``requiredResources``) and every later change as state fields only (state,
+address, pid, times, a named actor's name; Ray's ``GenActorDataOnlyWithStates``). When one batch holds
+both, only the change is kept, and an actor the dashboard did not know yet is stored from it: no job, no
+class, no resources, for good. A loaded head, or a job that starts actors while others change, makes
+that likely. The state API (``/api/v0/actors``, read from the GCS) has those fields but no times, so the
+two lists are joined by actor id. An actor of the job that the dashboard still lacks after a few
+re-reads (or holds without a start) is counted from its creation task's end (``/api/v0/tasks``: task
+events, a separate pipeline; the GCS stamps an actor's start then too) to the job's end, an upper bound
+the record names.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+from urllib.parse import quote
+
+from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageRecord, UsageRequest, make_record
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: The state API's largest page (``RAY_MAX_LIMIT_FROM_API_SERVER``'s default).
+STATE_LIMIT = 10_000
+#: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
+SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+#: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
+ACTOR_UPDATES_SETTLE_S = 1.0
+#: Re-reads of ``/logical/actors`` while it still lacks one of the job's actors or an end the GCS has, each
+#: :data:`ACTOR_UPDATES_SETTLE_S` after the last: a loaded head can take more than one. Only a record
+#: that would otherwise lose an actor waits.
+ACTOR_REREADS = 3
+
+
+class DashboardReader(Protocol):
+    """A cluster's dashboard, read-only: the record's one way in. The Job API client implements it with
+    the cluster's token, headers, cookies, TLS and a short timeout (a slow dashboard costs the record,
+    never the job). The record reads from several threads at once."""
+
+    def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """``GET`` a dashboard path (``/api/v0/nodes``) with query ``params``; the JSON body.
+
+        :raises Exception: when the dashboard does not answer, answers an error status or no JSON.
+        """
+
+
+def _why(exc: Exception) -> str:
+    text = (str(exc).splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) -> T | None:
+    """``call()``, or ``None`` with why under ``missing[key]`` (the record names it; the job goes on)."""
+    try:
+        return call()
+    except Exception as exc:
+        missing[key] = f"{route} did not answer: {_why(exc)}"
+        return None
+
+
+def cut_note(route: str, data: Mapping[str, Any], returned: int) -> str | None:
+    """What a state API list left out, from its counts; ``None`` when it returned every matching row.
+
+    Ray counts a list in stages (``ListApiResponse``): ``total`` rows in the cluster, of all jobs;
+    ``num_after_truncation`` after the data source's cut (for tasks, ``total`` also holds the task
+    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter (``job_id``)
+    is not a cut: ``total`` above the rows returned says nothing on its own.
+    """
+    total = int(data.get("total") or 0)
+    kept = int(data.get("num_after_truncation", total) or 0)
+    matched = int(data.get("num_filtered", returned) or 0)
+    notes = []
+    if matched > returned:
+        notes.append(f"{route} listed {returned} of the {matched} matching rows (its limit)")
+    if total > kept:
+        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
+    return "; ".join(notes) or None
+
+
+def state_list(
+    reader: DashboardReader, route: str, where: tuple[str, str] | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A state API list with every row's detail, and a note when it was cut.
+
+    :param route: ``/api/v0/nodes``, ``/api/v0/tasks``, ``/api/v0/actors``.
+    :param where: one equality filter, ``(key, value)`` (``("job_id", "02000000")``).
+    :raises ValueError: for an answer without a list (the reader raises when there is no answer).
+    """
+    params = {"detail": "true", "limit": str(STATE_LIMIT)}
+    if where is not None:
+        params.update(filter_keys=where[0], filter_predicates="=", filter_values=where[1])
+    body = reader.get_json(route, params) or {}
+    data = (body.get("data") or {}).get("result") or {}
+    if not body.get("result", True) or "result" not in data:
+        raise ValueError(f"{route} answered without a result: {body.get('msg')}")
+    rows = list(data["result"])
+    return rows, cut_note(route, data, len(rows))
+
+
+def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
+    """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources.
+
+    ``nocache=1``: the dashboard otherwise answers this route from a 2 s cache, which a job that ended
+    within 2 s of an earlier read is missing from (its supervisor, hence ``queued_s``, not found)."""
+    body = reader.get_json("/logical/actors", {"nocache": "1"}) or {}
+    return list(((body.get("data") or {}).get("actors") or {}).values())
+
+
+def find_supervisor(
+    reader: DashboardReader, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
+) -> dict[str, Any] | None:
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
+
+    By name first; by name failing (a row stored from a state change can lack its name), by the id the
+    state API (``/api/v0/actors``) gives for that name.
+    """
+    name = SUPERVISOR_PREFIX + submission_id
+    found = next((a for a in actors if a.get("name") == name), None)
+    if found is not None or not actors:
+        return found
+    try:
+        rows, _ = state_list(reader, "/api/v0/actors", ("name", name))
+    except Exception as exc:
+        missing["queued"] = (
+            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did not answer: "
+            f"{_why(exc)}"
+        )
+        return None
+    ids = {str(row.get("actor_id")) for row in rows}
+    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
+    if found is None and ids:
+        missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
+    elif found is None:
+        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    return found
+
+
+@dataclass(frozen=True)
+class JobActors:
+    """The job's actors as the record counts them, and what of the GCS's list the dashboard lacked.
+
+    :param rows: the job's ``/logical/actors`` rows, with ``jobId``, ``className`` and
+        ``requiredResources`` filled from the GCS's row where the dashboard's copy lost them.
+    :param unlisted: the GCS's rows of the job's actors that ``/logical/actors`` does not hold, or holds
+        without a start time (the record cannot time them from the dashboard).
+    :param unended: class names of actors the GCS has dead that the dashboard still holds without an end.
+    :param mended: how many rows had fields filled from the GCS.
+    """
+
+    rows: list[dict[str, Any]]
+    unlisted: list[dict[str, Any]] = field(default_factory=list)
+    unended: list[str] = field(default_factory=list)
+    mended: int = 0
+
+
+def ran(gcs: Mapping[str, Any]) -> bool:
+    """The GCS's row is of an actor that came alive (a dead one keeps its pid; one that never ran has 0)."""
+    return gcs.get("state") in ("ALIVE", "RESTARTING") or bool(gcs.get("pid"))
+
+
+def mend_job_actors(
+    listed: list[dict[str, Any]], gcs_rows: list[dict[str, Any]], ray_job_id: str
+) -> JobActors:
+    """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case)."""
+    by_id = {str(row.get("actor_id")): row for row in gcs_rows}
+    rows: list[dict[str, Any]] = []
+    mended, seen, unended = 0, set(), []
+    for actor in listed:
+        actor_id = str(actor.get("actorId"))
+        gcs = by_id.get(actor_id)
+        if gcs is None:
+            if actor.get("jobId") == ray_job_id:
+                rows.append(actor)
+            continue
+        if not actor.get("startTime") and ran(gcs):
+            continue  # held without its start: timed like an unlisted actor (see job_actors)
+        seen.add(actor_id)
+        filled = {
+            key: gcs.get(source)
+            for key, source in (
+                ("jobId", "job_id"),
+                ("className", "class_name"),
+                ("requiredResources", "required_resources"),
+            )
+            if not actor.get(key) and gcs.get(source)
+        }
+        mended += int(bool(filled))
+        rows.append({**actor, **filled})
+        if gcs.get("state") == "DEAD" and not actor.get("endTime"):
+            unended.append(str(gcs.get("class_name") or "actor"))
+    unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
+    return JobActors(rows=rows, unlisted=unlisted, unended=unended, mended=mended)
+
+
+def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Actor id -> when the actor came alive (ms): its first creation task attempt's end, which is when
+    the GCS stamps an actor's ``startTime``. From the job's ``/api/v0/tasks`` rows: the owner (the driver)
+    reports a creation task's end, so it is there even when the actor's own worker was killed before it
+    reported its events (then the row has no start time)."""
+    starts: dict[str, float] = {}
+    for task in tasks:
+        if task.get("type") != "ACTOR_CREATION_TASK" or task.get("state") != "FINISHED":
+            continue
+        if task.get("actor_id") and task.get("end_time_ms"):
+            actor_id, alive = str(task["actor_id"]), float(task["end_time_ms"])
+            starts[actor_id] = min(alive, starts.get(actor_id, alive))
+    return starts
+
+
+def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
+    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from when its creation
+    task ended, no end (the record counts it to the job's end), job, class and resources from the GCS."""
+    return {
+        "actorId": gcs.get("actor_id"),
+        "jobId": gcs.get("job_id"),
+        "className": gcs.get("class_name"),
+        "state": gcs.get("state"),
+        "requiredResources": gcs.get("required_resources") or {},
+        "address": {"nodeId": gcs.get("node_id")},
+        "startTime": start_ms,
+        "endTime": 0,
+    }
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
+
+
+def job_actors(
+    listed: list[dict[str, Any]],
+    gcs_rows: list[dict[str, Any]] | None,
+    ray_job_id: str,
+    missing: dict[str, str],
+    reread: Callable[[], list[dict[str, Any]] | None],
+    tasks: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The job's actors for the record; what stays unmatched is named in ``not_available``.
+
+    :param listed: ``/logical/actors``.
+    :param gcs_rows: the state API's actors of the job, ``None`` when it did not answer (then the
+        dashboard's rows are taken by their ``jobId`` alone).
+    :param reread: ``/logical/actors`` read again, up to :data:`ACTOR_REREADS` times, each after
+        :data:`ACTOR_UPDATES_SETTLE_S`, while the dashboard lacks one of the job's actors or an end the GCS
+        has (``None``: it did not answer, no more tries).
+    :param tasks: the job's ``/api/v0/tasks`` rows: an actor the dashboard still cannot time is counted
+        from its creation task's end to the job's end (``actors_timed_by_creation``), else not at all
+        (``actors_unlisted``).
+    """
+    if gcs_rows is None:
+        return [a for a in listed if a.get("jobId") == ray_job_id]
+    found = mend_job_actors(listed, gcs_rows, ray_job_id)
+    for _ in range(ACTOR_REREADS):
+        if not (found.unlisted or found.unended):
+            break
+        time.sleep(ACTOR_UPDATES_SETTLE_S)
+        again = reread()
+        if again is None:
+            break
+        found = mend_job_actors(again, gcs_rows, ray_job_id)
+    starts = creation_starts(tasks)
+    timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
+    lost = [row for row in found.unlisted if str(row.get("actor_id")) not in starts]
+    if timed:
+        missing["actors_timed_by_creation"] = (
+            f"{len(timed)} of the job's actors ({_names(timed)}) are in /api/v0/actors but not timed in "
+            "/logical/actors: counted from their creation task's end to the job's end (an upper bound)"
+        )
+    if lost:
+        missing["actors_unlisted"] = (
+            f"{len(lost)} of the job's actors ({_names(lost)}) are in /api/v0/actors but not timed in "
+            "/logical/actors, and no finished creation task in /api/v0/tasks: not counted"
+        )
+    if found.unended:
+        missing["actors_unended"] = (
+            f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
+            "have no end time in /logical/actors yet: counted to the job's end"
+        )
+    return found.rows + [timed_by_creation(row, starts[str(row.get("actor_id"))]) for row in timed]
+
+
+def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
+    """Everything the record of one job is made of: the job first (its Ray job id filters the rest),
+    then four reads at once; a read that fails is ``None`` and named in ``missing``. A job without a
+    Ray job id has no tasks or actors: its driver never connected to Ray (``ray.init``)."""
+    missing: dict[str, str] = {}
+    path = f"/api/jobs/{quote(submission_id, safe='')}"
+    job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
+    ray_job_id = str((job or {}).get("job_id") or "")
+
+    def rows(route: str, cut_key: str) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
+        def call() -> list[dict[str, Any]]:
+            listed, note = state_list(reader, route, ("job_id", ray_job_id))
+            if note:
+                missing[cut_key] = note
+            return listed
+
+        return route, call
+
+    calls: dict[str, tuple[str, Callable[[], Any]]] = {
+        "nodes": (
+            "/api/v0/nodes",
+            lambda: [Node.from_state(r) for r in state_list(reader, "/api/v0/nodes")[0]],
+        ),
+        "actors": ("/logical/actors", lambda: logical_actors(reader)),
+    }
+    if ray_job_id:
+        calls["tasks"] = rows("/api/v0/tasks", "tasks_truncated")
+        calls["gcs_actors"] = rows("/api/v0/actors", "gcs_actors_truncated")
+    elif job is None:
+        missing["tasks"] = "not read: the job's Ray job id filters them, and the job could not be read"
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
+        futures = {key: pool.submit(_read, missing, key, route, call) for key, (route, call) in calls.items()}
+    got = {key: future.result() for key, future in futures.items()}
+    every = got["actors"]
+    tasks = got.get("tasks", [])
+    own: list[dict[str, Any]] | None = None if ray_job_id else []
+
+    def reread() -> list[dict[str, Any]] | None:
+        return _read(missing, "actors_reread", "/logical/actors", lambda: logical_actors(reader))
+
+    if every is not None and ray_job_id:
+        own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
+    supervisor = find_supervisor(reader, submission_id, every or [], missing)
+    return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
+
+
+def collect_usage(reader: DashboardReader, request: UsageRequest) -> UsageRecord:
+    """The record of a finished job, or of one a timeout or a kill ended (``request.ended_by``), read
+    while its cluster still exists. Never raises for what the dashboard could not tell: the record names
+    it in ``not_available``.
+
+    :param reader: the cluster's dashboard.
+    :param request: what the caller knows.
+    """
+    now = time.time()
+    record = make_record(read_job(reader, request.submission_id), request, now=now)
+    log.debug("usage of %s: %s", request.submission_id, record.line())
+    return record
+
+
+def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
+    """Check a price table against the cluster's resources before submit.
+
+    :returns: ``None`` when checked, else why it could not be (the dashboard did not answer).
+    :raises RayInvalidInputError: for a price of a resource the cluster does not have.
+    """
+    try:
+        rows, _ = state_list(reader, "/api/v0/nodes")
+    except Exception as exc:
+        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    groups: dict[str, set[str]] = {}
+    for node in map(Node.from_state, rows):
+        groups.setdefault(node.group, set()).update(node.resources)
+    check_against_cluster(prices, set().union(*groups.values()), groups)
+    return None
