@@ -310,7 +310,9 @@ class JobRun:
             raise RayProviderError(f"stopped waiting for Ray job {sid!r} ({why}); it was left running")
         if self.subject is None:
             raise RayProviderError(f"waiting for Ray job {sid!r} failed: {self.last and self.last.message}")
-        return self.target.result(self.subject, self.logs, self.tail_lines)
+        result = self.target.result(self.subject, self.logs, self.tail_lines)
+        self.say(f"Ray job {sid} SUCCEEDED")
+        return result
 
     def flush(self) -> None:
         """Write the lines the log holds past the offset (what a trigger had not written yet)."""
