@@ -238,8 +238,11 @@ class RayJobTarget:
     def decode(self, data: dict[str, Any]) -> RayJobLook:
         """A look from JSON."""
         cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        self.cluster = self.cluster or cluster
-        return RayJobLook(RayJobStatus.from_dict(data["status"]), cluster, bool(data.get("gone")))
+        status = RayJobStatus.from_dict(data["status"])
+        self.cluster, self.final = self.cluster or cluster, status.is_final
+        self.dashboard_url = self.dashboard_url or (cluster.link_url if cluster is not None else None)
+        self.job_id = self.job_id or status.job_id
+        return RayJobLook(status, cluster, bool(data.get("gone")))
 
     def close(self) -> None:
         """Close the Kubernetes client."""

@@ -315,7 +315,9 @@ class JobRun:
         return result
 
     def flush(self) -> None:
-        """Write the lines the log holds past the offset (what a trigger had not written yet)."""
+        """Write the lines the log holds past the offset (what a trigger had not written yet), and hand
+        over the job's page if a trigger learnt it."""
+        self._announce()
         if self.stream_logs and self.submission_id:
             text = self.target.logs(self.submission_id)
             self.on_lines(new_log_lines(text, self.plan.log_offset, final=True)[0] if text else [])
@@ -412,7 +414,7 @@ class JobRun:
             "log_offset": self.plan.log_offset,
             "subject": self.target.encode(self.subject) if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
-            "stopped": self.stopped, "times": self.times,
+            "stopped": self.stopped, "linked": self.linked, "times": self.times,
             "usage": self.usage.to_dict() if self.usage is not None else None, "record": self.record,
             "log_tail": tail(self.log_text),
         }  # fmt: skip
@@ -439,6 +441,7 @@ class JobRun:
             run.subject = target.decode(state["subject"])
         if state.get("step"):
             run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
-        run.stopped, run.times = bool(state.get("stopped")), dict(state.get("times") or {})
+        run.stopped, run.linked = bool(state.get("stopped")), bool(state.get("linked"))
+        run.times = dict(state.get("times") or {})
         run.log_text, run.record = str(state.get("log_tail") or ""), state.get("record")
         return run

@@ -80,8 +80,8 @@ def request_of(run: JobRun, options: UsageOptions) -> UsageRequest | None:
     subject, ended_by = run.subject, ENDED_BY.get(run.ending or Ending.SUCCEEDED, "finished")
     if isinstance(subject, JobState) or subject is None:
         sid, cluster = run.submission_id, options.cluster
-        started = run.times.get("reach") if options.own_cluster else None
-        ready = run.times.get("ready") if options.own_cluster else None
+        started = run.times.get("reach") if run.target.owned else None  # it waited for its cluster
+        ready = run.times.get("ready") if run.target.owned else None
     else:  # a RayJob: its Ray job and the cluster KubeRay made for it
         status = subject.status
         sid, cluster, started, ready = status.job_id, status.cluster_name or options.cluster, None, None

@@ -27,6 +27,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
+from airflow_ray_provider.launch.wait import ready_handle, wait_until_ready
 from tests.fixtures.kuberay import CONTROLLER_AGENT, HEAD_MODE
 
 pytestmark = pytest.mark.integration
@@ -73,17 +74,15 @@ def test_ensure_reuse_wait_handle_expire_delete(case: Case):
 
     assert backend.ensure(plan) is True
     assert backend.ensure(backend.plan(case.request, case.identity)) is False  # a retry reuses it
-    event = backend.wait(plan, timeout=60, poll_interval=0.2)
+    handle = wait_until_ready(backend, plan, timeout=60, poll_interval=0.2)
     check = backend.check(plan)
     assert check.verdict == "ready" and check.dashboard_url, check
-    assert event == make_event("ready", message=event["message"], dashboard_url=check.dashboard_url)
 
-    handle = backend.handle(plan, event["dashboard_url"] or "")
     assert (handle.backend, handle.name) == (backend.kind, plan.name)
     assert handle.dashboard_url == check.dashboard_url
     assert handle.has_auth and RayClusterHandle.from_dict(handle.to_dict()) == handle
-    version = RayJobHook(None, cluster=handle.to_dict(), retry_attempts=3).get_version()
-    assert version["ray_version"].startswith("2.")  # the handle's token opens the Job API
+    version = RayJobHook(None, cluster=handle.to_dict(), retry_attempts=3).client.version()
+    assert version.startswith("2.")  # the handle's token opens the Job API
 
     assert plan.name not in _names(backend.expired())
     assert plan.name in _names(backend.expired(now=datetime.now(timezone.utc) + timedelta(days=2)))
@@ -96,7 +95,7 @@ def test_delete_labelled_removes_only_this_runs_clusters(case: Case):
     backend, identity = case.backend, case.identity
     plan = backend.plan(case.request, identity)
     backend.ensure(plan)
-    assert backend.wait(plan, timeout=60, poll_interval=0.2)["status"] == "ready"
+    assert wait_until_ready(backend, plan, timeout=60, poll_interval=0.2).name == plan.name
     other_run = TaskIdentity(identity.dag_id, "manual__another-run", identity.task_id)
 
     assert backend.delete_labelled(other_run.run_labels(), wait=True, timeout=60) == []
@@ -105,7 +104,7 @@ def test_delete_labelled_removes_only_this_runs_clusters(case: Case):
     assert backend.check(plan).verdict == "failed"
 
 
-def test_fail_deletes_the_cluster_and_raises_with_the_event(case: Case):
+def test_a_wait_that_did_not_end_ready_raises_with_the_event_and_delete_by_plan_removes_it(case: Case):
     backend = case.backend
     plan = backend.plan(case.request, case.identity)
     backend.ensure(plan)
@@ -113,10 +112,12 @@ def test_fail_deletes_the_cluster_and_raises_with_the_event(case: Case):
     event = make_event("timeout", message="was not ready after 1s.", conditions=conditions)
 
     with pytest.raises(RayClusterNotReadyError) as info:
-        backend.fail(plan, event)
+        ready_handle(backend, plan, event)
 
     assert str(info.value).startswith("was not ready after 1s.")
     assert info.value.name == plan.name and info.value.conditions == conditions
+    assert backend.check(plan).verdict != "failed"  # the error deletes nothing: the run's cleanup does
+    assert backend.delete(plan, wait=True, timeout=60) is True  # by its plan: it never gave a handle
     assert backend.check(plan).verdict == "failed"
 
 

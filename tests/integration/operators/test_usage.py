@@ -128,7 +128,7 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
         state_list,
     )
 
-    reader = op.hook  # the Job API client is the record's DashboardReader
+    reader = op.run.target.dashboard().reader()  # the Job API client reads the record
     actors = logical_actors(reader)
     named = [a for a in actors if a.get("name") == SUPERVISOR_PREFIX + result["submission_id"]]
     nameless = [{k: v for k, v in a.items() if k != "name"} for a in actors]
