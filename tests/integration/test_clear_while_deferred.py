@@ -30,7 +30,7 @@ DAG_ID, TASK_ID, CONN_ID, CLEARS = "clear_while_deferred", "job", "ray_clears", 
 
 def _dag_file(folder: Path, marker: Path) -> Path:
     """A DAG whose job runs until ``marker`` exists (so the clears, not the job, set the pace)."""
-    code = f"import os, time\\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.5)\\nprint('let go')"
+    code = f"import os, time\nwhile not os.path.exists({str(marker)!r}): time.sleep(0.5)\nprint('let go')"
     path = folder / f"{DAG_ID}.py"
     path.write_text(
         textwrap.dedent(f'''
@@ -76,7 +76,7 @@ def test_ten_clears_of_a_deferred_task_keep_its_one_job_and_the_task_succeeds(
             f"try {try_number} deferred", lambda t=try_number: _deferred_at_try(services, run_id, t), 90
         )
         state = ray_job_hook.get_job(sid)
-        assert state is not None and state.status is JobStatus.RUNNING, (try_number, state)  # never stopped
+        assert state is not None and not state.status.is_terminal(), (try_number, state)  # never stopped
         body = {"dry_run": False, "task_ids": [TASK_ID], "dag_run_id": run_id, "only_failed": False}
         services.request("POST", f"/api/v2/dags/{DAG_ID}/clearTaskInstances", body)
 
@@ -89,8 +89,10 @@ def test_ten_clears_of_a_deferred_task_keep_its_one_job_and_the_task_succeeds(
     )
     assert finished["state"] == "success" and finished["try_number"] == CLEARS + 1, finished
     tries = services.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}/tries")
-    assert "failed" not in [t["state"] for t in tries["task_instances"]], tries
+    # Airflow's history records a try cleared before it finished as failed; the last try is the live one
+    states = [t["state"] for t in sorted(tries["task_instances"], key=lambda t: t["try_number"])]
+    assert states == ["failed"] * CLEARS + ["success"], tries
     # one job for the task instance, run once: every try re-attached to it (no -a2)
     assert sorted(j.submission_id for j in ray_job_hook.list_jobs() if sid in j.submission_id) == [sid]
     assert ray_job_hook.get_job(sid).status is JobStatus.SUCCEEDED
-    assert ray_job_hook.get_logs(sid).count("let go") == 1
+    assert ray_job_hook.get_logs(sid).splitlines().count("let go") == 1  # its driver ran once
