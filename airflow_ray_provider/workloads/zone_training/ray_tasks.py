@@ -6,12 +6,12 @@ refs travel *inside a list*, so Ray does not resolve them as task arguments: eve
 the same scheduling key (which includes a task's object arguments), so Ray's owner hands a worker that
 finishes a task the next queued one on the same lease, and each worker fetches each object once per
 run and keeps it (:func:`_resolved`) instead of deserialising the chunk tables for every task
-(measured here with 30 ms tasks and four 44 MB tables: 2.4-2.7 ms between tasks instead of
-3.4-3.5 ms). A worker holds the last run's objects until it gets a task of another run or exits (the
-workers of a Ray job exit with it). Ray retries a task whose
-worker died ``max_retries`` times; then the scheduler isolates its zones. ``zone_timeout_s``: each
-task's zone clock reports a zone past its limit to the run's board (:mod:`.timeouts`,
-:mod:`.backstop`), and the driver cancels that task with ``force=True``, which kills its worker.
+(with 30 ms tasks and four 44 MB tables: 2.4-2.7 ms between tasks instead of 3.4-3.5 ms). A worker
+holds the last run's objects until it gets a task of another run or exits (the workers of a Ray job
+exit with it). Ray retries a task whose worker died ``max_retries`` times; then the scheduler isolates
+its zones. ``zone_timeout_s``: each task's zone clock reports a zone past its limit to the run's
+board (:mod:`.timeouts`, :mod:`.backstop`), and the driver cancels that task with ``force=True``,
+which kills its worker.
 """
 
 from __future__ import annotations

@@ -76,7 +76,7 @@ class ZoneSources:
             return [self._work(z, tuple(files.get(z.key, ()))) for z in batch], []
         zone_pieces = [self._staged.pieces.get(zone.key, []) for zone in batch]
         # Chunk arguments in chunk order: a task's chunks are listed the same way whichever zones it has
-        # (the Ray runner passes them inside a list, so they no longer split its tasks' scheduling keys).
+        # (the Ray runner passes them inside a list, so they do not split its tasks' scheduling keys).
         chunks = sorted({chunk for pieces in zone_pieces for chunk, _, _ in pieces})
         arg_of = {chunk: arg for arg, chunk in enumerate(chunks)}
         works = [

@@ -105,7 +105,7 @@ def apply_thread_budget(threads: int) -> None:
     The environment variables reach libraries loaded later (they read them at load time);
     ``threadpoolctl`` resizes the pools of those already loaded (NumPy's BLAS, scikit-learn's OpenMP,
     loaded here first). Done in the task rather than through a per-task ``runtime_env``, which would
-    make Ray start a separate worker pool (about 5 s more per job, measured here).
+    make Ray start a separate worker pool (about 5 s more per job on 2 cores).
     """
     global _applied_threads
     os.environ.update(thread_env(threads))
