@@ -30,7 +30,7 @@ Utilisation = sum of per-fit CPU / (wall x cores); the ideal wall is sum of per-
 (Ray's GCS, raylet and workers, or loky's workers): the share of the CPU we burn that goes into fits,
 which other users of a shared machine do not distort (utilisation is what a quiet machine would show
 at best).
-Ray is started once (``--ray private``, the default: as a standalone workload starts it, lean;
+Ray is started once (``--ray private``, the default: as a standalone workload starts it;
 ``--ray plain``: a user's ``ray.init(num_cpus=cores)``) and warmed up (workers started, scikit-learn
 imported) before anything is timed. For the workload, ``slots_busy_in_tasks`` is the share of the
 fan-out its CPU slots spent inside tasks (the rest is Ray's turnaround between tasks) and
@@ -287,7 +287,7 @@ def run(
     frames = _group(data_uri)
     results: list[dict] = []
     session = contextlib.ExitStack()
-    if ray_start == "private":  # as a standalone workload starts it (lean: see workloads/common/private_node)
+    if ray_start == "private":  # as a standalone workload starts it (workloads/common/ray_session)
         session.enter_context(ray_session("local"))
     else:  # as a user's script would
         ray.init(num_cpus=cores, address="local", include_dashboard=False, logging_level="WARNING")
@@ -362,7 +362,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ray",
         choices=("private", "plain"),
         default="private",
-        help="private: the Ray a standalone workload starts (lean); plain: ray.init() as a user's script",
+        help="private: the Ray a standalone workload starts; plain: ray.init() as a user's script",
     )
     parser.add_argument(
         "--variants", default=",".join(VARIANTS), help="comma-separated, of: " + ", ".join(VARIANTS)

@@ -140,7 +140,7 @@ def dag_arguments(tags: list[str], overrides: dict[str, Any] | None) -> dict[str
     """A template DAG's :class:`~airflow.sdk.DAG` arguments: no catch-up, an early start date, ``tags``.
 
     The default start date (:data:`DEFAULT_START_DATE`, 2000-01-01) lies before any date a user tests or
-    backfills (a later one made ``dag.test()`` for an earlier date create no task instances and report
+    backfills (with a later one, ``dag.test()`` for an earlier date creates no task instances and reports
     success); with ``catchup=False`` the scheduler still runs only the latest interval.
 
     :param tags: the template's DAG tags.

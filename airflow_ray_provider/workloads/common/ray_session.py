@@ -11,12 +11,14 @@ In this order:
 4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
    ...``). It is an explicit choice, honoured like ``ray_address``, and logged so a run that went to a
    remote cluster says so.
-5. **Standalone**: start a *private* local Ray (no dashboard, autoscaler or log monitor process
-   (:mod:`~airflow_ray_provider.workloads.common.private_node`), no metrics export, event stats, task
-   events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the driver, its
-   own temp dir in a private folder that is removed afterwards). It never joins a cluster it merely
-   finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote Ray's
-   ``ray_current_cluster`` file (another user's, another test's), and run this job on it.
+5. **Standalone**: start a *private* local Ray (``include_dashboard=False``, no metrics export, event
+   stats, task events or timeline (:data:`PRIVATE_SYSTEM_CONFIG`), no worker output forwarded to the
+   driver, its own temp dir in a private folder that is removed afterwards). It never joins a cluster
+   it merely finds on the machine: a bare ``ray.init()`` would attach to whichever head last wrote
+   Ray's ``ray_current_cluster`` file (another user's, another test's), and run this job on it.
+   ``ray.init`` still starts Ray's dashboard process (with only its usage-stats module), the
+   autoscaler monitor and the log monitor: it has no public switch for them, and this module does not
+   reach into Ray's private classes to leave them out (their cost: benchmarks/private_ray.md).
 
 An address the user gave (rules 2 and 4) is probed first (:func:`check_ray_address`): one that accepts
 no connection within :data:`ADDRESS_PROBE_S` fails with a :class:`ConfigError` naming it, where
@@ -50,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_ray_provider.workloads.common.errors import ConfigError
-from airflow_ray_provider.workloads.common.private_node import lean_private_node
 
 log = logging.getLogger(__name__)
 
@@ -340,15 +341,14 @@ def _start_private_ray(private_dir: str) -> None:
     import ray
 
     try:
-        with lean_private_node():
-            ray.init(
-                address=LOCAL,
-                include_dashboard=False,
-                log_to_driver=False,  # a standalone run prints its own lines; errors still raise
-                logging_level=logging.WARNING,
-                _temp_dir=private_dir,
-                _system_config=PRIVATE_SYSTEM_CONFIG,
-            )
+        ray.init(
+            address=LOCAL,
+            include_dashboard=False,
+            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+            logging_level=logging.WARNING,
+            _temp_dir=private_dir,
+            _system_config=PRIVATE_SYSTEM_CONFIG,
+        )
     except BaseException:
         ray.shutdown(wait_for_processes=True)
         _kill_processes_in(private_dir)

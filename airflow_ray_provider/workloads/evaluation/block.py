@@ -194,7 +194,7 @@ def _warm_imports() -> None:
 def native_threads(limit: int | None) -> Iterator[None]:
     """Cap the native thread pools (BLAS, OpenMP) of this process at ``limit`` (``None``: leave them).
 
-    The blocks are the parallelism: two block threads each calling a two-thread BLAS measured 2x slower
+    The blocks are the parallelism: two block threads each calling a two-thread BLAS run 2x slower
     on a 2-core machine (the pools spin for cores the other block holds); one thread gives the same
     bits. ``threadpoolctl`` comes with scikit-learn; without it nothing is capped.
     """

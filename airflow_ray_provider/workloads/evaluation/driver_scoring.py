@@ -1,14 +1,14 @@
 """The driver's own scoring on a Ray run: blocks from the end of the input, on a thread, from the moment
 preflight is done, while Ray connects (or starts) and the scoring actors start. On a running cluster
 the run connects only once this thread holds its first block (:meth:`DriverScorer.first_block`): Ray's
-import and ``ray.init`` beside preflight and that block delayed the first row by their CPU time (one
-GIL; :func:`~.engine.run_engine`).
+import and ``ray.init`` beside preflight and that block would delay the first row by their CPU time
+(one GIL; :func:`~.engine.run_engine`).
 
 Without it a Ray run scores nothing before ``ray.init`` returns (2-5 s standalone on 2 cores, about
 1 s on a running cluster), while the in-process engine holds its first block right after preflight.
 ``ray.init`` and the actors' start are mostly waiting on other processes and native code, so a thread
 beside them scores at nearly full speed (on 2 cores it still slows a private Ray's start somewhat:
-benchmarks/evaluate.md, issue 27, first row on Ray).
+benchmarks/evaluate.md, "first row on Ray").
 
 Every block is scored exactly once: the read units sit in one :class:`UnitQueue`; the actor pools take
 from its front, this thread from its back, each take under one lock. The thread scores with the models

@@ -14,13 +14,13 @@ cost, :data:`RAY_FIXED_S`), so Ray wins above ``S * R / (1 - 1 / (E * cpus))`` r
 ``engine: local`` force an engine (``local`` on a multi-node cluster, or above ``local_max_rows``, is
 allowed and logged as a warning).
 
-Where the figures come from (benchmarks/evaluate.md, issue 27: both engines measured side by side on
-the 2-core machine at 1M-40M rows, 2026-12-02): in-process scores 0.9-2.5M rows/s on one core
-(:data:`ROWS_PER_S_PER_CORE` takes 1M); Ray's fixed cost (:data:`RAY_FIXED_S`) is, standalone, its
-start (3.2-3.6 s) plus the actors' start that preflight does not hide (about 2.5 s), and on a running
-cluster that actor start alone (1.8-2.8 s; the shutdown no longer delays the artifact). On 2 CPUs the
-driver's merge and the reads take the second core: in-process was faster at 1M, 5M, 20M and 40M rows
-(24.8 s against Ray's 30.5 s at 40M), so Ray is never chosen there (:data:`MAX_LOCAL_CPUS`).
+The figures (both engines side by side on a 2-core machine at 1M-40M rows, benchmarks/evaluate.md):
+in-process scores 0.9-2.5M rows/s on one core (:data:`ROWS_PER_S_PER_CORE` takes 1M); Ray's fixed
+cost (:data:`RAY_FIXED_S`) is, standalone, its start plus the actors' start that preflight does not
+hide (about 2.5 s), and on a running cluster that actor start alone (1.8-2.8 s; Ray shuts down beside
+the artifact's write). On 2 CPUs the driver's merge and the reads take the second core: in-process is
+faster at 1M, 5M, 20M and 40M rows (24.8 s against Ray's 30.5 s at 40M), so Ray is never chosen there
+(:data:`MAX_LOCAL_CPUS`).
 """
 
 from __future__ import annotations
@@ -53,13 +53,14 @@ log = logging.getLogger(__name__)
 ROWS_PER_S_PER_CORE = 1_000_000
 #: Share of ``cpus`` x one core's speed the Ray pool reaches (reads, driver and merge share the cores).
 RAY_EFFICIENCY = 0.8
-#: Ray's fixed cost in seconds (benchmarks/evaluate.md, issue 27): on a running cluster the actor start-up
-#: left after preflight overlaps it; standalone also Ray's own start (2.8-4.3 s measured).
-RAY_FIXED_S = {"connected": 2.5, "standalone": 6.0}
-#: On one node with at most this many CPUs auto never uses Ray (measured slower at 1M-40M rows).
+#: Ray's fixed cost in seconds: on a running cluster the actor start-up left after preflight overlaps;
+#: standalone also Ray's own start (4-5 s on 2 cores: ``ray.init`` of a private Ray with its dashboard
+#: process, autoscaler monitor and log monitor, benchmarks/private_ray.md).
+RAY_FIXED_S = {"connected": 2.5, "standalone": 7.5}
+#: On one node with at most this many CPUs auto never uses Ray (slower there at 1M-40M rows).
 MAX_LOCAL_CPUS = 2
-#: Block threads of the in-process engine (at most this CPUs' count): measured on 2 cores (1.4-1.6 cores
-#: busy; the GIL holds the rest); more would hold more blocks in memory for little gain. The break-even
+#: Block threads of the in-process engine (at most this CPUs' count): on 2 cores they keep 1.4-1.6 cores
+#: busy (the GIL holds the rest); more would hold more blocks in memory for little gain. The break-even
 #: above still takes one core's speed for in-process, so on larger nodes Ray is chosen somewhat early.
 BLOCK_THREADS = 2
 
@@ -190,9 +191,9 @@ def run_engine(
 
     Why a running cluster waits for the driver's first block: importing Ray and ``ray.init`` take about
     0.5 CPU-seconds of this process, under the same GIL as preflight's imports (scikit-learn, pyarrow:
-    1.2-1.7 CPU-seconds) and the first block; beside them they delayed the first row by about that much
-    (benchmarks/evaluate.md, issue 27's goals). Connecting then takes 0.75-1.4 s of wall on 2 cores
-    (``ray_init_s``), beside the driver's scoring, and the actors on the driver's node started only
+    1.2-1.7 CPU-seconds) and the first block; beside them they delay the first row by about that much
+    (benchmarks/evaluate.md). Connecting then takes 0.75-1.4 s of wall on 2 cores
+    (``ray_init_s``), beside the driver's scoring, and the actors on the driver's node start only
     after preflight anyway. The cost: on several nodes the actors start after the first block rather
     than beside preflight. A run with a GPU model (no driver thread) connects at once.
 

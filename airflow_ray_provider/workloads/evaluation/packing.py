@@ -6,7 +6,7 @@ whose summed demand still fits one node of the cluster, and a GPU model never sh
 CPU-only one; ``scoring.models_per_actor`` caps the models of one group. Each group becomes an actor
 pool of its own (GPU groups reserve GPUs, CPU groups do not), and every block of the log, read once,
 goes to every group (:mod:`~.pipeline`, :mod:`~.engine`). A model that declares nothing needs nothing
-beyond its actor's ``scoring.num_cpus``: with no declarations every model lands in one group, as before.
+beyond its actor's ``scoring.num_cpus``: with no declarations every model lands in one group.
 
 :func:`pack_models` also refuses a model that no single node can hold, naming the model and the field,
 before any block is read.

@@ -10,7 +10,7 @@ preflight the driver scores blocks from the end of the input itself, on a thread
 preflight loaded (:mod:`~.driver_scoring`; CPU groups only), while Ray connects (or starts; a
 running cluster once that thread holds its first block, :func:`~.engine.run_engine`) and the actors
 start, until every actor is ready: the first rows wait neither for ``ray.init`` nor for the actors.
-(Scoring on to the end was measured slower at 20M on 2 cores: three scorers on two cores.)
+(It stops then: scoring on to the end is slower, three scorers on two cores.)
 
 Node loss: read tasks retry without limit (a lost block is rebuilt from its read task's lineage), and
 scoring actors restart and retry their calls without limit (``max_restarts=-1, max_task_retries=-1``);
@@ -207,8 +207,8 @@ def stream_on_ray(
     On a multi-node cluster the pools are created as soon as preflight knows the input's blocks, so the
     actors start while its checks run (when Ray was connected before preflight ended: a running cluster
     is connected to only once the driver's thread holds its first block, :func:`~.engine.run_engine`);
-    on one node (the driver's own) only once preflight has passed, since their start took the cores
-    preflight and the driver's first block need (measured on 2 cores, benchmarks/evaluate.md).
+    on one node (the driver's own) only once preflight has passed, since their start takes the cores
+    preflight and the driver's first block need (on 2 cores, benchmarks/evaluate.md).
     Preflight's models are then put once and fetched by every actor before its first block.
 
     :param checks: the preflight running on its thread.

@@ -35,7 +35,7 @@ def run_starts(keys: np.ndarray) -> np.ndarray:
 def sort_with_repeats(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``keys`` sorted, and the values found more than once in it (ascending, each once).
 
-    A sort: numpy's hash-based ``unique`` was several times slower on a million 64-bit group hashes.
+    A sort: numpy's hash-based ``unique`` is several times slower on a million 64-bit group hashes.
     """
     ordered = np.sort(keys)
     return ordered, np.unique(ordered[1:][ordered[1:] == ordered[:-1]])

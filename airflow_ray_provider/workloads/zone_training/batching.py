@@ -13,7 +13,9 @@ How:
   skew it), and a task takes zones until their estimated cost reaches the goal;
 * the goal shrinks towards the end (guided self-scheduling: remaining work / (2 x slots), never
   below ``min_task_seconds``), so the last tasks are short and every slot finishes at about the same time;
-* zones of a task that died or overran are requeued one per task (isolated), ahead of the rest.
+* zones of a task that died or overran are requeued one per task (isolated), ahead of the rest;
+  the other zones of a task killed for one zone past ``zone_timeout_s`` are requeued as they were
+  (batched), ahead of the rest.
 """
 
 from __future__ import annotations
@@ -97,6 +99,12 @@ class AdaptiveBatcher:
     def isolate(self, keys_rows: Iterable[ZoneItem]) -> None:
         """Requeue zones to run one per task, before anything else."""
         self._isolated.extend(keys_rows)
+
+    def requeue(self, items: Iterable[ZoneItem]) -> None:
+        """Put zones back at the front of the queue, batched as usual (in the order given)."""
+        for item in reversed(list(items)):
+            self._queue.appendleft(item)
+            self._rows_pending += item.rows
 
     def _pop(self) -> ZoneItem:
         item = self._queue.popleft()

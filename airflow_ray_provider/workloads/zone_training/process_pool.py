@@ -10,7 +10,8 @@ clean one (never a fork of the driver, whose threads and locks a fork would copy
 
 Failure isolation as on Ray: a worker that dies (a crash, ``os._exit``, the OOM killer) loses only its
 batch, which the scheduler reruns one zone per task; a new worker takes its place. ``zone_timeout_s``:
-the in-task watchdog as on Ray, and a backstop that kills a worker whose task overran
+each worker marks its zone on a clock in shared memory (:class:`~.timeouts.SharedZoneClock`), and the
+driver kills and replaces a worker whose zone is past its limit, or whose task overran
 :func:`.backstop.backstop_seconds`.
 """
 
@@ -28,6 +29,7 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_ray_provider.workloads.zone_training.backstop import backstop_seconds
+from airflow_ray_provider.workloads.zone_training.timeouts import SharedZoneClock
 from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
 
 if TYPE_CHECKING:
@@ -85,11 +87,17 @@ def _short_socket_dir() -> None:
         tempfile.tempdir = previous
 
 
-def worker_main(conn: Connection, ctx: WorkerContext, chunk_paths: list[str]) -> None:
-    """A worker process: run the batches sent on ``conn`` until told to stop (``None``) or orphaned."""
+def worker_main(
+    conn: Connection, ctx: WorkerContext, chunk_paths: list[str], clock_cells: Any = None
+) -> None:
+    """A worker process: run the batches sent on ``conn`` until told to stop (``None``) or orphaned.
+
+    :param clock_cells: the shared memory of this worker's zone clock (``None``: no ``zone_timeout_s``).
+    """
     import pyarrow as pa
 
     tables: dict[int, Any] = {}
+    clock = SharedZoneClock(clock_cells) if clock_cells is not None else None
 
     def table(chunk: int) -> Any:
         if chunk not in tables:  # zero-copy: the table's buffers point into the mapped file
@@ -104,13 +112,14 @@ def worker_main(conn: Connection, ctx: WorkerContext, chunk_paths: list[str]) ->
         if message is None:
             return
         key, works, chunks = message
-        conn.send(run_batch(ctx, works, [table(c) for c in chunks], task_key=key))
+        conn.send(run_batch(ctx, works, [table(c) for c in chunks], task_key=key, clock=clock))
 
 
 @dataclass
 class _Worker:
     process: BaseProcess
     conn: Connection
+    clock: SharedZoneClock | None = None
     key: int | None = None
     started: float = 0.0
     zones: int = 0
@@ -122,7 +131,7 @@ class ProcessPool:
     :param ctx: what every task needs besides its zones.
     :param workers: processes (CPU slots: this machine's CPUs / ``num_cpus``).
     :param chunk_paths: the staged chunks' IPC files, by chunk number (empty for partitioned data).
-    :param zone_timeout_s: the config's per-zone limit (``None``: no backstop).
+    :param zone_timeout_s: the config's per-zone limit (``None``: none, no clock, no backstop).
     :param grace_s: the backstop's grace.
     """
 
@@ -172,22 +181,26 @@ class ProcessPool:
         self._dispatch()
         return done
 
-    def expired(self) -> list[Any]:
-        """Tasks past their backstop: their workers are killed and replaced."""
+    def expired(self) -> list[tuple[Any, int | None]]:
+        """Tasks with a zone past its limit, or past their backstop: their workers are killed and replaced.
+
+        :returns: ``(key, the zone's index in the batch)``, or ``(key, None)`` past the backstop.
+        """
         if self._limit is None:
             return []
-        now = time.monotonic()
-        late = [
-            w
-            for w in self._workers
-            if w.key is not None and now - w.started > backstop_seconds(w.zones, self._limit, self._grace)
-        ]
-        keys = []
-        for worker in late:
-            keys.append(worker.key)
-            self._replace(worker, kill=True)
+        out: list[tuple[Any, int | None]] = []
+        for worker in list(self._workers):
+            if worker.key is None:
+                continue
+            index = worker.clock.overdue(self._limit) if worker.clock is not None else None
+            late = time.monotonic() - worker.started > backstop_seconds(
+                worker.zones, self._limit, self._grace
+            )
+            if index is not None or late:
+                out.append((worker.key, index))
+                self._replace(worker, kill=True)
         self._dispatch()
-        return keys
+        return out
 
     def close(self) -> None:
         """Stop every worker: ask, wait up to 5 s, then kill."""
@@ -212,12 +225,17 @@ class ProcessPool:
 
     def _new_worker(self) -> _Worker:
         parent, child = self._mp.Pipe()
+        cells = self._mp.RawArray("d", 2) if self._limit is not None else None
+        clock = SharedZoneClock(cells) if cells is not None else None
         process = self._mp.Process(
-            target=worker_main, args=(child, self._ctx, self._chunk_paths), name="zone-worker", daemon=True
+            target=worker_main,
+            args=(child, self._ctx, self._chunk_paths, cells),
+            name="zone-worker",
+            daemon=True,
         )
         process.start()
         child.close()
-        return _Worker(process, parent)
+        return _Worker(process, parent, clock)
 
     def _dispatch(self) -> None:
         if self._starting is not None:

@@ -6,11 +6,12 @@ refs travel *inside a list*, so Ray does not resolve them as task arguments: eve
 the same scheduling key (which includes a task's object arguments), so Ray's owner hands a worker that
 finishes a task the next queued one on the same lease, and each worker fetches each object once per
 run and keeps it (:func:`_resolved`) instead of deserialising the chunk tables for every task
-(measured here with 30 ms tasks and four 44 MB tables: 2.4-2.7 ms between tasks instead of
-3.4-3.5 ms). A worker holds the last run's objects until it gets a task of another run or exits (the
-workers of a Ray job exit with it). Ray retries a task whose
-worker died ``max_retries`` times; then the scheduler isolates its zones. ``zone_timeout_s`` has a
-driver-side backstop (:mod:`.backstop`): an overdue task is cancelled with ``force=True``.
+(with 30 ms tasks and four 44 MB tables: 2.4-2.7 ms between tasks instead of 3.4-3.5 ms). A worker
+holds the last run's objects until it gets a task of another run or exits (the workers of a Ray job
+exit with it). Ray retries a task whose worker died ``max_retries`` times; then the scheduler isolates
+its zones. ``zone_timeout_s``: each task's zone clock reports a zone past its limit to the run's
+board (:mod:`.timeouts`, :mod:`.backstop`), and the driver cancels that task with ``force=True``,
+which kills its worker.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.zone_training.backstop import Backstop
+from airflow_ray_provider.workloads.zone_training.timeouts import ReportingZoneClock
 from airflow_ray_provider.workloads.zone_training.worker import WorkerContext, ZoneWork, run_batch
 
 if TYPE_CHECKING:
@@ -33,8 +35,13 @@ def _batch_task(refs: list[Any], zones: list[ZoneWork], key: int, board: Any) ->
     started, started_cpu, started_wall = time.perf_counter(), time.process_time(), time.time()
     ctx, *tables = _resolved(refs)
     fetch_s, fetch_cpu_s = time.perf_counter() - started, time.process_time() - started_cpu
-    on_start = (lambda: board.started.remote(key)) if board is not None else None
-    out = run_batch(ctx, zones, tables, on_start=on_start, task_key=key)
+    if board is None:
+        out = run_batch(ctx, zones, tables, task_key=key)
+    else:
+        with ReportingZoneClock(ctx.zone_timeout_s or 0.0, lambda i: board.timed_out.remote(key, i)) as clock:
+            out = run_batch(
+                ctx, zones, tables, on_start=lambda: board.started.remote(key), task_key=key, clock=clock
+            )
     out.update(task_s=out["task_s"] + fetch_s, task_cpu_s=out["task_cpu_s"] + fetch_cpu_s)
     out["wall"] = (started_wall, out["wall"][1])
     return out
@@ -101,16 +108,17 @@ class RayTasks:
                 done.append((ref, _first_line(exc)))
         return done
 
-    def expired(self) -> list[Any]:
-        """Tasks past their backstop, cancelled now (``force=True`` kills the worker)."""
+    def expired(self) -> list[tuple[Any, int | None]]:
+        """Tasks with a zone past its limit, or past their backstop, cancelled now (``force=True`` kills
+        the worker): ``(ref, the zone's index in the batch or None)``."""
         if self._backstop is None:
             return []
-        overdue = set(self._backstop.overdue())
-        refs = [ref for ref, key in self._keys.items() if key in overdue]
-        for ref in refs:
+        overdue = dict(self._backstop.overdue())
+        out = [(ref, overdue[key]) for ref, key in self._keys.items() if key in overdue]
+        for ref, _ in out:
             self._forget(ref)
             self._ray.cancel(ref, force=True)
-        return refs
+        return out
 
     def close(self) -> None:
         """End the backstop's board actor."""

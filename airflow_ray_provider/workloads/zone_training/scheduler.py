@@ -6,10 +6,12 @@ zone: the loop waits for any one task, takes only that task's small result rows,
 set up again and logs progress. With at most ``max_in_flight`` tasks submitted, driver memory stays
 flat for any number of zones.
 
-Failures: a zone that raises is a failed row returned by its task. A task that dies (worker crash,
-node loss after ``max_retries`` Ray retries, OOM kill) or overruns its backstop deadline is killed
-and its zones rerun one per task, so one bad zone cannot take its batch-mates down; a single-zone
-task that dies again is recorded as failed with the runner's error.
+Failures: a zone that raises is a failed row returned by its task. A zone past ``zone_timeout_s`` is
+failed by the driver once the runner has killed its task's worker (:mod:`.timeouts`); the task's other
+zones go back to the queue. A task that dies (worker crash, node loss after ``max_retries`` Ray
+retries, OOM kill) or overruns its backstop deadline is killed and its zones rerun one per task, so
+one bad zone cannot take its batch-mates down; a single-zone task that dies again is recorded as
+failed with the runner's error.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ class TaskRunner(Protocol):
     def wait(self, handles: list[Any], timeout: float) -> list[tuple[Any, dict[str, Any] | str]]:
         """Finished tasks: ``(handle, run_batch's result)``, or ``(handle, why it was lost)``."""
 
-    def expired(self) -> list[Any]:
-        """Handles of tasks killed now for overrunning their backstop (:func:`.backstop.backstop_seconds`)."""
+    def expired(self) -> list[tuple[Any, int | None]]:
+        """Tasks killed now: ``(handle, index in its batch of the zone past zone_timeout_s)``, or
+        ``(handle, None)`` for a task past its backstop (:func:`.backstop.backstop_seconds`)."""
 
     def close(self) -> None:
         """Stop what the runner started (tasks still running are killed)."""
@@ -73,7 +76,7 @@ class ZoneSources:
             return [self._work(z, tuple(files.get(z.key, ()))) for z in batch], []
         zone_pieces = [self._staged.pieces.get(zone.key, []) for zone in batch]
         # Chunk arguments in chunk order: a task's chunks are listed the same way whichever zones it has
-        # (the Ray runner passes them inside a list, so they no longer split its tasks' scheduling keys).
+        # (the Ray runner passes them inside a list, so they do not split its tasks' scheduling keys).
         chunks = sorted({chunk for pieces in zone_pieces for chunk, _, _ in pieces})
         arg_of = {chunk: arg for arg, chunk in enumerate(chunks)}
         works = [
@@ -180,9 +183,24 @@ class ZoneScheduler:
 
     def _enforce_deadlines(self) -> None:
         limit = self._cfg.zone_timeout_s or 0.0
-        for handle in self._runner.expired():
+        for handle, index in self._runner.expired():
             flight = self._in_flight.pop(handle)
-            self._task_lost(flight, f"timed out: its task ran past the zone_timeout_s ({limit:g}s) backstop")
+            if index is None or not 0 <= index < len(flight.zones):
+                self._task_lost(
+                    flight, f"timed out: its task ran past the zone_timeout_s ({limit:g}s) backstop"
+                )
+                continue
+            zone = flight.zones[index]
+            self._batcher.requeue(z for i, z in enumerate(flight.zones) if i != index)
+            error = f"timed out after {limit:g}s (zone_timeout_s)"
+            attempt = self._sources.attempt(zone.key)
+            self._add(
+                [
+                    manifest_row(
+                        zone.key, "failed", error=error, rows=zone.rows, attempt=attempt, duration_s=limit
+                    )
+                ]
+            )
 
     def _task_lost(self, flight: _Flight, reason: str) -> None:
         if len(flight.zones) > 1:

@@ -4,8 +4,10 @@ Runs inside a Ray worker (plain Python, no Ray calls, so it is testable in-proce
 become one DataFrame, or for array trainers one feature block and one label array (:mod:`.frame`);
 each zone gets a 0-based slice or views of it. Zones go in groups: fit a group, then save its models
 (:mod:`.bundles`: one file per zone, or one bundle per task written once its zones are done; always
-atomically, see :mod:`.writes`). A zone that raises or times out is recorded as failed and the batch
-goes on; only small result rows go back to the driver.
+atomically, see :mod:`.writes`). A zone that raises is recorded as failed and the batch goes on;
+only small result rows go back to the driver. Each fit is marked on the task's zone clock, if it has
+one (``zone_timeout_s``, :mod:`.timeouts`): a zone past its limit ends with the worker process, from
+outside.
 """
 
 from __future__ import annotations
@@ -29,12 +31,13 @@ from airflow_ray_provider.workloads.zone_training.trainers import (
     clean_metrics,
     load_trainer,
 )
-from airflow_ray_provider.workloads.zone_training.watchdog import ZoneTimeout, watchdog
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
     import pyarrow.fs as pafs
+
+    from airflow_ray_provider.workloads.zone_training.timeouts import ZoneClock
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +105,7 @@ def apply_thread_budget(threads: int) -> None:
     The environment variables reach libraries loaded later (they read them at load time);
     ``threadpoolctl`` resizes the pools of those already loaded (NumPy's BLAS, scikit-learn's OpenMP,
     loaded here first). Done in the task rather than through a per-task ``runtime_env``, which would
-    make Ray start a separate worker pool (about 5 s more per job, measured here).
+    make Ray start a separate worker pool (about 5 s more per job on 2 cores).
     """
     global _applied_threads
     os.environ.update(thread_env(threads))
@@ -125,6 +128,7 @@ def run_batch(
     *,
     on_start: Callable[[], Any] | None = None,
     task_key: int = 0,
+    clock: ZoneClock | None = None,
 ) -> dict[str, Any]:
     """Train every zone of a batch; return its result rows and the task's figures.
 
@@ -140,6 +144,7 @@ def run_batch(
 
     :param on_start: called once the batch is ready and its first zone starts (after one-off imports).
     :param task_key: the task's number in the run (names its model bundle, see :mod:`.bundles`).
+    :param clock: marks each fit's zone (its index in ``zones``) and start (``zone_timeout_s``).
     """
     started, started_wall, started_cpu = time.perf_counter(), time.time(), time.process_time()
     apply_thread_budget(ctx.threads)
@@ -167,7 +172,10 @@ def run_batch(
     for first in range(0, len(zones), GROUP_ZONES):
         group = range(first, min(first + GROUP_ZONES, len(zones)))
         calls = [batch.zone_call(i) for i in group]
-        fitted = [fit_zone(ctx, zones[i], rows, call) for i, (rows, call) in zip(group, calls, strict=True)]
+        fitted = [
+            fit_zone(ctx, zones[i], rows, call, clock=clock, index=i)
+            for i, (rows, call) in zip(group, calls, strict=True)
+        ]
         results.extend(save_zone(saver, outcome) for outcome in fitted)
     saver.flush()
     done = time.perf_counter()
@@ -295,13 +303,23 @@ class FitOutcome:
     error: str | None = None
 
 
-def fit_zone(ctx: WorkerContext, zone: ZoneWork, rows: int, call: ZoneCall) -> FitOutcome:
-    """Fit one zone, with ``zone_retries`` extra tries on exceptions and the ``zone_timeout_s`` limit.
+def fit_zone(
+    ctx: WorkerContext,
+    zone: ZoneWork,
+    rows: int,
+    call: ZoneCall,
+    *,
+    clock: ZoneClock | None = None,
+    index: int = 0,
+) -> FitOutcome:
+    """Fit one zone, with ``zone_retries`` extra tries on exceptions; each try is marked on ``clock``.
 
     ``cpu_s`` is the CPU time of the trainer calls (all tries), the "per-fit CPU" of the benchmarks.
 
     :param rows: the zone's rows.
     :param call: the trainer call on the zone's rows (see :meth:`BatchInput.zone_call`).
+    :param clock: the task's zone clock (``zone_timeout_s``, :mod:`.timeouts`), if any.
+    :param index: the zone's index in its batch (what ``clock`` records).
     """
     started = time.perf_counter()
     tries = 1 + ctx.zone_retries
@@ -310,11 +328,7 @@ def fit_zone(ctx: WorkerContext, zone: ZoneWork, rows: int, call: ZoneCall) -> F
     for attempt in range(1, tries + 1):
         cpu_start = time.process_time()
         try:
-            model, metrics = _call_with_timeout(ctx, call)
-        except ZoneTimeout:
-            error = f"timed out after {ctx.zone_timeout_s:g}s (zone_timeout_s)"
-            cpu += time.process_time() - cpu_start
-            break
+            model, metrics = _timed_call(call, clock, index)
         except Exception as exc:
             cpu += time.process_time() - cpu_start
             error = _describe(exc, zone.key, attempt, tries)
@@ -345,17 +359,14 @@ def save_zone(saver: ModelSaver, outcome: FitOutcome) -> dict[str, Any]:
     return row
 
 
-def _call_with_timeout(ctx: WorkerContext, call: ZoneCall) -> tuple[Any, dict]:
-    if ctx.zone_timeout_s is None:
+def _timed_call(call: ZoneCall, clock: ZoneClock | None, index: int) -> tuple[Any, dict]:
+    if clock is None:
         return _checked(call())
-    dog = watchdog()
-    dog.arm(ctx.zone_timeout_s)
+    clock.start(index)
     try:
         result = call()
     finally:
-        fired = dog.disarm()
-    if fired:
-        raise ZoneTimeout()
+        clock.stop()
     return _checked(result)
 
 

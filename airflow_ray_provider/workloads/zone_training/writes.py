@@ -8,9 +8,9 @@ calls: a uniquely named temporary file beside the target, renamed into place (at
 temporary file is removed on failure). Remote URIs (``s3://``, ``gs://``) go through ``pyarrow.fs``,
 where an object becomes visible only once its upload completes.
 
-Measured here (1,000 zones, Ridge): the file creation itself (inode, directory entry) is most of
-the cost and every variant pays it; what this saves is the per-call resolve, ``create_dir`` and
-``get_file_info`` round trips.
+For 1,000 Ridge zones the file creation itself (inode, directory entry) is most of the cost and every
+variant pays it; what this saves is the per-call resolve, ``create_dir`` and ``get_file_info`` round
+trips.
 """
 
 from __future__ import annotations

@@ -107,22 +107,40 @@ def test_thread_budget_reaches_the_zone(zone_ray, zone_config) -> None:
         assert m["max_pool_threads"] <= 2
 
 
-def test_zone_stuck_in_c_code_is_killed_by_the_backstop(zone_ray, zone_config, monkeypatch) -> None:
-    from airflow_ray_provider.workloads.zone_training import scheduler as zone_scheduler
-
-    monkeypatch.setattr(zone_scheduler, "BACKSTOP_GRACE_S", 2.0)
+def test_a_zone_blocked_in_c_code_is_stopped_at_its_own_limit(zone_ray, zone_config) -> None:
+    """``time.sleep(60)`` releases the GIL: the worker's zone clock reports the zone, the driver kills the
+    task with ``ray.cancel(force=True)``; its batch-mates train again in other tasks."""
     raw = zone_config(
         trainer="tests.fixtures.zone_training:zone_slow_trainer",
         trainer_kwargs={"sleep_zones": ["z00004"]},
         zone_timeout_s=2.0,  # generous: a loaded 2-core machine must not time out the normal zones
+        max_failed_fraction=1.0,
+        batching={"max_zones_per_task": 4, "probe_zones": 4},
+    )
+    summary = run_zone_training(parse_config(raw))
+    errors = {z: r["error"] for z, r in read_manifest(raw["output_uri"]).items() if r["error"]}
+    assert errors == {"z00004": "timed out after 2s (zone_timeout_s)"}
+    assert summary["succeeded"] == 23
+    assert summary["duration_s"] < 40  # the 60 s sleep was cut short
+
+
+def test_a_zone_holding_the_gil_is_killed_by_the_backstop(zone_ray, zone_config, monkeypatch) -> None:
+    """A C call that holds the GIL keeps the zone clock's thread from reporting: the backstop kills it."""
+    from airflow_ray_provider.workloads.zone_training import scheduler as zone_scheduler
+
+    monkeypatch.setattr(zone_scheduler, "BACKSTOP_GRACE_S", 2.0)
+    raw = zone_config(
+        trainer="tests.integration.workloads.zone_training.trainers:zone_gil_trainer",
+        trainer_kwargs={"gil_zones": ["z00004"]},
+        zone_timeout_s=2.0,
         max_failed_fraction=1.0,
         batching={"max_zones_per_task": 1, "probe_zones": 1},
     )
     summary = run_zone_training(parse_config(raw))
     errors = {z: r["error"] for z, r in read_manifest(raw["output_uri"]).items() if r["error"]}
     assert summary["failed_zones"] == ["z00004"] and summary["succeeded"] == 23, errors
-    assert "ran past the zone_timeout_s (2s) backstop" in read_manifest(raw["output_uri"])["z00004"]["error"]
-    assert summary["duration_s"] < 40  # the 60 s sleep was cut short
+    assert "ran past the zone_timeout_s (2s) backstop" in errors["z00004"]
+    assert summary["duration_s"] < 40  # the regular expression's minutes were cut short
 
 
 def test_a_zone_no_node_can_hold_fails_before_any_zone_on_a_real_cluster(zone_ray, zone_config) -> None:

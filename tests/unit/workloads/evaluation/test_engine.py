@@ -33,15 +33,15 @@ AUTO_RULE = [
     (10, 64, 3, False, None, "ray", "multi-node"),
     (10, 2, 2, False, None, "ray", "multi-node"),
     (10, 4, 2, False, 1_000_000, "ray", "multi-node"),
-    # one node with more CPUs: the break-even (connected 2.5 s, standalone 6.0 s of fixed cost)
+    # one node with more CPUs: the break-even (connected 2.5 s, standalone 7.5 s of fixed cost)
     (3_000_000, 4, 1, False, None, "local", "too small"),
     (4_000_000, 4, 1, False, None, "ray", "above the in-process limit"),
-    (8_000_000, 4, 1, True, None, "local", "too small"),
-    (9_000_000, 4, 1, True, None, "ray", "above the in-process limit"),
+    (10_000_000, 4, 1, True, None, "local", "too small"),
+    (11_000_000, 4, 1, True, None, "ray", "above the in-process limit"),
     (2_500_000, 16, 1, False, None, "local", "too small"),
     (3_000_000, 16, 1, False, None, "ray", "above the in-process limit"),
-    (6_000_000, 16, 1, True, None, "local", "too small"),
-    (7_000_000, 16, 1, True, None, "ray", "above the in-process limit"),
+    (8_000_000, 16, 1, True, None, "local", "too small"),
+    (9_000_000, 16, 1, True, None, "ray", "above the in-process limit"),
     # local_max_rows replaces the rule on one node
     (20_000, 2, 1, True, 50_000, "local", "too small"),
     (60_000, 2, 1, True, 50_000, "ray", "above the in-process limit"),
@@ -58,10 +58,10 @@ def test_auto_rule(
 
 
 def test_break_even_shrinks_with_more_cpus_and_grows_with_the_fixed_cost() -> None:
-    assert break_even_rows(1, 2.5) is None and break_even_rows(2, 6.0) is None  # never Ray there
+    assert break_even_rows(1, 2.5) is None and break_even_rows(2, 7.5) is None  # never Ray there
     four, sixteen = break_even_rows(4, 2.5), break_even_rows(16, 2.5)
     assert four is not None and sixteen is not None and four > sixteen > 2_500_000
-    standalone = break_even_rows(16, 6.0)
+    standalone = break_even_rows(16, 7.5)
     assert standalone is not None and standalone > sixteen  # a standalone run also pays Ray's own start
 
 

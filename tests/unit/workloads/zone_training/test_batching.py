@@ -1,4 +1,4 @@
-"""Adaptive batching: probe, size by measured cost, shrink at the tail, isolate lost zones."""
+"""Adaptive batching: probe, size by measured cost, shrink at the tail, isolate or requeue lost zones."""
 
 from __future__ import annotations
 
@@ -53,6 +53,15 @@ def test_largest_zones_go_first_and_isolated_zones_jump_the_queue() -> None:
     assert batcher.next_batch() == [ZoneItem("x", 5)]
     assert batcher.next_batch() == [ZoneItem("y", 5)]
     assert batcher.pending == 2
+
+
+def test_requeued_zones_come_back_batched_ahead_of_the_rest() -> None:
+    items = [ZoneItem("a", 30), ZoneItem("b", 20), ZoneItem("c", 10)]
+    batcher = AdaptiveBatcher(items, slots=1, config=BatchingConfig(probe_zones=2))
+    assert batcher.next_batch() == items[:2]
+    batcher.requeue([ZoneItem("a", 30)])  # its batch-mate timed out
+    assert batcher.pending == 2
+    assert batcher.next_batch() == [ZoneItem("a", 30), ZoneItem("c", 10)]
 
 
 def test_max_zones_per_task_one_disables_batching() -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import joblib
 import pyarrow as pa
@@ -99,19 +98,36 @@ def test_failing_zone_does_not_stop_its_batch_and_retries_count(tmp_path) -> Non
     assert rows["bad"]["artifact"] is None and not os.path.exists(tmp_path / "models" / "bad.joblib")
 
 
-def test_zone_timeout_stops_a_trainer_that_swallows_exceptions(tmp_path) -> None:
-    zones = {"slow": 20, "fast": 20}
+class RecordingClock:
+    """A zone clock that records what a task marks on it (a task's view of ``zone_timeout_s``)."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, int | None]] = []
+
+    def start(self, index: int) -> None:
+        self.marks.append(("start", index))
+
+    def stop(self) -> None:
+        self.marks.append(("stop", None))
+
+
+def test_every_try_of_every_zone_is_marked_on_the_zone_clock(tmp_path) -> None:
+    zones = {"a": 20, "bad": 20, "c": 20}
     ctx = context(
         tmp_path,
-        trainer="tests.fixtures.zone_training:zone_slow_trainer",
-        trainer_kwargs={"slow_zones": ["slow"]},
-        zone_timeout_s=0.3,
+        trainer="tests.fixtures.zone_training:zone_flaky_trainer",
+        trainer_kwargs={"fail_zones": ["bad"]},
+        zone_retries=1,
+        zone_timeout_s=30.0,
     )
-    started = time.monotonic()
-    rows = {r["zone"]: r for r in run_batch(ctx, work_items(zones), [make_table(zones)])["results"]}
-    assert time.monotonic() - started < 10
-    assert rows["slow"]["status"] == "failed" and "timed out after 0.3s" in rows["slow"]["error"]
-    assert rows["fast"]["status"] == "succeeded"
+    clock = RecordingClock()
+    rows = {
+        r["zone"]: r for r in run_batch(ctx, work_items(zones), [make_table(zones)], clock=clock)["results"]
+    }
+    assert [rows[z]["status"] for z in zones] == ["succeeded", "failed", "succeeded"]
+    starts = [index for mark, index in clock.marks if mark == "start"]
+    assert starts == [0, 1, 1, 2]  # the failing zone's two tries, each marked
+    assert clock.marks[1::2] == [("stop", None)] * 4  # every start is followed by its stop, also on errors
 
 
 def test_bad_trainer_result_and_bad_batch_are_recorded_as_failures(tmp_path) -> None:
