@@ -15,6 +15,8 @@ BENCHMARKS = [
     "benchmarks.bench_usage",
     "benchmarks.bench_challengers",
     "benchmarks.bench_usage_zones",
+    "benchmarks.bench_object_store",
+    "benchmarks.bench_wheel",
 ]
 
 

@@ -45,6 +45,7 @@ pytest_plugins = [
     "tests.fixtures.zone_training",
     "tests.fixtures.templates",
     "tests.fixtures.airflow_services",
+    "tests.fixtures.s3",
     "tests.fixtures.test_order",
 ]
 

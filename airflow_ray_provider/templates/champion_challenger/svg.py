@@ -112,21 +112,29 @@ def pair_chart(
     return "".join(parts)
 
 
+#: Average advance of a character of the labels' font (11 px system-ui) in pixels, rounded up: an SVG
+#: cannot size a column to its text, so the label column is sized from the longest label's length.
+_LABEL_CHAR_PX = 6.6
+
+
 def hbar_chart(
     title: str, rows: list[HBar], *, refs: tuple[tuple[float, str], ...] = (), label_w: int = 150
 ) -> str:
     """A horizontal bar chart of signed values around zero, with optional intervals and reference lines.
 
     :param refs: ``(x, label)`` vertical reference lines (e.g. the minimum lift, the regression limit).
+    :param label_w: the least width of the label column; a longer label widens it (and the chart).
     """
-    width, row_h, top, right = 640, 22, 30, 70
+    row_h, top, right, plot_w = 22, 30, 70, 420
+    longest = max((len(row.label) for row in rows), default=0)
+    label_w = max(label_w, math.ceil(longest * _LABEL_CHAR_PX) + 14)
+    width = label_w + plot_w + right
     height = top + row_h * max(len(rows), 1) + 26
     points = [0.0, *(r.value for r in rows), *(r.low for r in rows if r.low is not None)]
     points += [r.high for r in rows if r.high is not None] + [x for x, _ in refs]
     lo, hi = min(points), max(points)
     pad = (hi - lo) * 0.08 or 0.01
     lo, hi = lo - pad, hi + pad
-    plot_w = width - label_w - right
 
     def x(v: float) -> float:
         return label_w + plot_w * (v - lo) / (hi - lo)

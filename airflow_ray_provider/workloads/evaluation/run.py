@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.errors import WorkloadError
+from airflow_ray_provider.workloads.common.object_store import check_object_stores
 from airflow_ray_provider.workloads.evaluation.phases import PhaseClock
 
 if TYPE_CHECKING:
@@ -57,6 +58,13 @@ def run_evaluation(config: dict[str, Any] | EvalConfig, *, ray_address: str | No
     started = dt.datetime.now(dt.timezone.utc)
     clock = PhaseClock()
     cfg = config if isinstance(config, EvalConfig) else EvalConfig.from_dict(config)
+    check_object_stores(  # before any work: an endpoint, bucket or key that cannot work, by its field
+        {
+            "data_uri": cfg.data_uri,
+            **{f"models.{m.name}.uri": m.uri for m in cfg.models},
+            "output_uri": cfg.output_uri,
+        }
+    )
     check_ray_address(ray_address or cfg.ray_address)  # before any work: a Ray nothing answers at
     staging = eval_artifact.staging_uri(cfg.output_uri) if cfg.write_predictions else None
     checks = PreflightRun(cfg, clock)  # on its thread, while a private Ray starts

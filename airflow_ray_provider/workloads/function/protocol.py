@@ -142,12 +142,13 @@ def encode_value(
     if not result_uri:
         kind = type(value)
         what = (
-            f"is {len(text):,} bytes as JSON, over the {limit:,}-byte limit of the job-log transport"
+            f"is {len(text):,} bytes as JSON"
             if text is not None
             else f"({kind.__module__}.{kind.__qualname__}) is not JSON-serialisable"
         )
         raise ResultTransportError(
-            f"the return value {what}; set result_uri= (a pyarrow.fs folder: a local path, s3://, gs://) "
+            f"the return value {what}, and the job log carries only JSON of at most {limit:,} bytes "
+            f"({limit / 2**20:g} MiB); set result_uri= (a pyarrow.fs folder: a local path, s3://, gs://) "
             "on @task.ray to return it through storage, or return something smaller"
         )
     location = write_result_file(value, result_uri=result_uri, name=name)

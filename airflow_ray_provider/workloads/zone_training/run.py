@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.cli import ExitCode, build_parser, config_from_argv, exit_code_for
 from airflow_ray_provider.workloads.common.errors import ArtifactError, WorkloadError
+from airflow_ray_provider.workloads.common.object_store import check_object_stores
 from airflow_ray_provider.workloads.common.ray_session import (
     SessionMode,
     check_ray_address,
@@ -78,6 +79,9 @@ def run_zone_training(cfg: ZoneTrainingConfig, *, only_failed: str | None = None
     :raises ArtifactError: the output could not be written.
     """
     started_at, t0 = _now(), time.monotonic()
+    check_object_stores(
+        {"data_uri": cfg.data_uri, "output_uri": cfg.output_uri, "--only-failed": only_failed}
+    )
     try:
         artifacts.probe_writable(cfg.output_uri)  # leaves nothing behind
     except ArtifactError as exc:

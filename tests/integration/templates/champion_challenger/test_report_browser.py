@@ -28,14 +28,28 @@ pytestmark = [
     ),
 ]
 
+#: Every ``<text>`` of a chart whose laid-out box reaches past its ``<svg>``: the browser cuts it there.
+CLIPPED_TEXTS = """
+function clippedTexts() {
+  return [...document.querySelectorAll('svg text')].filter(t => {
+    const b = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
+    return b.left < s.left - 0.5 || b.right > s.right + 0.5;
+  }).map(t => t.textContent);
+}
+"""
+
 # Appended to a copy of the report only: measures the laid-out size of every bar after rendering.
-MEASURE = """<script>
+MEASURE = (
+    """<script>"""
+    + CLIPPED_TEXTS
+    + """
 const bars = [...document.querySelectorAll('rect.bar')].map(r => {
   const b = r.getBoundingClientRect(); return [b.width, b.height]; });
-const out = {svgs: document.querySelectorAll('svg').length, bars: bars};
+const out = {svgs: document.querySelectorAll('svg').length, bars: bars, clipped: clippedTexts()};
 const pre = document.createElement('pre'); pre.id = 'measure'; pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script></body>"""
+)
 
 
 def test_report_charts_render_in_headless_chromium(tmp_path: Path, eval_document: dict) -> None:
@@ -54,6 +68,8 @@ def test_report_charts_render_in_headless_chromium(tmp_path: Path, eval_document
     assert measured["svgs"] == 7 + 2  # one per metric, the lift chart, the slice chart
     assert len(measured["bars"]) == 2 * 7 + 7 + 10
     assert all(w >= 1 and h >= 1 for w, h in measured["bars"]), measured["bars"]
+    assert "calibration_ratio (closer to 1)" in report.html  # the longest label of the lift chart
+    assert measured["clipped"] == []  # every label and title whole
     assert "<svg" in dom.stdout and 'class="bar"' in dom.stdout
 
     shot = tmp_path / "report.png"
@@ -64,7 +80,10 @@ def test_report_charts_render_in_headless_chromium(tmp_path: Path, eval_document
 
 
 # Appended to a copy of the 50-model report: the leaderboard's laid-out rows and its scrolling box.
-MEASURE_BOARD = """<script>
+MEASURE_BOARD = (
+    """<script>"""
+    + CLIPPED_TEXTS
+    + """
 const rows = [...document.querySelectorAll('#leaderboard tr[data-model]')].map(r => {
   const b = r.getBoundingClientRect(); return [r.dataset.model, b.height, r.cells.length]; });
 const box = document.querySelector('#leaderboard').getBoundingClientRect();
@@ -72,10 +91,12 @@ const chart = [...document.querySelectorAll('#leaderboard-chart rect.bar')].map(
   const b = r.getBoundingClientRect(); return [b.width, b.height]; });
 const head = document.querySelector('#leaderboard th').getBoundingClientRect();
 const out = {rows: rows, box: [box.width, box.height], chart: chart, head: head.height,
-             winner: [...document.querySelectorAll('#leaderboard tr.winner')].map(r => r.dataset.model)};
+             winner: [...document.querySelectorAll('#leaderboard tr.winner')].map(r => r.dataset.model),
+             clipped: clippedTexts()};
 const pre = document.createElement('pre'); pre.id = 'measure'; pre.textContent = JSON.stringify(out);
 document.body.appendChild(pre);
 </script></body>"""
+)
 
 
 def test_a_fifty_model_leaderboard_renders_readably_in_headless_chromium(tmp_path: Path) -> None:
@@ -111,6 +132,7 @@ def test_a_fifty_model_leaderboard_renders_readably_in_headless_chromium(tmp_pat
     assert len(measured["chart"]) == 50 and all(w >= 1 and h >= 1 for w, h in measured["chart"])
     # candidate_00 has the best lift but breaks the log_loss guardrail: the next best wins.
     assert measured["winner"] == [decision.winner] == ["candidate_01"]
+    assert measured["clipped"] == []
 
     shot = tmp_path / "board.png"
     result = chromium([f"--screenshot={shot}", "--window-size=1280,1600", f"file://{probe}"])

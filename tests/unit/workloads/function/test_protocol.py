@@ -33,12 +33,18 @@ def test_the_last_intact_message_wins_and_broken_ones_are_ignored():
 
 
 def test_a_value_over_the_inline_limit_without_a_uri_names_the_limit():
-    with pytest.raises(protocol.ResultTransportError, match=r"over the 100-byte limit.*result_uri="):
+    with pytest.raises(
+        protocol.ResultTransportError, match=r"is 202 bytes as JSON.*at most 100 bytes.*result_uri="
+    ):
         protocol.encode_value("x" * 200, result_uri=None, name="job-1", limit=100)
 
 
-def test_a_non_json_value_without_a_uri_names_its_type_and_the_fix():
-    with pytest.raises(protocol.ResultTransportError, match=r"builtins.object\) is not JSON.*result_uri="):
+def test_a_non_json_value_without_a_uri_names_its_type_the_limit_and_the_fix():
+    with pytest.raises(
+        protocol.ResultTransportError,
+        match=r"builtins.object\) is not JSON-serialisable, and the job log carries only JSON of at most "
+        r"1,048,576 bytes \(1 MiB\); set result_uri=",
+    ):
         protocol.encode_value(object(), result_uri=None, name="job-1")
 
 

@@ -1,0 +1,148 @@
+"""Benchmark: the evaluation reading from an S3 API server against the same files on local disk.
+
+Both sides run the workload's CLI as a Ray job runs it (``python -m airflow_ray_provider.workloads.evaluate``,
+a whole process: interpreter start, imports, the object-store check, model loading, reading, scoring,
+metrics, writing the artifact), on the same Parquet log and joblib models of ``benchmarks.bench_evaluate``:
+
+* **local**: data, models and ``output_uri`` are local paths;
+* **s3**: the same files in a bucket of moto's S3 server on 127.0.0.1 (``tests/fixtures/s3.py``: IAM
+  check on, configured through the AWS variables only), ``output_uri`` in the bucket too.
+
+The sides take turns (local, s3, local, s3, ...) so that a change in the machine's load hits both; the
+figure is each side's median and their ratio. moto keeps objects in its memory and answers over
+loopback HTTP from one Python process, so this measures pyarrow's S3 client and the HTTP path, not a
+real store's latency or bandwidth.
+
+Run: ``python -m benchmarks.bench_object_store [--rows 2000000] [--runs 3] [--engine auto]``; writes
+``benchmarks/out/bench_object_store.json`` and prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench_evaluate import OUT, dataset
+
+
+def _upload(server: Any, local: str, bucket: str, prefix: str) -> str:
+    from tests.fixtures.s3 import upload_folder
+
+    return upload_folder(server, local, bucket, prefix)
+
+
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process so far (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _run(config: dict[str, Any], env: dict[str, str]) -> float:
+    argv = [
+        sys.executable,
+        "-m",
+        "airflow_ray_provider.workloads.evaluate",
+        "--config-json",
+        json.dumps(config),
+    ]
+    started = time.monotonic()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"evaluation failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    return wall
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both sides ``--runs`` times each, taking turns, and print their medians and ratio."""
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_object_store")
+    parser.add_argument("--rows", type=int, default=2_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--engine", default="auto", choices=("auto", "local", "ray"))
+    args = parser.parse_args(argv)
+    from tests.fixtures.s3 import AWS_VARIABLES, start_s3_server, stop_s3_server
+
+    os.makedirs(OUT, exist_ok=True)
+    data, champion, challenger = dataset(args.rows)
+    work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
+    proc, server = start_s3_server(work)
+    try:
+        bucket = server.make_bucket("bench")
+        started = time.monotonic()
+        s3 = {
+            "data": _upload(server, data, bucket, "logs"),
+            "champion": _upload(server, champion, bucket, "models/champion.joblib"),
+            "challenger": _upload(server, challenger, bucket, "models/challenger.joblib"),
+        }
+        upload_s = time.monotonic() - started
+        base = {k: v for k, v in os.environ.items() if k not in AWS_VARIABLES}
+        base.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        sides = {
+            "local": (
+                {"data": data, "champion": champion, "challenger": challenger},
+                str(work / "out"),
+                base,
+            ),
+            "s3": (s3, f"s3://{bucket}/out", {**base, **server.env()}),
+        }
+        walls: dict[str, list[float]] = {name: [] for name in sides}
+        server_cpu: list[float] = []  # the S3 server's CPU per s3 run: on loopback it shares the cores
+        for run in range(args.runs):
+            for name, (uris, out, env) in sides.items():
+                config = {
+                    "data_uri": uris["data"],
+                    "columns": {"label": "clicked", "group": "request_id", "slices": ["zone"]},
+                    "models": {
+                        "champion": {"uri": uris["champion"]},
+                        "challenger": {"uri": uris["challenger"]},
+                    },
+                    "output_uri": f"{out}/{run}",
+                    "bootstrap": {"samples": 0},
+                    "engine": args.engine,
+                    "progress_interval_s": 5,
+                }
+                before = _cpu_s(server.pid)
+                walls[name].append(_run(config, env))
+                if name == "s3":
+                    server_cpu.append(_cpu_s(server.pid) - before)
+                print(
+                    f"{name} run {run + 1}: {walls[name][-1]:.1f} s (load {os.getloadavg()[0]:.1f})",
+                    flush=True,
+                )
+    finally:
+        stop_s3_server(proc)
+        shutil.rmtree(work, ignore_errors=True)
+    medians = {name: statistics.median(w) for name, w in walls.items()}
+    result = {
+        "rows": args.rows,
+        "engine": args.engine,
+        "dataset_bytes": sum(f.stat().st_size for f in Path(data).rglob("*.parquet")),
+        "upload_s": round(upload_s, 1),
+        "walls_s": {name: [round(w, 2) for w in ws] for name, ws in walls.items()},
+        "median_s": {name: round(m, 2) for name, m in medians.items()},
+        "ratio_s3_to_local": round(medians["s3"] / medians["local"], 3),
+        "s3_server_cpu_s": [round(c, 2) for c in server_cpu],
+    }
+    with open(os.path.join(OUT, "bench_object_store.json"), "w") as fh:
+        json.dump(result, fh, indent=2)
+    print(json.dumps(result))
+    print("| side | runs (s) | median (s) |\n| --- | --- | --- |")
+    for name, ws in result["walls_s"].items():
+        print(f"| {name} | {', '.join(f'{w:.1f}' for w in ws)} | {result['median_s'][name]:.1f} |")
+    print(f"\ns3 / local: {result['ratio_s3_to_local']:.2f}x (goal < 1.3x)")
+    print(f"S3 server CPU per s3 run: {', '.join(f'{c:.1f}' for c in server_cpu)} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
