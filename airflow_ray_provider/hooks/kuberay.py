@@ -196,7 +196,9 @@ class KubeRayHook(BaseHook):
         """Return the typed RayCluster client."""
         return self.client
 
-    def read_auth_token(self, *, secret_name: str, namespace: str | None = None, key: str = "auth_token") -> str:
+    def read_auth_token(
+        self, *, secret_name: str, namespace: str | None = None, key: str = "auth_token"
+    ) -> str:
         """A cluster's Ray auth token from its Secret (registered with the secrets masker)."""
         from airflow.sdk.log import mask_secret
 

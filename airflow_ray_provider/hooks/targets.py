@@ -56,8 +56,9 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
         plan = RayJobPlan(name=ref["rayjob"], namespace=jobs.settings.namespace,
                           dashboard_url_template=ref.get("template"))  # fmt: skip
         connect = partial(handle_client, retry_attempts=2, retry_max_wait=1.0)
-        return RayJobTarget(jobs, plan, suspend_on_kill=bool(ref.get("suspend_on_kill")),
-                            teardown_wait=float(ref.get("teardown_wait") or 0.0), ref=ref, connect=connect)  # fmt: skip
+        wait = float(ref.get("teardown_wait") or 0.0)
+        return RayJobTarget(jobs, plan, suspend_on_kill=bool(ref.get("suspend_on_kill")), teardown_wait=wait,
+                            ref=ref, connect=connect)  # fmt: skip
     base = {k: v for k, v in ref.items() if k not in ("handle", "owned")}
     if ref.get("handle"):
         handle = RayClusterHandle.from_dict(ref["handle"])
