@@ -265,17 +265,8 @@ class KubeRayBackend(ClusterBackend):
 
     @staticmethod
     def _check_ours(obj: dict[str, Any], plan: ClusterPlan) -> None:
-        where = f"RayCluster {plan.namespace}/{plan.name}"
-        if not matches(obj, plan.labels):
-            raise RayClusterError(
-                f"{where} already exists and was not created by this task "
-                f"(labels {selector(plan.labels)}); choose another cluster_name or delete it",
-                name=plan.name, namespace=plan.namespace,
-            )  # fmt: skip
-        if (obj.get("metadata") or {}).get("deletionTimestamp"):
-            raise RayClusterError(
-                f"{where} is being deleted; retry once it is gone", name=plan.name, namespace=plan.namespace
-            )
+        check_ours(obj, f"RayCluster {plan.namespace}/{plan.name}", plan.labels, "cluster_name",
+                   name=plan.name, namespace=plan.namespace)  # fmt: skip
 
     # ----------------------------------------------------------------- wait
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
@@ -465,3 +456,25 @@ class KubeRayBackend(ClusterBackend):
         """Close the Kubernetes API client, if one was built."""
         if "client" in self.__dict__:
             self.client.api_client.close()
+
+
+def check_ours(
+    obj: dict[str, Any],
+    where: str,
+    labels: dict[str, str],
+    name_field: str,
+    *,
+    name: str,
+    namespace: str | None,
+) -> None:
+    """Refuse an existing object (RayCluster, RayJob) this task did not create, or one being deleted: a
+    retry may adopt only its own."""
+    if not matches(obj, labels):
+        raise RayClusterError(
+            f"{where} already exists and was not created by this task (labels {selector(labels)}); choose "
+            f"another {name_field} or delete it", name=name, namespace=namespace,
+        )  # fmt: skip
+    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+        raise RayClusterError(
+            f"{where} is being deleted; retry once it is gone", name=name, namespace=namespace
+        )

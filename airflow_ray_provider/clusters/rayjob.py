@@ -18,8 +18,8 @@ from typing import Any, Final
 
 from airflow_ray_provider.clusters.backend import TaskIdentity
 from airflow_ray_provider.clusters.handle import RayClusterHandle
-from airflow_ray_provider.clusters.kuberay import KubeRayBackend, kuberay_handle
-from airflow_ray_provider.exceptions import KubeRayJobError, RayClusterError, RayInvalidInputError
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, check_ours, kuberay_handle
+from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     ANNOTATION_RUN_ID,
     AUTH_TOKEN_KEY,
@@ -35,10 +35,8 @@ from airflow_ray_provider.kuberay import (
     check_rayjob_name,
     dashboard_url,
     generate_name,
-    matches,
     prepare_manifest,
     readiness,
-    selector,
     token_ref_of,
     validate_options,
 )
@@ -262,12 +260,7 @@ class KubeRayJobs:
 
     @staticmethod
     def _check_ours(obj: dict[str, Any], plan: RayJobPlan) -> None:
-        if not matches(obj, plan.labels):
-            raise RayClusterError(
-                f"{plan.where} already exists and was not created by this task (labels "
-                f"{selector(plan.labels)}); choose another rayjob_name or delete it",
-                name=plan.name, namespace=plan.namespace,
-            )  # fmt: skip
+        check_ours(obj, plan.where, plan.labels, "rayjob_name", name=plan.name, namespace=plan.namespace)
 
     # ----------------------------------------------------------------- watch
     def look(self, name: str, *, namespace: str | None = None, template: str | None = None) -> RayJobLook:

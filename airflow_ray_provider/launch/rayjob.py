@@ -51,7 +51,7 @@ class RayJobTarget:
     :param connect: the Job API client of the RayJob's cluster (default: its token, few retries).
     """
 
-    owned = True
+    owned = stop_takes_cluster = True
 
     def __init__(
         self,

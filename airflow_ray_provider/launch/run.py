@@ -46,10 +46,13 @@ class RunTarget(Protocol):
     """Where a run's job goes, and how it is submitted, seen, stopped and cleaned up there.
 
     :attr owned: cleanup may delete what :meth:`reach` made (a cluster the run created; a RayJob).
+    :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
+        before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
     """
 
     owned: bool
+    stop_takes_cluster: bool
     dashboard_url: str | None
 
     def reach(self, say: Callable[[str], None]) -> None:
@@ -347,6 +350,8 @@ class JobRun:
         actions = actions_for(self.cleanup, ending)
         try:
             live = self.submission_id and not self.stopped and not self.finished
+            if actions.stop_job and live and self.target.stop_takes_cluster:
+                self._record_usage(refresh=True)
             if actions.stop_job and live:
                 self.stopped = self.target.stop(self.submission_id or "")
                 self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
@@ -373,6 +378,8 @@ class JobRun:
         """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
         self.killed = ending
         if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
+            if self.target.stop_takes_cluster:
+                await asyncio.to_thread(self._record_usage, refresh=True)
             self.stopped = await self.target.astop(self.submission_id)
             self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
         await self.target.aclose()

@@ -105,7 +105,7 @@ class ClusterTarget:
         connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
         self.client, self.handle, self.backend, self.plan = client, handle, backend, plan
-        self.standing, self.owned = standing, owned or plan is not None
+        self.standing, self.owned, self.stop_takes_cluster = standing, owned or plan is not None, False
         self.ready_timeout, self.delete_timeout = ready_timeout, delete_timeout
         self.dashboard_url = link_url or (handle.link_url if handle else client.address if client else None)
         self._ref = ref or {}

@@ -28,10 +28,14 @@ _EVALUATION_KEYS = ("baseline", "models", "metric_directions", "metrics", "delta
 _ZONE_KEYS = ("application", "zones_total", "succeeded", "failed", "manifest")
 
 
-def read_artifact_json(artifact_uri: str, file_name: str, *, require_success: bool = True) -> dict[str, Any]:
-    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete.
+def read_artifact_json(
+    artifact_uri: str, file_name: str, *, kind: str, required: Sequence[str], require_success: bool = True
+) -> dict[str, Any]:
+    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete, and its header
+    (:func:`validate_header`).
 
-    :raises MetricsArtifactError: naming the file and whether it is missing, partial or corrupt.
+    :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
+        another schema.
     """
     from airflow_ray_provider.workloads.common import artifacts
     from airflow_ray_provider.workloads.common.errors import ArtifactError
@@ -71,6 +75,7 @@ def read_artifact_json(artifact_uri: str, file_name: str, *, require_success: bo
             uri=uri,
             problem="corrupt",
         )
+    validate_header(document, uri=uri, kind=kind, required=required)
     return document
 
 
@@ -188,11 +193,9 @@ class CollectRayMetricsOperator(BaseOperator):
         self.max_slice_rows = max_slice_rows
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri = f"{self.artifact_uri.rstrip('/')}/{METRICS_FILE}"
-        document = read_artifact_json(
-            self.artifact_uri, METRICS_FILE, require_success=self.require_success_marker
-        )
-        validate_header(document, uri=uri, kind="evaluation", required=_EVALUATION_KEYS)
+        uri, marker = f"{self.artifact_uri.rstrip('/')}/{METRICS_FILE}", self.require_success_marker
+        document = read_artifact_json(self.artifact_uri, METRICS_FILE, kind="evaluation",
+                                      required=_EVALUATION_KEYS, require_success=marker)  # fmt: skip
         summary = summarize_evaluation(
             document,
             artifact_uri=self.artifact_uri,
@@ -266,11 +269,9 @@ class CollectZoneTrainingOperator(BaseOperator):
         self.require_success_marker = require_success_marker
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri = f"{self.artifact_uri.rstrip('/')}/{SUMMARY_FILE}"
-        document = read_artifact_json(
-            self.artifact_uri, SUMMARY_FILE, require_success=self.require_success_marker
-        )
-        validate_header(document, uri=uri, kind="zone_training", required=_ZONE_KEYS)
+        uri, marker = f"{self.artifact_uri.rstrip('/')}/{SUMMARY_FILE}", self.require_success_marker
+        document = read_artifact_json(self.artifact_uri, SUMMARY_FILE, kind="zone_training",
+                                      required=_ZONE_KEYS, require_success=marker)  # fmt: skip
         if self.application and document["application"] != self.application:
             raise MetricsArtifactError(
                 f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}",

@@ -29,6 +29,7 @@ class Scripted:
 
     dashboard_url = "http://dash:1"
     client = None
+    stop_takes_cluster = False
 
     def __init__(self, *statuses: JobStatus, owned: bool = False, interrupt_reach: bool = False) -> None:
         self.statuses, self.owned, self.interrupt_reach = list(statuses), owned, interrupt_reach

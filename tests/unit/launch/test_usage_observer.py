@@ -69,3 +69,20 @@ def test_the_run_makes_the_record_once_at_the_look_that_shows_the_end_and_adds_i
     assert made == [JobStatus.SUCCEEDED] and target.calls.count("delete") == 1
     assert run.record is not None and run.record["phases"]["teardown_s"] is not None
     assert "teardown" not in run.record["not_available"]  # measured once the run deleted its cluster
+
+
+@pytest.mark.parametrize("takes_cluster", [False, True])
+def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_that_does_not(
+    monkeypatch, takes_cluster
+):
+    from airflow_ray_provider.launch.cleanup import Ending
+
+    target = Scripted(JobStatus.RUNNING)
+    target.stop_takes_cluster = takes_cluster  # a RayJob's stop deletes its cluster; a Job API stop does not
+    monkeypatch.setattr(observer, "usage_record", lambda run: target.calls.append("record") or {"x": 1})
+    run = JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
+                 usage=UsageOptions(mode="submit", cluster="c"), on_lines=lambda _: None, say=lambda _: None)  # fmt: skip
+    run.start()
+    run.kill(Ending.USER_KILL)
+    sequence = [call for call in target.calls if call in ("record", "stop")]
+    assert sequence == (["record", "stop"] if takes_cluster else ["stop", "record"])
