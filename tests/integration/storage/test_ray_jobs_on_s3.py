@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from airflow_ray_provider.launch.usage.record import SCHEMA
 from tests.fixtures.dag_runs import run_dag, task_states, write_dag, xcom_value
 from tests.fixtures.s3 import S3Server
 
@@ -91,5 +92,5 @@ def test_result_uri_working_dir_zip_and_usage_record_all_in_s3(
     hello = json.loads(client.get_object(Bucket=bucket, Key="runs/zipped/hello.json")["Body"].read())
     assert hello == {"from": "the zipped job", "cpus": 2.0}
     usage = json.loads(client.get_object(Bucket=bucket, Key="runs/zipped/usage.json")["Body"].read())
-    assert usage["schema"] == "airflow-ray-usage/1" and usage["job_status"] == "SUCCEEDED", usage
+    assert usage["schema"] == SCHEMA and usage["job_status"] == "SUCCEEDED", usage
     assert usage["reserved"]["CPU"] > 0
