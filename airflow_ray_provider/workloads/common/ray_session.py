@@ -31,7 +31,9 @@ remaining work (finalize, writing the artifact), and the caller waits for it at 
 A private local Ray is quiet (:func:`quiet_private_ray`): a standalone run prints its own progress
 lines, not Ray's start-up notes (the token-auth notice of a cluster nobody else can reach) or Ray
 Data's execution plan and progress log (the workload logs rows and rows/s itself). Real failures
-still raise.
+still raise. Where the user has no Ray token anywhere, the private Ray gets one of its own in its
+environment: a new local Ray otherwise writes the one it makes to ``~/.ray/auth_token``, machine-global
+state that every later Ray command of the user's would pick up.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import contextlib
 import enum
 import logging
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -302,12 +305,16 @@ def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
     if not enabled:
         yield
         return
-    changed = [key for key in _QUIET_ENV if key not in os.environ]
+    private_env = dict(_QUIET_ENV)
+    sources = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    if not any(os.environ.get(key) for key in sources) and not (Path.home() / ".ray/auth_token").exists():
+        private_env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # Ray writes none into the user's home
+    changed = [key for key in private_env if key not in os.environ]
     quieter = {_TOKEN_NOTICE_LOGGER: logging.ERROR}
     if "ray.data" in sys.modules and "RAY_DATA_LOG_LEVEL" in changed:  # its logger is configured already
         quieter[_RAY_DATA_LOGGER] = logging.WARNING
     levels = {name: logging.getLogger(name).level for name in quieter}
-    os.environ.update({key: _QUIET_ENV[key] for key in changed})
+    os.environ.update({key: private_env[key] for key in changed})
     for name, level in quieter.items():
         logging.getLogger(name).setLevel(level)
     try:

@@ -4,7 +4,9 @@ The run happens in a child interpreter (the test process may have Ray initialise
 ``TMPDIR`` of its own: it starts the private Ray as a workload does (:func:`ray_session` with no
 address, no ``RAY_ADDRESS``), lists the processes running in its private folder, runs tasks and an
 actor, and checks that a task's error still reaches the driver. ``include_dashboard=False`` reaches
-Ray (its dashboard process serves no web UI), and every process and the folder are gone afterwards.
+Ray (its dashboard process serves no web UI), and every process and the folder are gone afterwards;
+nothing is written into the user's home (a new local Ray writes the token it makes to
+``~/.ray/auth_token`` unless it is given one).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ print(json.dumps({"mode": session.mode.value, "folder": folder, "running": runni
 def test_the_private_ray_starts_with_public_options_and_leaves_nothing() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
     env["TMPDIR"] = tempfile.mkdtemp(prefix="arpp", dir="/tmp")  # short: Ray's sockets live below it
+    env["HOME"] = os.path.join(env["TMPDIR"], "home")  # a user without a Ray token anywhere
+    os.mkdir(env["HOME"])
     try:
         done = subprocess.run(
             [sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=300, env=env, check=False
@@ -90,5 +94,6 @@ def test_the_private_ray_starts_with_public_options_and_leaves_nothing() -> None
         assert "boom from a task" in result["error"]
         assert result["left"] == [], "processes outlived the session"
         assert not os.path.exists(result["folder"]), "the private Ray's folder was left"
+        assert os.listdir(env["HOME"]) == [], "the private Ray wrote into the user's home"
     finally:
         shutil.rmtree(env["TMPDIR"], ignore_errors=True)
