@@ -376,7 +376,7 @@ class JobRun:
 
     async def akill(self, ending: Ending) -> None:
         """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
-        self.killed = ending
+        self.killed = self.ending = ending
         if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
             if self.target.stop_takes_cluster:
                 await asyncio.to_thread(self._record_usage, refresh=True)

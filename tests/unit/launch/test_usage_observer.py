@@ -71,18 +71,44 @@ def test_the_run_makes_the_record_once_at_the_look_that_shows_the_end_and_adds_i
     assert "teardown" not in run.record["not_available"]  # measured once the run deleted its cluster
 
 
+def _started_run(takes_cluster: bool) -> tuple[Scripted, JobRun]:
+    """A run of a job that is running, on a target whose stop does or does not take its cluster."""
+    target = Scripted(JobStatus.RUNNING)
+    target.stop_takes_cluster = takes_cluster  # a RayJob's stop deletes its cluster; a Job API stop does not
+    options = UsageOptions(mode="submit", cluster="c")
+    run = JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
+                 usage=options, on_lines=lambda _: None, say=lambda _: None)  # fmt: skip
+    run.start()
+    return target, run
+
+
 @pytest.mark.parametrize("takes_cluster", [False, True])
 def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_that_does_not(
     monkeypatch, takes_cluster
 ):
     from airflow_ray_provider.launch.cleanup import Ending
 
-    target = Scripted(JobStatus.RUNNING)
-    target.stop_takes_cluster = takes_cluster  # a RayJob's stop deletes its cluster; a Job API stop does not
+    target, run = _started_run(takes_cluster)
     monkeypatch.setattr(observer, "usage_record", lambda run: target.calls.append("record") or {"x": 1})
-    run = JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
-                 usage=UsageOptions(mode="submit", cluster="c"), on_lines=lambda _: None, say=lambda _: None)  # fmt: skip
-    run.start()
     run.kill(Ending.USER_KILL)
     sequence = [call for call in target.calls if call in ("record", "stop")]
     assert sequence == (["record", "stop"] if takes_cluster else ["stop", "record"])
+
+
+@pytest.mark.parametrize("takes_cluster", [False, True])
+def test_a_triggers_kill_asks_for_the_record_as_a_kill(monkeypatch, takes_cluster):
+    import asyncio
+
+    from airflow_ray_provider.launch.cleanup import Ending
+
+    _, run = _started_run(takes_cluster)
+    asked: list[str] = []
+
+    def record(run: JobRun) -> dict[str, Any]:
+        request = observer.request_of(run, run.usage)  # type: ignore[arg-type]
+        asked.append(request.ended_by if request is not None else "")
+        return {"x": 1}
+
+    monkeypatch.setattr(observer, "usage_record", record)
+    asyncio.run(run.akill(Ending.USER_KILL))
+    assert asked == ["killed"]
