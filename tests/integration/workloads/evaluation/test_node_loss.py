@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from airflow_ray_provider.workloads.common.ray_session import quiet_private_ray
 from airflow_ray_provider.workloads.evaluation.run import run_evaluation
 from airflow_ray_provider.workloads.samples.click_log import make_eval_dataset
 
@@ -121,58 +122,59 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     os.makedirs(os.path.join(temp, "ray"))
     cluster = None
     thread: threading.Thread | None = None
-    try:
-        cluster = Cluster(
-            initialize_head=True,
-            head_node_args={
-                "num_cpus": 0,
-                "_system_config": FAST_HEALTH_CHECKS,
-                "temp_dir": temp,
-                "include_dashboard": False,
-            },
-        )
-        cluster.add_node(num_cpus=2)
-        cluster.add_node(num_cpus=2)
-        ray.init(address=cluster.address, log_to_driver=False)
-        result: dict[str, Any] = {}
+    with quiet_private_ray():  # the workloads' environment for a local Ray: its own token, nothing in ~/.ray
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 0,
+                    "_system_config": FAST_HEALTH_CHECKS,
+                    "temp_dir": temp,
+                    "include_dashboard": False,
+                },
+            )
+            cluster.add_node(num_cpus=2)
+            cluster.add_node(num_cpus=2)
+            ray.init(address=cluster.address, log_to_driver=False)
+            result: dict[str, Any] = {}
 
-        def run() -> None:
-            try:
-                cfg = _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "b"), 0.4)
-                result["doc"] = run_evaluation({**cfg, "write_predictions": True})
-            except BaseException as exc:  # surfaced below
-                result["error"] = exc
+            def run() -> None:
+                try:
+                    cfg = _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "b"), 0.4)
+                    result["doc"] = run_evaluation({**cfg, "write_predictions": True})
+                except BaseException as exc:  # surfaced below
+                    result["error"] = exc
 
-        thread = threading.Thread(target=run)
-        thread.start()
-        # Worker start-up decides when the first block is scored: about 5 s on a quiet machine, over 90 s at
-        # load 20. The wait costs nothing once it is over; the assertion below is what counts.
-        deadline = time.monotonic() + 240
-        # (The driver scores blocks itself until an actor is ready: wait for the actors' blocks.)
-        busy: set[str] = set()
-        while time.monotonic() < deadline and thread.is_alive():
-            busy = _nodes_with_scoring_actors() if _scored_blocks(tmp_path / "b") else set()
-            if busy:
-                break
-            time.sleep(0.1)
-        # Blocks are being scored on the worker: now the "spot node" goes away.
-        assert thread.is_alive(), "the run finished before the node was removed: make it slower"
-        assert 0 < _scored_blocks(tmp_path / "b") < 24
-        spot = next(node for node in cluster.worker_nodes if node.node_id in busy)
-        cluster.remove_node(spot)
-        thread.join(timeout=150)
-        assert not thread.is_alive(), "the evaluation did not recover from the node loss"
-        assert "error" not in result, result.get("error")
-        doc = result["doc"]
-        expected = _without_ray(_config(eval_config, data, eval_sample["challenger_uri"], "unused", 0.0))
-        assert doc["data"]["rows"] == 24_000
-        assert doc["metrics"] == expected["metrics"]
-        assert doc["slices"]["rows"] == expected["slice_rows"]
-        assert doc["deltas"] == expected["deltas"]
-    finally:
-        if thread is not None and thread.is_alive():
-            thread.join(timeout=150)  # a run still going would start Ray again under the shutdown
-        ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        shutil.rmtree(temp, ignore_errors=True)
+            thread = threading.Thread(target=run)
+            thread.start()
+            # Worker start-up decides when the first block is scored: about 5 s on a quiet machine, over
+            # 90 s at load 20. The wait costs nothing once it is over; the assertion below is what counts.
+            deadline = time.monotonic() + 240
+            # (The driver scores blocks itself until an actor is ready: wait for the actors' blocks.)
+            busy: set[str] = set()
+            while time.monotonic() < deadline and thread.is_alive():
+                busy = _nodes_with_scoring_actors() if _scored_blocks(tmp_path / "b") else set()
+                if busy:
+                    break
+                time.sleep(0.1)
+            # Blocks are being scored on the worker: now the "spot node" goes away.
+            assert thread.is_alive(), "the run finished before the node was removed: make it slower"
+            assert 0 < _scored_blocks(tmp_path / "b") < 24
+            spot = next(node for node in cluster.worker_nodes if node.node_id in busy)
+            cluster.remove_node(spot)
+            thread.join(timeout=150)
+            assert not thread.is_alive(), "the evaluation did not recover from the node loss"
+            assert "error" not in result, result.get("error")
+            doc = result["doc"]
+            expected = _without_ray(_config(eval_config, data, eval_sample["challenger_uri"], "unused", 0.0))
+            assert doc["data"]["rows"] == 24_000
+            assert doc["metrics"] == expected["metrics"]
+            assert doc["slices"]["rows"] == expected["slice_rows"]
+            assert doc["deltas"] == expected["deltas"]
+        finally:
+            if thread is not None and thread.is_alive():
+                thread.join(timeout=150)  # a run still going would start Ray again under the shutdown
+            ray.shutdown()
+            if cluster is not None:
+                cluster.shutdown()
+            shutil.rmtree(temp, ignore_errors=True)

@@ -16,6 +16,7 @@ from sklearn.metrics import accuracy_score, log_loss, roc_auc_score
 
 from airflow_ray_provider.workloads.common import artifacts
 from airflow_ray_provider.workloads.common.errors import DataError
+from airflow_ray_provider.workloads.common.ray_session import quiet_private_ray
 from airflow_ray_provider.workloads.evaluation.phases import PHASES
 from airflow_ray_provider.workloads.evaluation.run import run_evaluation
 from airflow_ray_provider.workloads.samples.click_log import make_eval_dataset
@@ -26,13 +27,17 @@ SMALL_BLOCKS = {"concurrency": 2, "num_cpus": 0.25, "read_num_cpus": 0.5, "block
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[None]:
-    """A private local Ray instance for this module (never joins another process's cluster)."""
+    """A private local Ray instance for this module (never joins another process's cluster), with the
+    workloads' environment for one (a token of its own: Ray writes none into ``~/.ray``)."""
     import ray
 
     temp = tempfile.mkdtemp(prefix="arpev", dir="/tmp")
     try:
-        ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
-        yield
+        with quiet_private_ray():
+            ray.init(
+                address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False
+            )
+            yield
     finally:
         ray.shutdown()
         shutil.rmtree(temp, ignore_errors=True)
