@@ -99,19 +99,18 @@ print("status", result.state.status.value, file=sys.stderr)
 """
 
 
+def _python_against(ray_head: Any, token: str, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter with the head's dashboard URL as its argument and its token in
+    ``RAY_AUTH_TOKEN``, as a reader runs the page's Python."""
+    env = {**os.environ, "RAY_AUTH_TOKEN": token}
+    return subprocess.run([sys.executable, "-c", code, ray_head.dashboard_url], env=env, capture_output=True,
+                          text=True, timeout=180, check=False)  # fmt: skip
+
+
 def test_launch_run_from_python_writes_the_job_log_to_stdout_and_its_status_lines_to_stderr(
     ray_head: Any, ray_head_token: str
 ) -> None:
-    env = {**os.environ, "RAY_AUTH_TOKEN": ray_head_token}
-
-    done = subprocess.run(
-        [sys.executable, "-c", RUN_FROM_PYTHON, ray_head.dashboard_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = _python_against(ray_head, ray_head_token, RUN_FROM_PYTHON)
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert "from the job" in done.stdout and "from the job" not in done.stderr
@@ -133,16 +132,7 @@ except RayJobFailedError as error:
 
 
 def test_a_failed_job_raises_the_error_that_launch_exports(ray_head: Any, ray_head_token: str) -> None:
-    env = {**os.environ, "RAY_AUTH_TOKEN": ray_head_token}
-
-    done = subprocess.run(
-        [sys.executable, "-c", FAIL_FROM_PYTHON, ray_head.dashboard_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = _python_against(ray_head, ray_head_token, FAIL_FROM_PYTHON)
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert "raised RayJobFailedError True" in done.stdout
