@@ -83,7 +83,8 @@ def summarise(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _uptime() -> str:
+def uptime() -> str:
+    """``uptime``'s line: the load figures beside a run."""
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     trees = dict(item.split("=", 1) for item in args.tree)
-    before = _uptime()
+    before = uptime()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
     for i in range(args.repeats):
         for name, tree in trees.items():
@@ -103,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     record = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "uptime_before": before,
-        "uptime_after": _uptime(),
+        "uptime_after": uptime(),
         "trees": trees,
         "summary": {name: summarise(r) for name, r in runs.items()},
         "runs": runs,

@@ -38,7 +38,8 @@ OUT_DIR = os.path.join(os.path.dirname(__file__), "out")
 CORES = 2
 
 
-def _config(data: str, out: str, engine: str = "auto") -> dict[str, Any]:
+def zone_config(data: str, out: str, engine: str = "auto") -> dict[str, Any]:
+    """The zone-training CLI's config of these runs: Ridge, bundled models."""
     return {
         "engine": engine,
         "application": "bench",
@@ -79,7 +80,7 @@ def bench_baseline(data: str, out: str, env: dict[str, str]) -> dict[str, Any]:
 
 def bench_cli(data: str, out: str, env: dict[str, str], engine: str = "auto") -> dict[str, Any]:
     cmd = [sys.executable, "-m", "airflow_ray_provider.workloads.zone_training"]
-    wall, _ = run_process([*cmd, "--config-json", json.dumps(_config(data, out, engine))], env)
+    wall, _ = run_process([*cmd, "--config-json", json.dumps(zone_config(data, out, engine))], env)
     return {"wall_s": wall, "summary": _summary(out)}
 
 
@@ -90,7 +91,7 @@ def bench_job(client: Any, data: str, out: str) -> dict[str, Any]:
     from ray.job_submission import JobStatus
 
     cmd = [sys.executable, "-m", "airflow_ray_provider.workloads.zone_training"]
-    entrypoint = shlex.join([*cmd, "--config-json", json.dumps(_config(data, out))])
+    entrypoint = shlex.join([*cmd, "--config-json", json.dumps(zone_config(data, out))])
     started = time.perf_counter()
     sid = client.submit_job(entrypoint=entrypoint)
     while not (status := client.get_job_status(sid)).is_terminal():

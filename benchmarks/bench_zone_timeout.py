@@ -30,24 +30,16 @@ import tempfile
 import time
 from typing import Any
 
+from benchmarks.bench_private_ray import uptime
+from benchmarks.bench_zone_e2e import zone_config
+
 OUT_DIR = os.path.join(os.path.dirname(__file__), "out")
 SLOW_TRAINER = "tests.fixtures.zone_training:zone_slow_trainer"
 
 
 def case_config(case: str, engine: str, data: str, out: str, zones: int) -> dict[str, Any]:
     """The CLI's config for ``case`` on ``engine`` (the slow zone: the middle one of ``zones``)."""
-    cfg: dict[str, Any] = {
-        "engine": engine,
-        "application": "bench",
-        "data_uri": data,
-        "zone_column": "zone",
-        "label_column": "y",
-        "output_uri": out,
-        "trainer": "ridge",
-        "trainer_kwargs": {"alpha": 1.0},
-        "artifacts": "bundled",
-        "max_failed_fraction": 1.0,
-    }
+    cfg: dict[str, Any] = {**zone_config(data, out, engine), "max_failed_fraction": 1.0}
     if case == "armed":
         cfg["zone_timeout_s"] = 60
     elif case == "one_slow":
@@ -84,10 +76,6 @@ def run_case(tree: str, cfg: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run every tree x engine x case ``--repeats`` times, alternating, and print/save the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -101,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     trees = {name: os.path.abspath(path) for name, path in (t.split("=", 1) for t in args.tree)}
     from airflow_ray_provider.workloads.samples.zones import make_zone_dataset
 
-    before = _uptime()
+    before = uptime()
     work = tempfile.mkdtemp(prefix="zt-", dir="/tmp")
     runs: dict[str, list[dict[str, Any]]] = {}
     try:
@@ -127,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "zones": args.zones,
         "rows_per_zone": args.rows,
         "uptime_before": before,
-        "uptime_after": _uptime(),
+        "uptime_after": uptime(),
         "trees": trees,
         "best_wall_s": best,
         "runs": runs,
