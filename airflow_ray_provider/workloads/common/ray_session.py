@@ -288,9 +288,12 @@ def ray_session(address: str | None = None, closer: RayCloser | None = None) -> 
 #: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.
 _TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 _RAY_DATA_LOGGER = "ray.data"  # configured from RAY_DATA_LOG_LEVEL when ray.data is first imported
+#: How long a private Ray's start waits for its GCS (Ray's default, 30 s, runs out on a loaded machine).
+GCS_START_WAIT_S = 60
 _QUIET_ENV = {  # read when ray.data is imported (here, or in a worker) / when Ray starts
     "RAY_DATA_LOG_LEVEL": "WARNING",
     "RAY_USAGE_STATS_ENABLED": "0",  # a private Ray reports nothing (and prints no usage-stats notice)
+    "RAY_gcs_server_port_wait_time_s": str(GCS_START_WAIT_S),
 }
 
 
@@ -339,27 +342,34 @@ def _connect(session: RaySession) -> None:
         raise _address_error(session, f"Ray found no cluster there ({exc})") from exc
 
 
-def _start_private_ray(private_dir: str) -> None:
+def _start_private_ray(private_dir: str, *, attempts: int = 2) -> None:
     """``ray.init`` a new local Ray in ``private_dir``; if it fails to start, stop what it started.
 
-    A start that times out (a loaded machine) raises after some of Ray's processes are up, and
-    ``ray.shutdown`` does not know them yet; they all run with ``private_dir`` on their command line.
+    A start that times out (a loaded machine: Ray waits :data:`GCS_START_WAIT_S` for its GCS) raises
+    after some of Ray's processes are up, and ``ray.shutdown`` does not know them yet; they all run with
+    ``private_dir`` on their command line. Such a start is tried once more, in the emptied folder.
     """
     import ray
 
-    try:
-        ray.init(
-            address=LOCAL,
-            include_dashboard=False,
-            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
-            logging_level=logging.WARNING,
-            _temp_dir=private_dir,
-            _system_config=PRIVATE_SYSTEM_CONFIG,
-        )
-    except BaseException:
-        ray.shutdown(wait_for_processes=True)
-        _kill_processes_in(private_dir)
-        raise
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(
+                address=LOCAL,
+                include_dashboard=False,
+                log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+                logging_level=logging.WARNING,
+                _temp_dir=private_dir,
+                _system_config=PRIVATE_SYSTEM_CONFIG,
+            )
+            return
+        except BaseException as exc:
+            ray.shutdown(wait_for_processes=True)
+            _kill_processes_in(private_dir)
+            if attempt == attempts or "Timed out waiting for file" not in str(exc):
+                raise
+            log.warning("Ray session: the private Ray did not start (%s); starting it once more", exc)
+            for entry in Path(private_dir).iterdir():
+                shutil.rmtree(entry, ignore_errors=True)
 
 
 def _kill_processes_in(private_dir: str, *, rounds: int = 10) -> None:

@@ -206,3 +206,30 @@ def test_a_ray_job_runs_on_its_own_cluster(
     with open(tmp_path / "zones" / "summary.json") as fh:
         summary = json.load(fh)
     assert summary["run"]["ray_session"] == "job" and summary["succeeded"] == 24
+
+
+def test_a_private_ray_that_does_not_start_in_time_is_tried_once_more_and_leaves_nothing(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A GCS that misses its start wait (here: a wait of 0 s) gets a second start; nothing outlives them."""
+    import ray
+
+    from airflow_ray_provider.workloads.common.ray_session import ray_session
+
+    root = tempfile.mkdtemp(prefix="arpg", dir="/tmp")  # short: Ray's sockets live below it
+    monkeypatch.setenv("TMPDIR", root)
+    monkeypatch.setenv("RAY_gcs_server_port_wait_time_s", "0")  # the user's setting wins over the default
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    try:
+        with pytest.raises(RuntimeError, match="Timed out waiting for file"), ray_session():
+            pass
+        retries = [r for r in caplog.records if "starting it once more" in r.getMessage()]
+        assert len(retries) == 1
+        assert not ray.is_initialized()
+        assert os.listdir(root) == [], "the private Ray's folder is removed"
+        running = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True).stdout
+        assert root not in running, "no Ray process of the failed starts is left"
+    finally:
+        ray.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
