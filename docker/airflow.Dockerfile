@@ -7,7 +7,7 @@ ARG AIRFLOW_VERSION=3.3.2
 
 # Dependencies first (a layer that survives edits of the provider's code), pinned by the repo's lock:
 # the versions the test suite runs against. Airflow itself is pinned so pip cannot move it.
-COPY --chown=airflow:0 setup.cfg pyproject.toml README.md requirements.lock /opt/airflow-ray-provider/
+COPY --chown=airflow:0 setup.cfg pyproject.toml README.md LICENSE requirements.lock /opt/airflow-ray-provider/
 RUN mkdir -p /opt/airflow-ray-provider/airflow_ray_provider \
  && pip install --no-cache-dir -c /opt/airflow-ray-provider/requirements.lock \
       "apache-airflow==${AIRFLOW_VERSION}" "/opt/airflow-ray-provider[kubernetes,workloads]"

@@ -11,7 +11,7 @@ COPY --chown=ray:users requirements.lock /home/ray/airflow-ray-provider/requirem
 RUN pip install --no-cache-dir -c /home/ray/airflow-ray-provider/requirements.lock \
       pandas pyarrow numpy scikit-learn joblib
 
-COPY --chown=ray:users setup.cfg pyproject.toml README.md /home/ray/airflow-ray-provider/
+COPY --chown=ray:users setup.cfg pyproject.toml README.md LICENSE /home/ray/airflow-ray-provider/
 COPY --chown=ray:users airflow_ray_provider /home/ray/airflow-ray-provider/airflow_ray_provider
 RUN pip install --no-cache-dir --no-deps /home/ray/airflow-ray-provider \
  && python -c "import airflow_ray_provider.workloads.evaluate, airflow_ray_provider.workloads.zone_training"
