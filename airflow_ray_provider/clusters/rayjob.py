@@ -242,7 +242,7 @@ class KubeRayJobs:
                     "%s of an earlier try ended badly (%s); running it again", plan.where, status.summary()
                 )
                 rayjobs.delete(plan.name, namespace=ns)
-            rayjobs.wait_until_gone(plan.name, namespace=ns)
+            rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
             action = RECREATED
         try:
             created = rayjobs.create(plan.body, namespace=ns)
