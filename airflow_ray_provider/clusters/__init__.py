@@ -30,8 +30,6 @@ from airflow_ray_provider.clusters.kuberay import (
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
 from airflow_ray_provider.clusters.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
-    ATTACHED,
-    RESUMED,
     KubeRayJobs,
     RayJobLook,
     RayJobPlan,
@@ -66,13 +64,11 @@ from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",
-    "ATTACHED",
     "BACKENDS",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
     "EVENT_READY",
     "EVENT_STATUSES",
-    "RESUMED",
     "SUBMISSION_MODES",
     "BackendName",
     "ClusterBackend",
