@@ -27,6 +27,7 @@ from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
     ClusterStatus,
     KubeRayConflictError,
+    KubeRayTimeoutError,
     RayJobStatus,
     dashboard_url,
     readiness,
@@ -265,14 +266,12 @@ class RayJobTarget:
     def _cluster_gone_within(self, seconds: float) -> bool:
         if seconds <= 0 or self.cluster is None:
             return False
-        deadline = time.monotonic() + seconds
-        while (
-            self.jobs.backend.client.find_cluster(self.cluster.name, namespace=self.plan.namespace)
-            is not None
-        ):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.5)
+        try:
+            self.jobs.backend.client.wait_until_gone(
+                self.cluster.name, namespace=self.plan.namespace, timeout=seconds
+            )
+        except KubeRayTimeoutError:
+            return False
         return True
 
     def dashboard(self) -> JobClient | None:
