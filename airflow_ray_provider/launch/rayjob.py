@@ -190,27 +190,25 @@ class RayJobTarget:
         kept = RayJobLook(look.status, look.cluster or self.cluster, look.cluster_gone)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
+    def _refresh(self) -> RayJobLook | None:
+        look = self._find()
+        if look is not None:
+            self._take(look)
+        return look
+
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look = self._find()
-        if look is None:
-            return self._observed(None, None)
-        self._take(look)
-        text = None
-        if with_log and self.client is not None and look.status.job_id:
-            text = self._read(look.status.job_id)
-        return self._observed(look, text)
+        look = self._refresh()
+        return self._observed(look, self._read(look.status.job_id) if with_log and look is not None else None)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
-        if look is None:
-            return self._observed(None, None)
-        replaced = self._take(look)
+        replaced = self._take(look) if look is not None else None
         if replaced is not None:
             await replaced.aclose()
         text = None
-        if with_log and self.client is not None and look.status.job_id:
+        if with_log and look is not None and self.client is not None and look.status.job_id:
             try:
                 text = await self.client.aget_logs(look.status.job_id)
             except Exception as exc:  # not submitted yet, or its cluster going away
@@ -218,8 +216,10 @@ class RayJobTarget:
         return self._observed(look, text)
 
     def _read(self, job_id: str) -> str | None:
+        if self.client is None or not job_id:
+            return None
         try:
-            return self.client.get_logs(job_id) if self.client is not None else None
+            return self.client.get_logs(job_id)
         except Exception as exc:  # not submitted yet, or its cluster going away
             log.debug("No log of Ray job %s yet: %s", job_id, exc)
             return None
@@ -276,17 +276,14 @@ class RayJobTarget:
 
     def dashboard(self) -> JobClient | None:
         """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
-        if self.client is None and (look := self._find()) is not None:
-            self._take(look)
+        if self.client is None:
+            self._refresh()
         return self.client
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""
-        look = self._find()
-        if look is not None:
-            self._take(look)
-        job_id = look.status.job_id if look is not None else ""
-        return (self._read(job_id) or "") if job_id else ""
+        look = self._refresh()
+        return (self._read(look.status.job_id) or "") if look is not None else ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """The RayJob's XCom; raises :class:`KubeRayJobError` with its reason, message and log tail."""
