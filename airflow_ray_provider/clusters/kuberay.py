@@ -312,46 +312,29 @@ class KubeRayBackend(ClusterBackend):
             if exc.status not in (401, 403):
                 raise
             log.warning(
-                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s",
-                exc,
+                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
             )
             return []
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        ref = plan.token_ref
+        ref, settings = plan.token_ref, self.settings
         return kuberay_handle(
-            plan.name,
-            self._namespace(plan),
-            dashboard_url,
-            ref,
-            conn_id=self.settings.conn_id,
+            plan.name, self._namespace(plan), dashboard_url, ref, conn_id=settings.conn_id,
             token_secret_created=bool(ref and ref.provider_created),
-            link_url_template=self.settings.link_url_template,
-        )
+            link_url_template=settings.link_url_template,
+        )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
         """The token from the Secret the handle names (``None``: the cluster has no token auth)."""
-        if not handle.auth_token_secret:
+        ref = _token_ref_of_handle(handle)
+        if ref is None:
             return None
-        key = handle.auth_token_secret_key or AUTH_TOKEN_KEY
         return str(
-            self.client.read_secret_value(
-                handle.auth_token_secret, key=key, namespace=self._namespace(handle)
-            )
+            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=self._namespace(handle))
         )
 
     # ----------------------------------------------------------------- delete
-    def _delete(
-        self, name: str, namespace: str, token_ref: TokenRef | None, *, wait: bool, timeout: float
-    ) -> bool:
-        deleted = self.client.delete_cluster(name, namespace=namespace)
-        if token_ref is not None and token_ref.provider_created:
-            self.client.delete_secret(token_ref.secret_name, namespace=namespace)
-        if wait:
-            self.client.wait_until_gone(name, namespace=namespace, timeout=timeout)
-        return deleted
-
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
@@ -366,7 +349,13 @@ class KubeRayBackend(ClusterBackend):
             ref = _token_ref_of_handle(cluster)
         else:
             ref = cluster.token_ref
-        return self._delete(cluster.name, self._namespace(cluster), ref, wait=wait, timeout=timeout)
+        namespace = self._namespace(cluster)
+        deleted = self.client.delete_cluster(cluster.name, namespace=namespace)
+        if ref is not None and ref.provider_created:
+            self.client.delete_secret(ref.secret_name, namespace=namespace)
+        if wait:
+            self.client.wait_until_gone(cluster.name, namespace=namespace, timeout=timeout)
+        return deleted
 
     def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
         """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
@@ -376,13 +365,9 @@ class KubeRayBackend(ClusterBackend):
         ref = TokenRef(created, provider_created=True) if created else token_ref_of(obj)
         namespace = status.namespace or self.settings.namespace
         return kuberay_handle(
-            status.name,
-            namespace,
-            dashboard_url(status),
-            ref,
-            conn_id=self.settings.conn_id,
+            status.name, namespace, dashboard_url(status), ref, conn_id=self.settings.conn_id,
             token_secret_created=bool(created),
-        )
+        )  # fmt: skip
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300

@@ -119,11 +119,6 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
         raise RayInvalidInputError(str(exc)) from exc
 
 
-def inspect_command(name: str, namespace: str) -> str:
-    """What to run to see more of a RayJob."""
-    return f"kubectl describe rayjob {name} -n {namespace}"
-
-
 class KubeRayJobs:
     """Plan RayJobs through one ``kuberay`` connection (the RayJob target runs them).
 
@@ -220,7 +215,7 @@ def raise_for_rayjob(status: RayJobStatus, log_tail: str) -> None:
     text = f"RayJob {status.namespace}/{status.name} {how}{reason}: {status.message or 'no message'}."
     text += f" Ray job {status.job_id or '<not submitted>'} is {status.job_status or 'not started'}."
     shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else "\n(its log could not be read)"
-    text += f" Inspect it with: {inspect_command(status.name, status.namespace)}{shown}"
+    text += f" Inspect it with: kubectl describe rayjob {status.name} -n {status.namespace}{shown}"
     raise KubeRayJobError(
         text, submission_id=status.job_id, status=status.job_status or how, name=status.name,
         namespace=status.namespace, deployment_status=status.deployment_status, reason=status.reason,
