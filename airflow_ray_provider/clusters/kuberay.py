@@ -204,20 +204,16 @@ class KubeRayBackend(ClusterBackend):
         labels = identity.labels()
         annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
         name = request.name_for(identity)
-        self._check_namespace(namespace, from_request=request.namespace is not None)
+        where = (
+            "the operator's namespace"
+            if request.namespace
+            else f"connection {self.conn_id!r}: Extra namespace"
+        )
         try:
+            check_dns_label(namespace, where)
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
-            if request.manifest is not None:
-                body = prepare_manifest(
-                    request.manifest, name=name, namespace=namespace, labels=labels, annotations=annotations
-                )
-            else:
-                spec = request.spec or RayClusterSpec()
-                spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
-                body = build_body(
-                    spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
-                    default_image=self.settings.default_image,
-                )  # fmt: skip
+            body = self.body(request.spec, request.manifest, name=name, namespace=namespace, labels=labels,
+                             annotations=annotations)  # fmt: skip
         except (KubeRaySpecError, ValueError) as exc:
             raise RayInvalidInputError(str(exc)) from exc
         token_ref = token_ref_of(body)
@@ -228,14 +224,20 @@ class KubeRayBackend(ClusterBackend):
             dashboard_url_template=template, token_ref=token_ref, body=body,
         )  # fmt: skip
 
-    def _check_namespace(self, namespace: str, *, from_request: bool) -> None:
-        source = (
-            "the operator's namespace" if from_request else f"connection {self.conn_id!r}: Extra namespace"
-        )
-        try:
-            check_dns_label(namespace, source)
-        except KubeRaySpecError as exc:
-            raise RayInvalidInputError(str(exc)) from exc
+    def body(
+        self, spec: RayClusterSpec | None, manifest: dict[str, Any] | str | None, *, name: str,
+        namespace: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The RayCluster body of a user's manifest, else of a spec (the connection's auth mode and image
+        where it names none); raises :class:`KubeRaySpecError` naming the field. No API call."""
+        if manifest is not None:
+            return prepare_manifest(
+                manifest, name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
+            )
+        spec = spec or RayClusterSpec()
+        spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
+        return build_body(spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
+                          default_image=self.settings.default_image)  # fmt: skip
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""

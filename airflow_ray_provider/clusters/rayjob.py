@@ -9,7 +9,6 @@ delete. The handle to a RayJob's cluster is never owned: the RayJob owns it.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,12 +25,10 @@ from airflow_ray_provider.kuberay import (
     RayJobClient,
     RayJobOptions,
     RayJobStatus,
-    build_body,
     build_rayjob_body,
     check_rayjob_name,
     dashboard_url,
     generate_name,
-    prepare_manifest,
     token_ref_of,
     validate_options,
 )
@@ -175,15 +172,11 @@ class KubeRayJobs:
             )
         if request.cluster_name is not None:
             return None, {}, {}
+        body = self.backend.body(request.spec, request.manifest, name=name, namespace=namespace)
         if request.manifest is not None:
-            body = prepare_manifest(
-                request.manifest, name=name, namespace=namespace, labels={}, annotations={}
-            )
             meta = body["metadata"]
             return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
         spec = request.spec or RayClusterSpec()
-        spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
-        body = build_body(spec, name=name, namespace=namespace, default_image=self.settings.default_image)
         return body["spec"], dict(spec.labels), dict(spec.annotations)
 
     def close(self) -> None:
