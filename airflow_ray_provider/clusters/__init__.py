@@ -35,8 +35,6 @@ from airflow_ray_provider.clusters.rayjob import (
     RayJobPlan,
     RayJobRequest,
     check_options,
-    raise_for_rayjob,
-    rayjob_result,
 )
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
@@ -105,7 +103,5 @@ __all__ = [
     "local_options_for",
     "make_event",
     "probe_dashboard",
-    "raise_for_rayjob",
-    "rayjob_result",
     "validate_event",
 ]

@@ -16,7 +16,7 @@ from typing import Any
 from airflow_ray_provider.clusters.backend import TaskIdentity
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend
-from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     ANNOTATION_RUN_ID,
     ClusterStatus,
@@ -182,35 +182,3 @@ class KubeRayJobs:
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""
         self.backend.close()
-
-
-def rayjob_result(plan_name: str, namespace: str, status: RayJobStatus, url: str | None) -> dict[str, Any]:
-    """The RayJob operator's XCom."""
-    from urllib.parse import quote
-
-    job_url = f"{url.rstrip('/')}/#/jobs/{quote(status.job_id, safe='')}" if url and status.job_id else None
-    return {
-        "rayjob_name": plan_name, "namespace": namespace, "job_id": status.job_id,
-        "cluster_name": status.cluster_name, "status": status.job_status,
-        "deployment_status": status.deployment_status, "dashboard_url": url, "job_url": job_url,
-    }  # fmt: skip
-
-
-def raise_for_rayjob(status: RayJobStatus, log_tail: str) -> None:
-    """Return quietly for a succeeded RayJob; raise :class:`KubeRayJobError` for any other final one.
-
-    :param log_tail: the last lines of the job's log (empty when they could not be read).
-    """
-    if status.is_success:
-        return
-    how = status.deployment_status or "not final"
-    reason = f" (reason {status.reason})" if status.reason else ""
-    text = f"RayJob {status.namespace}/{status.name} {how}{reason}: {status.message or 'no message'}."
-    text += f" Ray job {status.job_id or '<not submitted>'} is {status.job_status or 'not started'}."
-    shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else "\n(its log could not be read)"
-    text += f" Inspect it with: kubectl describe rayjob {status.name} -n {status.namespace}{shown}"
-    raise KubeRayJobError(
-        text, submission_id=status.job_id, status=status.job_status or how, name=status.name,
-        namespace=status.namespace, deployment_status=status.deployment_status, reason=status.reason,
-        log_tail=log_tail,
-    )  # fmt: skip

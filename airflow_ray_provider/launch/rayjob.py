@@ -17,9 +17,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook, raise_for_rayjob, rayjob_result
+from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
 from airflow_ray_provider.clusters.kuberay import check_ours, kuberay_handle
 from airflow_ray_provider.clusters.rayjob import ANNOTATION_SUSPENDED_ON_KILL
+from airflow_ray_provider.exceptions import KubeRayJobError
 from airflow_ray_provider.jobs.logs import tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.reattach import Choice
@@ -286,11 +287,29 @@ class RayJobTarget:
         return (self._read(look.status.job_id) or "") if look is not None else ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
-        """The RayJob's XCom; raises :class:`KubeRayJobError` with its reason, message and log tail."""
-        if not subject.status.is_success:
-            raise_for_rayjob(subject.status, tail(logs(), tail_lines))
+        """The RayJob's XCom once it succeeded; for any other final RayJob, :class:`KubeRayJobError` with its
+        reason, message, the last lines of its log and what to run."""
+        status = subject.status
+        if not status.is_success:
+            log_tail = tail(logs(), tail_lines)
+            how = status.deployment_status or "not final"
+            reason = f" (reason {status.reason})" if status.reason else ""
+            text = f"RayJob {status.namespace}/{status.name} {how}{reason}: {status.message or 'no message'}."
+            text += f" Ray job {status.job_id or '<not submitted>'} is {status.job_status or 'not started'}."
+            shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else "\n(its log could not be read)"
+            text += f" Inspect it with: kubectl describe rayjob {status.name} -n {status.namespace}{shown}"
+            raise KubeRayJobError(
+                text, submission_id=status.job_id, status=status.job_status or how, name=status.name,
+                namespace=status.namespace, deployment_status=status.deployment_status, reason=status.reason,
+                log_tail=log_tail,
+            )  # fmt: skip
         url = subject.cluster.dashboard_url if subject.cluster is not None else None
-        return rayjob_result(self.plan.name, self.plan.namespace, subject.status, url)
+        job_url = dashboard_job_url(url, status.job_id) if url and status.job_id else None
+        return {
+            "rayjob_name": self.plan.name, "namespace": self.plan.namespace, "job_id": status.job_id,
+            "cluster_name": status.cluster_name, "status": status.job_status,
+            "deployment_status": status.deployment_status, "dashboard_url": url, "job_url": job_url,
+        }  # fmt: skip
 
     def link(self, submission_id: str) -> str | None:
         """The Ray job's page in its cluster's dashboard, once the cluster answered."""
