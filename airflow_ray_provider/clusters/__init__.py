@@ -2,7 +2,7 @@
 
 :class:`ClusterBackend` is every step a cluster operator takes (plan, ensure, check, wait, handle, fail,
 delete, delete by labels, list expired); :class:`LocalBackend` and :class:`KubeRayBackend` implement it.
-:class:`KubeRayJobs` does the same for KubeRay RayJobs (cluster and job as one resource). A backend also
+:class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one resource). A backend also
 attaches to a standing cluster by name; such a handle is not owned, and no delete path deletes it.
 Readiness is one typed look (:class:`ReadinessCheck`) and one event shape (:class:`ReadinessEvent`),
 shared by the blocking wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here

@@ -275,7 +275,7 @@ class KubeRayBackend(ClusterBackend):
         """Look at the RayCluster's status, then (once its head is ready) at its dashboard."""
         namespace = self._namespace(plan)
         try:
-            status = self.client.get_status(plan.name, namespace=namespace)
+            status = ClusterStatus.from_object(self.client.get_cluster(plan.name, namespace=namespace))
         except KubeRayNotFoundError:
             message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
 from airflow_ray_provider.kuberay.labels import matches, selector
-from airflow_ray_provider.kuberay.status import ClusterEvent, ClusterStatus
+from airflow_ray_provider.kuberay.status import ClusterEvent
 from airflow_ray_provider.kuberay.validation import KubeRayError
 
 if TYPE_CHECKING:
@@ -271,10 +271,6 @@ class KubeRayClient(_CustomObjects):
             return retrying(func, *args, **kwargs)
         except Exception as exc:
             raise _translate(exc, what) from exc
-
-    def get_status(self, name: str, *, namespace: str | None = None) -> ClusterStatus:
-        """The typed status of a RayCluster."""
-        return ClusterStatus.from_object(self.get_cluster(name, namespace=namespace))
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
