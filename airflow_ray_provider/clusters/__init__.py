@@ -2,7 +2,7 @@
 
 :class:`ClusterBackend` is every step a cluster operator takes (plan, ensure, check, wait, handle, fail,
 delete, delete by labels, list expired); :class:`LocalBackend` and :class:`KubeRayBackend` implement it.
-:class:`KubeRayJobs` does the same for KubeRay RayJobs (cluster and job as one resource). A backend also
+:class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one resource). A backend also
 attaches to a standing cluster by name; such a handle is not owned, and no delete path deletes it.
 Readiness is one typed look (:class:`ReadinessCheck`) and one event shape (:class:`ReadinessEvent`),
 shared by the blocking wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here
@@ -30,15 +30,11 @@ from airflow_ray_provider.clusters.kuberay import (
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
 from airflow_ray_provider.clusters.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
-    ATTACHED,
-    RESUMED,
     KubeRayJobs,
     RayJobLook,
     RayJobPlan,
     RayJobRequest,
     check_options,
-    raise_for_rayjob,
-    rayjob_result,
 )
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
@@ -66,13 +62,11 @@ from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",
-    "ATTACHED",
     "BACKENDS",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
     "EVENT_READY",
     "EVENT_STATUSES",
-    "RESUMED",
     "SUBMISSION_MODES",
     "BackendName",
     "ClusterBackend",
@@ -109,7 +103,5 @@ __all__ = [
     "local_options_for",
     "make_event",
     "probe_dashboard",
-    "raise_for_rayjob",
-    "rayjob_result",
     "validate_event",
 ]

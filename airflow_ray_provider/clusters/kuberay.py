@@ -204,20 +204,16 @@ class KubeRayBackend(ClusterBackend):
         labels = identity.labels()
         annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
         name = request.name_for(identity)
-        self._check_namespace(namespace, from_request=request.namespace is not None)
+        where = (
+            "the operator's namespace"
+            if request.namespace
+            else f"connection {self.conn_id!r}: Extra namespace"
+        )
         try:
+            check_dns_label(namespace, where)
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
-            if request.manifest is not None:
-                body = prepare_manifest(
-                    request.manifest, name=name, namespace=namespace, labels=labels, annotations=annotations
-                )
-            else:
-                spec = request.spec or RayClusterSpec()
-                spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
-                body = build_body(
-                    spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
-                    default_image=self.settings.default_image,
-                )  # fmt: skip
+            body = self.body(request.spec, request.manifest, name=name, namespace=namespace, labels=labels,
+                             annotations=annotations)  # fmt: skip
         except (KubeRaySpecError, ValueError) as exc:
             raise RayInvalidInputError(str(exc)) from exc
         token_ref = token_ref_of(body)
@@ -228,14 +224,20 @@ class KubeRayBackend(ClusterBackend):
             dashboard_url_template=template, token_ref=token_ref, body=body,
         )  # fmt: skip
 
-    def _check_namespace(self, namespace: str, *, from_request: bool) -> None:
-        source = (
-            "the operator's namespace" if from_request else f"connection {self.conn_id!r}: Extra namespace"
-        )
-        try:
-            check_dns_label(namespace, source)
-        except KubeRaySpecError as exc:
-            raise RayInvalidInputError(str(exc)) from exc
+    def body(
+        self, spec: RayClusterSpec | None, manifest: dict[str, Any] | str | None, *, name: str,
+        namespace: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
+    ) -> dict[str, Any]:  # fmt: skip
+        """The RayCluster body of a user's manifest, else of a spec (the connection's auth mode and image
+        where it names none); raises :class:`KubeRaySpecError` naming the field. No API call."""
+        if manifest is not None:
+            return prepare_manifest(
+                manifest, name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
+            )
+        spec = spec or RayClusterSpec()
+        spec = dataclasses.replace(spec, auth=spec.auth or self.settings.ray_auth)
+        return build_body(spec, name=name, namespace=namespace, labels=labels, annotations=annotations,
+                          default_image=self.settings.default_image)  # fmt: skip
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
@@ -273,7 +275,7 @@ class KubeRayBackend(ClusterBackend):
         """Look at the RayCluster's status, then (once its head is ready) at its dashboard."""
         namespace = self._namespace(plan)
         try:
-            status = self.client.get_status(plan.name, namespace=namespace)
+            status = ClusterStatus.from_object(self.client.get_cluster(plan.name, namespace=namespace))
         except KubeRayNotFoundError:
             message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
@@ -312,46 +314,29 @@ class KubeRayBackend(ClusterBackend):
             if exc.status not in (401, 403):
                 raise
             log.warning(
-                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s",
-                exc,
+                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
             )
             return []
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        ref = plan.token_ref
+        ref, settings = plan.token_ref, self.settings
         return kuberay_handle(
-            plan.name,
-            self._namespace(plan),
-            dashboard_url,
-            ref,
-            conn_id=self.settings.conn_id,
+            plan.name, self._namespace(plan), dashboard_url, ref, conn_id=settings.conn_id,
             token_secret_created=bool(ref and ref.provider_created),
-            link_url_template=self.settings.link_url_template,
-        )
+            link_url_template=settings.link_url_template,
+        )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
         """The token from the Secret the handle names (``None``: the cluster has no token auth)."""
-        if not handle.auth_token_secret:
+        ref = _token_ref_of_handle(handle)
+        if ref is None:
             return None
-        key = handle.auth_token_secret_key or AUTH_TOKEN_KEY
         return str(
-            self.client.read_secret_value(
-                handle.auth_token_secret, key=key, namespace=self._namespace(handle)
-            )
+            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=self._namespace(handle))
         )
 
     # ----------------------------------------------------------------- delete
-    def _delete(
-        self, name: str, namespace: str, token_ref: TokenRef | None, *, wait: bool, timeout: float
-    ) -> bool:
-        deleted = self.client.delete_cluster(name, namespace=namespace)
-        if token_ref is not None and token_ref.provider_created:
-            self.client.delete_secret(token_ref.secret_name, namespace=namespace)
-        if wait:
-            self.client.wait_until_gone(name, namespace=namespace, timeout=timeout)
-        return deleted
-
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
@@ -366,7 +351,13 @@ class KubeRayBackend(ClusterBackend):
             ref = _token_ref_of_handle(cluster)
         else:
             ref = cluster.token_ref
-        return self._delete(cluster.name, self._namespace(cluster), ref, wait=wait, timeout=timeout)
+        namespace = self._namespace(cluster)
+        deleted = self.client.delete_cluster(cluster.name, namespace=namespace)
+        if ref is not None and ref.provider_created:
+            self.client.delete_secret(ref.secret_name, namespace=namespace)
+        if wait:
+            self.client.wait_until_gone(cluster.name, namespace=namespace, timeout=timeout)
+        return deleted
 
     def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
         """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
@@ -376,13 +367,9 @@ class KubeRayBackend(ClusterBackend):
         ref = TokenRef(created, provider_created=True) if created else token_ref_of(obj)
         namespace = status.namespace or self.settings.namespace
         return kuberay_handle(
-            status.name,
-            namespace,
-            dashboard_url(status),
-            ref,
-            conn_id=self.settings.conn_id,
+            status.name, namespace, dashboard_url(status), ref, conn_id=self.settings.conn_id,
             token_secret_created=bool(created),
-        )
+        )  # fmt: skip
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300

@@ -35,11 +35,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.clusters.backend import ClusterBackend
     from airflow_ray_provider.kuberay import KubeRayClient
 
-EXTRA_FIELDS = (
-    "in_cluster", "kube_config_path", "kube_config", "context", "namespace", "default_image",
-    "dashboard_url_template", "ray_auth", "link_url_template",
-)  # fmt: skip
-
 
 def _as_bool(value: Any) -> bool:
     return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
@@ -85,45 +80,32 @@ class KubeRayHook(BaseHook):
         """The namespace calls default to."""
         return self._namespace or self.extras.get("namespace") or "default"
 
-    @property
-    def default_image(self) -> str | None:
-        """The Ray image used when a spec names none."""
-        return self.extras.get("default_image") or None
+    @cached_property
+    def settings(self) -> KubeRaySettings:
+        """What the connection says about the clusters it creates (the backend's settings).
 
-    @property
-    def dashboard_url_template(self) -> str | None:
-        """The connection's dashboard URL template, if any."""
-        return self.extras.get("dashboard_url_template") or None
-
-    @property
-    def link_url_template(self) -> str | None:
-        """The dashboard's address for people (extra links), e.g. ``https://ray.example.com/{namespace}/{name}``.
-
-        :raises RayInvalidInputError: naming the extra, when it is not a template of ``{name}`` and
-            ``{namespace}`` giving an http(s) URL (checked before any cluster exists).
+        :raises RayInvalidInputError: naming the connection and the extra, for a ``ray_auth`` that is not
+            a mode or a ``link_url_template`` that is not an http(s) template of ``{name}`` and
+            ``{namespace}`` (checked before any cluster exists).
         """
-        template = self.extras.get("link_url_template") or None
-        if template is not None:
-            from airflow_ray_provider.clusters import cluster_link_url
-
-            cluster_link_url(str(template), "name", "namespace")
-        return template
-
-    @property
-    def ray_auth(self) -> str:
-        """How clusters get token auth: ``auth_options`` (default), ``secret`` or ``disabled``.
-
-        :raises RayInvalidInputError: naming the connection and the valid choices.
-        """
+        from airflow_ray_provider.clusters import cluster_link_url
         from airflow_ray_provider.kuberay import AUTH_MODES
 
-        value = self.extras.get("ray_auth") or "auth_options"
-        if value not in AUTH_MODES:
+        extras = self.extras
+        ray_auth = extras.get("ray_auth") or "auth_options"
+        if ray_auth not in AUTH_MODES:
             raise RayInvalidInputError(
                 f"connection {self.kuberay_conn_id!r}: Extra ray_auth must be one of {list(AUTH_MODES)}, "
-                f"got {value!r}"
+                f"got {ray_auth!r}"
             )
-        return str(value)
+        link = extras.get("link_url_template") or None
+        if link is not None:
+            cluster_link_url(str(link), "name", "namespace")
+        return KubeRaySettings(
+            conn_id=self.kuberay_conn_id, namespace=self.namespace, ray_auth=str(ray_auth),
+            default_image=extras.get("default_image") or None, link_url_template=link,
+            dashboard_url_template=extras.get("dashboard_url_template") or None,
+        )  # fmt: skip
 
     @cached_property
     def api_client(self) -> ApiClient:
@@ -255,12 +237,7 @@ def _kuberay(conn_id: str, connection: Connection, namespace: str | None) -> Kub
             "'kuberay' for KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
         )
     hook = KubeRayHook(conn_id, namespace=namespace, connection=connection)
-    settings = KubeRaySettings(
-        conn_id=conn_id, namespace=hook.namespace, default_image=hook.default_image,
-        dashboard_url_template=hook.dashboard_url_template, ray_auth=hook.ray_auth,
-        link_url_template=hook.link_url_template,
-    )  # fmt: skip
-    return KubeRayBackend(settings, lambda: hook.client)
+    return KubeRayBackend(hook.settings, lambda: hook.client)
 
 
 def backend_for_connection(conn_id: str | None, *, namespace: str | None = None) -> ClusterBackend:
@@ -290,19 +267,14 @@ def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) 
     return backend_for_connection(conn, namespace=handle.namespace)
 
 
-def _rayjob_conn(conn_id: str | None) -> str:
-    if not conn_id:
-        raise RayInvalidInputError(
-            "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
-            "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
-        )
-    return conn_id
-
-
 def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayJobs:
     """RayJobs through a ``kuberay`` connection.
 
     :raises RayInvalidInputError: without a connection, or for a connection of another type.
     """
-    conn = _rayjob_conn(conn_id)
-    return KubeRayJobs(_kuberay(conn, KubeRayHook.get_connection(conn), namespace))
+    if not conn_id:
+        raise RayInvalidInputError(
+            "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
+            "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
+        )
+    return KubeRayJobs(_kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
 
 from airflow_ray_provider.kuberay.labels import matches, selector
-from airflow_ray_provider.kuberay.status import ClusterEvent, ClusterStatus
+from airflow_ray_provider.kuberay.status import ClusterEvent
 from airflow_ray_provider.kuberay.validation import KubeRayError
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ class _CustomObjects:
         return [item for item in result.get("items", []) if matches(item, labels or {})]
 
     def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 120.0, poll_interval: float = 0.5
+        self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 0.5
     ) -> None:
         """Poll until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
         ns = namespace or self.kube.namespace
@@ -216,18 +216,22 @@ class RayJobClient(_CustomObjects):
         self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)
 
 
-class _RayClusters(_CustomObjects):
-    KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"  # its pods go first
-
-
-class KubeRayClient:
-    """RayCluster create / get / delete / list / wait until gone, its events, and Secrets.
+class KubeRayClient(_CustomObjects):
+    """RayClusters (create / get / find / delete / list / wait until gone; deleting one is foreground: its
+    pods go first), their events, and Secrets.
 
     :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
     :param request_timeout: seconds per HTTP request.
     :param retries: attempts for transient failures.
     """
+
+    KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
+    create_cluster = _CustomObjects.create
+    get_cluster = _CustomObjects.get
+    find_cluster = _CustomObjects.find
+    delete_cluster = _CustomObjects.delete
+    list_clusters = _CustomObjects.list_labelled
 
     def __init__(
         self,
@@ -237,11 +241,11 @@ class KubeRayClient:
         request_timeout: float = 30.0,
         retries: int = 4,
     ) -> None:
+        super().__init__(self)
         self.api_client = api_client
         self.namespace = namespace
         self.request_timeout = request_timeout
         self.retries = retries
-        self._clusters = _RayClusters(self)
 
     def _custom(self) -> CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
@@ -267,40 +271,6 @@ class KubeRayClient:
             return retrying(func, *args, **kwargs)
         except Exception as exc:
             raise _translate(exc, what) from exc
-
-    def create_cluster(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
-        """Create a RayCluster; raises :class:`KubeRayConflictError` when the name is taken."""
-        return self._clusters.create(body, namespace=namespace)
-
-    def get_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
-        """Read a RayCluster; raises :class:`KubeRayNotFoundError` when absent."""
-        return self._clusters.get(name, namespace=namespace)
-
-    def find_cluster(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
-        """Read a RayCluster, or ``None`` when it does not exist."""
-        return self._clusters.find(name, namespace=namespace)
-
-    def get_status(self, name: str, *, namespace: str | None = None) -> ClusterStatus:
-        """The typed status of a RayCluster."""
-        return ClusterStatus.from_object(self.get_cluster(name, namespace=namespace))
-
-    def delete_cluster(self, name: str, *, namespace: str | None = None) -> bool:
-        """Delete a RayCluster (foreground: its pods go first). Returns ``False`` if it was already gone."""
-        return self._clusters.delete(name, namespace=namespace)
-
-    def list_clusters(
-        self, labels: dict[str, str] | None = None, *, namespace: str | None = None
-    ) -> list[dict[str, Any]]:
-        """RayClusters whose labels include ``labels`` (filtered here too, whatever the server does)."""
-        return self._clusters.list_labelled(labels, namespace=namespace)
-
-    def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 1.0
-    ) -> None:
-        """Poll until the RayCluster no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        self._clusters.wait_until_gone(
-            name, namespace=namespace, timeout=timeout, poll_interval=poll_interval
-        )
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""

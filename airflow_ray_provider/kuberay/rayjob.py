@@ -43,30 +43,11 @@ _REMOTE_URI = re.compile(r"^[a-z][a-z0-9+.-]*://")
 class RayJobOptions:
     """What the RayJob runs and the rules Kubernetes enforces on it (everything but the cluster).
 
-    :param entrypoint: the shell command of the Ray job.
-    :param job_id: the Ray submission id (``spec.jobId``); deterministic per task instance.
-    :param runtime_env: Ray runtime environment, sent as ``runtimeEnvYAML`` (remote URIs only).
-    :param metadata: Ray job metadata (strings).
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
-    :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends.
-    :param ttl_seconds_after_finished: seconds between the job's end and that deletion (``None``:
-        :data:`DEFAULT_TTL_SECONDS` when shutting down).
-    :param active_deadline_seconds: KubeRay fails the RayJob (reason ``DeadlineExceeded``) after this.
-    :param backoff_limit: KubeRay retries a failed RayJob this many times (on a new cluster).
-    :param submission_mode: ``K8sJobMode`` (a submitter Kubernetes Job) or ``HTTPMode`` (the operator
-        submits over HTTP).
-    :param suspend: create the RayJob suspended (Kueue admits it by resuming it).
-    :param queue_name: Kueue ``LocalQueue`` (the ``kueue.x-k8s.io/queue-name`` label).
-    :param deletion_rules: KubeRay's ``deletionStrategy.deletionRules`` (1.6+; its ``RayJobDeletionPolicy``
-        feature gate on): ``[{"policy": "DeleteWorkers" | "DeleteCluster" | "DeleteSelf" | "DeleteNone",
-        "condition": {"jobStatus": "SUCCEEDED" | "FAILED"} or {"jobDeploymentStatus": "Failed"}, plus
-        "ttlSeconds"}]``; each fires that long after the job ends. Needs
-        ``shutdown_after_job_finishes=False`` (KubeRay refuses both).
-    :param pre_running_deadline_seconds: KubeRay fails the RayJob (reason ``PreRunningDeadlineExceeded``)
-        when it has not reached ``Running`` this long after it started, e.g. while its pods wait for
-        scarce resources (KubeRay 1.6+).
+    Each field is the ``KubeRayJobOperator`` argument of that name (its docstring says what each does);
+    ``job_id`` is the Ray submission id (``spec.jobId``), deterministic per task instance, ``runtime_env``
+    is sent as ``runtimeEnvYAML`` (remote URIs only), and each of ``deletion_rules`` is
+    ``{"policy": "DeleteWorkers" | "DeleteCluster" | "DeleteSelf" | "DeleteNone", "condition":
+    {"jobStatus": "SUCCEEDED" | "FAILED"} or {"jobDeploymentStatus": "Failed"}, plus "ttlSeconds"}``.
     """
 
     entrypoint: str

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from importlib import metadata
 from typing import Any, TypeVar
 
@@ -36,19 +36,19 @@ def default_ray_version() -> str:
 
 
 @dataclass(frozen=True)
-class HeadGroup:
-    """The head pod.
+class _PodGroup:
+    """What head and worker pods share (keyword-only).
 
-    :param cpu: CPU request and limit (Kubernetes quantity).
-    :param memory: memory request and limit (Kubernetes quantity).
+    :param cpu: CPU request and limit per pod (Kubernetes quantity).
+    :param memory: memory request and limit per pod (Kubernetes quantity).
     :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
-    :param node_selector: node selector of the head pod.
-    :param tolerations: tolerations of the head pod (Kubernetes toleration dicts).
+    :param node_selector: node selector, e.g. ``{"cloud.google.com/gke-spot": "true"}``.
+    :param tolerations: Kubernetes toleration dicts, e.g. the taint of a spot or GPU pool.
     :param affinity: Kubernetes affinity (``nodeAffinity``, ``podAffinity``, ``podAntiAffinity``).
     :param resources: extended resources per pod, e.g. ``{"google.com/tpu": "4"}`` (requests = limits).
-    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
     """
 
+    _: KW_ONLY
     cpu: str = "2"
     memory: str = "8Gi"
     ray_start_params: dict[str, str] = field(default_factory=dict)
@@ -56,41 +56,37 @@ class HeadGroup:
     tolerations: list[dict[str, Any]] = field(default_factory=list)
     affinity: dict[str, Any] = field(default_factory=dict)
     resources: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class HeadGroup(_PodGroup):
+    """The head pod (the fields of every pod, and its Service's type).
+
+    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
+    """
+
     service_type: str | None = None
 
 
 @dataclass(frozen=True)
-class WorkerGroup:
-    """One worker group; several groups make a heterogeneous cluster (e.g. CPU and spot GPU).
+class WorkerGroup(_PodGroup):
+    """One worker group (the fields of every pod, and these); several groups make a heterogeneous cluster
+    (e.g. CPU and spot GPU).
 
     :param name: group name (DNS-1123 label).
     :param replicas: initial replicas.
     :param min_replicas: lower bound for the autoscaler (default: ``replicas``).
     :param max_replicas: upper bound for the autoscaler (default: ``max(replicas, min_replicas)``).
-    :param cpu: CPU request and limit per pod.
-    :param memory: memory request and limit per pod.
     :param gpu: ``nvidia.com/gpu`` per pod (0: none).
-    :param node_selector: e.g. ``{"cloud.google.com/gke-spot": "true"}``.
-    :param tolerations: e.g. the taint of a spot or GPU pool.
-    :param ray_start_params: extra ``ray start`` parameters.
     :param image: image override for this group (default: the cluster's image; ``-gpu`` for GPU groups).
-    :param affinity: Kubernetes affinity of the group's pods.
-    :param resources: extended resources per pod, e.g. ``{"amd.com/gpu": "1"}`` (requests = limits).
     """
 
     name: str
     replicas: int = 1
     min_replicas: int | None = None
     max_replicas: int | None = None
-    cpu: str = "2"
-    memory: str = "8Gi"
     gpu: int = 0
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    ray_start_params: dict[str, str] = field(default_factory=dict)
     image: str | None = None
-    affinity: dict[str, Any] = field(default_factory=dict)
-    resources: dict[str, str] = field(default_factory=dict)
 
     @property
     def effective_min(self) -> int:
@@ -268,7 +264,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
         seen.add(group.name)
 
 
-def _validate_pod_group(group: HeadGroup | WorkerGroup, where: str) -> None:
+def _validate_pod_group(group: _PodGroup, where: str) -> None:
     """What head and worker pods share: resources, ``ray start`` parameters, placement."""
     v.check_quantity(group.cpu, f"{where}.cpu")
     v.check_quantity(group.memory, f"{where}.memory")

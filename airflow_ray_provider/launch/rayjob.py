@@ -12,22 +12,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.clusters import (
-    ATTACHED,
-    RESUMED,
-    RayClusterHandle,
-    RayJobLook,
-    RayJobStatus,
-    raise_for_rayjob,
-    rayjob_result,
-)
+from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
+from airflow_ray_provider.clusters.kuberay import check_ours, kuberay_handle
+from airflow_ray_provider.clusters.rayjob import ANNOTATION_SUSPENDED_ON_KILL
+from airflow_ray_provider.exceptions import KubeRayJobError
 from airflow_ray_provider.jobs.logs import tail
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 from airflow_ray_provider.jobs.reattach import Choice
+from airflow_ray_provider.kuberay import (
+    AUTH_TOKEN_KEY,
+    ClusterStatus,
+    KubeRayConflictError,
+    KubeRayTimeoutError,
+    RayJobStatus,
+    dashboard_url,
+    readiness,
+    token_ref_of,
+)
 from airflow_ray_provider.launch.wait import Observation
 
 if TYPE_CHECKING:
@@ -83,17 +89,65 @@ class RayJobTarget:
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
         self.say = say
-        self.jobs.check_standing_cluster(self.plan)
+        if self.plan.standing_cluster is not None:
+            self.jobs.backend.attach(self.plan.standing_cluster)
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
-        """Create the RayJob, or re-attach to (or resume) the one an earlier try made."""
-        action, status = self.jobs.ensure(self.plan, suspend=self.suspend)
+        """Create the RayJob, or re-attach to the one an earlier try of this task instance created.
+
+        An earlier try's RayJob that is running or succeeded is re-attached to; one that failed or was
+        stopped is deleted and created again under the same name (a new try runs the job again); one that
+        a killed try suspended is resumed (with the ``suspend`` it was created with). There is never more
+        than one RayJob per task instance; a name that belongs to a RayJob this task did not create raises
+        :class:`~airflow_ray_provider.exceptions.RayClusterError`.
+        """
+        plan, rayjobs, ns = self.plan, self.jobs.rayjobs, self.plan.namespace
+        existing = rayjobs.find(plan.name, namespace=ns)
+        choice, action = Choice.SUBMIT, "created"
+        if existing is not None:
+            self._check_ours(existing)
+            status = RayJobStatus.from_object(existing)
+            annotations = (existing.get("metadata") or {}).get("annotations") or {}
+            if not status.deleting and not (status.is_final and not status.is_success):
+                choice, action = Choice.ATTACH, "attached"
+                if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
+                    resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
+                    patch = {"spec": {"suspend": self.suspend}, "metadata": {"annotations": resumed}}
+                    log.info("Resuming %s, suspended when an earlier try was killed", plan.where)
+                    existing, action = rayjobs.patch(plan.name, patch, namespace=ns), "resumed"
+                else:
+                    log.info("Re-attaching to %s of an earlier try (%s)", plan.where, status.summary())
+                return self._submitted(choice, action, RayJobStatus.from_object(existing))
+            if not status.deleting:
+                log.info(
+                    "%s of an earlier try ended badly (%s); running it again", plan.where, status.summary()
+                )
+                rayjobs.delete(plan.name, namespace=ns)
+            rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
+            action = "recreated"
+        try:
+            created = rayjobs.create(plan.body, namespace=ns)
+        except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
+            created = rayjobs.get(plan.name, namespace=ns)
+            self._check_ours(created)
+            return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
+        if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
+            rayjobs.create_owned_secret(
+                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, owner=created, namespace=ns
+            )
+        log.info("Created %s", plan.where)
+        return self._submitted(choice, action, RayJobStatus.from_object(created))
+
+    def _submitted(self, choice: Choice, action: str, status: RayJobStatus) -> tuple[Choice, str, Any]:
         self.say(f"{self.plan.where} {action}: {status.summary()}")
-        choice = Choice.ATTACH if action in (ATTACHED, RESUMED) else Choice.SUBMIT
         if choice is Choice.ATTACH and status.is_final and status.is_success:
             choice = Choice.DONE
         self.final = status.is_final
         return choice, self.plan.name, RayJobLook(status)
+
+    def _check_ours(self, obj: dict[str, Any]) -> None:
+        plan = self.plan
+        check_ours(obj, plan.where, plan.labels, "rayjob_name", name=plan.name, namespace=plan.namespace)
 
     def _take(self, look: RayJobLook) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
@@ -109,13 +163,27 @@ class RayJobTarget:
         return replaced
 
     def _find(self) -> RayJobLook | None:
-        from airflow_ray_provider.kuberay import KubeRayNotFoundError
-
-        try:
-            return self.jobs.look(self.plan.name, namespace=self.plan.namespace,
-                                  template=self.plan.dashboard_url_template)  # fmt: skip
-        except KubeRayNotFoundError:
+        """The RayJob's status and, once its cluster's head is ready, a handle to that cluster (never
+        owned: the RayJob owns it); ``None`` when the RayJob does not exist (deleted while waiting)."""
+        settings, ns = self.jobs.settings, self.plan.namespace
+        obj = self.jobs.rayjobs.find(self.plan.name, namespace=ns)
+        if obj is None:
             return None
+        status = RayJobStatus.from_object(obj)
+        if not status.cluster_name or status.is_suspended:
+            return RayJobLook(status)
+        found = self.jobs.backend.client.find_cluster(status.cluster_name, namespace=ns)
+        if found is None:
+            return RayJobLook(status, cluster_gone=status.is_final)
+        cluster = ClusterStatus.from_object(found)
+        if readiness(cluster).verdict != "ready":
+            return RayJobLook(status)
+        url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
+        handle = kuberay_handle(
+            status.cluster_name, ns, url, token_ref_of(found), conn_id=settings.conn_id, owned=False,
+            link_url_template=settings.link_url_template,
+        )  # fmt: skip
+        return RayJobLook(status, handle)
 
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
@@ -123,27 +191,25 @@ class RayJobTarget:
         kept = RayJobLook(look.status, look.cluster or self.cluster, look.cluster_gone)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
+    def _refresh(self) -> RayJobLook | None:
+        look = self._find()
+        if look is not None:
+            self._take(look)
+        return look
+
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look = self._find()
-        if look is None:
-            return self._observed(None, None)
-        self._take(look)
-        text = None
-        if with_log and self.client is not None and look.status.job_id:
-            text = self._read(look.status.job_id)
-        return self._observed(look, text)
+        look = self._refresh()
+        return self._observed(look, self._read(look.status.job_id) if with_log and look is not None else None)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
-        if look is None:
-            return self._observed(None, None)
-        replaced = self._take(look)
+        replaced = self._take(look) if look is not None else None
         if replaced is not None:
             await replaced.aclose()
         text = None
-        if with_log and self.client is not None and look.status.job_id:
+        if with_log and look is not None and self.client is not None and look.status.job_id:
             try:
                 text = await self.client.aget_logs(look.status.job_id)
             except Exception as exc:  # not submitted yet, or its cluster going away
@@ -151,20 +217,27 @@ class RayJobTarget:
         return self._observed(look, text)
 
     def _read(self, job_id: str) -> str | None:
+        if self.client is None or not job_id:
+            return None
         try:
-            return self.client.get_logs(job_id) if self.client is not None else None
+            return self.client.get_logs(job_id)
         except Exception as exc:  # not submitted yet, or its cluster going away
             log.debug("No log of Ray job %s yet: %s", job_id, exc)
             return None
 
     def stop(self, submission_id: str) -> bool:
-        """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it."""
-        where = self.plan.where
+        """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it: KubeRay
+        deletes its cluster and keeps the RayJob, and the next try resumes it."""
+        where, rayjobs = self.plan.where, self.jobs.rayjobs
         if self.suspend_on_kill:
-            self.jobs.suspend(self.plan.name, namespace=self.plan.namespace)
+            patch = {
+                "spec": {"suspend": True},
+                "metadata": {"annotations": {ANNOTATION_SUSPENDED_ON_KILL: "true"}},
+            }
+            rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
             self.say(f"Suspended {where}: the next try resumes it")
         else:
-            self.jobs.delete(self.plan.name, namespace=self.plan.namespace)
+            rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
             self.say(f"Deleted {where} (KubeRay stops its Ray job and deletes its cluster)")
         self.stopped = True
         return True
@@ -182,7 +255,8 @@ class RayJobTarget:
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
             return self._cluster_gone_within(self.teardown_wait)
-        self.jobs.delete(self.plan.name, namespace=self.plan.namespace, wait=True)
+        self.jobs.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        self.jobs.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
@@ -193,36 +267,49 @@ class RayJobTarget:
     def _cluster_gone_within(self, seconds: float) -> bool:
         if seconds <= 0 or self.cluster is None:
             return False
-        deadline = time.monotonic() + seconds
-        while (
-            self.jobs.backend.client.find_cluster(self.cluster.name, namespace=self.plan.namespace)
-            is not None
-        ):
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.5)
+        try:
+            self.jobs.backend.client.wait_until_gone(
+                self.cluster.name, namespace=self.plan.namespace, timeout=seconds
+            )
+        except KubeRayTimeoutError:
+            return False
         return True
 
     def dashboard(self) -> JobClient | None:
         """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
-        if self.client is None and (look := self._find()) is not None:
-            self._take(look)
+        if self.client is None:
+            self._refresh()
         return self.client
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""
-        look = self._find()
-        if look is not None:
-            self._take(look)
-        job_id = look.status.job_id if look is not None else ""
-        return (self._read(job_id) or "") if job_id else ""
+        look = self._refresh()
+        return (self._read(look.status.job_id) or "") if look is not None else ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
-        """The RayJob's XCom; raises :class:`KubeRayJobError` with its reason, message and log tail."""
-        if not subject.status.is_success:
-            raise_for_rayjob(subject.status, tail(logs(), tail_lines))
+        """The RayJob's XCom once it succeeded; for any other final RayJob, :class:`KubeRayJobError` with its
+        reason, message, the last lines of its log and what to run."""
+        status = subject.status
+        if not status.is_success:
+            log_tail = tail(logs(), tail_lines)
+            how = status.deployment_status or "not final"
+            reason = f" (reason {status.reason})" if status.reason else ""
+            text = f"RayJob {status.namespace}/{status.name} {how}{reason}: {status.message or 'no message'}."
+            text += f" Ray job {status.job_id or '<not submitted>'} is {status.job_status or 'not started'}."
+            shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else "\n(its log could not be read)"
+            text += f" Inspect it with: kubectl describe rayjob {status.name} -n {status.namespace}{shown}"
+            raise KubeRayJobError(
+                text, submission_id=status.job_id, status=status.job_status or how, name=status.name,
+                namespace=status.namespace, deployment_status=status.deployment_status, reason=status.reason,
+                log_tail=log_tail,
+            )  # fmt: skip
         url = subject.cluster.dashboard_url if subject.cluster is not None else None
-        return rayjob_result(self.plan.name, self.plan.namespace, subject.status, url)
+        job_url = dashboard_job_url(url, status.job_id) if url and status.job_id else None
+        return {
+            "rayjob_name": self.plan.name, "namespace": self.plan.namespace, "job_id": status.job_id,
+            "cluster_name": status.cluster_name, "status": status.job_status,
+            "deployment_status": status.deployment_status, "dashboard_url": url, "job_url": job_url,
+        }  # fmt: skip
 
     def link(self, submission_id: str) -> str | None:
         """The Ray job's page in its cluster's dashboard, once the cluster answered."""

@@ -43,6 +43,12 @@ _TEMPLATED_FLOATS = ("entrypoint_num_cpus", "entrypoint_num_gpus")
 _TEMPLATED_INTEGERS = (
     "ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit", "pre_running_deadline_seconds",
 )  # fmt: skip
+#: The :class:`RayJobOptions` fields that are arguments of the operator as they are.
+_OPTIONS = tuple(
+    f.name
+    for f in dataclasses.fields(RayJobOptions)
+    if f.name not in ("entrypoint", "job_id", "runtime_env", "metadata")
+)
 #: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
 TEARDOWN_WAIT_S = 30.0
 #: Numbers that may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, checked with the options then.
@@ -195,25 +201,10 @@ class KubeRayJobOperator(RunOperator):
                 "a RayJob by deleting its cluster); drop suspend_on_kill"
             )
 
-    def _options(
-        self,
-        entrypoint: str,
-        *,
-        runtime_env: dict[str, Any],
-        metadata: dict[str, str],
-        job_id: str | None = None,
-    ) -> RayJobOptions:
-        return RayJobOptions(
-            entrypoint=entrypoint, job_id=job_id, runtime_env=runtime_env, metadata=metadata,
-            entrypoint_num_cpus=self.entrypoint_num_cpus, entrypoint_num_gpus=self.entrypoint_num_gpus,
-            entrypoint_resources=self.entrypoint_resources,
-            shutdown_after_job_finishes=self.shutdown_after_job_finishes,
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished,
-            active_deadline_seconds=self.active_deadline_seconds, backoff_limit=self.backoff_limit,
-            submission_mode=self.submission_mode, suspend=self.suspend, queue_name=self.queue_name,
-            deletion_rules=self.deletion_rules,
-            pre_running_deadline_seconds=self.pre_running_deadline_seconds,
-        )  # fmt: skip
+    def _options(self, entrypoint: str, **job: Any) -> RayJobOptions:
+        """The RayJob's options: the job's (``runtime_env``, ``metadata``, ``job_id``), the rest as given."""
+        given = {name: getattr(self, name) for name in _OPTIONS}
+        return RayJobOptions(entrypoint=entrypoint, **given, **job)
 
     def job(self, context: Context) -> JobSpec:
         """The job, checked (the RayJob carries it; KubeRay submits it)."""
@@ -264,11 +255,8 @@ class KubeRayJobOperator(RunOperator):
                             retry_max_wait=1.0))  # fmt: skip
 
     def _ttl(self) -> int:
-        return (
-            DEFAULT_TTL_SECONDS
-            if self.ttl_seconds_after_finished is None
-            else self.ttl_seconds_after_finished
-        )
+        ttl = self.ttl_seconds_after_finished
+        return DEFAULT_TTL_SECONDS if ttl is None else ttl
 
     def _deleted_at_once(self, standing: str | None) -> bool:
         """KubeRay deletes the RayJob's own cluster right after the job (no TTL, no deletion rules)."""

@@ -69,4 +69,4 @@ def test_the_connection_checks_its_template_before_any_cluster_exists():
     connection = Connection(conn_id="k8s_prod", conn_type="kuberay", extra=json.dumps(extra))
 
     with pytest.raises(RayInvalidInputError, match="link_url_template"):
-        _ = KubeRayHook("k8s_prod", connection=connection).link_url_template
+        _ = KubeRayHook("k8s_prod", connection=connection).settings

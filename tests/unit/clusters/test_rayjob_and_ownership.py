@@ -14,15 +14,16 @@ from airflow_ray_provider.clusters import (
     LocalBackend,
     RayClusterHandle,
     RayClusterSpec,
+    RayJobLook,
     RayJobOptions,
+    RayJobPlan,
     RayJobRequest,
     RayJobStatus,
     TaskIdentity,
-    raise_for_rayjob,
-    rayjob_result,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, matches
+from airflow_ray_provider.launch import RayJobTarget
 
 pytestmark = pytest.mark.unit
 
@@ -158,8 +159,9 @@ def test_failure_carries_reason_message_log_tail_and_what_to_run() -> None:
     status = _status(deployment_status="Failed", job_status="RUNNING", reason="DeadlineExceeded",
                      message="The RayJob has passed the activeDeadlineSeconds")  # fmt: skip
 
+    target = RayJobTarget(_jobs(), RayJobPlan(name="rj", namespace="ml"))
     with pytest.raises(KubeRayJobError) as info:
-        raise_for_rayjob(status, "step 1\nstep 2")
+        target.result(RayJobLook(status), lambda: "step 1\nstep 2", 100)
 
     error = info.value
     assert (error.reason, error.deployment_status, error.submission_id) == (
@@ -170,8 +172,8 @@ def test_failure_carries_reason_message_log_tail_and_what_to_run() -> None:
     assert error.log_tail == "step 1\nstep 2" and "step 2" in str(error)
     assert "activeDeadlineSeconds" in str(error) and "kubectl describe rayjob rj -n ml" in str(error)
     success = _status(deployment_status="Complete", job_status="SUCCEEDED", cluster_name="c")
-    raise_for_rayjob(success, "")
-    result = rayjob_result("rj", "ml", success, "http://head:8265")
+    handle = RayClusterHandle(backend="kuberay", name="c", dashboard_url="http://head:8265", owned=False)
+    result = target.result(RayJobLook(success, handle), lambda: "", 100)
     assert result["job_url"] == "http://head:8265/#/jobs/sid" and result["cluster_name"] == "c"
 
 

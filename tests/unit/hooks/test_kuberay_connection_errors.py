@@ -33,10 +33,10 @@ def test_missing_kube_config_path_names_connection_and_path(tmp_path):
 @pytest.mark.unit
 def test_bad_ray_auth_names_connection_and_choices():
     with pytest.raises(RayInvalidInputError) as err:
-        _ = _hook(ray_auth="tls").ray_auth
+        _ = _hook(ray_auth="tls").settings
     choices = "['auth_options', 'secret', 'disabled']"
     assert str(err.value) == f"connection 'k8s_prod': Extra ray_auth must be one of {choices}, got 'tls'"
-    assert _hook().ray_auth == "auth_options"
+    assert _hook().settings.ray_auth == "auth_options"
 
 
 @pytest.mark.unit

@@ -73,7 +73,7 @@ def test_hook_builds_a_client_from_inline_kubeconfig_without_touching_global_con
     hook = KubeRayHook(kuberay_conn_id="kr_unit")
 
     assert hook.api_client.configuration.host == "https://other.example.com"
-    assert hook.namespace == "ray" and hook.ray_auth == "secret" and hook.client.namespace == "ray"
+    assert hook.namespace == "ray" and hook.settings.ray_auth == "secret" and hook.client.namespace == "ray"
     assert client.Configuration.get_default_copy().host == before
     hook.api_client.close()
 
