@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.usage import (
-        UsageRequest,
+        UsageOptions,
         check_prices_on_cluster,
         collect_usage,
         parse_prices,
@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
             client.submit(JobSpec(entrypoint=f"python -c '{JOB.format(tasks=args.tasks)}'"), sid)
             while not (job := client.get_job(sid)) or not job.is_terminal:
                 time.sleep(0.2)
-            request = UsageRequest(
-                submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices
+            request = UsageOptions(
+                submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices.to_dict()
             )
             started = time.perf_counter()
             check_prices_on_cluster(reader, prices)

@@ -56,7 +56,7 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
     """One zone-training job on a fresh 2-CPU head, with ``code``'s package; its record and timeline."""
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
+    from airflow_ray_provider.launch.usage import UsageOptions, collect_usage
     from airflow_ray_provider.launch.usage.dashboard import state_list
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from airflow_ray_provider.templates.common import workload_entrypoint
@@ -79,7 +79,7 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
         while not (job := api.get_job(sid)) or not job.is_terminal:
             time.sleep(0.5)
         reader = api.reader()
-        request = UsageRequest(submission_id=sid, cluster="bench", mode="one_task", own_cluster=True)
+        request = UsageOptions(submission_id=sid, cluster="bench", mode="one_task", own_cluster=True)
         record = collect_usage(reader, request)
         tasks = (
             state_list(reader, "/api/v0/tasks", ("job_id", record.ray_job_id))[0] if record.ray_job_id else []

@@ -13,15 +13,15 @@ from airflow_ray_provider.launch.usage.dashboard import (
     collect_usage,
 )
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import SCHEMA, UsageRecord, UsageRequest, with_teardown
+from airflow_ray_provider.launch.usage.record import SCHEMA, UsageOptions, UsageRecord, with_teardown
 
 __all__ = [
     "HEAD_GROUP",
     "SCHEMA",
     "DashboardReader",
     "Prices",
+    "UsageOptions",
     "UsageRecord",
-    "UsageRequest",
     "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",

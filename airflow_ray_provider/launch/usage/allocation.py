@@ -109,6 +109,9 @@ class Allocation:
     #: Ended task attempts whose worker's events were lost, timed by the owner's own events
     #: (:func:`owner_seconds`: an upper bound).
     timed_by_owner: int = 0
+    #: Attempts that ran without an end or a ``task:execute`` span (counted to their worker's next
+    #: attempt or the job's end). Ray's task events are final once the Job API reports the end.
+    unsettled: int = 0
     #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
@@ -180,15 +183,6 @@ def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
     return out
 
 
-def unsettled(tasks: Iterable[Mapping[str, Any]]) -> int:
-    """Normal task attempts of an ended job whose events have not all arrived (no end, or no
-    ``task:execute`` span although the task ran): they are counted to their worker's next attempt or
-    the job's end. Ray's task events of a job are final once the Job API reports its end, so these
-    are not read again."""
-    ran = [task for task in tasks if _normal(task) and task.get("start_time_ms")]
-    return sum(1 for task in ran if not task.get("end_time_ms") or not execute_spans(task))
-
-
 def allocation(
     *,
     tasks: Iterable[Mapping[str, Any]],
@@ -215,6 +209,8 @@ def allocation(
     for task in tasks:
         if task.get("start_time_ms") or execute_spans(task):
             seconds = task_seconds(task, window.ended, following.get(id(task)))
+            settled = task.get("end_time_ms") and execute_spans(task)
+            out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
         else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
             by_owner = owner_seconds(task)
             if by_owner is None:

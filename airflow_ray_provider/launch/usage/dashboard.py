@@ -2,21 +2,11 @@
 record; check a price table against the cluster before submit.
 
 The reads: the job (``/api/jobs/{id}``), then at once the nodes (``/api/v0/nodes``), the actors
-(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``
-filtered by its Ray job id) and the job's actors as the GCS has them (``/api/v0/actors``). A read that
-fails never fails the job: the record leaves that figure out and names it in ``not_available``.
-
-Which actors are the job's: the dashboard applies the GCS's actor updates in poll batches keyed by actor
-id (``node_head._process_updated_actor_table``). The GCS publishes an actor's registration whole
-(``jobId``, ``className``, ``requiredResources``) and every later change as state fields only (state,
-address, pid, times, a named actor's name; Ray's ``GenActorDataOnlyWithStates``). When one batch holds
-both, only the change is kept, and an actor the dashboard did not know yet is stored from it: no job, no
-class, no resources, for good. A loaded head, or a job that starts actors while others change, makes
-that likely. The state API (``/api/v0/actors``, read from the GCS) has those fields but no times, so the
-two lists are joined by actor id. An actor of the job that the dashboard still lacks after a few
-re-reads (or holds without a start) is counted from its creation task's end (``/api/v0/tasks``: task
-events, a separate pipeline; the GCS stamps an actor's start then too) to the job's end, an upper bound
-the record names.
+(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``)
+and the job's actors as the GCS has them (``/api/v0/actors``). A read that fails never fails the job:
+the record names it in ``not_available``. The dashboard can store an actor from a state change alone
+(no job, class or resources: docs/usage.md, *Limits*), so the two actor lists are joined by actor id,
+and an actor it cannot time is counted from its creation task's end, an upper bound the record names.
 """
 
 from __future__ import annotations
@@ -25,12 +15,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageRecord, UsageRequest, make_record
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, UsageRecord, make_record
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,29 +62,14 @@ def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) 
         return None
 
 
-def cut_note(route: str, data: Mapping[str, Any], returned: int) -> str | None:
-    """What a state API list left out, from its counts; ``None`` when it returned every matching row.
-
-    Ray counts a list in stages (``ListApiResponse``): ``total`` rows in the cluster, of all jobs;
-    ``num_after_truncation`` after the data source's cut (for tasks, ``total`` also holds the task
-    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter (``job_id``)
-    is not a cut: ``total`` above the rows returned says nothing on its own.
-    """
-    total = int(data.get("total") or 0)
-    kept = int(data.get("num_after_truncation", total) or 0)
-    matched = int(data.get("num_filtered", returned) or 0)
-    notes = []
-    if matched > returned:
-        notes.append(f"{route} listed {returned} of the {matched} matching rows (its limit)")
-    if total > kept:
-        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
-    return "; ".join(notes) or None
-
-
 def state_list(
     reader: DashboardReader, route: str, where: tuple[str, str] | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """A state API list with every row's detail, and a note when it was cut.
+    """A state API list with every row's detail, and what it left out (``None``: every matching row).
+
+    Ray counts a list in stages (``ListApiResponse``): ``total`` rows of all jobs; ``num_after_truncation``
+    after the data source's cut (for tasks, ``total`` also holds the events Ray dropped); ``num_filtered``
+    after the filters; then the ``limit``. A filter (``job_id``) is not a cut.
 
     :param route: ``/api/v0/nodes``, ``/api/v0/tasks``, ``/api/v0/actors``.
     :param where: one equality filter, ``(key, value)`` (``("job_id", "02000000")``).
@@ -109,7 +83,15 @@ def state_list(
     if not body.get("result", True) or "result" not in data:
         raise ValueError(f"{route} answered without a result: {body.get('msg')}")
     rows = list(data["result"])
-    return rows, cut_note(route, data, len(rows))
+    total = int(data.get("total") or 0)
+    kept = int(data.get("num_after_truncation", total) or 0)
+    matched = int(data.get("num_filtered", len(rows)) or 0)
+    notes = []
+    if matched > len(rows):
+        notes.append(f"{route} listed {len(rows)} of the {matched} matching rows (its limit)")
+    if total > kept:
+        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
+    return rows, "; ".join(notes) or None
 
 
 def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
@@ -150,22 +132,14 @@ def find_supervisor(
     return found
 
 
-@dataclass(frozen=True)
-class JobActors:
-    """The job's actors as the record counts them, and what of the GCS's list the dashboard lacked.
-
-    :param rows: the job's ``/logical/actors`` rows, with ``jobId``, ``className`` and
-        ``requiredResources`` filled from the GCS's row where the dashboard's copy lost them.
-    :param unlisted: the GCS's rows of the job's actors that ``/logical/actors`` does not hold, or holds
-        without a start time (the record cannot time them from the dashboard).
-    :param unended: class names of actors the GCS has dead that the dashboard still holds without an end.
-    :param mended: how many rows had fields filled from the GCS.
-    """
+class JobActors(NamedTuple):
+    """The job's ``/logical/actors`` rows (``jobId``, ``className``, ``requiredResources`` filled from the
+    GCS's row where the dashboard lost them); the GCS's rows it does not time (not listed, or listed
+    without a start); class names of actors dead in the GCS that it holds without an end."""
 
     rows: list[dict[str, Any]]
-    unlisted: list[dict[str, Any]] = field(default_factory=list)
-    unended: list[str] = field(default_factory=list)
-    mended: int = 0
+    unlisted: list[dict[str, Any]]
+    unended: list[str]
 
 
 def ran(gcs: Mapping[str, Any]) -> bool:
@@ -179,7 +153,7 @@ def mend_job_actors(
     """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case)."""
     by_id = {str(row.get("actor_id")): row for row in gcs_rows}
     rows: list[dict[str, Any]] = []
-    mended, seen, unended = 0, set(), []
+    seen, unended = set(), []
     for actor in listed:
         actor_id = str(actor.get("actorId"))
         gcs = by_id.get(actor_id)
@@ -199,12 +173,11 @@ def mend_job_actors(
             )
             if not actor.get(key) and gcs.get(source)
         }
-        mended += int(bool(filled))
         rows.append({**actor, **filled})
         if gcs.get("state") == "DEAD" and not actor.get("endTime"):
             unended.append(str(gcs.get("class_name") or "actor"))
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
-    return JobActors(rows=rows, unlisted=unlisted, unended=unended, mended=mended)
+    return JobActors(rows, unlisted, unended)
 
 
 def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -339,7 +312,7 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
 
 
-def collect_usage(reader: DashboardReader, request: UsageRequest) -> UsageRecord:
+def collect_usage(reader: DashboardReader, request: UsageOptions) -> UsageRecord:
     """The record of a finished job, or of one a timeout or a kill ended (``request.ended_by``), read
     while its cluster still exists. Never raises for what the dashboard could not tell: the record names
     it in ``not_available``.
@@ -366,5 +339,5 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     groups: dict[str, set[str]] = {}
     for node in map(Node.from_state, rows):
         groups.setdefault(node.group, set()).update(node.resources)
-    check_against_cluster(prices, set().union(*groups.values()), groups)
+    check_against_cluster(prices, groups)
     return None

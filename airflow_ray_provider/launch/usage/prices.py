@@ -133,18 +133,15 @@ def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
     return prices
 
 
-def check_against_cluster(
-    prices: Prices, resources: Iterable[str], groups: Mapping[str, Iterable[str]] | None = None
-) -> None:
+def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -> None:
     """Fail before submit on a price for a resource the cluster does not have.
 
     :param prices: the checked table.
-    :param resources: the record's names of the cluster's resources (all nodes now).
-    :param groups: the resources of each worker group that has nodes now; a group's prices are checked
-        only when it has nodes (an autoscaled group may have none before the job runs).
+    :param groups: the record's names of the resources of each worker group that has nodes now; a
+        group's prices are checked only when it has nodes (an autoscaled group may have none yet).
     :raises RayInvalidInputError: naming the field and the resources the cluster has.
     """
-    have = set(resources)
+    have = set().union(*groups.values())
     missing = sorted(set(prices.default) - have)
     if missing:
         raise RayInvalidInputError(
@@ -152,7 +149,7 @@ def check_against_cluster(
             "drop those prices or fix their names"
         )
     for group, table in prices.groups.items():
-        group_has = set((groups or {}).get(group, ()))
+        group_has = set(groups.get(group, ()))
         lacking = sorted(set(table) - group_has) if group_has else []
         if lacking:
             raise RayInvalidInputError(

@@ -23,7 +23,6 @@ from airflow_ray_provider.launch.usage.allocation import (
     add_hours,
     allocation,
     record_resources,
-    unsettled,
 )
 from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
 
@@ -62,44 +61,42 @@ class Node:
 
 
 @dataclass(frozen=True)
-class UsageRequest:
-    """What the caller knows about the job that the dashboard does not.
+class UsageOptions:
+    """What the record of a run's job is asked with: the operator's options, then what the run knows
+    that the dashboard does not (JSON-safe: it travels to a trigger).
 
-    :param submission_id: the job.
-    :param cluster: the cluster's name.
-    :param mode: how it ran (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param own_cluster: the cluster was the task's own (reserved is then the whole cluster).
+    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
+    :param cluster: the cluster's name, as the task knows it.
+    :param own_cluster: the cluster is the run's own (reserved is then the whole cluster).
     :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
-    :param prices: the checked price table, if any.
+    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
+    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
+        or the run adds it once the cluster is gone, with :func:`with_teardown`).
+    :param submission_id: the job (the run fills it in, and the three below).
     :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
     :param cluster_ready: when that cluster answered.
     :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
-    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
-        or the caller adds it once the cluster is gone, with :func:`with_teardown`).
     """
 
-    submission_id: str
-    cluster: str
     mode: str
-    own_cluster: bool
-    entrypoint: Mapping[str, float] = field(default_factory=dict)
-    prices: Prices | None = None
+    cluster: str
+    own_cluster: bool = False
+    entrypoint: dict[str, float] = field(default_factory=dict)
+    prices: dict[str, Any] | None = None
+    teardown_note: str | None = None
+    submission_id: str = ""
     task_started: float | None = None
     cluster_ready: float | None = None
     ended_by: str = "finished"
-    teardown_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe kwargs (a trigger carries them, to make a kill's record in the triggerer)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        prices = self.prices.to_dict() if self.prices else None
-        return {**data, "entrypoint": dict(self.entrypoint), "prices": prices}
+        """The options as JSON."""
+        return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], **changes: Any) -> UsageRequest:
-        """The request of :meth:`to_dict`, with ``changes`` (e.g. ``ended_by="killed"``)."""
-        merged = {**data, **changes}
-        return cls(**{**merged, "prices": parse_prices(merged.get("prices"))})
+    def from_dict(cls, data: dict[str, Any] | None) -> UsageOptions | None:
+        """The options of :meth:`to_dict` (``None``: no record)."""
+        return cls(**data) if data else None
 
 
 @dataclass
@@ -168,27 +165,8 @@ def _figure(value: float) -> str:
 
 @dataclass
 class UsageRecord:
-    """What one job reserved, was allocated and (with prices) cost.
-
-    :param submission_id: the job's submission id.
-    :param ray_job_id: Ray's job id (``02000000``), when the Job API named it.
-    :param cluster: the cluster's name (or dashboard URL).
-    :param mode: how the job ran (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param basis: ``cluster`` (the task's own cluster) or ``job requests`` (a shared cluster).
-    :param phases: seconds per phase.
-    :param reserved: resource-hours reserved.
-    :param allocated: resource-hours allocated to tasks, actors and the entrypoint.
-    :param counts: tasks and actors counted.
-    :param cost: the estimate, ``None`` without prices.
-    :param not_available: what could not be read, and why.
-    :param job_status: Ray's status of the job when the record was made (``SUCCEEDED``, ``FAILED``,
-        ``STOPPED``; ``RUNNING`` for a job the task left running).
-    :param ended_by: why the task stopped waiting: ``finished`` (the job ended by itself), ``timed_out``
-        (``job_timeout``), ``killed`` (a kill of the task).
-    :param times: the window's instants (seconds since the epoch).
-    :param allocated_cpu_s_by_function: allocated CPU-seconds per task function and actor class
-        (``entrypoint``: the entrypoint's reservation); the 20 largest.
-    """
+    """What one job reserved, was allocated and (with prices) cost: the fields of docs/usage.md's table
+    (resource-hours; ``phases`` and ``times`` in seconds; ``cost`` ``None`` without prices)."""
 
     submission_id: str
     ray_job_id: str | None
@@ -264,7 +242,7 @@ def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
 def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
     """What the record says about task attempts whose events Ray did not deliver."""
     notes = {}
-    left = unsettled(reads.tasks or []) if (reads.job or {}).get("end_time") else 0
+    left = counted.unsettled if (reads.job or {}).get("end_time") else 0
     if left:
         notes["tasks_unsettled"] = (
             f"{left} task attempt(s) had no end or no task:execute span (Ray did not deliver them): "
@@ -285,7 +263,7 @@ def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
     return notes
 
 
-def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageRecord:
+def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> UsageRecord:
     """The job's record; what could not be read stays out and is named in ``not_available``.
 
     :param reads: what the dashboard told.
@@ -328,6 +306,7 @@ def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageR
         )
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
+    prices = parse_prices(request.prices)
     return UsageRecord(
         submission_id=request.submission_id,
         ray_job_id=job.get("job_id"),
@@ -338,7 +317,7 @@ def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageR
         reserved=total(reserved),
         allocated=allocated,
         counts={"tasks": counted.tasks, "actors": counted.actors},
-        cost=cost(request.prices, reserved) if request.prices is not None else None,
+        cost=cost(prices, reserved) if prices is not None else None,
         not_available=missing,
         job_status=job.get("status"),
         ended_by=request.ended_by,

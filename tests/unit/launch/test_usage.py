@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch.usage import UsageRecord, UsageRequest, parse_prices
+from airflow_ray_provider.launch.usage import UsageOptions, UsageRecord, parse_prices
 from airflow_ray_provider.launch.usage.allocation import Window, allocation, record_resources
 from airflow_ray_provider.launch.usage.prices import check_against_cluster
 from airflow_ray_provider.launch.usage.record import JobReads, Node, make_record
@@ -43,12 +43,12 @@ def test_price_for_a_resource_the_cluster_lacks_names_it() -> None:
     prices = parse_prices({"CPU": 0.05, "TPU": 3.0})
     assert prices is not None
     with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
-        check_against_cluster(prices, {"CPU", "memory_gib"})
+        check_against_cluster(prices, {"headgroup": {"CPU", "memory_gib"}})
     group_prices = parse_prices({"CPU": 0.05, "groups": {"gpu": {"GPU": 2.0}}})
     assert group_prices is not None
-    check_against_cluster(group_prices, {"CPU"}, {"headgroup": {"CPU"}})  # the group has no nodes yet
+    check_against_cluster(group_prices, {"headgroup": {"CPU"}})  # the group has no nodes yet
     with pytest.raises(RayInvalidInputError, match=r"\['groups'\]\['gpu'\] prices \['GPU'\]"):
-        check_against_cluster(group_prices, {"CPU"}, {"gpu": {"CPU"}})
+        check_against_cluster(group_prices, {"gpu": {"CPU"}})
 
 
 def test_resources_are_named_and_scaled_for_the_record() -> None:
@@ -64,7 +64,7 @@ def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start:
     return Node("n1" if group == "headgroup" else "n2", group, resources, start, None)
 
 
-def _record(request: UsageRequest, start: float, end: float, **reads: Any) -> UsageRecord:
+def _record(request: UsageOptions, start: float, end: float, **reads: Any) -> UsageRecord:
     """The record of a job the Job API says ran from ``start`` to ``end``, from what the dashboard told."""
     job = {"job_id": "02000000", "start_time": start * 1000, "end_time": end * 1000, **reads.pop("job", {})}
     return make_record(JobReads(job=job, **reads), request, now=end)
@@ -132,8 +132,10 @@ def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> No
     nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
     task = {"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 4.0},
             "start_time_ms": (T0 + 1800) * 1000, "end_time_ms": (T0 + 3600) * 1000}  # fmt: skip
-    prices = parse_prices({"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}})
-    request = UsageRequest("s", "c", "one_task", True, prices=prices, task_started=T0, cluster_ready=T0 + 60)
+    prices = {"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}}
+    request = UsageOptions(
+        "one_task", "c", True, submission_id="s", prices=prices, task_started=T0, cluster_ready=T0 + 60
+    )
     record = _record(request, T0 + 60, T0 + 3600, nodes=nodes, tasks=[task], actors=[])
     assert record.reserved == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
     assert record.allocated == {"CPU": pytest.approx(2.0)}
@@ -145,7 +147,7 @@ def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> No
 
 
 def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
-    request = UsageRequest("s", "shared", "standing", False, entrypoint={"CPU": 1.0})
+    request = UsageOptions("standing", "shared", False, submission_id="s", entrypoint={"CPU": 1.0})
     record = _record(request, T0, T0 + 360, nodes=[_node(cpus=64)], tasks=[], actors=[])
     assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
     assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
@@ -156,7 +158,7 @@ def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_pe
     busy, Ray's accounting saw nothing. The record says n/a and why, in the line and where reports look."""
     from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
 
-    request = UsageRequest("s", "c", "one_task", True)
+    request = UsageOptions("one_task", "c", True, submission_id="s")
     record = _record(request, T0, T0 + 180, nodes=[_node()], tasks=[], actors=[])
     assert record.reserved == {"CPU": pytest.approx(0.1)} and "CPU" not in record.allocated
     assert record.not_available["allocated_cpu"] == DRIVER_NOT_COUNTED
@@ -167,8 +169,8 @@ def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_pe
     assert UsageRecord.from_dict(record.to_dict()).line() == record.line()  # what reports show
     # The entrypoint's reservation counts as allocated over the driver's run.
     reserved = _record(
-        UsageRequest("s", "c", "one_task", True, entrypoint={"CPU": 1.0}), T0, T0 + 180, nodes=[_node()],
-        tasks=[], actors=[],
+        UsageOptions("one_task", "c", True, submission_id="s", entrypoint={"CPU": 1.0}), T0, T0 + 180,
+        nodes=[_node()], tasks=[], actors=[],
     )  # fmt: skip
     assert (
         reserved.allocated == {"CPU": pytest.approx(0.05)} and "allocated_cpu" not in reserved.not_available
@@ -194,7 +196,7 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
 def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
     from airflow_ray_provider.launch.usage import with_teardown
 
-    request = UsageRequest("s", "c", "one_task", True, teardown_note="not yet")
+    request = UsageOptions("one_task", "c", True, submission_id="s", teardown_note="not yet")
     record = _record(request, T0, T0 + 100, nodes=[_node()]).to_dict()
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
     done = with_teardown(record, T0 + 112.5)
@@ -203,7 +205,7 @@ def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
 
 
 def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
-    request = UsageRequest("s", "c", "standing", False, ended_by="timed_out")
+    request = UsageOptions("standing", "c", False, submission_id="s", ended_by="timed_out")
     record = _record(request, T0, T0 + 36, nodes=[], job={"status": "STOPPED"})
     assert record.to_dict()["ended_by"] == "timed_out" and record.job_status == "STOPPED"
     assert record.line().startswith("[job timed out, STOPPED] reserved 0 CPU-h")
