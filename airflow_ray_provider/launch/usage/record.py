@@ -48,16 +48,11 @@ class Node:
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> Node:
         """From one row of ``/api/v0/nodes?detail=true``."""
-        labels = row.get("labels") or {}
-        group = labels.get(GROUP_LABEL) or (HEAD_GROUP if row.get("is_head_node") else "default")
-        start, end = row.get("start_time_ms") or 0, row.get("end_time_ms") or 0
-        return cls(
-            str(row.get("node_id")),
-            str(group),
-            record_resources(row.get("resources_total")),
-            start / 1000.0 if start else None,
-            end / 1000.0 if end else None,
-        )
+        head = HEAD_GROUP if row.get("is_head_node") else "default"
+        group = (row.get("labels") or {}).get(GROUP_LABEL) or head
+        start, end = (row.get(key) or 0 for key in ("start_time_ms", "end_time_ms"))
+        return cls(str(row.get("node_id")), str(group), record_resources(row.get("resources_total")),
+                   start / 1000.0 or None, end / 1000.0 or None)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -121,11 +116,11 @@ class JobReads:
 
 def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[str, float]]:
     """Resource-hours of each worker group's nodes over the task's window (the task's own cluster)."""
-    out: dict[str, dict[str, float]] = {}
+    held, held_from = Allocation(), window.task_started or window.submitted
     for node in nodes:
-        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, window.held_from)
-        add_hours(out.setdefault(node.group, {}), node.resources, max(0.0, up) / 3600.0)
-    return out
+        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, held_from)
+        held.add(node.group, node.resources, up)
+    return held.by_group
 
 
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -209,21 +204,20 @@ class UsageRecord:
     def line(self) -> str:
         """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any; ``allocated n/a
         (why)`` where Ray's accounting did not count the job's work)."""
-        share = self.utilisation
-        parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
+        share, why_na = self.utilisation["allocated_cpu"], self.not_available.get("allocated_cpu")
+        reserved = f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"
         if self.ended_by != "finished":
-            parts[0] = (
-                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] " + parts[0]
+            reserved = (
+                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] {reserved}"
             )
         if self.reserved.get("GPU"):
-            parts[0] += f" + {_figure(self.reserved['GPU'])} GPU-h"
-        why_na = self.not_available.get("allocated_cpu")
+            reserved += f" + {_figure(self.reserved['GPU'])} GPU-h"
         allocated = "allocated " + ("n/a" if why_na else _figure(self.allocated.get("CPU", 0.0)))
-        if share["allocated_cpu"] is not None:
-            allocated += f" ({share['allocated_cpu'] * 100:.0f} %)"
+        if share is not None:
+            allocated += f" ({share * 100:.0f} %)"
         if self.allocated.get("GPU"):
             allocated += f" + {_figure(self.allocated['GPU'])} GPU-h"
-        parts.append(allocated + (f" ({why_na})" if why_na else ""))
+        parts = [reserved, allocated + (f" ({why_na})" if why_na else "")]
         if self.cost is not None:
             parts.append(Prices(currency=self.cost["currency"]).format(self.cost["amount"]))
         return ", ".join(parts)
