@@ -15,7 +15,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -180,20 +180,14 @@ def _facet_class() -> type:
     return RayJobRunFacet
 
 
-@dataclass(frozen=True)
-class RayRun:
-    """What the run facet says."""
+def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
+    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task.
 
-    mode: str
-    submission_id: str | None = None
-    ray_job_id: str | None = None
-    cluster: str | None = None
-    dashboard_url: str | None = None
-    usage: dict[str, Any] | None = field(default=None)
-
-
-def operator_lineage(io: JobIO, run: RayRun) -> Any:
-    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task."""
+    :param io: what the job read and wrote.
+    :param mode: how the job ran (the record's ``mode``).
+    :param usage: the usage record, if any.
+    :param ids: the facet's ``submission_id``, ``ray_job_id``, ``cluster`` and ``dashboard_url``.
+    """
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -201,8 +195,8 @@ def operator_lineage(io: JobIO, run: RayRun) -> Any:
         return [Dataset(namespace=ns, name=name) for ns, name in map(dataset_name, dict.fromkeys(uris))]
 
     facet = _facet_class()(
-        jobId=run.ray_job_id, submissionId=run.submission_id, cluster=run.cluster, mode=run.mode,
-        dashboardUrl=run.dashboard_url, usage=run.usage,
+        jobId=ids.get("ray_job_id"), submissionId=ids.get("submission_id"), cluster=ids.get("cluster"),
+        mode=mode, dashboardUrl=ids.get("dashboard_url"), usage=usage,
     )  # fmt: skip
     return OperatorLineage(
         inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}

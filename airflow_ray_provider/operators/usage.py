@@ -56,31 +56,28 @@ def entrypoint_request(
     return out
 
 
-def _spec_group_resources(cpu: str, gpu: int, start_params: dict[str, str]) -> set[str]:
-    """The Ray resources a node of one group will offer (from its pod size and ``ray start`` params)."""
-    import json
-
-    out = {"memory_gib"}
-    if str(start_params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
-        out.add("CPU")
-    if gpu or str(start_params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
-        out.add("GPU")
-    try:
-        custom = json.loads(start_params.get("resources", "{}").strip("'\""))
-    except ValueError:
-        custom = {}
-    return out | {str(k) for k in custom} if isinstance(custom, dict) else out
-
-
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
     """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
-    before submit): its head group ``headgroup`` and worker groups.
+    before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
+    ``ray start`` params give.
 
     :raises RayInvalidInputError: for a price of a resource no group of the spec has.
     """
-    groups = {HEAD_GROUP: _spec_group_resources(spec.head.cpu, 0, spec.head.ray_start_params)}
-    for group in spec.worker_groups:
-        groups[group.name] = _spec_group_resources(group.cpu, group.gpu, group.ray_start_params)
+    import json
+
+    groups: dict[str, set[str]] = {}
+    sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
+    for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
+        has = groups.setdefault(name, {"memory_gib"})
+        if str(params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
+            has.add("CPU")
+        if gpu or str(params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
+            has.add("GPU")
+        try:
+            custom = json.loads(params.get("resources", "{}").strip("'\""))
+        except ValueError:
+            custom = {}
+        has.update(map(str, custom) if isinstance(custom, dict) else ())
     check_against_cluster(prices, groups)
 
 

@@ -94,6 +94,11 @@ def state_list(
     return rows, "; ".join(notes) or None
 
 
+def read_nodes(reader: DashboardReader) -> list[Node]:
+    """The cluster's nodes, alive and dead (``/api/v0/nodes``)."""
+    return [Node.from_state(row) for row in state_list(reader, "/api/v0/nodes")[0]]
+
+
 def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
     """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources.
 
@@ -115,13 +120,11 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    try:
-        rows, _ = state_list(reader, "/api/v0/actors", ("name", name))
-    except Exception as exc:
-        missing["queued"] = (
-            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did not answer: "
-            f"{_why(exc)}"
-        )
+    rows = _read(
+        missing, "queued", "/api/v0/actors", lambda: state_list(reader, "/api/v0/actors", ("name", name))[0]
+    )
+    if rows is None:
+        missing["queued"] = "the job's supervisor is not named in /logical/actors and " + missing["queued"]
         return None
     ids = {str(row.get("actor_id")) for row in rows}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
@@ -140,6 +143,10 @@ class JobActors(NamedTuple):
     rows: list[dict[str, Any]]
     unlisted: list[dict[str, Any]]
     unended: list[str]
+
+
+#: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
+_FROM_GCS = (("jobId", "job_id"), ("className", "class_name"), ("requiredResources", "required_resources"))
 
 
 def ran(gcs: Mapping[str, Any]) -> bool:
@@ -164,15 +171,7 @@ def mend_job_actors(
         if not actor.get("startTime") and ran(gcs):
             continue  # held without its start: timed like an unlisted actor (see job_actors)
         seen.add(actor_id)
-        filled = {
-            key: gcs.get(source)
-            for key, source in (
-                ("jobId", "job_id"),
-                ("className", "class_name"),
-                ("requiredResources", "required_resources"),
-            )
-            if not actor.get(key) and gcs.get(source)
-        }
+        filled = {key: gcs.get(source) for key, source in _FROM_GCS if not actor.get(key) and gcs.get(source)}
         rows.append({**actor, **filled})
         if gcs.get("state") == "DEAD" and not actor.get("endTime"):
             unended.append(str(gcs.get("class_name") or "actor"))
@@ -198,16 +197,9 @@ def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
     """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from when its creation
     task ended, no end (the record counts it to the job's end), job, class and resources from the GCS."""
-    return {
-        "actorId": gcs.get("actor_id"),
-        "jobId": gcs.get("job_id"),
-        "className": gcs.get("class_name"),
-        "state": gcs.get("state"),
-        "requiredResources": gcs.get("required_resources") or {},
-        "address": {"nodeId": gcs.get("node_id")},
-        "startTime": start_ms,
-        "endTime": 0,
-    }
+    row = {key: gcs.get(source) for key, source in _FROM_GCS}
+    return {**row, "actorId": gcs.get("actor_id"), "requiredResources": row["requiredResources"] or {},
+            "address": {"nodeId": gcs.get("node_id")}, "startTime": start_ms, "endTime": 0}  # fmt: skip
 
 
 def _names(rows: list[dict[str, Any]]) -> str:
@@ -275,25 +267,18 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
     ray_job_id = str((job or {}).get("job_id") or "")
 
-    def rows(route: str, cut_key: str) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
-        def call() -> list[dict[str, Any]]:
-            listed, note = state_list(reader, route, ("job_id", ray_job_id))
-            if note:
-                missing[cut_key] = note
-            return listed
-
-        return route, call
+    def job_rows(route: str, cut_key: str) -> list[dict[str, Any]]:
+        rows, note = state_list(reader, route, ("job_id", ray_job_id))
+        missing.update({cut_key: note} if note else {})
+        return rows
 
     calls: dict[str, tuple[str, Callable[[], Any]]] = {
-        "nodes": (
-            "/api/v0/nodes",
-            lambda: [Node.from_state(r) for r in state_list(reader, "/api/v0/nodes")[0]],
-        ),
+        "nodes": ("/api/v0/nodes", lambda: read_nodes(reader)),
         "actors": ("/logical/actors", lambda: logical_actors(reader)),
     }
     if ray_job_id:
-        calls["tasks"] = rows("/api/v0/tasks", "tasks_truncated")
-        calls["gcs_actors"] = rows("/api/v0/actors", "gcs_actors_truncated")
+        calls["tasks"] = ("/api/v0/tasks", lambda: job_rows("/api/v0/tasks", "tasks_truncated"))
+        calls["gcs_actors"] = ("/api/v0/actors", lambda: job_rows("/api/v0/actors", "gcs_actors_truncated"))
     elif job is None:
         missing["tasks"] = "not read: the job's Ray job id filters them, and the job could not be read"
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
@@ -320,8 +305,7 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> UsageRecord
     :param reader: the cluster's dashboard.
     :param request: what the caller knows.
     """
-    now = time.time()
-    record = make_record(read_job(reader, request.submission_id), request, now=now)
+    record = make_record(read_job(reader, request.submission_id), request, now=time.time())
     log.debug("usage of %s: %s", request.submission_id, record.line())
     return record
 
@@ -332,12 +316,12 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     :returns: ``None`` when checked, else why it could not be (the dashboard did not answer).
     :raises RayInvalidInputError: for a price of a resource the cluster does not have.
     """
-    try:
-        rows, _ = state_list(reader, "/api/v0/nodes")
-    except Exception as exc:
-        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    missing: dict[str, str] = {}
+    nodes = _read(missing, "nodes", "/api/v0/nodes", lambda: read_nodes(reader))
+    if nodes is None:
+        return missing["nodes"]
     groups: dict[str, set[str]] = {}
-    for node in map(Node.from_state, rows):
+    for node in nodes:
         groups.setdefault(node.group, set()).update(node.resources)
     check_against_cluster(prices, groups)
     return None
