@@ -93,12 +93,9 @@ def summarize_evaluation(
     uri = f"{artifact_uri.rstrip('/')}/{METRICS_FILE}"
     metrics, baseline = document["metrics"], document["baseline"]
     if not isinstance(metrics, dict) or baseline not in metrics:
-        raise MetricsArtifactError(
-            f"{uri!r}: metrics has no entry for the baseline model {baseline!r} (models: "
-            f"{sorted(metrics) if isinstance(metrics, dict) else metrics!r})",
-            uri=uri,
-            problem="corrupt",
-        )
+        models = sorted(metrics) if isinstance(metrics, dict) else metrics
+        why = f"{uri!r}: metrics has no entry for the baseline model {baseline!r} (models: {models!r})"
+        raise MetricsArtifactError(why, uri=uri, problem="corrupt")
     slices = document.get("slices") or {}
     rows = list(slices.get("rows") or ())
     keep = None if slice_metrics is None else {"slice", "model", "rows", *slice_metrics}
@@ -210,11 +207,8 @@ def count_manifest(manifest_uri: str) -> dict[str, int]:
             f"zone manifest {manifest_uri!r}: {exc}", uri=manifest_uri, problem="missing"
         ) from exc
     except (pa.ArrowException, OSError, KeyError) as exc:
-        raise MetricsArtifactError(
-            f"zone manifest {manifest_uri!r} is corrupt or lacks a 'status' column: {exc}",
-            uri=manifest_uri,
-            problem="corrupt",
-        ) from exc
+        why = f"zone manifest {manifest_uri!r} is corrupt or lacks a 'status' column: {exc}"
+        raise MetricsArtifactError(why, uri=manifest_uri, problem="corrupt") from exc
     counts = pc.value_counts(table.column("status")).to_pylist()
     return {item["values"]: int(item["counts"]) for item in counts}
 
@@ -240,23 +234,17 @@ class CollectZoneTrainingOperator(_CollectArtifactOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         uri, document = self.read()
         if self.application and document["application"] != self.application:
-            raise MetricsArtifactError(
-                f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}",
-                uri=uri,
-                problem="schema",
-            )
+            why = f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}"
+            raise MetricsArtifactError(why, uri=uri, problem="schema")
         counts = count_manifest(document["manifest"])
         if (counts.get("failed", 0), counts.get("succeeded", 0)) != (
             document["failed"],
             document["succeeded"],
         ):
-            raise MetricsArtifactError(
-                f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but "
-                f"its manifest {document['manifest']!r} counts {counts}: "
-                "the artifact is inconsistent (partial rewrite?)",
-                uri=uri,
-                problem="corrupt",
-            )
+            why = (f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but its "
+                   f"manifest {document['manifest']!r} counts {counts}: the artifact is inconsistent "
+                   "(partial rewrite?)")  # fmt: skip
+            raise MetricsArtifactError(why, uri=uri, problem="corrupt")
         keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
         summary = {k: document.get(k) for k in keys}
         run = document.get("run") or {}

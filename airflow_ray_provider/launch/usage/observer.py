@@ -1,9 +1,6 @@
-"""The usage record as an observer of a run: one option in, one record out of the finished run.
-
-A run asked for a record (:class:`UsageOptions`) makes it once, through :func:`usage_record`: at the
-first look that finds its job ended, while the job's cluster still answers (KubeRay may delete a RayJob's
-cluster right after its job), else when the run ends (a timeout, a kill, an error). The run adds the
-teardown once it deleted its own cluster. The wait, the trigger and the operators carry nothing else.
+"""The usage record as an observer of a run: made once, by :func:`usage_record`, at the first look that
+finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster right after
+its job), else when the run ends (a timeout, a kill, an error); the run adds its teardown.
 """
 
 from __future__ import annotations

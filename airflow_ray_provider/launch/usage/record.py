@@ -1,11 +1,6 @@
-"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure).
-
-* **reserved**: what the job held. On the task's own cluster, every node's resources times the part of
-  the task's window (cluster wait start, else the job's submission, to the job's end) the node was up;
-  on a shared cluster (standing, or reached through a ``ray`` connection), only the job's own
-  requests: the entrypoint's reservation over the job's run plus what its tasks and actors were allocated.
-* **allocated**: what the job's work held in Ray's accounting (:mod:`.allocation`).
-* **cost**: with prices, each worker group's reserved resource-hours at that group's prices.
+"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure):
+**reserved** (the task's own cluster's nodes over the task's window, else the job's own requests),
+**allocated** (:mod:`.allocation`) and, with prices, each worker group's reserved hours at its prices.
 """
 
 from __future__ import annotations
@@ -136,9 +131,9 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     by_resource: dict[str, float] = {}
     for group, table in by_group.items():
         rates = prices.for_group(group)
-        for name, hours in table.items():
-            if name in rates:
-                by_resource[name] = by_resource.get(name, 0.0) + hours * rates[name]
+        add_hours(
+            by_resource, {name: hours * rates[name] for name, hours in table.items() if name in rates}, 1.0
+        )
     return {
         "amount": round(sum(by_resource.values()), 6),
         "currency": prices.currency,
