@@ -63,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         check_prices_on_cluster,
         collect_usage,
         parse_prices,
+        usage_line,
     )
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
@@ -90,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             done = time.perf_counter()
             rows.append({
                 "price_check_s": round(checked - started, 4), "collect_s": round(done - checked, 4),
-                "added_s": round(done - started, 4), "tasks": record.counts["tasks"],
+                "added_s": round(done - started, 4), "tasks": record["counts"]["tasks"],
                 "processes_before": before, "processes_after": _processes(head.pgid),
-                "line": record.line(), "not_available": record.not_available,
+                "line": usage_line(record), "not_available": record["not_available"],
             })  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
         added = [row["added_s"] for row in rows]

@@ -15,9 +15,9 @@ from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
     SCHEMA,
     Prices,
-    UsageRecord,
     check_against_cluster,
     parse_prices,
+    usage_line,
 )
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def publish_usage(
 ) -> None:
     """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
     lacks."""
-    log.info("Usage of Ray job %s: %s", data.get("submission_id"), UsageRecord.from_dict(data).line())
+    log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
     for name, why in sorted((data.get("not_available") or {}).items()):
         log.info("Usage record: %s not available: %s", name, why)
     if ti is not None:
@@ -134,18 +134,17 @@ def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -
     """
     if not data:
         return None
-    record = UsageRecord.from_dict(data)
-    cpu_h = None if "allocated_cpu" in record.not_available else record.allocated.get("CPU")
-    cost = record.cost or {}
+    cost, missing = data.get("cost") or {}, data.get("not_available") or {}
+    cpu_h = None if "allocated_cpu" in missing else (data.get("allocated") or {}).get("CPU")
     return {
-        "function_cpu_s": record.allocated_cpu_s_by_function.get(function) if function else None,
-        "line": record.line(),
-        "mode": record.mode,
-        "reserved_cpu_h": record.reserved.get("CPU"),
+        "function_cpu_s": (data.get("allocated_cpu_s_by_function") or {}).get(function) if function else None,
+        "line": usage_line(data),
+        "mode": data.get("mode"),
+        "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
         "allocated_cpu_h": cpu_h,
-        "allocated_cpu_s": None if cpu_h is None else round(cpu_h * 3600.0, 3),
-        "utilisation": record.utilisation,
+        "allocated_cpu_s": None if cpu_h is None else round(float(cpu_h) * 3600.0, 3),
+        "utilisation": data.get("utilisation"),
         "cost": {"amount": cost.get("amount"), "currency": cost.get("currency")} if cost else None,
-        "phases": record.phases,
-        "not_available": record.not_available,
+        "phases": data.get("phases"),
+        "not_available": missing,
     }

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, UsageRecord, make_record
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, usage_line
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -297,7 +297,7 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
 
 
-def collect_usage(reader: DashboardReader, request: UsageOptions) -> UsageRecord:
+def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
     """The record of a finished job, or of one a timeout or a kill ended (``request.ended_by``), read
     while its cluster still exists. Never raises for what the dashboard could not tell: the record names
     it in ``not_available``.
@@ -306,7 +306,7 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> UsageRecord
     :param request: what the caller knows.
     """
     record = make_record(read_job(reader, request.submission_id), request, now=time.time())
-    log.debug("usage of %s: %s", request.submission_id, record.line())
+    log.debug("usage of %s: %s", request.submission_id, usage_line(record))
     return record
 
 

@@ -69,7 +69,7 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
         run.say("No usage record: the job or its cluster's dashboard was never reached")
         return None
     try:
-        return collect_usage(client.reader(), request).to_dict()
+        return collect_usage(client.reader(), request)
     except Exception as exc:  # the record never hides the job's outcome
         run.say(f"Could not make the usage record of Ray job {request.submission_id}: {exc}")
         return None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.launch.usage.allocation import (
@@ -142,8 +142,17 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     }
 
 
-def _share(part: float, whole: float) -> float | None:
-    return round(part / whole, 4) if whole > 0 else None
+def utilisation(data: Mapping[str, Any]) -> dict[str, float | None]:
+    """A record's allocated CPU as a share of its reserved CPU (``None`` where allocated CPU is ``n/a``),
+    and allocated GPU of reserved GPU."""
+    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
+    share = {}
+    for name in ("CPU", "GPU"):
+        whole = reserved.get(name, 0.0)
+        share[f"allocated_{name.lower()}"] = round(allocated.get(name, 0.0) / whole, 4) if whole > 0 else None
+    if "allocated_cpu" in (data.get("not_available") or {}):
+        share["allocated_cpu"] = None
+    return share
 
 
 def _figure(value: float) -> str:
@@ -153,69 +162,25 @@ def _figure(value: float) -> str:
     return f"{value:.{max(1, 1 - math.floor(math.log10(value)))}f}"
 
 
-@dataclass
-class UsageRecord:
-    """What one job reserved, was allocated and (with prices) cost: the fields of docs/usage.md's table
-    (resource-hours; ``phases`` and ``times`` in seconds; ``cost`` ``None`` without prices)."""
-
-    submission_id: str
-    ray_job_id: str | None
-    cluster: str
-    mode: str
-    basis: str
-    phases: dict[str, float | None]
-    reserved: dict[str, float]
-    allocated: dict[str, float]
-    counts: dict[str, int]
-    cost: dict[str, Any] | None = None
-    not_available: dict[str, str] = field(default_factory=dict)
-    job_status: str | None = None
-    ended_by: str = "finished"
-    times: dict[str, float | None] = field(default_factory=dict)
-    allocated_cpu_s_by_function: dict[str, float] = field(default_factory=dict)
-    schema: str = SCHEMA
-
-    @property
-    def utilisation(self) -> dict[str, float | None]:
-        """Allocated CPU as a share of reserved CPU (``None`` where allocated CPU is ``n/a``), and
-        allocated GPU of reserved GPU."""
-        cpu, gpu = self.reserved.get("CPU", 0.0), self.reserved.get("GPU", 0.0)
-        cpu_na = "allocated_cpu" in self.not_available
-        return {
-            "allocated_cpu": None if cpu_na else _share(self.allocated.get("CPU", 0.0), cpu),
-            "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
-        """The record of a :meth:`to_dict` (derived keys such as ``utilisation`` are left out)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable (XCom, ``usage.json``)."""
-        return {**asdict(self), "utilisation": self.utilisation}
-
-    def line(self) -> str:
-        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any; ``allocated n/a
-        (why)`` where Ray's accounting did not count the job's work)."""
-        share, why_na = self.utilisation["allocated_cpu"], self.not_available.get("allocated_cpu")
-        reserved = f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"
-        if self.ended_by != "finished":
-            reserved = (
-                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] {reserved}"
-            )
-        if self.reserved.get("GPU"):
-            reserved += f" + {_figure(self.reserved['GPU'])} GPU-h"
-        allocated = "allocated " + ("n/a" if why_na else _figure(self.allocated.get("CPU", 0.0)))
-        if share is not None:
-            allocated += f" ({share * 100:.0f} %)"
-        if self.allocated.get("GPU"):
-            allocated += f" + {_figure(self.allocated['GPU'])} GPU-h"
-        parts = [reserved, allocated + (f" ({why_na})" if why_na else "")]
-        if self.cost is not None:
-            parts.append(Prices(currency=self.cost["currency"]).format(self.cost["amount"]))
-        return ", ".join(parts)
+def usage_line(data: Mapping[str, Any]) -> str:
+    """A record's log line: ``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any;
+    ``allocated n/a (why)`` where Ray's accounting did not count the job's work)."""
+    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
+    share, why_na = utilisation(data)["allocated_cpu"], (data.get("not_available") or {}).get("allocated_cpu")
+    line = f"reserved {_figure(reserved.get('CPU', 0.0))} CPU-h"
+    ended_by = data.get("ended_by") or "finished"
+    if ended_by != "finished":
+        line = f"[job {ended_by.replace('_', ' ')}, {data.get('job_status') or 'status unknown'}] {line}"
+    if reserved.get("GPU"):
+        line += f" + {_figure(reserved['GPU'])} GPU-h"
+    line += ", allocated " + ("n/a" if why_na else _figure(allocated.get("CPU", 0.0)))
+    if share is not None:
+        line += f" ({share * 100:.0f} %)"
+    if allocated.get("GPU"):
+        line += f" + {_figure(allocated['GPU'])} GPU-h"
+    line += f" ({why_na})" if why_na else ""
+    cost = data.get("cost")
+    return line + (", " + Prices(currency=cost["currency"]).format(cost["amount"]) if cost else "")
 
 
 def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
@@ -252,8 +217,9 @@ def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
     return notes
 
 
-def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> UsageRecord:
-    """The job's record; what could not be read stays out and is named in ``not_available``.
+def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
+    """The job's record, the JSON object of docs/usage.md (XCom, ``usage.json``); what could not be read
+    stays out and is named in ``not_available``.
 
     :param reads: what the dashboard told.
     :param request: what the caller knows.
@@ -296,20 +262,22 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> UsageR
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     prices = parse_prices(request.prices)
-    return UsageRecord(
-        submission_id=request.submission_id,
-        ray_job_id=job.get("job_id"),
-        cluster=request.cluster,
-        mode=request.mode,
-        basis=basis,
-        phases=window.phases(),
-        reserved=total(reserved),
-        allocated=allocated,
-        counts={"tasks": counted.tasks, "actors": counted.actors},
-        cost=cost(prices, reserved) if prices is not None else None,
-        not_available=missing,
-        job_status=job.get("status"),
-        ended_by=request.ended_by,
-        times=window.times(),
-        allocated_cpu_s_by_function=counted.top_functions(),
-    )
+    record = {
+        "submission_id": request.submission_id,
+        "ray_job_id": job.get("job_id"),
+        "cluster": request.cluster,
+        "mode": request.mode,
+        "basis": basis,
+        "phases": window.phases(),
+        "reserved": total(reserved),
+        "allocated": allocated,
+        "counts": {"tasks": counted.tasks, "actors": counted.actors},
+        "cost": cost(prices, reserved) if prices is not None else None,
+        "not_available": missing,
+        "job_status": job.get("status"),
+        "ended_by": request.ended_by,
+        "times": window.times(),
+        "allocated_cpu_s_by_function": counted.top_functions(),
+        "schema": SCHEMA,
+    }
+    return {**record, "utilisation": utilisation(record)}

@@ -168,7 +168,7 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     lossy = Lossy()
     again = collect_usage(
         lossy, UsageOptions("ephemeral", gpu_head.name, True, submission_id=result["submission_id"])
-    ).to_dict()
+    )
     assert again["counts"] == {"tasks": 4, "actors": 1}, again["not_available"]
     assert "Holder" in again["not_available"]["actors_timed_by_creation"]
     assert again["allocated"]["GPU"] * 3600 == pytest.approx(job.end_time / 1000 - alive, abs=0.01)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, dashboard
+from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, dashboard, usage_line
 from airflow_ray_provider.launch.usage.allocation import Window, allocation
 from airflow_ray_provider.launch.usage.dashboard import job_actors, mend_job_actors, state_list
 
@@ -98,9 +98,9 @@ def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     request = UsageOptions(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
                            entrypoint={"CPU": 1.0})  # fmt: skip
     record = collect_usage(reader, request)
-    assert {"job", "nodes", "actors", "tasks"} <= set(record.not_available)
-    assert "did not answer" in record.not_available["nodes"]
-    assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
+    assert {"job", "nodes", "actors", "tasks"} <= set(record["not_available"])
+    assert "did not answer" in record["not_available"]["nodes"]
+    assert record["counts"] == {"tasks": 0, "actors": 0} and record["ray_job_id"] is None
 
 
 def test_a_driver_that_never_connected_to_ray_has_no_tasks_to_read_and_its_work_is_named_na() -> None:
@@ -111,8 +111,8 @@ def test_a_driver_that_never_connected_to_ray_has_no_tasks_to_read_and_its_work_
     reader = Answers({"status": "SUCCEEDED", "start_time": T0_MS, "end_time": T0_MS + 5000}, nodes=[head])
     record = collect_usage(reader, UsageOptions("one_task", "c", True, submission_id="s"))
     assert "/api/v0/tasks" not in [path for path, _ in reader.reads]
-    assert record.not_available == {"allocated_cpu": DRIVER_NOT_COUNTED}, record.not_available
-    assert record.line().startswith("reserved 0.0028 CPU-h, allocated n/a (the driver reserves no Ray")
+    assert record["not_available"] == {"allocated_cpu": DRIVER_NOT_COUNTED}, record["not_available"]
+    assert usage_line(record).startswith("reserved 0.0028 CPU-h, allocated n/a (the driver reserves no Ray")
 
 
 def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
@@ -127,8 +127,12 @@ def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_name
     record = collect_usage(reader, UsageOptions(submission_id="s", cluster="c", mode="standing",
                                                 own_cluster=False))  # fmt: skip
     assert [path for path, _ in reader.reads].count("/api/v0/tasks") == 1  # read once: no wait
-    assert "1 task attempt(s) had no end or no task:execute span" in record.not_available["tasks_unsettled"]
-    assert record.counts["tasks"] == 1 and record.allocated["CPU"] * 3600 == pytest.approx(2.0, rel=0.01)
+    assert (
+        "1 task attempt(s) had no end or no task:execute span" in record["not_available"]["tasks_unsettled"]
+    )
+    assert record["counts"]["tasks"] == 1 and record["allocated"]["CPU"] * 3600 == pytest.approx(
+        2.0, rel=0.01
+    )
 
 
 def _listed(actor_id: str, *, job: str = JOB, cls: str = "Holder", start: float = 5, end: float = 15) -> dict:
