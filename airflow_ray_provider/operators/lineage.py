@@ -51,10 +51,6 @@ def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
-def _join(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/{name}"
-
-
 def job_io_of(
     entrypoint: Any, *, inputs: Sequence[str], outputs: Sequence[str], artifact_uri: str | None
 ) -> JobIO:
@@ -76,16 +72,13 @@ def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
         return JobIO()
     if not isinstance(config, dict) or not isinstance(config.get("output_uri"), str):
         return JobIO()
-    out = config["output_uri"]
+    out, models = config["output_uri"], config.get("models")
     data = [config["data_uri"]] if isinstance(config.get("data_uri"), str) else []
-    if module == EVALUATE_MODULE:
-        models = config.get("models") or {}
-        uris = (
-            [m.get("uri") for m in models.values() if isinstance(m, dict)] if isinstance(models, dict) else []
-        )
-        inputs = (*data, *(u for u in uris if isinstance(u, str)))
-        return JobIO(inputs, (_join(out, "metrics.json"),), out)
-    return JobIO(tuple(data), (out, _join(out, "manifest.parquet")), out)
+    if module == ZONE_MODULE:
+        return JobIO(tuple(data), (out, f"{out.rstrip('/')}/manifest.parquet"), out)
+    specs = models.values() if isinstance(models, dict) else ()
+    uris = [spec["uri"] for spec in specs if isinstance(spec, dict) and isinstance(spec.get("uri"), str)]
+    return JobIO((*data, *uris), (f"{out.rstrip('/')}/metrics.json",), out)
 
 
 def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:

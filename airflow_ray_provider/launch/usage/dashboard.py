@@ -162,19 +162,14 @@ def mend_job_actors(
     rows: list[dict[str, Any]] = []
     seen, unended = set(), []
     for actor in listed:
-        actor_id = str(actor.get("actorId"))
-        gcs = by_id.get(actor_id)
+        gcs = by_id.get(str(actor.get("actorId")))
         if gcs is None:
-            if actor.get("jobId") == ray_job_id:
-                rows.append(actor)
-            continue
-        if not actor.get("startTime") and ran(gcs):
-            continue  # held without its start: timed like an unlisted actor (see job_actors)
-        seen.add(actor_id)
-        filled = {key: gcs.get(source) for key, source in _FROM_GCS if not actor.get(key) and gcs.get(source)}
-        rows.append({**actor, **filled})
-        if gcs.get("state") == "DEAD" and not actor.get("endTime"):
-            unended.append(str(gcs.get("class_name") or "actor"))
+            rows += [actor] if actor.get("jobId") == ray_job_id else []
+        elif actor.get("startTime") or not ran(gcs):  # one held without its start is timed as unlisted
+            seen.add(str(actor.get("actorId")))
+            rows.append({**actor, **{k: gcs[g] for k, g in _FROM_GCS if not actor.get(k) and gcs.get(g)}})
+            if gcs.get("state") == "DEAD" and not actor.get("endTime"):
+                unended.append(str(gcs.get("class_name") or "actor"))
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
     return JobActors(rows, unlisted, unended)
 
