@@ -131,9 +131,9 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     by_resource: dict[str, float] = {}
     for group, table in by_group.items():
         rates = prices.for_group(group)
-        add_hours(
-            by_resource, {name: hours * rates[name] for name, hours in table.items() if name in rates}, 1.0
-        )
+        for name, hours in table.items():
+            if name in rates:
+                by_resource[name] = by_resource.get(name, 0.0) + hours * rates[name]
     return {
         "amount": round(sum(by_resource.values()), 6),
         "currency": prices.currency,
