@@ -59,10 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.usage import (
-        UsageRequest,
+        UsageOptions,
         check_prices_on_cluster,
         collect_usage,
         parse_prices,
+        usage_line,
     )
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
@@ -80,8 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             client.submit(JobSpec(entrypoint=f"python -c '{JOB.format(tasks=args.tasks)}'"), sid)
             while not (job := client.get_job(sid)) or not job.is_terminal:
                 time.sleep(0.2)
-            request = UsageRequest(
-                submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices
+            request = UsageOptions(
+                submission_id=sid, cluster="bench", mode="standing", own_cluster=True, prices=prices.to_dict()
             )
             started = time.perf_counter()
             check_prices_on_cluster(reader, prices)
@@ -90,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
             done = time.perf_counter()
             rows.append({
                 "price_check_s": round(checked - started, 4), "collect_s": round(done - checked, 4),
-                "added_s": round(done - started, 4), "tasks": record.counts["tasks"],
+                "added_s": round(done - started, 4), "tasks": record["counts"]["tasks"],
                 "processes_before": before, "processes_after": _processes(head.pgid),
-                "line": record.line(), "not_available": record.not_available,
+                "line": usage_line(record), "not_available": record["not_available"],
             })  # fmt: skip
             print(json.dumps(rows[-1]), flush=True)
         added = [row["added_s"] for row in rows]

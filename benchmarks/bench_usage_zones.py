@@ -56,7 +56,7 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
     """One zone-training job on a fresh 2-CPU head, with ``code``'s package; its record and timeline."""
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
+    from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, usage_line
     from airflow_ray_provider.launch.usage.dashboard import state_list
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from airflow_ray_provider.templates.common import workload_entrypoint
@@ -79,27 +79,29 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
         while not (job := api.get_job(sid)) or not job.is_terminal:
             time.sleep(0.5)
         reader = api.reader()
-        request = UsageRequest(submission_id=sid, cluster="bench", mode="one_task", own_cluster=True)
+        request = UsageOptions(submission_id=sid, cluster="bench", mode="one_task", own_cluster=True)
         record = collect_usage(reader, request)
         tasks = (
-            state_list(reader, "/api/v0/tasks", ("job_id", record.ray_job_id))[0] if record.ray_job_id else []
+            state_list(reader, "/api/v0/tasks", ("job_id", record["ray_job_id"]))[0]
+            if record["ray_job_id"]
+            else []
         )
         logs = api.get_logs(sid)
     finally:
         stop_head(head)
     summary = artifacts.read_json(f"{out_dir}/summary.json") if job.status == "SUCCEEDED" else {}
     run = summary.get("run") or {}
-    figure = record.utilisation["allocated_cpu"]
+    figure = record["utilisation"]["allocated_cpu"]
     return {
         "job": job.status, "allocated_utilisation": figure, "met": figure is not None and figure >= GOAL,
-        "line": record.line(), "phases": record.phases, "counts": record.counts,
-        "record_allocated_cpu_s": round(record.allocated.get("CPU", 0.0) * 3600, 2),
-        "record_reserved_cpu_s": round(record.reserved.get("CPU", 0.0) * 3600, 2),
-        "allocated_cpu_s_by_function": record.allocated_cpu_s_by_function,
+        "line": usage_line(record), "phases": record["phases"], "counts": record["counts"],
+        "record_allocated_cpu_s": round(record["allocated"].get("CPU", 0.0) * 3600, 2),
+        "record_reserved_cpu_s": round(record["reserved"].get("CPU", 0.0) * 3600, 2),
+        "allocated_cpu_s_by_function": record["allocated_cpu_s_by_function"],
         "summary_task_cpu_s": (run.get("tasks") or {}).get("cpu_s"),
         "summary_trainer_cpu_s": run.get("trainer_cpu_s"), "timings_s": run.get("timings_s"),
-        "timeline": timeline(record.times, tasks, run),
-        "not_available": record.not_available,
+        "timeline": timeline(record["times"], tasks, run),
+        "not_available": record["not_available"],
         "log_tail": logs[-3000:] if job.status != "SUCCEEDED" else "",
         "log": logs,
     }  # fmt: skip

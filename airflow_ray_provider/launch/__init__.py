@@ -31,7 +31,7 @@ from airflow_ray_provider.launch.targets import (
     kuberay_backend,
     resolve,
 )
-from airflow_ray_provider.launch.usage.observer import UsageOptions
+from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
     Observation,
     Step,

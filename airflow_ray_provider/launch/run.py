@@ -34,7 +34,7 @@ from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, Wait
 if TYPE_CHECKING:
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage.observer import UsageOptions
+    from airflow_ray_provider.launch.usage import UsageOptions
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +432,7 @@ class JobRun:
 
         :param kwargs: ``on_lines``, ``say``, ``timeout_errors``.
         """
-        from airflow_ray_provider.launch.usage.observer import UsageOptions
+        from airflow_ray_provider.launch.usage import UsageOptions
 
         run = cls(
             target, base_id=state["base_id"], submission_id=state["submission_id"],

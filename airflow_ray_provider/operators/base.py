@@ -24,7 +24,6 @@ from airflow_ray_provider.launch.usage import Prices, check_prices_on_cluster, p
 from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
 from airflow_ray_provider.operators.lineage import (
     JobIO,
-    RayRun,
     check_lineage_namespaces,
     check_uris,
     job_io_of,
@@ -228,11 +227,11 @@ class RunOperator(BaseOperator):
         """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, usage)."""
         run, record = self.run, (self.run.record if self.run is not None else None) or {}
         options = run.usage if run is not None else None
-        facet = RayRun(
+        return operator_lineage(
+            self.job_io(),
             mode=record.get("mode") or (options.mode if options else "standing"),
             submission_id=record.get("submission_id") or (run.submission_id if run else None),
             ray_job_id=record.get("ray_job_id"),
             cluster=record.get("cluster") or (options.cluster if options else None),
             dashboard_url=run.target.dashboard_url if run is not None else None, usage=record or None,
         )  # fmt: skip
-        return operator_lineage(self.job_io(), facet)

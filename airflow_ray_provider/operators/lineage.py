@@ -15,7 +15,7 @@ import json
 import re
 import shlex
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from urllib.parse import urlsplit
@@ -51,10 +51,6 @@ def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
-def _join(base: str, name: str) -> str:
-    return f"{base.rstrip('/')}/{name}"
-
-
 def job_io_of(
     entrypoint: Any, *, inputs: Sequence[str], outputs: Sequence[str], artifact_uri: str | None
 ) -> JobIO:
@@ -76,16 +72,13 @@ def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
         return JobIO()
     if not isinstance(config, dict) or not isinstance(config.get("output_uri"), str):
         return JobIO()
-    out = config["output_uri"]
+    out, models = config["output_uri"], config.get("models")
     data = [config["data_uri"]] if isinstance(config.get("data_uri"), str) else []
-    if module == EVALUATE_MODULE:
-        models = config.get("models") or {}
-        uris = (
-            [m.get("uri") for m in models.values() if isinstance(m, dict)] if isinstance(models, dict) else []
-        )
-        inputs = (*data, *(u for u in uris if isinstance(u, str)))
-        return JobIO(inputs, (_join(out, "metrics.json"),), out)
-    return JobIO(tuple(data), (out, _join(out, "manifest.parquet")), out)
+    if module == ZONE_MODULE:
+        return JobIO(tuple(data), (out, f"{out.rstrip('/')}/manifest.parquet"), out)
+    specs = models.values() if isinstance(models, dict) else ()
+    uris = [spec["uri"] for spec in specs if isinstance(spec, dict) and isinstance(spec.get("uri"), str)]
+    return JobIO((*data, *uris), (f"{out.rstrip('/')}/metrics.json",), out)
 
 
 def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
@@ -180,20 +173,14 @@ def _facet_class() -> type:
     return RayJobRunFacet
 
 
-@dataclass(frozen=True)
-class RayRun:
-    """What the run facet says."""
+def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
+    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task.
 
-    mode: str
-    submission_id: str | None = None
-    ray_job_id: str | None = None
-    cluster: str | None = None
-    dashboard_url: str | None = None
-    usage: dict[str, Any] | None = field(default=None)
-
-
-def operator_lineage(io: JobIO, run: RayRun) -> Any:
-    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task."""
+    :param io: what the job read and wrote.
+    :param mode: how the job ran (the record's ``mode``).
+    :param usage: the usage record, if any.
+    :param ids: the facet's ``submission_id``, ``ray_job_id``, ``cluster`` and ``dashboard_url``.
+    """
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -201,8 +188,8 @@ def operator_lineage(io: JobIO, run: RayRun) -> Any:
         return [Dataset(namespace=ns, name=name) for ns, name in map(dataset_name, dict.fromkeys(uris))]
 
     facet = _facet_class()(
-        jobId=run.ray_job_id, submissionId=run.submission_id, cluster=run.cluster, mode=run.mode,
-        dashboardUrl=run.dashboard_url, usage=run.usage,
+        jobId=ids.get("ray_job_id"), submissionId=ids.get("submission_id"), cluster=ids.get("cluster"),
+        mode=mode, dashboardUrl=ids.get("dashboard_url"), usage=usage,
     )  # fmt: skip
     return OperatorLineage(
         inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}

@@ -10,7 +10,7 @@ message that names the file and what is wrong with it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -24,15 +24,13 @@ SUPPORTED_SCHEMA_VERSIONS = (1,)
 METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
-_EVALUATION_KEYS = ("baseline", "models", "metric_directions", "metrics", "deltas", "data")
-_ZONE_KEYS = ("application", "zones_total", "succeeded", "failed", "manifest")
 
 
 def read_artifact_json(
     artifact_uri: str, file_name: str, *, kind: str, required: Sequence[str], require_success: bool = True
 ) -> dict[str, Any]:
-    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete, and its header
-    (:func:`validate_header`).
+    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete, then check its
+    ``schema_version``, ``kind`` and required top-level keys.
 
     :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
         another schema.
@@ -41,71 +39,43 @@ def read_artifact_json(
     from airflow_ray_provider.workloads.common.errors import ArtifactError
 
     uri = artifacts.join(artifact_uri, file_name)
+
+    def error(problem: str, message: str) -> MetricsArtifactError:
+        return MetricsArtifactError(message, uri=uri, problem=problem)
+
     try:
-        present = artifacts.exists(uri)
-        complete = artifacts.is_complete(artifact_uri)
+        present, complete = artifacts.exists(uri), artifacts.is_complete(artifact_uri)
     except ArtifactError as exc:
-        raise MetricsArtifactError(
-            f"cannot open artifact {artifact_uri!r}: {exc}", uri=uri, problem="missing"
-        ) from exc
+        raise error("missing", f"cannot open artifact {artifact_uri!r}: {exc}") from exc
     if not present:
         hint = "the job wrote its _SUCCESS marker but no" if complete else "nothing was written there: no"
-        raise MetricsArtifactError(
-            f"artifact {artifact_uri!r} is missing: {hint} {file_name}. Check that the job's output_uri "
-            f"is {artifact_uri!r} and that the job succeeded (its log names the folder it wrote).",
-            uri=uri,
-            problem="missing",
-        )
+        raise error("missing", f"artifact {artifact_uri!r} is missing: {hint} {file_name}. Check that the "
+                    f"job's output_uri is {artifact_uri!r} and that the job succeeded (its log names the "
+                    "folder it wrote).")  # fmt: skip
     if require_success and not complete:
-        raise MetricsArtifactError(
-            f"artifact {artifact_uri!r} is partial: {file_name} exists but the {SUCCESS_MARKER} marker does "
-            "not, so the job did not finish writing it (crashed or still running). Re-run the job.",
-            uri=uri,
-            problem="partial",
-        )
+        raise error("partial", f"artifact {artifact_uri!r} is partial: {file_name} exists but the "
+                    f"{SUCCESS_MARKER} marker does not, so the job did not finish writing it (crashed or "
+                    "still running). Re-run the job.")  # fmt: skip
     try:
         document = artifacts.read_json(uri)
     except ArtifactError as exc:
-        raise MetricsArtifactError(
-            f"corrupt artifact file {uri!r}: {exc}", uri=uri, problem="corrupt"
-        ) from exc
+        raise error("corrupt", f"corrupt artifact file {uri!r}: {exc}") from exc
     if not isinstance(document, dict):
-        raise MetricsArtifactError(
-            f"corrupt artifact file {uri!r}: expected a JSON object, got {type(document).__name__}",
-            uri=uri,
-            problem="corrupt",
-        )
-    validate_header(document, uri=uri, kind=kind, required=required)
-    return document
-
-
-def validate_header(document: dict[str, Any], *, uri: str, kind: str, required: Sequence[str]) -> None:
-    """Check ``schema_version``, ``kind`` and the required top-level keys.
-
-    :raises MetricsArtifactError: with ``problem="schema"`` or ``"corrupt"``.
-    """
+        got = type(document).__name__
+        raise error("corrupt", f"corrupt artifact file {uri!r}: expected a JSON object, got {got}")
     version = document.get("schema_version")
     if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise MetricsArtifactError(
-            f"{uri!r} has schema_version {version!r}; this provider reads {list(SUPPORTED_SCHEMA_VERSIONS)}. "
-            "Upgrade airflow-ray-provider on the Airflow side or pin the workload to a matching version.",
-            uri=uri,
-            problem="schema",
-        )
+        raise error("schema", f"{uri!r} has schema_version {version!r}; this provider reads "
+                    f"{list(SUPPORTED_SCHEMA_VERSIONS)}. Upgrade airflow-ray-provider on the Airflow side or "
+                    "pin the workload to a matching version.")  # fmt: skip
     if document.get("kind", kind) != kind:
-        raise MetricsArtifactError(
-            f"{uri!r} is a {document.get('kind')!r} artifact, expected {kind!r}: wrong artifact_uri?",
-            uri=uri,
-            problem="schema",
-        )
+        raise error("schema", f"{uri!r} is a {document.get('kind')!r} artifact, expected {kind!r}: wrong "
+                    "artifact_uri?")  # fmt: skip
     missing = [key for key in required if key not in document]
     if missing:
-        raise MetricsArtifactError(
-            f"{uri!r} lacks required keys {missing} (schema_version {version}): the file is incomplete or "
-            "was written by something else.",
-            uri=uri,
-            problem="corrupt",
-        )
+        raise error("corrupt", f"{uri!r} lacks required keys {missing} (schema_version {version}): the file "
+                    "is incomplete or was written by something else.")  # fmt: skip
+    return document
 
 
 def summarize_evaluation(
@@ -123,12 +93,9 @@ def summarize_evaluation(
     uri = f"{artifact_uri.rstrip('/')}/{METRICS_FILE}"
     metrics, baseline = document["metrics"], document["baseline"]
     if not isinstance(metrics, dict) or baseline not in metrics:
-        raise MetricsArtifactError(
-            f"{uri!r}: metrics has no entry for the baseline model {baseline!r} (models: "
-            f"{sorted(metrics) if isinstance(metrics, dict) else metrics!r})",
-            uri=uri,
-            problem="corrupt",
-        )
+        models = sorted(metrics) if isinstance(metrics, dict) else metrics
+        why = f"{uri!r}: metrics has no entry for the baseline model {baseline!r} (models: {models!r})"
+        raise MetricsArtifactError(why, uri=uri, problem="corrupt")
     slices = document.get("slices") or {}
     rows = list(slices.get("rows") or ())
     keep = None if slice_metrics is None else {"slice", "model", "rows", *slice_metrics}
@@ -160,56 +127,64 @@ def summarize_evaluation(
     }
 
 
-class CollectRayMetricsOperator(BaseOperator):
+class _CollectArtifactOperator(BaseOperator):
+    """Read one JSON file of a job's artifact folder, checked by :func:`read_artifact_json`.
+
+    :param artifact_uri: folder the job wrote (templated): local path, ``file://``, ``s3://``, ``gs://``.
+    :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker (a partial write).
+    """
+
+    template_fields: Sequence[str] = ("artifact_uri",)
+    ui_color = "#e8f1fb"
+    file_name: ClassVar[str]
+    kind: ClassVar[str]
+    required: ClassVar[tuple[str, ...]]
+
+    def __init__(self, *, artifact_uri: str, require_success_marker: bool = True, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.artifact_uri = artifact_uri
+        self.require_success_marker = require_success_marker
+
+    def read(self) -> tuple[str, dict[str, Any]]:
+        """The file's URI and its checked document."""
+        marker = self.require_success_marker
+        document = read_artifact_json(self.artifact_uri, self.file_name, kind=self.kind,
+                                      required=self.required, require_success=marker)  # fmt: skip
+        return f"{self.artifact_uri.rstrip('/')}/{self.file_name}", document
+
+
+class CollectRayMetricsOperator(_CollectArtifactOperator):
     """Read an evaluation's ``metrics.json``, validate it and push a compact summary to XCom.
 
     The XCom value has the keys ``artifact_uri``, ``metrics_uri``, ``baseline``, ``models``, ``rows``,
     ``data``, ``metric_directions``, ``metrics`` (per model), ``deltas`` (per challenger, with
     ``delta``/``ci_low``/``ci_high``), ``bootstrap``, ``run`` and ``slices`` (``rows``, ``total_rows``,
-    ``truncated``). It is what :func:`~.decision.evaluate_policy` reads.
+    ``truncated``). It is what :func:`~.decision.evaluate_policy` reads. Also ``artifact_uri`` and
+    ``require_success_marker`` (:class:`_CollectArtifactOperator`).
 
-    :param artifact_uri: folder the evaluation wrote (templated): local path, ``file://``, ``s3://``, ``gs://``.
-    :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker (a partial write).
     :param slice_metrics: keep only these metrics in the per-slice rows (``None``: every metric).
     :param max_slice_rows: cap on slice rows in the XCom (the full table stays in ``slices.parquet``).
     """
 
-    template_fields: Sequence[str] = ("artifact_uri",)
-    ui_color = "#e8f1fb"
+    file_name, kind = METRICS_FILE, "evaluation"
+    required = ("baseline", "models", "metric_directions", "metrics", "deltas", "data")
 
     def __init__(
-        self,
-        *,
-        artifact_uri: str,
-        require_success_marker: bool = True,
-        slice_metrics: Sequence[str] | None = None,
-        max_slice_rows: int = 5000,
-        **kwargs: Any,
+        self, *, slice_metrics: Sequence[str] | None = None, max_slice_rows: int = 5000, **kwargs: Any
     ) -> None:
         super().__init__(**kwargs)
-        self.artifact_uri = artifact_uri
-        self.require_success_marker = require_success_marker
         self.slice_metrics = list(slice_metrics) if slice_metrics is not None else None
         self.max_slice_rows = max_slice_rows
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri, marker = f"{self.artifact_uri.rstrip('/')}/{METRICS_FILE}", self.require_success_marker
-        document = read_artifact_json(self.artifact_uri, METRICS_FILE, kind="evaluation",
-                                      required=_EVALUATION_KEYS, require_success=marker)  # fmt: skip
-        summary = summarize_evaluation(
-            document,
-            artifact_uri=self.artifact_uri,
-            slice_metrics=self.slice_metrics,
-            max_slice_rows=self.max_slice_rows,
-        )
-        self.log.info(
-            "Collected %s: %s rows, models %s, %s slice rows%s",
-            uri,
-            summary["rows"],
-            sorted(summary["metrics"]),
-            summary["slices"]["total_rows"],
-            " (truncated in XCom)" if summary["slices"]["truncated"] else "",
-        )
+        uri, document = self.read()
+        summary = summarize_evaluation(document, artifact_uri=self.artifact_uri,
+                                       slice_metrics=self.slice_metrics,
+                                       max_slice_rows=self.max_slice_rows)  # fmt: skip
+        slices = summary["slices"]
+        self.log.info("Collected %s: %s rows, models %s, %s slice rows%s", uri, summary["rows"],
+                      sorted(summary["metrics"]), slices["total_rows"],
+                      " (truncated in XCom)" if slices["truncated"] else "")  # fmt: skip
         return summary
 
 
@@ -232,85 +207,58 @@ def count_manifest(manifest_uri: str) -> dict[str, int]:
             f"zone manifest {manifest_uri!r}: {exc}", uri=manifest_uri, problem="missing"
         ) from exc
     except (pa.ArrowException, OSError, KeyError) as exc:
-        raise MetricsArtifactError(
-            f"zone manifest {manifest_uri!r} is corrupt or lacks a 'status' column: {exc}",
-            uri=manifest_uri,
-            problem="corrupt",
-        ) from exc
+        why = f"zone manifest {manifest_uri!r} is corrupt or lacks a 'status' column: {exc}"
+        raise MetricsArtifactError(why, uri=manifest_uri, problem="corrupt") from exc
     counts = pc.value_counts(table.column("status")).to_pylist()
     return {item["values"]: int(item["counts"]) for item in counts}
 
 
-class CollectZoneTrainingOperator(BaseOperator):
+class CollectZoneTrainingOperator(_CollectArtifactOperator):
     """Read a zone-training run's ``summary.json`` and ``manifest.parquet``; push a compact summary.
 
     The XCom value has ``application``, ``artifact_uri``, ``manifest``, ``models``, ``zones_total``,
-    ``succeeded``, ``failed``, ``failed_fraction``, ``failed_zones`` (first 100) and ``duration_s``.
+    ``succeeded``, ``failed``, ``failed_fraction``, ``failed_zones`` (first 100), ``duration_s`` and
+    ``usage``. Also ``artifact_uri`` and ``require_success_marker`` (:class:`_CollectArtifactOperator`).
 
-    :param artifact_uri: folder the zone-training job wrote (templated).
     :param application: expected application name; a summary of another application fails the task.
-    :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker.
     """
 
     template_fields: Sequence[str] = ("artifact_uri", "application")
-    ui_color = "#e8f1fb"
+    file_name, kind = SUMMARY_FILE, "zone_training"
+    required = ("application", "zones_total", "succeeded", "failed", "manifest")
 
-    def __init__(
-        self,
-        *,
-        artifact_uri: str,
-        application: str | None = None,
-        require_success_marker: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, application: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.artifact_uri = artifact_uri
         self.application = application
-        self.require_success_marker = require_success_marker
 
     def execute(self, context: Context) -> dict[str, Any]:
-        uri, marker = f"{self.artifact_uri.rstrip('/')}/{SUMMARY_FILE}", self.require_success_marker
-        document = read_artifact_json(self.artifact_uri, SUMMARY_FILE, kind="zone_training",
-                                      required=_ZONE_KEYS, require_success=marker)  # fmt: skip
+        uri, document = self.read()
         if self.application and document["application"] != self.application:
-            raise MetricsArtifactError(
-                f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}",
-                uri=uri,
-                problem="schema",
-            )
+            why = f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}"
+            raise MetricsArtifactError(why, uri=uri, problem="schema")
         counts = count_manifest(document["manifest"])
-        if (
-            counts.get("failed", 0) != document["failed"]
-            or counts.get("succeeded", 0) != document["succeeded"]
+        if (counts.get("failed", 0), counts.get("succeeded", 0)) != (
+            document["failed"],
+            document["succeeded"],
         ):
-            raise MetricsArtifactError(
-                f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but "
-                f"its manifest {document['manifest']!r} counts {counts}: "
-                "the artifact is inconsistent (partial rewrite?)",
-                uri=uri,
-                problem="corrupt",
-            )
+            why = (f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but its "
+                   f"manifest {document['manifest']!r} counts {counts}: the artifact is inconsistent "
+                   "(partial rewrite?)")  # fmt: skip
+            raise MetricsArtifactError(why, uri=uri, problem="corrupt")
         keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
         summary = {k: document.get(k) for k in keys}
         run = document.get("run") or {}
+        tasks = run.get("tasks") or {}
         summary.update(
             artifact_uri=self.artifact_uri,
             failed_zones=list(document.get("failed_zones") or ())[:100],
             duration_s=document.get("duration_s"),
             trainer_cpu_s=run.get("trainer_cpu_s"),
-            task_cpu_s=(run.get("tasks") or {}).get("cpu_s"),
-            usage=usage_summary(
-                read_usage(self.artifact_uri, self.log), function=(run.get("tasks") or {}).get("function")
-            ),
+            task_cpu_s=tasks.get("cpu_s"),
+            usage=usage_summary(read_usage(self.artifact_uri, self.log), function=tasks.get("function")),
         )
-        self.log.info(
-            "Zone training %s: %s/%s zones succeeded, %s failed (%s)",
-            summary["application"],
-            summary["succeeded"],
-            summary["zones_total"],
-            summary["failed"],
-            uri,
-        )
+        self.log.info("Zone training %s: %s/%s zones succeeded, %s failed (%s)", summary["application"],
+                      summary["succeeded"], summary["zones_total"], summary["failed"], uri)  # fmt: skip
         if summary["usage"]:
             self.log.info(
                 "Zone training %s: trainer CPU %ss, training tasks held %s CPU-s (the record: %s); usage: %s",

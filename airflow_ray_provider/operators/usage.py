@@ -15,9 +15,9 @@ from airflow_ray_provider.launch.usage import (
     HEAD_GROUP,
     SCHEMA,
     Prices,
-    UsageRecord,
     check_against_cluster,
     parse_prices,
+    usage_line,
 )
 
 if TYPE_CHECKING:
@@ -56,33 +56,29 @@ def entrypoint_request(
     return out
 
 
-def _spec_group_resources(cpu: str, gpu: int, start_params: dict[str, str]) -> set[str]:
-    """The Ray resources a node of one group will offer (from its pod size and ``ray start`` params)."""
-    import json
-
-    out = {"memory_gib"}
-    if str(start_params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
-        out.add("CPU")
-    if gpu or str(start_params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
-        out.add("GPU")
-    try:
-        custom = json.loads(start_params.get("resources", "{}").strip("'\""))
-    except ValueError:
-        custom = {}
-    return out | {str(k) for k in custom} if isinstance(custom, dict) else out
-
-
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
     """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
-    before submit): its head group ``headgroup`` and worker groups.
+    before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
+    ``ray start`` params give.
 
     :raises RayInvalidInputError: for a price of a resource no group of the spec has.
     """
-    groups = {HEAD_GROUP: _spec_group_resources(spec.head.cpu, 0, spec.head.ray_start_params)}
-    for group in spec.worker_groups:
-        groups[group.name] = _spec_group_resources(group.cpu, group.gpu, group.ray_start_params)
-    every = set().union(*groups.values())
-    check_against_cluster(prices, every, groups)
+    import json
+
+    groups: dict[str, set[str]] = {}
+    sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
+    for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
+        has = groups.setdefault(name, {"memory_gib"})
+        if str(params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
+            has.add("CPU")
+        if gpu or str(params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
+            has.add("GPU")
+        try:
+            custom = json.loads(params.get("resources", "{}").strip("'\""))
+        except ValueError:
+            custom = {}
+        has.update(map(str, custom) if isinstance(custom, dict) else ())
+    check_against_cluster(prices, groups)
 
 
 #: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
@@ -93,22 +89,26 @@ TEARDOWN_NOTES = {
 }
 
 
-def usage_line(data: dict[str, Any]) -> str:
-    """The log line of a record's dict."""
-    return UsageRecord.from_dict(data).line()
-
-
 def publish_usage(
     data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
 ) -> None:
-    """Push a record as the ``usage`` XCom, write ``usage.json``, log its line and what it lacks."""
+    """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
+    lacks."""
     log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
     for name, why in sorted((data.get("not_available") or {}).items()):
         log.info("Usage record: %s not available: %s", name, why)
     if ti is not None:
         ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
     if artifact_uri:
-        write_usage_file(artifact_uri, data, log)
+        from airflow_ray_provider.workloads.common import artifacts
+
+        uri = artifacts.join(artifact_uri, USAGE_FILE)
+        try:
+            artifacts.write_json_atomic(uri, data)
+        except Exception as exc:
+            log.warning("Could not write %s: %s", uri, exc)
+            return
+        log.info("Usage record written to %s", uri)
 
 
 def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str, Any] | None:
@@ -119,9 +119,7 @@ def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str,
 
     uri = artifacts.join(artifact_uri, USAGE_FILE)
     try:
-        if not artifacts.exists(uri):
-            return None
-        data = artifacts.read_json(uri)
+        data = artifacts.read_json(uri) if artifacts.exists(uri) else None
     except Exception as exc:
         log.warning("Could not read the usage record %s: %s", uri, exc)
         return None
@@ -136,33 +134,17 @@ def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -
     """
     if not data:
         return None
-    cost = data.get("cost") or None
-    by_function = data.get("allocated_cpu_s_by_function") or {}
-    missing = data.get("not_available") or {}
+    cost, missing = data.get("cost") or {}, data.get("not_available") or {}
     cpu_h = None if "allocated_cpu" in missing else (data.get("allocated") or {}).get("CPU")
     return {
-        "function_cpu_s": by_function.get(function) if function else None,
+        "function_cpu_s": (data.get("allocated_cpu_s_by_function") or {}).get(function) if function else None,
         "line": usage_line(data),
         "mode": data.get("mode"),
         "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
         "allocated_cpu_h": cpu_h,
         "allocated_cpu_s": None if cpu_h is None else round(float(cpu_h) * 3600.0, 3),
         "utilisation": data.get("utilisation"),
-        "cost": None if cost is None else {"amount": cost.get("amount"), "currency": cost.get("currency")},
+        "cost": {"amount": cost.get("amount"), "currency": cost.get("currency")} if cost else None,
         "phases": data.get("phases"),
         "not_available": missing,
     }
-
-
-def write_usage_file(artifact_uri: str, data: dict[str, Any], log: logging.Logger | Any) -> str | None:
-    """Write ``usage.json`` beside the job's artifacts (best effort); its URI."""
-    from airflow_ray_provider.workloads.common import artifacts
-
-    uri = artifacts.join(artifact_uri, USAGE_FILE)
-    try:
-        artifacts.write_json_atomic(uri, data)
-    except Exception as exc:
-        log.warning("Could not write %s: %s", uri, exc)
-        return None
-    log.info("Usage record written to %s", uri)
-    return uri

@@ -27,7 +27,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_ray_provider.hooks.ray_job import emit_lines
 from airflow_ray_provider.hooks.targets import target_from_ref
 from airflow_ray_provider.launch import Ending, JobRun
-from airflow_ray_provider.launch.usage import UsageRecord
+from airflow_ray_provider.launch.usage import usage_line
 
 #: Task instance states a user's mark leaves; any other state at ``on_kill`` means the task was cleared.
 MARKED_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
@@ -112,6 +112,6 @@ class RayJobTrigger(BaseTrigger):
         await job_run.akill(Ending.USER_KILL)
         self.record = job_run.record
         if job_run.record:
-            line = UsageRecord.from_dict(job_run.record).line()
+            line = usage_line(job_run.record)
             sid = job_run.record.get("submission_id")
             self.log.info("Usage of Ray job %s (task killed while deferred): %s", sid, line)

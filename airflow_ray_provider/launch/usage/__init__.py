@@ -13,18 +13,18 @@ from airflow_ray_provider.launch.usage.dashboard import (
     collect_usage,
 )
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import SCHEMA, UsageRecord, UsageRequest, with_teardown
+from airflow_ray_provider.launch.usage.record import SCHEMA, UsageOptions, usage_line, with_teardown
 
 __all__ = [
     "HEAD_GROUP",
     "SCHEMA",
     "DashboardReader",
     "Prices",
-    "UsageRecord",
-    "UsageRequest",
+    "UsageOptions",
     "check_against_cluster",
     "check_prices_on_cluster",
     "collect_usage",
     "parse_prices",
+    "usage_line",
     "with_teardown",
 ]

@@ -45,8 +45,8 @@ def add_hours(total: dict[str, float], resources: Mapping[str, float], hours: fl
         total[name] = total.get(name, 0.0) + amount * hours
 
 
-def _round(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None else round(value, digits)
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 @dataclass(frozen=True)
@@ -73,19 +73,14 @@ class Window:
         """When the driver ran (its supervisor's start, else the submission)."""
         return self.driver_started or self.submitted
 
-    @property
-    def held_from(self) -> float:
-        """When the task began to hold its cluster."""
-        return self.task_started or self.submitted
-
     def phases(self) -> dict[str, float | None]:
         """Seconds per phase; ``None`` where it does not apply or was not seen."""
         ready = self.cluster_ready or self.submitted
-        waiting = max(0.0, ready - self.task_started) if self.task_started else None
-        queued = self.driver_started - self.submitted if self.driver_started else None
         return {
-            "waiting_for_cluster_s": _round(waiting),
-            "queued_s": _round(queued),
+            "waiting_for_cluster_s": _round(max(0.0, ready - self.task_started))
+            if self.task_started
+            else None,
+            "queued_s": _round(self.driver_started - self.submitted) if self.driver_started else None,
             "running_s": _round(max(0.0, self.ended - self.running_from)),
             "teardown_s": None,
         }
@@ -98,17 +93,20 @@ class Window:
 
 @dataclass
 class Allocation:
-    """What the job's tasks, actors and entrypoint were allocated, in resource-hours per worker group."""
+    """Resource-hours per worker group (what the job's tasks, actors and entrypoint were allocated, or
+    what the cluster's nodes held), and the attempts the rules could not time as Ray meant."""
 
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
-    #: Ended task attempts with neither a start event nor a ``task:execute`` span nor the owner's
+    #: Ended attempts with neither a start event, a ``task:execute`` span nor the owner's
     #: ``SUBMITTED_TO_WORKER`` event: in no figure.
     startless: int = 0
-    #: Ended task attempts whose worker's events were lost, timed by the owner's own events
-    #: (:func:`owner_seconds`: an upper bound).
+    #: Ended attempts whose worker's events were lost, timed by :func:`owner_seconds` (an upper bound).
     timed_by_owner: int = 0
+    #: Attempts that ran without an end or a ``task:execute`` span (counted to their worker's next
+    #: attempt or the job's end). Ray's task events are final once the Job API reports the end.
+    unsettled: int = 0
     #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
@@ -125,11 +123,6 @@ class Allocation:
         return {name: round(held, 3) for name, held in ranked}
 
 
-def _normal(task: Mapping[str, Any]) -> bool:
-    """A normal task (an actor's tasks run inside its lifetime allocation; its creation task is the actor)."""
-    return task.get("type") in (None, "NORMAL_TASK")
-
-
 def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """A task attempt's ended ``task:execute`` profiling spans (the function's own run)."""
     events = ((task.get("profiling_data") or {}).get("events")) or []
@@ -137,10 +130,9 @@ def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | None = None) -> float:
-    """How long one task attempt ran: Ray's ``task:execute`` span where its profile has one (the
-    function's run, without the worker's argument loading), else ``RUNNING`` to its end; an attempt
-    whose end event never came ends where its worker began its next attempt (``next_start``: a worker
-    runs one normal task at a time), else at the job's end."""
+    """How long one attempt ran: its ``task:execute`` spans (without the worker's argument loading),
+    else ``RUNNING`` to its end, else to its worker's next attempt (``next_start``: a worker runs one
+    normal task at a time), else to the job's end."""
     spans = execute_spans(task)
     if spans:
         return sum(float(e["end_time"]) - float(e["start_time"]) for e in spans) / 1000.0
@@ -152,10 +144,9 @@ def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | No
 
 
 def owner_seconds(task: Mapping[str, Any]) -> float | None:
-    """How long an ended attempt whose worker's events were lost (no ``RUNNING`` start, no
-    ``task:execute`` span) held its worker, by its owner's events: from ``SUBMITTED_TO_WORKER`` (the task
-    pushed to its leased worker) to its end (the owner got the reply). An upper bound by the push's round
-    trip and the argument fetch; ``None`` without both events."""
+    """How long an ended attempt whose worker's events were lost held its worker, by its owner's events:
+    from ``SUBMITTED_TO_WORKER`` (pushed to its leased worker) to its end (the owner got the reply), an
+    upper bound; ``None`` without both events."""
     submitted = [
         float(event["created_ms"])
         for event in task.get("events") or []
@@ -167,10 +158,10 @@ def owner_seconds(task: Mapping[str, Any]) -> float | None:
 
 
 def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """For each normal task attempt (by ``id()`` of its row), when its worker began its next attempt."""
+    """For each task attempt that started (by ``id()`` of its row), when its worker began its next one."""
     by_worker: dict[str, list[Mapping[str, Any]]] = {}
     for task in tasks:
-        if task.get("worker_id") and task.get("start_time_ms") and _normal(task):
+        if task.get("worker_id") and task.get("start_time_ms"):
             by_worker.setdefault(str(task["worker_id"]), []).append(task)
     out: dict[int, float] = {}
     for rows in by_worker.values():
@@ -178,15 +169,6 @@ def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
         for row, after in pairwise(rows):
             out[id(row)] = float(after["start_time_ms"]) / 1000.0
     return out
-
-
-def unsettled(tasks: Iterable[Mapping[str, Any]]) -> int:
-    """Normal task attempts of an ended job whose events have not all arrived (no end, or no
-    ``task:execute`` span although the task ran): they are counted to their worker's next attempt or
-    the job's end. Ray's task events of a job are final once the Job API reports its end, so these
-    are not read again."""
-    ran = [task for task in tasks if _normal(task) and task.get("start_time_ms")]
-    return sum(1 for task in ran if not task.get("end_time_ms") or not execute_spans(task))
 
 
 def allocation(
@@ -200,21 +182,23 @@ def allocation(
 ) -> Allocation:
     """Resource-hours the job was allocated.
 
-    :param tasks: rows of ``/api/v0/tasks?detail=true`` for the job (normal tasks count).
+    :param tasks: rows of ``/api/v0/tasks?detail=true`` for the job (normal tasks count: an actor's
+        tasks run inside its lifetime allocation, and its creation task is the actor).
     :param actors: the job's actors from ``/logical/actors`` (``startTime``/``endTime`` in ms, lifetime
         ``requiredResources``); an actor still alive counts to the job's end.
     :param entrypoint: the entrypoint's reservation (record names), held while the driver ran.
-    :param window: the job's times.
     :param node_groups: node id -> worker group.
     :param driver_group: the worker group the driver ran on.
     """
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
-    tasks = [task for task in tasks if _normal(task)]
+    tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
     following = next_starts(tasks)
     for task in tasks:
         if task.get("start_time_ms") or execute_spans(task):
             seconds = task_seconds(task, window.ended, following.get(id(task)))
+            settled = task.get("end_time_ms") and execute_spans(task)
+            out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
         else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
             by_owner = owner_seconds(task)
             if by_owner is None:

@@ -2,21 +2,11 @@
 record; check a price table against the cluster before submit.
 
 The reads: the job (``/api/jobs/{id}``), then at once the nodes (``/api/v0/nodes``), the actors
-(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``
-filtered by its Ray job id) and the job's actors as the GCS has them (``/api/v0/actors``). A read that
-fails never fails the job: the record leaves that figure out and names it in ``not_available``.
-
-Which actors are the job's: the dashboard applies the GCS's actor updates in poll batches keyed by actor
-id (``node_head._process_updated_actor_table``). The GCS publishes an actor's registration whole
-(``jobId``, ``className``, ``requiredResources``) and every later change as state fields only (state,
-address, pid, times, a named actor's name; Ray's ``GenActorDataOnlyWithStates``). When one batch holds
-both, only the change is kept, and an actor the dashboard did not know yet is stored from it: no job, no
-class, no resources, for good. A loaded head, or a job that starts actors while others change, makes
-that likely. The state API (``/api/v0/actors``, read from the GCS) has those fields but no times, so the
-two lists are joined by actor id. An actor of the job that the dashboard still lacks after a few
-re-reads (or holds without a start) is counted from its creation task's end (``/api/v0/tasks``: task
-events, a separate pipeline; the GCS stamps an actor's start then too) to the job's end, an upper bound
-the record names.
+(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``)
+and the job's actors as the GCS has them (``/api/v0/actors``). A read that fails never fails the job:
+the record names it in ``not_available``. The dashboard can store an actor from a state change alone
+(no job, class or resources: docs/usage.md, *Limits*), so the two actor lists are joined by actor id,
+and an actor it cannot time is counted from its creation task's end, an upper bound the record names.
 """
 
 from __future__ import annotations
@@ -25,12 +15,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageRecord, UsageRequest, make_record
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, usage_line
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -73,29 +62,14 @@ def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) 
         return None
 
 
-def cut_note(route: str, data: Mapping[str, Any], returned: int) -> str | None:
-    """What a state API list left out, from its counts; ``None`` when it returned every matching row.
-
-    Ray counts a list in stages (``ListApiResponse``): ``total`` rows in the cluster, of all jobs;
-    ``num_after_truncation`` after the data source's cut (for tasks, ``total`` also holds the task
-    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter (``job_id``)
-    is not a cut: ``total`` above the rows returned says nothing on its own.
-    """
-    total = int(data.get("total") or 0)
-    kept = int(data.get("num_after_truncation", total) or 0)
-    matched = int(data.get("num_filtered", returned) or 0)
-    notes = []
-    if matched > returned:
-        notes.append(f"{route} listed {returned} of the {matched} matching rows (its limit)")
-    if total > kept:
-        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
-    return "; ".join(notes) or None
-
-
 def state_list(
     reader: DashboardReader, route: str, where: tuple[str, str] | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """A state API list with every row's detail, and a note when it was cut.
+    """A state API list with every row's detail, and what it left out (``None``: every matching row).
+
+    Ray counts a list in stages (``ListApiResponse``): ``total`` rows of all jobs; ``num_after_truncation``
+    after the data source's cut (for tasks, ``total`` also holds the events Ray dropped); ``num_filtered``
+    after the filters; then the ``limit``. A filter (``job_id``) is not a cut.
 
     :param route: ``/api/v0/nodes``, ``/api/v0/tasks``, ``/api/v0/actors``.
     :param where: one equality filter, ``(key, value)`` (``("job_id", "02000000")``).
@@ -109,7 +83,20 @@ def state_list(
     if not body.get("result", True) or "result" not in data:
         raise ValueError(f"{route} answered without a result: {body.get('msg')}")
     rows = list(data["result"])
-    return rows, cut_note(route, data, len(rows))
+    total = int(data.get("total") or 0)
+    kept = int(data.get("num_after_truncation", total) or 0)
+    matched = int(data.get("num_filtered", len(rows)) or 0)
+    notes = []
+    if matched > len(rows):
+        notes.append(f"{route} listed {len(rows)} of the {matched} matching rows (its limit)")
+    if total > kept:
+        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
+    return rows, "; ".join(notes) or None
+
+
+def read_nodes(reader: DashboardReader) -> list[Node]:
+    """The cluster's nodes, alive and dead (``/api/v0/nodes``)."""
+    return [Node.from_state(row) for row in state_list(reader, "/api/v0/nodes")[0]]
 
 
 def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
@@ -133,13 +120,11 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    try:
-        rows, _ = state_list(reader, "/api/v0/actors", ("name", name))
-    except Exception as exc:
-        missing["queued"] = (
-            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did not answer: "
-            f"{_why(exc)}"
-        )
+    rows = _read(
+        missing, "queued", "/api/v0/actors", lambda: state_list(reader, "/api/v0/actors", ("name", name))[0]
+    )
+    if rows is None:
+        missing["queued"] = "the job's supervisor is not named in /logical/actors and " + missing["queued"]
         return None
     ids = {str(row.get("actor_id")) for row in rows}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
@@ -150,22 +135,18 @@ def find_supervisor(
     return found
 
 
-@dataclass(frozen=True)
-class JobActors:
-    """The job's actors as the record counts them, and what of the GCS's list the dashboard lacked.
-
-    :param rows: the job's ``/logical/actors`` rows, with ``jobId``, ``className`` and
-        ``requiredResources`` filled from the GCS's row where the dashboard's copy lost them.
-    :param unlisted: the GCS's rows of the job's actors that ``/logical/actors`` does not hold, or holds
-        without a start time (the record cannot time them from the dashboard).
-    :param unended: class names of actors the GCS has dead that the dashboard still holds without an end.
-    :param mended: how many rows had fields filled from the GCS.
-    """
+class JobActors(NamedTuple):
+    """The job's ``/logical/actors`` rows (``jobId``, ``className``, ``requiredResources`` filled from the
+    GCS's row where the dashboard lost them); the GCS's rows it does not time (not listed, or listed
+    without a start); class names of actors dead in the GCS that it holds without an end."""
 
     rows: list[dict[str, Any]]
-    unlisted: list[dict[str, Any]] = field(default_factory=list)
-    unended: list[str] = field(default_factory=list)
-    mended: int = 0
+    unlisted: list[dict[str, Any]]
+    unended: list[str]
+
+
+#: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
+_FROM_GCS = (("jobId", "job_id"), ("className", "class_name"), ("requiredResources", "required_resources"))
 
 
 def ran(gcs: Mapping[str, Any]) -> bool:
@@ -179,32 +160,18 @@ def mend_job_actors(
     """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case)."""
     by_id = {str(row.get("actor_id")): row for row in gcs_rows}
     rows: list[dict[str, Any]] = []
-    mended, seen, unended = 0, set(), []
+    seen, unended = set(), []
     for actor in listed:
-        actor_id = str(actor.get("actorId"))
-        gcs = by_id.get(actor_id)
+        gcs = by_id.get(str(actor.get("actorId")))
         if gcs is None:
-            if actor.get("jobId") == ray_job_id:
-                rows.append(actor)
-            continue
-        if not actor.get("startTime") and ran(gcs):
-            continue  # held without its start: timed like an unlisted actor (see job_actors)
-        seen.add(actor_id)
-        filled = {
-            key: gcs.get(source)
-            for key, source in (
-                ("jobId", "job_id"),
-                ("className", "class_name"),
-                ("requiredResources", "required_resources"),
-            )
-            if not actor.get(key) and gcs.get(source)
-        }
-        mended += int(bool(filled))
-        rows.append({**actor, **filled})
-        if gcs.get("state") == "DEAD" and not actor.get("endTime"):
-            unended.append(str(gcs.get("class_name") or "actor"))
+            rows += [actor] if actor.get("jobId") == ray_job_id else []
+        elif actor.get("startTime") or not ran(gcs):  # one held without its start is timed as unlisted
+            seen.add(str(actor.get("actorId")))
+            rows.append({**actor, **{k: gcs[g] for k, g in _FROM_GCS if not actor.get(k) and gcs.get(g)}})
+            if gcs.get("state") == "DEAD" and not actor.get("endTime"):
+                unended.append(str(gcs.get("class_name") or "actor"))
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
-    return JobActors(rows=rows, unlisted=unlisted, unended=unended, mended=mended)
+    return JobActors(rows, unlisted, unended)
 
 
 def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -225,16 +192,9 @@ def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
     """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from when its creation
     task ended, no end (the record counts it to the job's end), job, class and resources from the GCS."""
-    return {
-        "actorId": gcs.get("actor_id"),
-        "jobId": gcs.get("job_id"),
-        "className": gcs.get("class_name"),
-        "state": gcs.get("state"),
-        "requiredResources": gcs.get("required_resources") or {},
-        "address": {"nodeId": gcs.get("node_id")},
-        "startTime": start_ms,
-        "endTime": 0,
-    }
+    row = {key: gcs.get(source) for key, source in _FROM_GCS}
+    return {**row, "actorId": gcs.get("actor_id"), "requiredResources": row["requiredResources"] or {},
+            "address": {"nodeId": gcs.get("node_id")}, "startTime": start_ms, "endTime": 0}  # fmt: skip
 
 
 def _names(rows: list[dict[str, Any]]) -> str:
@@ -302,25 +262,18 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
     ray_job_id = str((job or {}).get("job_id") or "")
 
-    def rows(route: str, cut_key: str) -> tuple[str, Callable[[], list[dict[str, Any]]]]:
-        def call() -> list[dict[str, Any]]:
-            listed, note = state_list(reader, route, ("job_id", ray_job_id))
-            if note:
-                missing[cut_key] = note
-            return listed
-
-        return route, call
+    def job_rows(route: str, cut_key: str) -> list[dict[str, Any]]:
+        rows, note = state_list(reader, route, ("job_id", ray_job_id))
+        missing.update({cut_key: note} if note else {})
+        return rows
 
     calls: dict[str, tuple[str, Callable[[], Any]]] = {
-        "nodes": (
-            "/api/v0/nodes",
-            lambda: [Node.from_state(r) for r in state_list(reader, "/api/v0/nodes")[0]],
-        ),
+        "nodes": ("/api/v0/nodes", lambda: read_nodes(reader)),
         "actors": ("/logical/actors", lambda: logical_actors(reader)),
     }
     if ray_job_id:
-        calls["tasks"] = rows("/api/v0/tasks", "tasks_truncated")
-        calls["gcs_actors"] = rows("/api/v0/actors", "gcs_actors_truncated")
+        calls["tasks"] = ("/api/v0/tasks", lambda: job_rows("/api/v0/tasks", "tasks_truncated"))
+        calls["gcs_actors"] = ("/api/v0/actors", lambda: job_rows("/api/v0/actors", "gcs_actors_truncated"))
     elif job is None:
         missing["tasks"] = "not read: the job's Ray job id filters them, and the job could not be read"
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
@@ -339,7 +292,7 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
 
 
-def collect_usage(reader: DashboardReader, request: UsageRequest) -> UsageRecord:
+def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
     """The record of a finished job, or of one a timeout or a kill ended (``request.ended_by``), read
     while its cluster still exists. Never raises for what the dashboard could not tell: the record names
     it in ``not_available``.
@@ -347,9 +300,8 @@ def collect_usage(reader: DashboardReader, request: UsageRequest) -> UsageRecord
     :param reader: the cluster's dashboard.
     :param request: what the caller knows.
     """
-    now = time.time()
-    record = make_record(read_job(reader, request.submission_id), request, now=now)
-    log.debug("usage of %s: %s", request.submission_id, record.line())
+    record = make_record(read_job(reader, request.submission_id), request, now=time.time())
+    log.debug("usage of %s: %s", request.submission_id, usage_line(record))
     return record
 
 
@@ -359,12 +311,12 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     :returns: ``None`` when checked, else why it could not be (the dashboard did not answer).
     :raises RayInvalidInputError: for a price of a resource the cluster does not have.
     """
-    try:
-        rows, _ = state_list(reader, "/api/v0/nodes")
-    except Exception as exc:
-        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    missing: dict[str, str] = {}
+    nodes = _read(missing, "nodes", "/api/v0/nodes", lambda: read_nodes(reader))
+    if nodes is None:
+        return missing["nodes"]
     groups: dict[str, set[str]] = {}
-    for node in map(Node.from_state, rows):
+    for node in nodes:
         groups.setdefault(node.group, set()).update(node.resources)
-    check_against_cluster(prices, set().union(*groups.values()), groups)
+    check_against_cluster(prices, groups)
     return None

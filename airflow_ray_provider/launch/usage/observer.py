@@ -1,23 +1,18 @@
-"""The usage record as an observer of a run: one option in, one record out of the finished run.
-
-A run asked for a record (:class:`UsageOptions`) makes it once, through :func:`usage_record`: at the
-first look that finds its job ended, while the job's cluster still answers (KubeRay may delete a RayJob's
-cluster right after its job), else when the run ends (a timeout, a kill, an error). The run adds the
-teardown once it deleted its own cluster. The wait, the trigger and the operators carry nothing else.
+"""The usage record as an observer of a run: made once, by :func:`usage_record`, at the first look that
+finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster right after
+its job), else when the run ends (a timeout, a kill, an error); the run adds its teardown.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.cleanup import Ending
 from airflow_ray_provider.launch.usage.dashboard import collect_usage
-from airflow_ray_provider.launch.usage.prices import parse_prices
-from airflow_ray_provider.launch.usage.record import UsageRequest
+from airflow_ray_provider.launch.usage.record import UsageOptions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
@@ -26,35 +21,6 @@ if TYPE_CHECKING:
 ENDED_BY = {Ending.TIMED_OUT: "timed_out", Ending.USER_KILL: "killed", Ending.WORKER_SIGTERM: "killed"}
 #: A RayJob's deadlines, which KubeRay enforces (its record then says ``timed_out``).
 DEADLINES = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
-
-
-@dataclass(frozen=True)
-class UsageOptions:
-    """What a run's usage record needs besides the run (JSON-safe: it travels to a trigger).
-
-    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param cluster: the cluster's name, as the task knows it.
-    :param own_cluster: the cluster is the run's own (reserved is then the whole cluster).
-    :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
-    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
-    :param teardown_note: why the record will have no ``teardown_s`` (``None``: the run measures it).
-    """
-
-    mode: str
-    cluster: str
-    own_cluster: bool = False
-    entrypoint: dict[str, float] = field(default_factory=dict)
-    prices: dict[str, Any] | None = None
-    teardown_note: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The options as JSON."""
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> UsageOptions | None:
-        """The options of :meth:`to_dict` (``None``: no record)."""
-        return cls(**data) if data else None
 
 
 def _epoch(stamp: str | None) -> float | None:
@@ -75,26 +41,23 @@ def job_ended(subject: Any) -> bool:
     )
 
 
-def request_of(run: JobRun, options: UsageOptions) -> UsageRequest | None:
-    """What the record of ``run``'s job is asked with (``None``: no Ray job to ask about)."""
+def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
+    """``options`` with what the run knows of its job (``None``: no Ray job to ask about)."""
     subject, ended_by = run.subject, ENDED_BY.get(run.ending or Ending.SUCCEEDED, "finished")
     if isinstance(subject, JobState) or subject is None:
-        sid, cluster = run.submission_id, options.cluster
-        started = run.times.get("reach") if run.target.owned else None  # it waited for its cluster
-        ready = run.times.get("ready") if run.target.owned else None
+        sid, cluster, owned = run.submission_id, options.cluster, run.target.owned
+        started = run.times.get("reach") if owned else None  # it waited for its own cluster
+        ready = run.times.get("ready") if owned else None
     else:  # a RayJob: its Ray job and the cluster KubeRay made for it
         status = subject.status
-        sid, cluster, started, ready = status.job_id, status.cluster_name or options.cluster, None, None
+        sid, cluster, ready = status.job_id, status.cluster_name or options.cluster, None
         started = _epoch(status.start_time)
         if status.reason in DEADLINES:
             ended_by = "timed_out"
     if not sid:
         return None
-    return UsageRequest(
-        submission_id=sid, cluster=cluster, mode=options.mode, own_cluster=options.own_cluster,
-        entrypoint=options.entrypoint, prices=parse_prices(options.prices), task_started=started,
-        cluster_ready=ready, ended_by=ended_by, teardown_note=options.teardown_note,
-    )  # fmt: skip
+    return dataclasses.replace(options, submission_id=sid, cluster=cluster, task_started=started,
+                               cluster_ready=ready, ended_by=ended_by)  # fmt: skip
 
 
 def usage_record(run: JobRun) -> dict[str, Any] | None:
@@ -106,7 +69,7 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
         run.say("No usage record: the job or its cluster's dashboard was never reached")
         return None
     try:
-        return collect_usage(client.reader(), request).to_dict()
+        return collect_usage(client.reader(), request)
     except Exception as exc:  # the record never hides the job's outcome
         run.say(f"Could not make the usage record of Ray job {request.submission_id}: {exc}")
         return None

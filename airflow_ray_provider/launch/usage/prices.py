@@ -22,8 +22,6 @@ from airflow_ray_provider.exceptions import RayInvalidInputError
 
 #: The record's name for Ray's ``memory`` resource (bytes there, GiB here).
 MEMORY = "memory_gib"
-#: Ray's resource names that are bookkeeping, never priced or reported.
-INTERNAL_RESOURCES = ("object_store_memory",)
 _SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 
 
@@ -32,7 +30,7 @@ def resource_name(ray_name: str) -> str | None:
     (``node:<ip>``, ``object_store_memory``, accelerator-type markers) that are never priced."""
     if ray_name == "memory":
         return MEMORY
-    if ray_name.startswith(("node:", "accelerator_type:")) or ray_name in INTERNAL_RESOURCES:
+    if ray_name.startswith(("node:", "accelerator_type:")) or ray_name == "object_store_memory":
         return None
     return ray_name
 
@@ -56,13 +54,6 @@ class Prices:
         """The prices of one worker group's nodes (the default table with the group's overrides)."""
         return {**self.default, **self.groups.get(group or "", {})}
 
-    def resources(self) -> set[str]:
-        """Every resource some price names."""
-        names = set(self.default)
-        for table in self.groups.values():
-            names |= set(table)
-        return names
-
     def format(self, amount: float) -> str:
         """``~$0.13`` (``~0.13 CHF`` for a currency without a symbol here)."""
         text = f"{amount:.2f}" if amount >= 0.01 else f"{amount:.2g}"
@@ -78,19 +69,6 @@ class Prices:
         }
 
 
-def _price(value: Any, where: str) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise RayInvalidInputError(
-            f"{where} must be a positive number (a price per resource-hour), got {value!r}"
-        )
-    return float(value)
-
-
 def _table(value: Any, where: str) -> dict[str, float]:
     if not isinstance(value, Mapping):
         raise RayInvalidInputError(f"{where} must be a mapping of resource name to price, got {value!r}")
@@ -99,7 +77,11 @@ def _table(value: Any, where: str) -> dict[str, float]:
         if not isinstance(name, str) or not name or name == "memory" or resource_name(name) is None:
             hint = " (price Ray's memory as memory_gib, per GiB-hour)" if name == "memory" else ""
             raise RayInvalidInputError(f"{where} has a bad resource name {name!r}{hint}")
-        table[name] = _price(price, f"{where}[{name!r}]")
+        if isinstance(price, bool) or not isinstance(price, int | float) or not 0 < price < math.inf:
+            raise RayInvalidInputError(
+                f"{where}[{name!r}] must be a positive number (a price per resource-hour), got {price!r}"
+            )
+        table[name] = float(price)
     return table
 
 
@@ -128,23 +110,20 @@ def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
         raise RayInvalidInputError(f"{source}['groups'] must map worker-group names to price tables")
     groups = {str(g): _table(t, f"{source}['groups'][{g!r}]") for g, t in groups_value.items()}
     prices = Prices(_table(rest, source), groups, currency.strip().upper(), source)
-    if not prices.resources():
+    if not prices.default and not any(prices.groups.values()):
         raise RayInvalidInputError(f"{source} names no resource to price; e.g. {{'CPU': 0.05}}")
     return prices
 
 
-def check_against_cluster(
-    prices: Prices, resources: Iterable[str], groups: Mapping[str, Iterable[str]] | None = None
-) -> None:
+def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -> None:
     """Fail before submit on a price for a resource the cluster does not have.
 
     :param prices: the checked table.
-    :param resources: the record's names of the cluster's resources (all nodes now).
-    :param groups: the resources of each worker group that has nodes now; a group's prices are checked
-        only when it has nodes (an autoscaled group may have none before the job runs).
+    :param groups: the record's names of the resources of each worker group that has nodes now; a
+        group's prices are checked only when it has nodes (an autoscaled group may have none yet).
     :raises RayInvalidInputError: naming the field and the resources the cluster has.
     """
-    have = set(resources)
+    have = set().union(*groups.values())
     missing = sorted(set(prices.default) - have)
     if missing:
         raise RayInvalidInputError(
@@ -152,7 +131,7 @@ def check_against_cluster(
             "drop those prices or fix their names"
         )
     for group, table in prices.groups.items():
-        group_has = set((groups or {}).get(group, ()))
+        group_has = set(groups.get(group, ()))
         lacking = sorted(set(table) - group_has) if group_has else []
         if lacking:
             raise RayInvalidInputError(

@@ -1,18 +1,13 @@
-"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure).
-
-* **reserved**: what the job held. On the task's own cluster, every node's resources times the part of
-  the task's window (cluster wait start, else the job's submission, to the job's end) the node was up;
-  on a shared cluster (standing, or reached through a ``ray`` connection), only the job's own
-  requests: the entrypoint's reservation over the job's run plus what its tasks and actors were allocated.
-* **allocated**: what the job's work held in Ray's accounting (:mod:`.allocation`).
-* **cost**: with prices, each worker group's reserved resource-hours at that group's prices.
+"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure):
+**reserved** (the task's own cluster's nodes over the task's window, else the job's own requests),
+**allocated** (:mod:`.allocation`) and, with prices, each worker group's reserved hours at its prices.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.launch.usage.allocation import (
@@ -23,7 +18,6 @@ from airflow_ray_provider.launch.usage.allocation import (
     add_hours,
     allocation,
     record_resources,
-    unsettled,
 )
 from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
 
@@ -49,57 +43,50 @@ class Node:
     @classmethod
     def from_state(cls, row: Mapping[str, Any]) -> Node:
         """From one row of ``/api/v0/nodes?detail=true``."""
-        labels = row.get("labels") or {}
-        group = labels.get(GROUP_LABEL) or (HEAD_GROUP if row.get("is_head_node") else "default")
-        start, end = row.get("start_time_ms") or 0, row.get("end_time_ms") or 0
-        return cls(
-            str(row.get("node_id")),
-            str(group),
-            record_resources(row.get("resources_total")),
-            start / 1000.0 if start else None,
-            end / 1000.0 if end else None,
-        )
+        head = HEAD_GROUP if row.get("is_head_node") else "default"
+        group = (row.get("labels") or {}).get(GROUP_LABEL) or head
+        start, end = (row.get(key) or 0 for key in ("start_time_ms", "end_time_ms"))
+        return cls(str(row.get("node_id")), str(group), record_resources(row.get("resources_total")),
+                   start / 1000.0 or None, end / 1000.0 or None)  # fmt: skip
 
 
 @dataclass(frozen=True)
-class UsageRequest:
-    """What the caller knows about the job that the dashboard does not.
+class UsageOptions:
+    """What the record of a run's job is asked with: the operator's options, then what the run knows
+    that the dashboard does not (JSON-safe: it travels to a trigger).
 
-    :param submission_id: the job.
-    :param cluster: the cluster's name.
-    :param mode: how it ran (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param own_cluster: the cluster was the task's own (reserved is then the whole cluster).
+    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
+    :param cluster: the cluster's name, as the task knows it.
+    :param own_cluster: the cluster is the run's own (reserved is then the whole cluster).
     :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
-    :param prices: the checked price table, if any.
+    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
+    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
+        or the run adds it once the cluster is gone, with :func:`with_teardown`).
+    :param submission_id: the job (the run fills it in, and the three below).
     :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
     :param cluster_ready: when that cluster answered.
     :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
-    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
-        or the caller adds it once the cluster is gone, with :func:`with_teardown`).
     """
 
-    submission_id: str
-    cluster: str
     mode: str
-    own_cluster: bool
-    entrypoint: Mapping[str, float] = field(default_factory=dict)
-    prices: Prices | None = None
+    cluster: str
+    own_cluster: bool = False
+    entrypoint: dict[str, float] = field(default_factory=dict)
+    prices: dict[str, Any] | None = None
+    teardown_note: str | None = None
+    submission_id: str = ""
     task_started: float | None = None
     cluster_ready: float | None = None
     ended_by: str = "finished"
-    teardown_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-safe kwargs (a trigger carries them, to make a kill's record in the triggerer)."""
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        prices = self.prices.to_dict() if self.prices else None
-        return {**data, "entrypoint": dict(self.entrypoint), "prices": prices}
+        """The options as JSON."""
+        return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], **changes: Any) -> UsageRequest:
-        """The request of :meth:`to_dict`, with ``changes`` (e.g. ``ended_by="killed"``)."""
-        merged = {**data, **changes}
-        return cls(**{**merged, "prices": parse_prices(merged.get("prices"))})
+    def from_dict(cls, data: dict[str, Any] | None) -> UsageOptions | None:
+        """The options of :meth:`to_dict` (``None``: no record)."""
+        return cls(**data) if data else None
 
 
 @dataclass
@@ -124,11 +111,11 @@ class JobReads:
 
 def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[str, float]]:
     """Resource-hours of each worker group's nodes over the task's window (the task's own cluster)."""
-    out: dict[str, dict[str, float]] = {}
+    held, held_from = Allocation(), window.task_started or window.submitted
     for node in nodes:
-        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, window.held_from)
-        add_hours(out.setdefault(node.group, {}), node.resources, max(0.0, up) / 3600.0)
-    return out
+        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, held_from)
+        held.add(node.group, node.resources, up)
+    return held.by_group
 
 
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -155,8 +142,17 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     }
 
 
-def _share(part: float, whole: float) -> float | None:
-    return round(part / whole, 4) if whole > 0 else None
+def utilisation(data: Mapping[str, Any]) -> dict[str, float | None]:
+    """A record's allocated CPU as a share of its reserved CPU (``None`` where allocated CPU is ``n/a``),
+    and allocated GPU of reserved GPU."""
+    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
+    share = {}
+    for name in ("CPU", "GPU"):
+        whole = reserved.get(name, 0.0)
+        share[f"allocated_{name.lower()}"] = round(allocated.get(name, 0.0) / whole, 4) if whole > 0 else None
+    if "allocated_cpu" in (data.get("not_available") or {}):
+        share["allocated_cpu"] = None
+    return share
 
 
 def _figure(value: float) -> str:
@@ -166,89 +162,25 @@ def _figure(value: float) -> str:
     return f"{value:.{max(1, 1 - math.floor(math.log10(value)))}f}"
 
 
-@dataclass
-class UsageRecord:
-    """What one job reserved, was allocated and (with prices) cost.
-
-    :param submission_id: the job's submission id.
-    :param ray_job_id: Ray's job id (``02000000``), when the Job API named it.
-    :param cluster: the cluster's name (or dashboard URL).
-    :param mode: how the job ran (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param basis: ``cluster`` (the task's own cluster) or ``job requests`` (a shared cluster).
-    :param phases: seconds per phase.
-    :param reserved: resource-hours reserved.
-    :param allocated: resource-hours allocated to tasks, actors and the entrypoint.
-    :param counts: tasks and actors counted.
-    :param cost: the estimate, ``None`` without prices.
-    :param not_available: what could not be read, and why.
-    :param job_status: Ray's status of the job when the record was made (``SUCCEEDED``, ``FAILED``,
-        ``STOPPED``; ``RUNNING`` for a job the task left running).
-    :param ended_by: why the task stopped waiting: ``finished`` (the job ended by itself), ``timed_out``
-        (``job_timeout``), ``killed`` (a kill of the task).
-    :param times: the window's instants (seconds since the epoch).
-    :param allocated_cpu_s_by_function: allocated CPU-seconds per task function and actor class
-        (``entrypoint``: the entrypoint's reservation); the 20 largest.
-    """
-
-    submission_id: str
-    ray_job_id: str | None
-    cluster: str
-    mode: str
-    basis: str
-    phases: dict[str, float | None]
-    reserved: dict[str, float]
-    allocated: dict[str, float]
-    counts: dict[str, int]
-    cost: dict[str, Any] | None = None
-    not_available: dict[str, str] = field(default_factory=dict)
-    job_status: str | None = None
-    ended_by: str = "finished"
-    times: dict[str, float | None] = field(default_factory=dict)
-    allocated_cpu_s_by_function: dict[str, float] = field(default_factory=dict)
-    schema: str = SCHEMA
-
-    @property
-    def utilisation(self) -> dict[str, float | None]:
-        """Allocated CPU as a share of reserved CPU (``None`` where allocated CPU is ``n/a``), and
-        allocated GPU of reserved GPU."""
-        cpu, gpu = self.reserved.get("CPU", 0.0), self.reserved.get("GPU", 0.0)
-        cpu_na = "allocated_cpu" in self.not_available
-        return {
-            "allocated_cpu": None if cpu_na else _share(self.allocated.get("CPU", 0.0), cpu),
-            "allocated_gpu": _share(self.allocated.get("GPU", 0.0), gpu),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> UsageRecord:
-        """The record of a :meth:`to_dict` (derived keys such as ``utilisation`` are left out)."""
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in names})
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-serialisable (XCom, ``usage.json``)."""
-        return {**asdict(self), "utilisation": self.utilisation}
-
-    def line(self) -> str:
-        """``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any; ``allocated n/a
-        (why)`` where Ray's accounting did not count the job's work)."""
-        share = self.utilisation
-        parts = [f"reserved {_figure(self.reserved.get('CPU', 0.0))} CPU-h"]
-        if self.ended_by != "finished":
-            parts[0] = (
-                f"[job {self.ended_by.replace('_', ' ')}, {self.job_status or 'status unknown'}] " + parts[0]
-            )
-        if self.reserved.get("GPU"):
-            parts[0] += f" + {_figure(self.reserved['GPU'])} GPU-h"
-        why_na = self.not_available.get("allocated_cpu")
-        allocated = "allocated " + ("n/a" if why_na else _figure(self.allocated.get("CPU", 0.0)))
-        if share["allocated_cpu"] is not None:
-            allocated += f" ({share['allocated_cpu'] * 100:.0f} %)"
-        if self.allocated.get("GPU"):
-            allocated += f" + {_figure(self.allocated['GPU'])} GPU-h"
-        parts.append(allocated + (f" ({why_na})" if why_na else ""))
-        if self.cost is not None:
-            parts.append(Prices(currency=self.cost["currency"]).format(self.cost["amount"]))
-        return ", ".join(parts)
+def usage_line(data: Mapping[str, Any]) -> str:
+    """A record's log line: ``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any;
+    ``allocated n/a (why)`` where Ray's accounting did not count the job's work)."""
+    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
+    share, why_na = utilisation(data)["allocated_cpu"], (data.get("not_available") or {}).get("allocated_cpu")
+    line = f"reserved {_figure(reserved.get('CPU', 0.0))} CPU-h"
+    ended_by = data.get("ended_by") or "finished"
+    if ended_by != "finished":
+        line = f"[job {ended_by.replace('_', ' ')}, {data.get('job_status') or 'status unknown'}] {line}"
+    if reserved.get("GPU"):
+        line += f" + {_figure(reserved['GPU'])} GPU-h"
+    line += ", allocated " + ("n/a" if why_na else _figure(allocated.get("CPU", 0.0)))
+    if share is not None:
+        line += f" ({share * 100:.0f} %)"
+    if allocated.get("GPU"):
+        line += f" + {_figure(allocated['GPU'])} GPU-h"
+    line += f" ({why_na})" if why_na else ""
+    cost = data.get("cost")
+    return line + (", " + Prices(currency=cost["currency"]).format(cost["amount"]) if cost else "")
 
 
 def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
@@ -264,7 +196,7 @@ def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
 def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
     """What the record says about task attempts whose events Ray did not deliver."""
     notes = {}
-    left = unsettled(reads.tasks or []) if (reads.job or {}).get("end_time") else 0
+    left = counted.unsettled if (reads.job or {}).get("end_time") else 0
     if left:
         notes["tasks_unsettled"] = (
             f"{left} task attempt(s) had no end or no task:execute span (Ray did not deliver them): "
@@ -285,8 +217,9 @@ def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
     return notes
 
 
-def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageRecord:
-    """The job's record; what could not be read stays out and is named in ``not_available``.
+def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
+    """The job's record, the JSON object of docs/usage.md (XCom, ``usage.json``); what could not be read
+    stays out and is named in ``not_available``.
 
     :param reads: what the dashboard told.
     :param request: what the caller knows.
@@ -328,20 +261,23 @@ def make_record(reads: JobReads, request: UsageRequest, *, now: float) -> UsageR
         )
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
-    return UsageRecord(
-        submission_id=request.submission_id,
-        ray_job_id=job.get("job_id"),
-        cluster=request.cluster,
-        mode=request.mode,
-        basis=basis,
-        phases=window.phases(),
-        reserved=total(reserved),
-        allocated=allocated,
-        counts={"tasks": counted.tasks, "actors": counted.actors},
-        cost=cost(request.prices, reserved) if request.prices is not None else None,
-        not_available=missing,
-        job_status=job.get("status"),
-        ended_by=request.ended_by,
-        times=window.times(),
-        allocated_cpu_s_by_function=counted.top_functions(),
-    )
+    prices = parse_prices(request.prices)
+    record = {
+        "submission_id": request.submission_id,
+        "ray_job_id": job.get("job_id"),
+        "cluster": request.cluster,
+        "mode": request.mode,
+        "basis": basis,
+        "phases": window.phases(),
+        "reserved": total(reserved),
+        "allocated": allocated,
+        "counts": {"tasks": counted.tasks, "actors": counted.actors},
+        "cost": cost(prices, reserved) if prices is not None else None,
+        "not_available": missing,
+        "job_status": job.get("status"),
+        "ended_by": request.ended_by,
+        "times": window.times(),
+        "allocated_cpu_s_by_function": counted.top_functions(),
+        "schema": SCHEMA,
+    }
+    return {**record, "utilisation": utilisation(record)}

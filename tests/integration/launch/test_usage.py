@@ -17,10 +17,11 @@ import requests
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import (
-    UsageRequest,
+    UsageOptions,
     check_prices_on_cluster,
     collect_usage,
     parse_prices,
+    usage_line,
 )
 from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
 
@@ -107,7 +108,7 @@ def test_a_record_read_through_a_reader_agrees_with_what_the_tasks_held(head: To
     seen = json.loads(re.search(r"^USAGE-TEST (\{.*\})$", head.logs(sid), re.M).group(1))  # type: ignore[union-attr]
     ran_h = (job["end_time"] - job["start_time"]) / 3_600_000
 
-    record = collect_usage(head, UsageRequest(sid, "usage-reader", "ephemeral", True)).to_dict()
+    record = collect_usage(head, UsageOptions("ephemeral", "usage-reader", True, submission_id=sid))
 
     assert record["counts"] == {"tasks": 2, "actors": 1}, record["not_available"]
     assert not [why for why in record["not_available"].values() if "did not answer" in why], record
@@ -124,17 +125,17 @@ def test_a_record_read_through_a_reader_agrees_with_what_the_tasks_held(head: To
 
 def test_a_driver_only_job_shows_allocated_na_unless_the_entrypoint_reserves_cpu(head: TokenReader) -> None:
     alone = head.submit(DRIVER_ONLY)
-    record = collect_usage(head, UsageRequest(alone, "usage-reader", "ephemeral", True))
-    assert record.job_status == "SUCCEEDED" and (record.phases["running_s"] or 0.0) >= 1.5, record
-    assert record.not_available["allocated_cpu"] == DRIVER_NOT_COUNTED
-    assert record.utilisation["allocated_cpu"] is None and "allocated n/a (" in record.line()
+    record = collect_usage(head, UsageOptions("ephemeral", "usage-reader", True, submission_id=alone))
+    assert record["job_status"] == "SUCCEEDED" and (record["phases"]["running_s"] or 0.0) >= 1.5, record
+    assert record["not_available"]["allocated_cpu"] == DRIVER_NOT_COUNTED
+    assert record["utilisation"]["allocated_cpu"] is None and "allocated n/a (" in usage_line(record)
 
     reserved = head.submit(DRIVER_ONLY, entrypoint_num_cpus=1)
-    request = UsageRequest(reserved, "usage-reader", "ephemeral", True, entrypoint={"CPU": 1.0})
+    request = UsageOptions("ephemeral", "usage-reader", True, submission_id=reserved, entrypoint={"CPU": 1.0})
     counted = collect_usage(head, request)
-    running_h = (counted.phases["running_s"] or 0.0) / 3600
-    assert counted.allocated["CPU"] == pytest.approx(running_h, rel=0.01), counted
-    assert "allocated_cpu" not in counted.not_available and counted.utilisation["allocated_cpu"]
+    running_h = (counted["phases"]["running_s"] or 0.0) / 3600
+    assert counted["allocated"]["CPU"] == pytest.approx(running_h, rel=0.01), counted
+    assert "allocated_cpu" not in counted["not_available"] and counted["utilisation"]["allocated_cpu"]
 
 
 def test_prices_are_checked_against_the_live_heads_resources(head: TokenReader) -> None:

@@ -117,7 +117,7 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     )
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
     # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
-    from airflow_ray_provider.launch.usage import UsageRequest, collect_usage
+    from airflow_ray_provider.launch.usage import UsageOptions, collect_usage
     from airflow_ray_provider.launch.usage.allocation import record_resources
     from airflow_ray_provider.launch.usage.dashboard import (
         SUPERVISOR_PREFIX,
@@ -167,8 +167,8 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
 
     lossy = Lossy()
     again = collect_usage(
-        lossy, UsageRequest(result["submission_id"], gpu_head.name, "ephemeral", True)
-    ).to_dict()
+        lossy, UsageOptions("ephemeral", gpu_head.name, True, submission_id=result["submission_id"])
+    )
     assert again["counts"] == {"tasks": 4, "actors": 1}, again["not_available"]
     assert "Holder" in again["not_available"]["actors_timed_by_creation"]
     assert again["allocated"]["GPU"] * 3600 == pytest.approx(job.end_time / 1000 - alive, abs=0.01)

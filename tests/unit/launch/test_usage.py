@@ -3,12 +3,13 @@ the log line; the reads through a dashboard are in test_usage_dashboard.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch.usage import UsageRecord, UsageRequest, parse_prices
+from airflow_ray_provider.launch.usage import UsageOptions, parse_prices, usage_line
 from airflow_ray_provider.launch.usage.allocation import Window, allocation, record_resources
 from airflow_ray_provider.launch.usage.prices import check_against_cluster
 from airflow_ray_provider.launch.usage.record import JobReads, Node, make_record
@@ -43,12 +44,12 @@ def test_price_for_a_resource_the_cluster_lacks_names_it() -> None:
     prices = parse_prices({"CPU": 0.05, "TPU": 3.0})
     assert prices is not None
     with pytest.raises(RayInvalidInputError, match=r"\['TPU'\].*does not have"):
-        check_against_cluster(prices, {"CPU", "memory_gib"})
+        check_against_cluster(prices, {"headgroup": {"CPU", "memory_gib"}})
     group_prices = parse_prices({"CPU": 0.05, "groups": {"gpu": {"GPU": 2.0}}})
     assert group_prices is not None
-    check_against_cluster(group_prices, {"CPU"}, {"headgroup": {"CPU"}})  # the group has no nodes yet
+    check_against_cluster(group_prices, {"headgroup": {"CPU"}})  # the group has no nodes yet
     with pytest.raises(RayInvalidInputError, match=r"\['groups'\]\['gpu'\] prices \['GPU'\]"):
-        check_against_cluster(group_prices, {"CPU"}, {"gpu": {"CPU"}})
+        check_against_cluster(group_prices, {"gpu": {"CPU"}})
 
 
 def test_resources_are_named_and_scaled_for_the_record() -> None:
@@ -64,7 +65,7 @@ def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start:
     return Node("n1" if group == "headgroup" else "n2", group, resources, start, None)
 
 
-def _record(request: UsageRequest, start: float, end: float, **reads: Any) -> UsageRecord:
+def _record(request: UsageOptions, start: float, end: float, **reads: Any) -> dict[str, Any]:
     """The record of a job the Job API says ran from ``start`` to ``end``, from what the dashboard told."""
     job = {"job_id": "02000000", "start_time": start * 1000, "end_time": end * 1000, **reads.pop("job", {})}
     return make_record(JobReads(job=job, **reads), request, now=end)
@@ -132,23 +133,25 @@ def test_record_on_own_cluster_reserves_every_node_and_prices_each_group() -> No
     nodes = [_node(), _node("spot", cpus=4.0, start=T0 + 1800)]  # the spot node came half-way
     task = {"type": "NORMAL_TASK", "node_id": "n2", "required_resources": {"CPU": 4.0},
             "start_time_ms": (T0 + 1800) * 1000, "end_time_ms": (T0 + 3600) * 1000}  # fmt: skip
-    prices = parse_prices({"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}})
-    request = UsageRequest("s", "c", "one_task", True, prices=prices, task_started=T0, cluster_ready=T0 + 60)
+    prices = {"CPU": 0.10, "groups": {"spot": {"CPU": 0.02}}}
+    request = UsageOptions(
+        "one_task", "c", True, submission_id="s", prices=prices, task_started=T0, cluster_ready=T0 + 60
+    )
     record = _record(request, T0 + 60, T0 + 3600, nodes=nodes, tasks=[task], actors=[])
-    assert record.reserved == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
-    assert record.allocated == {"CPU": pytest.approx(2.0)}
-    assert record.cost is not None and record.cost["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
-    assert record.phases["waiting_for_cluster_s"] == 60 and record.phases["queued_s"] is None
-    assert record.utilisation == {"allocated_cpu": 0.5, "allocated_gpu": None}
-    assert record.line() == "reserved 4.0 CPU-h, allocated 2.0 (50 %), ~$0.24"
-    assert record.to_dict()["schema"] == "airflow-ray-usage/2"
+    assert record["reserved"] == {"CPU": pytest.approx(2.0 + 2.0)}  # 2 CPU x 1 h + 4 CPU x 0.5 h
+    assert record["allocated"] == {"CPU": pytest.approx(2.0)}
+    assert record["cost"] is not None and record["cost"]["amount"] == pytest.approx(2.0 * 0.10 + 2.0 * 0.02)
+    assert record["phases"]["waiting_for_cluster_s"] == 60 and record["phases"]["queued_s"] is None
+    assert record["utilisation"] == {"allocated_cpu": 0.5, "allocated_gpu": None}
+    assert usage_line(record) == "reserved 4.0 CPU-h, allocated 2.0 (50 %), ~$0.24"
+    assert record["schema"] == "airflow-ray-usage/2"
 
 
 def test_record_on_a_shared_cluster_reserves_the_job_requests_only() -> None:
-    request = UsageRequest("s", "shared", "standing", False, entrypoint={"CPU": 1.0})
+    request = UsageOptions("standing", "shared", False, submission_id="s", entrypoint={"CPU": 1.0})
     record = _record(request, T0, T0 + 360, nodes=[_node(cpus=64)], tasks=[], actors=[])
-    assert record.basis == "job requests" and record.reserved == {"CPU": pytest.approx(0.1)}
-    assert record.cost is None and record.line() == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
+    assert record["basis"] == "job requests" and record["reserved"] == {"CPU": pytest.approx(0.1)}
+    assert record["cost"] is None and usage_line(record) == "reserved 0.10 CPU-h, allocated 0.10 (100 %)"
 
 
 def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_percent() -> None:
@@ -156,32 +159,32 @@ def test_a_job_whose_work_ray_did_not_count_shows_allocated_cpu_as_na_never_0_pe
     busy, Ray's accounting saw nothing. The record says n/a and why, in the line and where reports look."""
     from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
 
-    request = UsageRequest("s", "c", "one_task", True)
+    request = UsageOptions("one_task", "c", True, submission_id="s")
     record = _record(request, T0, T0 + 180, nodes=[_node()], tasks=[], actors=[])
-    assert record.reserved == {"CPU": pytest.approx(0.1)} and "CPU" not in record.allocated
-    assert record.not_available["allocated_cpu"] == DRIVER_NOT_COUNTED
+    assert record["reserved"] == {"CPU": pytest.approx(0.1)} and "CPU" not in record["allocated"]
+    assert record["not_available"]["allocated_cpu"] == DRIVER_NOT_COUNTED
     assert "set entrypoint_num_cpus to count it" in DRIVER_NOT_COUNTED
-    assert record.utilisation["allocated_cpu"] is None
-    assert record.to_dict()["utilisation"]["allocated_cpu"] is None
-    assert record.line() == f"reserved 0.10 CPU-h, allocated n/a ({DRIVER_NOT_COUNTED})"
-    assert UsageRecord.from_dict(record.to_dict()).line() == record.line()  # what reports show
+    assert record["utilisation"]["allocated_cpu"] is None
+    assert record["utilisation"]["allocated_cpu"] is None
+    assert usage_line(record) == f"reserved 0.10 CPU-h, allocated n/a ({DRIVER_NOT_COUNTED})"
+    assert usage_line(json.loads(json.dumps(record))) == usage_line(record)  # what reports show
     # The entrypoint's reservation counts as allocated over the driver's run.
     reserved = _record(
-        UsageRequest("s", "c", "one_task", True, entrypoint={"CPU": 1.0}), T0, T0 + 180, nodes=[_node()],
-        tasks=[], actors=[],
+        UsageOptions("one_task", "c", True, submission_id="s", entrypoint={"CPU": 1.0}), T0, T0 + 180,
+        nodes=[_node()], tasks=[], actors=[],
     )  # fmt: skip
     assert (
-        reserved.allocated == {"CPU": pytest.approx(0.05)} and "allocated_cpu" not in reserved.not_available
+        reserved["allocated"] == {"CPU": pytest.approx(0.05)}
+        and "allocated_cpu" not in reserved["not_available"]
     )
-    assert reserved.line() == "reserved 0.10 CPU-h, allocated 0.050 (50 %)"
+    assert usage_line(reserved) == "reserved 0.10 CPU-h, allocated 0.050 (50 %)"
     # Tasks and actors that could not be read: n/a too, with that reason.
     unread = _record(request, T0, T0 + 180, nodes=[_node()])
-    assert unread.not_available["allocated_cpu"] == "the job's tasks or actors could not be read"
-    assert unread.utilisation["allocated_cpu"] is None
+    assert unread["not_available"]["allocated_cpu"] == "the job's tasks or actors could not be read"
+    assert unread["utilisation"]["allocated_cpu"] is None
 
 
 def test_the_price_table_of_docs_usage_md_is_valid() -> None:
-    import json
     import re
     from pathlib import Path
 
@@ -194,8 +197,8 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
 def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
     from airflow_ray_provider.launch.usage import with_teardown
 
-    request = UsageRequest("s", "c", "one_task", True, teardown_note="not yet")
-    record = _record(request, T0, T0 + 100, nodes=[_node()]).to_dict()
+    request = UsageOptions("one_task", "c", True, submission_id="s", teardown_note="not yet")
+    record = _record(request, T0, T0 + 100, nodes=[_node()])
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
     done = with_teardown(record, T0 + 112.5)
     assert done["phases"]["teardown_s"] == 12.5 and "teardown" not in done["not_available"]
@@ -203,10 +206,10 @@ def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
 
 
 def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
-    request = UsageRequest("s", "c", "standing", False, ended_by="timed_out")
+    request = UsageOptions("standing", "c", False, submission_id="s", ended_by="timed_out")
     record = _record(request, T0, T0 + 36, nodes=[], job={"status": "STOPPED"})
-    assert record.to_dict()["ended_by"] == "timed_out" and record.job_status == "STOPPED"
-    assert record.line().startswith("[job timed out, STOPPED] reserved 0 CPU-h")
+    assert record["ended_by"] == "timed_out" and record["job_status"] == "STOPPED"
+    assert usage_line(record).startswith("[job timed out, STOPPED] reserved 0 CPU-h")
 
 
 def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:

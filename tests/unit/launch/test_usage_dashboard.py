@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_ray_provider.launch.usage import UsageRequest, collect_usage, dashboard
+from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, dashboard, usage_line
 from airflow_ray_provider.launch.usage.allocation import Window, allocation
 from airflow_ray_provider.launch.usage.dashboard import job_actors, mend_job_actors, state_list
 
@@ -95,12 +95,12 @@ def _closed_port() -> int:
 
 def test_a_dashboard_that_does_not_answer_gives_a_record_that_says_so() -> None:
     reader = Plain(f"http://127.0.0.1:{_closed_port()}")
-    request = UsageRequest(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
+    request = UsageOptions(submission_id="s", cluster="gone", mode="standing", own_cluster=False,
                            entrypoint={"CPU": 1.0})  # fmt: skip
     record = collect_usage(reader, request)
-    assert {"job", "nodes", "actors", "tasks"} <= set(record.not_available)
-    assert "did not answer" in record.not_available["nodes"]
-    assert record.counts == {"tasks": 0, "actors": 0} and record.ray_job_id is None
+    assert {"job", "nodes", "actors", "tasks"} <= set(record["not_available"])
+    assert "did not answer" in record["not_available"]["nodes"]
+    assert record["counts"] == {"tasks": 0, "actors": 0} and record["ray_job_id"] is None
 
 
 def test_a_driver_that_never_connected_to_ray_has_no_tasks_to_read_and_its_work_is_named_na() -> None:
@@ -109,10 +109,10 @@ def test_a_driver_that_never_connected_to_ray_has_no_tasks_to_read_and_its_work_
 
     head = {"node_id": "n1", "is_head_node": True, "resources_total": {"CPU": 2.0}}
     reader = Answers({"status": "SUCCEEDED", "start_time": T0_MS, "end_time": T0_MS + 5000}, nodes=[head])
-    record = collect_usage(reader, UsageRequest("s", "c", "one_task", True))
+    record = collect_usage(reader, UsageOptions("one_task", "c", True, submission_id="s"))
     assert "/api/v0/tasks" not in [path for path, _ in reader.reads]
-    assert record.not_available == {"allocated_cpu": DRIVER_NOT_COUNTED}, record.not_available
-    assert record.line().startswith("reserved 0.0028 CPU-h, allocated n/a (the driver reserves no Ray")
+    assert record["not_available"] == {"allocated_cpu": DRIVER_NOT_COUNTED}, record["not_available"]
+    assert usage_line(record).startswith("reserved 0.0028 CPU-h, allocated n/a (the driver reserves no Ray")
 
 
 def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_named() -> None:
@@ -124,11 +124,15 @@ def test_an_ended_jobs_tasks_are_read_once_and_an_attempt_without_events_is_name
     head = {"node_id": "n1", "is_head_node": True, "resources_total": {"CPU": 2.0}}
     job = {"job_id": JOB, "start_time": T0_MS, "end_time": T0_MS + 10_000}
     reader = Answers(job, nodes=[head], tasks=[ran])
-    record = collect_usage(reader, UsageRequest(submission_id="s", cluster="c", mode="standing",
+    record = collect_usage(reader, UsageOptions(submission_id="s", cluster="c", mode="standing",
                                                 own_cluster=False))  # fmt: skip
     assert [path for path, _ in reader.reads].count("/api/v0/tasks") == 1  # read once: no wait
-    assert "1 task attempt(s) had no end or no task:execute span" in record.not_available["tasks_unsettled"]
-    assert record.counts["tasks"] == 1 and record.allocated["CPU"] * 3600 == pytest.approx(2.0, rel=0.01)
+    assert (
+        "1 task attempt(s) had no end or no task:execute span" in record["not_available"]["tasks_unsettled"]
+    )
+    assert record["counts"]["tasks"] == 1 and record["allocated"]["CPU"] * 3600 == pytest.approx(
+        2.0, rel=0.01
+    )
 
 
 def _listed(actor_id: str, *, job: str = JOB, cls: str = "Holder", start: float = 5, end: float = 15) -> dict:
@@ -161,7 +165,7 @@ def _creation(actor_id: str, *, end: float | None, state: str = "FINISHED") -> d
 def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_and_resources() -> None:
     listed = [_listed("a1", job="", cls=""), _listed("other", job="03000000")]
     found = mend_job_actors(listed, [_gcs("a1")], JOB)
-    assert found.mended == 1 and not found.unlisted and not found.unended
+    assert not found.unlisted and not found.unended
     assert [(a["actorId"], a["jobId"], a["className"]) for a in found.rows] == [("a1", JOB, "Holder")]
     window = Window(submitted=T0_MS / 1000, ended=T0_MS / 1000 + 20, driver_started=T0_MS / 1000 + 1)
     got = allocation(
@@ -175,7 +179,7 @@ def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_
 def test_a_whole_row_is_kept_as_the_dashboard_has_it_and_a_row_the_gcs_lacks_stays_by_its_job_id() -> None:
     whole, evicted = _listed("a1"), _listed("a2", cls="Old")
     found = mend_job_actors([whole, evicted], [_gcs("a1")], JOB)
-    assert found.rows == [whole, evicted] and found.mended == 0
+    assert found.rows == [whole, evicted]
 
 
 def test_an_actor_missing_from_the_dashboard_is_read_again_a_bounded_number_of_times_then_named() -> None:
