@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import AsyncIterator
 from functools import partial
@@ -85,20 +86,10 @@ class RayClusterReadyTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "conn_id": self.conn_id,
-                "name": self.name,
-                "namespace": self.namespace,
-                "dashboard_url_template": self.dashboard_url_template,
-                "token_secret": self.token_secret,
-                "token_key": self.token_key,
-                "timeout": self.timeout,
-                "poll_interval": self.poll_interval,
-                "start_time": self.start_time,
-            },
-        )
+        arguments = inspect.signature(type(self).__init__).parameters
+        return f"{type(self).__module__}.{type(self).__qualname__}", {
+            name: getattr(self, name) for name in arguments if name != "self"
+        }
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""
