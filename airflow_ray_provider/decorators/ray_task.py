@@ -34,7 +34,7 @@ from airflow_ray_provider.exceptions import (
     RayTaskError,
     RayTaskFunctionError,
 )
-from airflow_ray_provider.hooks.targets import check_target_arguments
+from airflow_ray_provider.hooks.ray_job import check_target_arguments
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
