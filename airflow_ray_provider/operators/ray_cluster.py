@@ -10,7 +10,6 @@ decided by :mod:`airflow_ray_provider.hooks.kuberay`.
 from __future__ import annotations
 
 import dataclasses
-import os
 from contextlib import closing
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -43,22 +42,6 @@ if TYPE_CHECKING:
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
-
-
-def with_absolute_paths(loader: jinja2.BaseLoader | None) -> jinja2.BaseLoader:
-    """``loader`` (DAG folder, ``template_searchpath``), then absolute file paths, which Jinja refuses."""
-
-    import jinja2
-
-    class AbsolutePathLoader(jinja2.BaseLoader):
-        def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
-            if not os.path.isabs(template) or not os.path.isfile(template):
-                raise jinja2.TemplateNotFound(template)
-            mtime = os.path.getmtime(template)
-            with open(template, encoding="utf-8") as handle:
-                return handle.read(), template, lambda: os.path.getmtime(template) == mtime
-
-    return jinja2.ChoiceLoader([loader, AbsolutePathLoader()] if loader else [AbsolutePathLoader()])
 
 
 def task_identity(context: Context) -> TaskIdentity:
@@ -164,9 +147,13 @@ class CreateRayClusterOperator(BaseOperator):
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
-        """The DAG's Jinja environment, also loading a ``manifest`` given as an absolute path."""
+        """The DAG's Jinja environment (DAG folder, ``template_searchpath``), then absolute paths from ``/``
+        (a ``manifest`` given as an absolute path, which those loaders refuse)."""
+        import jinja2
+
         env = super().get_template_env(dag)
-        return env.overlay(loader=with_absolute_paths(env.loader))
+        root = jinja2.FileSystemLoader("/")
+        return env.overlay(loader=jinja2.ChoiceLoader([env.loader, root] if env.loader else [root]))
 
     def _expiry(self) -> timedelta:
         """The explicit expiry, else the DAG's run timeout, else :data:`DEFAULT_EXPIRY`."""
