@@ -1,12 +1,11 @@
 """Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import.
 
-Each carries the fields a user needs to act on it, and its message says what to do next. The tree imports
-no Airflow, so the run lifecycle (:mod:`airflow_ray_provider.launch`), the ``airflow-ray`` CLI and the
-operators raise the same plain errors; Airflow fails a task on any of them as on any exception (and
-retries it as configured). Two layers keep their own errors: the KubeRay client layer
-(:mod:`airflow_ray_provider.kuberay.errors`) and the code that runs inside Ray jobs
-(:mod:`airflow_ray_provider.workloads.common.errors`); the layers above wrap them in the errors below,
-raised ``from`` the original.
+Each carries the fields a user needs to act on it (declared as dataclass fields, passed by keyword), and
+its message says what to do next. The tree imports no Airflow, so the run lifecycle, the ``airflow-ray``
+CLI and the operators raise the same plain errors. The KubeRay client layer
+(:mod:`airflow_ray_provider.kuberay.errors`) and the code inside Ray jobs
+(:mod:`airflow_ray_provider.workloads.common.errors`) keep their own errors; the layers above wrap them in
+these, raised ``from`` the original.
 
 Hierarchy::
 
@@ -31,9 +30,18 @@ Hierarchy::
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
 
+
+@dataclass(eq=False, repr=False)
 class RayProviderError(Exception):
-    """Base class of every error this provider raises."""
+    """Base class of every error this provider raises; ``str()`` is its message."""
+
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
 
 class RayInvalidInputError(RayProviderError, ValueError):
@@ -48,6 +56,7 @@ class PolicyError(RayInvalidInputError):
     """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayDashboardUnreachableError(RayProviderError):
     """The Ray dashboard (Job API) did not answer after retries.
 
@@ -55,12 +64,11 @@ class RayDashboardUnreachableError(RayProviderError):
     :param conn_id: the connection (or cluster handle) the URL came from.
     """
 
-    def __init__(self, message: str, *, url: str, conn_id: str | None = None) -> None:
-        super().__init__(message)
-        self.url = url
-        self.conn_id = conn_id
+    url: str
+    conn_id: str | None = None
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayJobApiError(RayProviderError):
     """The Ray Job API answered with an error that retrying will not fix (e.g. 400, 401, 404).
 
@@ -68,16 +76,15 @@ class RayJobApiError(RayProviderError):
     :param url: the URL that was called (never carries credentials).
     """
 
-    def __init__(self, message: str, *, http_status: int, url: str) -> None:
-        super().__init__(message)
-        self.http_status = http_status
-        self.url = url
+    http_status: int
+    url: str
 
 
 class RayJobAlreadyExistsError(RayJobApiError):
     """A job with this submission id already exists (Ray answers 500 "already exists"); re-attach to it."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayJobError(RayProviderError):
     """A Ray job ended badly.
 
@@ -86,27 +93,17 @@ class RayJobError(RayProviderError):
     :param log_tail: the last lines of its driver log.
     """
 
-    def __init__(self, message: str, *, submission_id: str, status: str, log_tail: str = "") -> None:
-        super().__init__(message)
-        self.submission_id = submission_id
-        self.status = status
-        self.log_tail = log_tail
+    submission_id: str
+    status: str
+    log_tail: str = ""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayJobFailedError(RayJobError):
     """The job's entrypoint failed (``FAILED``); carries the driver's exit code when Ray reports it."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        submission_id: str,
-        status: str = "FAILED",
-        log_tail: str = "",
-        exit_code: int | None = None,
-    ) -> None:
-        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
-        self.exit_code = exit_code
+    status: str = "FAILED"
+    exit_code: int | None = None
 
 
 class RayJobStoppedError(RayJobError):
@@ -117,6 +114,7 @@ class RayJobTimeoutError(RayJobError):
     """The job ran past ``job_timeout``; it was stopped."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class KubeRayJobError(RayJobError):
     """A KubeRay RayJob ended without success: ``Failed`` (its reason says why: ``AppFailed``,
     ``DeadlineExceeded``, ``SubmissionFailed``, ...) or ``Complete`` with a Ray job that did not succeed.
@@ -127,25 +125,13 @@ class KubeRayJobError(RayJobError):
     :param reason: its ``status.reason``.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        submission_id: str,
-        status: str,
-        name: str,
-        namespace: str,
-        deployment_status: str,
-        reason: str = "",
-        log_tail: str = "",
-    ) -> None:
-        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
-        self.name = name
-        self.namespace = namespace
-        self.deployment_status = deployment_status
-        self.reason = reason
+    name: str
+    namespace: str
+    deployment_status: str
+    reason: str = ""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayTaskError(RayJobError):
     """A ``@task.ray`` job did not return its function's value (the driver said why, or the job died).
 
@@ -156,29 +142,18 @@ class RayTaskError(RayJobError):
     :param remote_traceback: its formatted traceback, as the job printed it.
     """
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        submission_id: str,
-        status: str = "FAILED",
-        stage: str = "",
-        remote_type: str = "",
-        remote_message: str = "",
-        remote_traceback: str = "",
-        log_tail: str = "",
-    ) -> None:
-        super().__init__(message, submission_id=submission_id, status=status, log_tail=log_tail)
-        self.stage = stage
-        self.remote_type = remote_type
-        self.remote_message = remote_message
-        self.remote_traceback = remote_traceback
+    status: str = "FAILED"
+    stage: str = ""
+    remote_type: str = ""
+    remote_message: str = ""
+    remote_traceback: str = ""
 
 
 class RayTaskFunctionError(RayTaskError):
     """The ``@task.ray`` function raised in the Ray job; carries the remote type, message and traceback."""
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterError(RayProviderError):
     """A Ray cluster could not be created, reached or deleted.
 
@@ -186,27 +161,18 @@ class RayClusterError(RayProviderError):
     :param namespace: its Kubernetes namespace (``None`` for the local backend).
     """
 
-    def __init__(self, message: str, *, name: str, namespace: str | None = None) -> None:
-        super().__init__(message)
-        self.name = name
-        self.namespace = namespace
+    name: str
+    namespace: str | None = None
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterNotReadyError(RayClusterError):
     """The cluster did not become ready in time; carries its last conditions."""
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        name: str,
-        namespace: str | None = None,
-        conditions: list[dict] | None = None,
-    ) -> None:
-        super().__init__(message, name=name, namespace=namespace)
-        self.conditions = conditions or []
+    conditions: list[dict[str, Any]] = field(default_factory=list)
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class MetricsArtifactError(RayProviderError):
     """An artifact is missing, partial, corrupt or of an unsupported schema.
 
@@ -214,7 +180,5 @@ class MetricsArtifactError(RayProviderError):
     :param problem: a short tag: ``missing``, ``partial``, ``corrupt``, ``schema``.
     """
 
-    def __init__(self, message: str, *, uri: str, problem: str) -> None:
-        super().__init__(message)
-        self.uri = uri
-        self.problem = problem
+    uri: str
+    problem: str

@@ -170,8 +170,7 @@ def bench_triggerer(
     cluster: dict[str, Any], n_triggers: int, n_jobs: int, poll: float, window: float
 ) -> dict[str, Any]:
     """Run ``n_triggers`` triggers over ``n_jobs`` long jobs for ``window`` seconds after a warm-up."""
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
-    from airflow_ray_provider.hooks.targets import target_from_ref
+    from airflow_ray_provider.hooks.ray_job import RayJobHook, target_from_ref
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger

@@ -4,29 +4,23 @@ Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` (
 ``ray_conn_id=``) and :class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`
 (``cluster_spec=`` / ``cluster_conn_id=``: cluster and job in one task), so submission ids, re-attach,
 waiting, deferral, timeouts, log streaming and cleanup are the run's. This module adds what a function
-needs: the call is cloudpickled into a package that Ray's Job API uploads (:mod:`.payload`), a driver
-runs it inside the job with Ray initialised, and :meth:`~_RayTaskBase.result` reads the framed outcome
-back from the job's log (:mod:`.outcome`): a retried task that finds its job succeeded returns the same
-value without running the function again.
+needs: its input rules (checked when the DAG is parsed), the call cloudpickled into a package that Ray's
+Job API uploads (:mod:`.payload`), and the framed outcome read back from the job's last log message
+(:mod:`airflow_ray_provider.workloads.function.protocol`): a retried task that finds its job succeeded
+returns the same value without running the function again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, cast
+from urllib.parse import parse_qsl, urlsplit
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from airflow_ray_provider.decorators.checks import (
-    call_arguments,
-    check_decorator_arguments,
-    check_function,
-    check_result_uri,
-    is_one_task,
-)
-from airflow_ray_provider.decorators.outcome import task_error, task_value
 from airflow_ray_provider.decorators.payload import (
     PACKAGE_NAME,
     StagedPackage,
@@ -34,15 +28,174 @@ from airflow_ray_provider.decorators.payload import (
     function_name,
     stage_package,
 )
-from airflow_ray_provider.exceptions import RayJobFailedError
+from airflow_ray_provider.exceptions import (
+    RayInvalidInputError,
+    RayJobFailedError,
+    RayTaskError,
+    RayTaskFunctionError,
+)
+from airflow_ray_provider.hooks.ray_job import check_target_arguments
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.workloads.function import KIND_ERROR, last_message
+from airflow_ray_provider.workloads.function import (
+    KIND_ERROR,
+    KIND_URI,
+    KIND_VALUE,
+    Message,
+    ResultTransportError,
+    last_message,
+    read_result_file,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_ray_provider.launch import JobRun
+
+#: Arguments that make ``@task.ray`` create its own cluster for the call (cluster and job in one task).
+ONE_TASK_ARGUMENTS = ("cluster_spec", "cluster_conn_id", "manifest", "local_options")
+_SECRET_WORDS = ("secret", "password", "token", "key", "credential", "signature")
+
+
+def check_function(function: Any) -> None:
+    """Refuse what ``@task.ray`` cannot run and return as one value."""
+    if not callable(function):
+        raise RayInvalidInputError(
+            f"@task.ray decorates a function; got {function!r} ({type(function).__name__}), which is not "
+            "callable (options go in @task.ray(...) as keywords)"
+        )
+    name = getattr(function, "__qualname__", repr(function))
+    if inspect.isgeneratorfunction(function) or inspect.isasyncgenfunction(function):
+        raise RayInvalidInputError(
+            f"@task.ray function {name} is a generator function: a task returns one value; return a list"
+        )
+    if inspect.iscoroutinefunction(function):
+        raise RayInvalidInputError(
+            f"@task.ray function {name} is async: define it with def (run asyncio.run(...) inside it)"
+        )
+
+
+def is_one_task(arguments: Mapping[str, Any]) -> bool:
+    """Whether the decorator's arguments ask for a cluster of the task's own."""
+    return any(name in arguments for name in ONE_TASK_ARGUMENTS)
+
+
+def check_decorator_arguments(arguments: Mapping[str, Any]) -> None:
+    """Refuse contradicting or meaningless ``@task.ray(...)`` options."""
+    check_target_arguments(arguments.get("cluster"), arguments.get("ray_conn_id"))
+    if is_one_task(arguments) and (arguments.get("cluster") is not None or arguments.get("ray_conn_id")):
+        raise RayInvalidInputError(
+            "@task.ray: cluster_spec / cluster_conn_id create a cluster for this task; drop cluster and "
+            "ray_conn_id, or drop them to run on an existing cluster"
+        )
+    if "entrypoint" in arguments:
+        raise RayInvalidInputError("@task.ray builds the job's entrypoint itself; drop entrypoint=")
+    if arguments.get("wait_for_completion") is False:
+        raise RayInvalidInputError("@task.ray waits for the function's value; drop wait_for_completion=False")
+    uri = arguments.get("result_uri")
+    if isinstance(uri, str) and "{{" not in uri:
+        check_result_uri(uri)
+
+
+def check_result_uri(uri: Any) -> str | None:
+    """A ``result_uri`` is a folder path or URI without credentials (they come from the environment).
+
+    :returns: the URI (``None`` when not set).
+    """
+    if uri is None:
+        return None
+    if not isinstance(uri, str) or not uri.strip():
+        raise RayInvalidInputError(f"result_uri must be a folder path or URI (s3://, gs://), got {uri!r}")
+    if "://" in uri:
+        parts = urlsplit(uri)
+        secret_params = [k for k, _ in parse_qsl(parts.query) if any(w in k.lower() for w in _SECRET_WORDS)]
+        if parts.username or parts.password or secret_params:
+            raise RayInvalidInputError(
+                "result_uri must not carry credentials (it travels to the job in its manifest): give the "
+                "cluster and the Airflow workers access through their environment (IAM role, env vars)"
+            )
+    return uri
+
+
+def call_arguments(
+    function: Callable[..., Any],
+    op_args: Collection[Any],
+    op_kwargs: Mapping[str, Any],
+    context: Mapping[str, Any],
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments: the task's (XComs resolved), plus context values the function names.
+
+    Unlike ``@task``, a ``**kwargs`` parameter does not receive the whole context: only named context
+    keys (``ds``, ``params``, ...) travel to the job.
+    """
+    args = tuple(op_args)
+    kwargs = dict(op_kwargs)
+    parameters = inspect.signature(function).parameters
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    filled = {p.name for p in list(parameters.values())[: len(args)] if p.kind in positional}
+    for name, parameter in parameters.items():
+        if name in kwargs or name in filled or parameter.kind not in (*positional, parameter.KEYWORD_ONLY):
+            continue
+        if name in context:
+            kwargs[name] = context[name]
+    return args, kwargs
+
+
+_WHAT_FAILED = {
+    "setup": "could not load the function",
+    "result": "ran the function but could not return its value",
+}
+
+
+def task_error(
+    message: Message, submission_id: str, *, status: str = "FAILED", log_tail: str = ""
+) -> RayTaskError:
+    """The error for an ``error`` message: the remote type, message and traceback, and where it failed."""
+    error = message.data
+    stage, kind, text = str(error.get("stage", "")), str(error.get("type", "")), str(error.get("message", ""))
+    remote_tb = str(error.get("traceback", "")).rstrip()
+    fields = {
+        "submission_id": submission_id, "status": status, "stage": stage, "remote_type": kind,
+        "remote_message": text, "remote_traceback": remote_tb, "log_tail": log_tail,
+    }  # fmt: skip
+    if stage == "function":
+        return RayTaskFunctionError(
+            f"the @task.ray function raised {kind}: {text}\n"
+            f"Remote traceback (Ray job {submission_id}):\n{remote_tb}",
+            **fields,
+        )
+    what = _WHAT_FAILED.get(stage, f"failed ({stage})")
+    return RayTaskError(f"Ray job {submission_id} {what}: {kind}: {text}", **fields)
+
+
+def task_value(message: Message | None, submission_id: str) -> Any:
+    """The function's return value from a succeeded job's last message.
+
+    :raises RayTaskError: no message (the log lost it), an error message, or an unreadable result file.
+    """
+    if message is None:
+        raise RayTaskError(
+            f"Ray job {submission_id} succeeded but its log holds no @task.ray result; was the log "
+            "truncated, or the entrypoint replaced?",
+            submission_id=submission_id, status="SUCCEEDED",
+        )  # fmt: skip
+    if message.kind == KIND_ERROR:
+        raise task_error(message, submission_id, status="SUCCEEDED")
+    if message.kind == KIND_VALUE:
+        return message.data
+    if message.kind == KIND_URI:
+        try:
+            return read_result_file(message.data)
+        except ResultTransportError as exc:
+            raise RayTaskError(
+                f"Ray job {submission_id}: {exc}",
+                submission_id=submission_id,
+                status="SUCCEEDED",
+                stage="result",
+            ) from exc
+    raise RayTaskError(
+        f"Ray job {submission_id}: unknown result kind {message.kind!r}", submission_id=submission_id
+    )
 
 
 class _RayTaskBase(DecoratedOperator):

@@ -1,7 +1,7 @@
 """Airflow hooks: the ``ray`` connection (Ray Job API) and the ``kuberay`` connection (Kubernetes API).
 
 Besides the two hooks: which cluster backend a cluster connection or handle means (:mod:`.kuberay`), which
-run target a task's arguments or a deferred run's reference mean (:mod:`.targets`), runtime_env checks.
+run target a task's arguments or a deferred run's reference mean (:mod:`.ray_job`), runtime_env checks.
 """
 
 from airflow_ray_provider.hooks.kuberay import (
@@ -12,14 +12,16 @@ from airflow_ray_provider.hooks.kuberay import (
 )
 from airflow_ray_provider.hooks.ray_job import (
     RayJobHook,
+    check_target_arguments,
     client_of_connection,
     connection_link_url,
     emit_lines,
     handle_client,
+    job_api_target,
     masked,
+    target_from_ref,
 )
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.hooks.targets import check_target_arguments, job_api_target, target_from_ref
 
 __all__ = [
     "KubeRayHook",

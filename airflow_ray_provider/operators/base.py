@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import emit_lines
-from airflow_ray_provider.hooks.targets import target_from_ref
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
 from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
 from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.submission import base_submission_id

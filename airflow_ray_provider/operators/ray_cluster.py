@@ -10,8 +10,7 @@ decided by :mod:`airflow_ray_provider.hooks.kuberay`.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -32,30 +31,17 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
 from airflow_ray_provider.launch import ready_handle, wait_until_ready
+from airflow_ray_provider.operators.templated import is_literal
 
 if TYPE_CHECKING:
     import jinja2
     from airflow.sdk import DAG, Context
 
+    from airflow_ray_provider.clusters import ReadinessEvent
+
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
-
-
-def with_absolute_paths(loader: jinja2.BaseLoader | None) -> jinja2.BaseLoader:
-    """``loader`` (DAG folder, ``template_searchpath``), then absolute file paths, which Jinja refuses."""
-
-    import jinja2
-
-    class AbsolutePathLoader(jinja2.BaseLoader):
-        def get_source(self, environment: jinja2.Environment, template: str) -> tuple[str, str, Any]:
-            if not os.path.isabs(template) or not os.path.isfile(template):
-                raise jinja2.TemplateNotFound(template)
-            mtime = os.path.getmtime(template)
-            with open(template, encoding="utf-8") as handle:
-                return handle.read(), template, lambda: os.path.getmtime(template) == mtime
-
-    return jinja2.ChoiceLoader([loader, AbsolutePathLoader()] if loader else [AbsolutePathLoader()])
 
 
 def task_identity(context: Context) -> TaskIdentity:
@@ -67,14 +53,6 @@ def task_identity(context: Context) -> TaskIdentity:
     )
 
 
-def _has_jinja(value: Any) -> bool:
-    """Whether a (JSON-like) value holds a Jinja expression, statement or comment anywhere."""
-    import json
-
-    text = json.dumps(value, default=str)
-    return any(mark in text for mark in ("{{", "{%", "{#"))
-
-
 def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster_conn_id: str | None) -> None:
     """Check a cluster spec when the DAG is parsed, unless it holds Jinja (then it is checked at run time).
 
@@ -84,7 +62,7 @@ def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster
 
     :raises RayInvalidInputError: naming the bad field.
     """
-    if not isinstance(spec, (dict, RayClusterSpec)) or (isinstance(spec, dict) and _has_jinja(spec)):
+    if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
         return  # nothing, an upstream XCom or a template: checked once it is rendered
     check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
 
@@ -169,9 +147,13 @@ class CreateRayClusterOperator(BaseOperator):
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
-        """The DAG's Jinja environment, also loading a ``manifest`` given as an absolute path."""
+        """The DAG's Jinja environment (DAG folder, ``template_searchpath``), then absolute paths from ``/``
+        (a ``manifest`` given as an absolute path, which those loaders refuse)."""
+        import jinja2
+
         env = super().get_template_env(dag)
-        return env.overlay(loader=with_absolute_paths(env.loader))
+        root = jinja2.FileSystemLoader("/")
+        return env.overlay(loader=jinja2.ChoiceLoader([env.loader, root] if env.loader else [root]))
 
     def _expiry(self) -> timedelta:
         """The explicit expiry, else the DAG's run timeout, else :data:`DEFAULT_EXPIRY`."""
@@ -189,25 +171,18 @@ class CreateRayClusterOperator(BaseOperator):
             dashboard_url_template=self.dashboard_url_template, expiry=self._expiry(),
         )  # fmt: skip
 
-    def _plan(self, context: Context) -> tuple[ClusterBackend, ClusterPlan]:
-        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        return backend, backend.plan(self._request(), task_identity(context))  # no API call yet
-
     def execute(self, context: Context) -> dict[str, Any]:
         """Create (or reuse) the cluster, wait until it is ready, return its handle."""
-        backend, plan = self._plan(context)
-        try:
+        with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
+            plan = backend.plan(self._request(), task_identity(context))  # no API call yet
             backend.ensure(plan)
+            event = None
             if self.deferrable and backend.can_defer:
                 # a retry may find its cluster ready (or failed) already
                 event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
                 if event is None:
                     self._defer(backend, plan)
-                return self._finish(backend, plan, lambda: ready_handle(backend, plan, event))
-            return self._finish(backend, plan, lambda: wait_until_ready(
-                backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval))  # fmt: skip
-        finally:
-            backend.close()
+            return self._finish(backend, plan, event)
 
     def _defer(self, backend: ClusterBackend, plan: ClusterPlan) -> NoReturn:
         from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
@@ -221,18 +196,21 @@ class CreateRayClusterOperator(BaseOperator):
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
         checked = validate_event(event)
-        backend, plan = self._plan(context)
-        try:
-            return self._finish(backend, plan, lambda: ready_handle(backend, plan, checked))
-        finally:
-            backend.close()
+        with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
+            return self._finish(backend, backend.plan(self._request(), task_identity(context)), checked)
 
     def _finish(
-        self, backend: ClusterBackend, plan: ClusterPlan, ready: Callable[[], RayClusterHandle]
+        self, backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent | None
     ) -> dict[str, Any]:
-        """The handle of a ready cluster; a cluster that is not ready is deleted and the task fails."""
+        """The handle of a ready cluster (``event``: the trigger's, or ``None``: wait here); a cluster that is
+        not ready is deleted and the task fails."""
         try:
-            handle = ready()
+            if event is not None:
+                handle = ready_handle(backend, plan, event)
+            else:
+                handle = wait_until_ready(
+                    backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval
+                )
         except RayClusterNotReadyError as exc:
             try:
                 backend.delete(plan, wait=True, timeout=120)
@@ -283,21 +261,15 @@ class DeleteRayClusterOperator(BaseOperator):
         if not self.cluster:
             return self._delete_for_run(context)
         handle = RayClusterHandle.from_dict(self.cluster)  # InvalidClusterHandleError: bad input
-        backend = backend_for_handle(handle, conn_id=self.cluster_conn_id)
-        try:
+        with closing(backend_for_handle(handle, conn_id=self.cluster_conn_id)) as backend:
             deleted = backend.delete(handle, wait=self.wait_for_deletion, timeout=self.delete_timeout)
-        finally:
-            backend.close()
         self.log.info("Ray cluster %s %s", handle.name, "deleted" if deleted else "was already gone")
         return {"name": handle.name, "backend": handle.backend, "deleted": deleted}
 
     def _delete_for_run(self, context: Context) -> dict[str, Any]:
         labels = task_identity(context).run_labels()
-        backend = backend_for_connection(self.cluster_conn_id)
-        try:
+        with closing(backend_for_connection(self.cluster_conn_id)) as backend:
             names = backend.delete_labelled(labels, wait=self.wait_for_deletion, timeout=self.delete_timeout)
-        finally:
-            backend.close()
         self.log.warning("No cluster handle was passed; deleted this run's clusters by label: %s", names)
         return {"name": None, "backend": backend.kind, "deleted": names}
 
@@ -357,9 +329,8 @@ class RayClusterJanitorOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         """Return the names of the expired clusters (deleted unless ``list_only``)."""
-        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
         verb = "Would delete" if self.list_only else "Deleting"
-        try:
+        with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
             expired = [(handle, "its expiry has passed") for handle in backend.expired()]
             if self.orphans_of_finished_runs:
                 seen = {handle.name for handle, _ in expired}
@@ -372,6 +343,4 @@ class RayClusterJanitorOperator(BaseOperator):
                 self.log.info("%s Ray cluster %s (%s): %s", verb, where, backend.kind, why)
                 if not self.list_only:
                     backend.delete(handle, wait=self.wait_for_deletion, timeout=300)
-        finally:
-            backend.close()
         return [handle.name for handle, _ in expired]

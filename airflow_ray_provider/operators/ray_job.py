@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.hooks.targets import check_target_arguments, job_api_target
 from airflow_ray_provider.jobs.submission import (
     JobSpec,
     build_entrypoint,

@@ -15,7 +15,7 @@ from airflow_ray_provider.exceptions import RayInvalidInputError
 
 def is_template(value: Any) -> bool:
     """Whether ``value`` is a Jinja template string (rendered later, checked then)."""
-    return isinstance(value, str) and ("{{" in value or "{%" in value)
+    return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
 
 
 def is_literal(value: Any) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, fields
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 DEFAULT_TOKEN_KEY = "auth_token"  # KubeRay's key in the token Secret
 
 
+@dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterReadyTrigger(BaseTrigger):
     """Look at a cluster from the triggerer through its backend; every look runs in a worker thread.
 
@@ -38,29 +40,18 @@ class RayClusterReadyTrigger(BaseTrigger):
     :param start_time: epoch seconds when waiting began (kept across triggerer restarts).
     """
 
-    def __init__(
-        self,
-        *,
-        conn_id: str | None,
-        name: str,
-        namespace: str | None,
-        dashboard_url_template: str | None = None,
-        token_secret: str | None = None,
-        token_key: str = DEFAULT_TOKEN_KEY,
-        timeout: float = 900.0,
-        poll_interval: float = 5.0,
-        start_time: float | None = None,
-    ) -> None:
+    conn_id: str | None
+    name: str
+    namespace: str | None
+    dashboard_url_template: str | None = None
+    token_secret: str | None = None
+    token_key: str = DEFAULT_TOKEN_KEY
+    timeout: float = 900.0
+    poll_interval: float = 5.0
+    start_time: float = field(default_factory=time.time)
+
+    def __post_init__(self) -> None:
         super().__init__()
-        self.conn_id = conn_id
-        self.name = name
-        self.namespace = namespace
-        self.dashboard_url_template = dashboard_url_template
-        self.token_secret = token_secret
-        self.token_key = token_key
-        self.timeout = timeout
-        self.poll_interval = poll_interval
-        self.start_time = time.time() if start_time is None else start_time
 
     @classmethod
     def for_plan(
@@ -85,20 +76,8 @@ class RayClusterReadyTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "conn_id": self.conn_id,
-                "name": self.name,
-                "namespace": self.namespace,
-                "dashboard_url_template": self.dashboard_url_template,
-                "token_secret": self.token_secret,
-                "token_key": self.token_key,
-                "timeout": self.timeout,
-                "poll_interval": self.poll_interval,
-                "start_time": self.start_time,
-            },
-        )
+        arguments = {item.name: getattr(self, item.name) for item in fields(self)}
+        return f"{type(self).__module__}.{type(self).__qualname__}", arguments
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""

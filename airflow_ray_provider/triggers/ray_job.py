@@ -24,8 +24,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_ray_provider.hooks.ray_job import emit_lines
-from airflow_ray_provider.hooks.targets import target_from_ref
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
 from airflow_ray_provider.launch import Ending, JobRun
 from airflow_ray_provider.launch.usage import usage_line
 

@@ -90,7 +90,7 @@ def test_kuberay_handle_resolves_token_from_its_secret(
     ray_head, ray_head_token, kuberay_conn, kuberay_client
 ):
     """A KubeRay handle refers to a Secret (Kubernetes is the kmock emulator; Ray is the real head)."""
-    from airflow_ray_provider.hooks.targets import target_from_ref
+    from airflow_ray_provider.hooks.ray_job import target_from_ref
     from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
     from tests.fixtures.kuberay import TEST_NAMESPACE

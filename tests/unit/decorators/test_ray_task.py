@@ -15,9 +15,8 @@ import pendulum
 import pytest
 
 from airflow_ray_provider.decorators import ray_task
-from airflow_ray_provider.decorators.checks import call_arguments
-from airflow_ray_provider.decorators.outcome import task_error, task_value
 from airflow_ray_provider.decorators.payload import dumps_call, remove_orphaned_stages, stage_package
+from airflow_ray_provider.decorators.ray_task import call_arguments, task_error, task_value
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayTaskError, RayTaskFunctionError
 from airflow_ray_provider.workloads.function import protocol
 
