@@ -5,7 +5,8 @@ In this order:
 1. **Already initialised** in this process (a test, a notebook, a caller's ``ray.init``): use it as is,
    and leave it running.
 2. **An explicit address** (the ``ray_address`` config key, or the caller's argument): connect to it as
-   given (``host:port``, ``ray://...``, ``auto``). ``"local"`` asks for a fresh local Ray: rule 5.
+   given (``host:port``, ``ray://...``; ``auto``: the head ``ray start`` recorded in Ray's temp dir, never
+   one merely running on the machine). ``"local"`` asks for a fresh local Ray: rule 5.
 3. **Inside a Ray job**: Ray's job supervisor starts the entrypoint with ``RAY_JOB_CONFIG_JSON_ENV_VAR``
    and ``RAY_ADDRESS`` (the job's own cluster) in its environment; connect to that cluster.
 4. **RAY_ADDRESS outside a job**: somebody exported it on purpose (``RAY_ADDRESS=host:6379 python -m
@@ -331,11 +332,22 @@ def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
 
 def _connect(session: RaySession) -> None:
     """``ray.init`` to the session's address; Ray finding no cluster there is the user's address's fault
-    (rules 2 and 4: ``auto`` on a machine without one, a port that answers but is no Ray)."""
+    (rules 2 and 4: ``auto`` on a machine without one, a port that answers but is no Ray).
+
+    ``auto`` given by the user means the head ``ray start`` recorded on this machine (Ray's
+    ``ray_current_cluster`` file in its temp dir); Ray's own ``auto`` would otherwise join any head it
+    finds among the machine's processes (another user's, another test's).
+    """
     import ray
 
+    address = session.address
+    if address == "auto" and session.mode in (SessionMode.ADDRESS, SessionMode.ENV):
+        recorded = Path(_temp_root(), "ray", "ray_current_cluster")
+        address = recorded.read_text().strip() if recorded.is_file() else ""
+        if not address:
+            raise _address_error(session, f"Ray found no cluster there (no `ray start` head in {recorded})")
     try:
-        ray.init(address=session.address, logging_level=logging.WARNING)
+        ray.init(address=address, logging_level=logging.WARNING)
     except ConnectionError as exc:
         if session.mode not in (SessionMode.ADDRESS, SessionMode.ENV):
             raise

@@ -171,6 +171,21 @@ def test_standalone_runs_ignore_a_foreign_head_that_ray_init_would_join(
     assert not [name for name in os.listdir(root) if name.startswith("rayw")], "private Ray folders left"
 
 
+def test_ray_address_auto_joins_the_head_ray_start_recorded(
+    foreign_head: dict[str, Any], zone_config: Callable[..., dict[str, Any]], tmp_path: Any
+) -> None:
+    """``auto`` is the head in Ray's ``ray_current_cluster`` file (here: the fixture's ``ray start``)."""
+    before = _drivers(foreign_head)
+    zones = {**zone_config(output_uri=str(tmp_path / "zones"), engine="ray"), "ray_address": "auto"}
+    done = _run(
+        ["-m", "airflow_ray_provider.workloads.zone_training", "--config-json", json.dumps(zones)],
+        foreign_head["env"],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "connecting to ray_address auto" in done.stderr
+    assert len(_drivers(foreign_head)) == len(before) + 1, "the run's driver joined the recorded head"
+
+
 def test_a_ray_job_runs_on_its_own_cluster(
     ray_head: Any, ray_head_token: str, zone_config: Callable[..., dict[str, Any]], tmp_path: Any
 ) -> None:
