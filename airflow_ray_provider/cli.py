@@ -287,22 +287,15 @@ def _job_client(args: argparse.Namespace) -> Any:
 
 
 # --------------------------------------------------------------------------- commands
-def _interrupt_on_sigterm() -> None:
-    """A SIGTERM (``kill``) is treated as Ctrl-C: the job is stopped and the run's cluster deleted."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM's handler in a run: a ``kill`` is Ctrl-C (the job is stopped, the run's cluster deleted)."""
+    raise KeyboardInterrupt
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``airflow-ray run``."""
-    entrypoint = (
-        [part for part in args.entrypoint if part != "--"]
-        if args.entrypoint[:1] == ["--"]
-        else args.entrypoint
-    )
+    dashes = args.entrypoint[:1] == ["--"]
+    entrypoint = [part for part in args.entrypoint if not (dashes and part == "--")]
     if not entrypoint:
         raise BadInput("ENTRYPOINT: pass the command after --, e.g. airflow-ray run --local -- python job.py")
     if args.working_dir and not Path(args.working_dir).is_dir():
@@ -323,7 +316,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         flag = "--runtime-env" if "runtime_env" in str(exc) else "ENTRYPOINT"
         raise BadInput(f"{flag}: {exc}") from exc
     _check_rayjob(target, job, args)
-    _interrupt_on_sigterm()
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run(
             entrypoint,

@@ -23,7 +23,6 @@ from airflow_ray_provider.local.head import (
     LocalHeadError,
     agent_answers,
     free_port,
-    ray_executable,
     read_token,
     start_head,
 )
@@ -42,7 +41,6 @@ __all__ = [
     "is_record_expired",
     "is_running",
     "list_clusters",
-    "ray_executable",
     "read_record",
     "read_token",
     "registry_dir",
