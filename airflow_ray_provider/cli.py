@@ -212,13 +212,9 @@ def _kube_target(args: argparse.Namespace) -> Target:
         return StandingCluster(args.cluster, namespace, context, template)
     if args.rayjob:
         return KubeRayJob(
-            context,
-            namespace,
-            spec,
-            submission_mode=args.submission_mode or "K8sJobMode",
-            ttl_seconds_after_finished=args.ttl_seconds_after_finished,
-            dashboard_url_template=template,
-        )
+            context, namespace, spec, submission_mode=args.submission_mode or "K8sJobMode",
+            ttl_seconds_after_finished=args.ttl_seconds_after_finished, dashboard_url_template=template,
+        )  # fmt: skip
     target = KubeRayCluster(context, namespace, spec, template)
     from airflow_ray_provider.launch.targets import cluster_request
 
@@ -319,15 +315,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run(
-            entrypoint,
-            target=target,
-            name=args.name,
-            runtime_env=runtime_env,
-            working_dir=args.working_dir,
-            cleanup=args.cleanup,
-            timeout=args.timeout,
-            poll_interval=args.poll_interval,
-        )
+            entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
+            cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval,
+        )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
         raise BadInput(_named(target, exc)) from exc
     print(

@@ -124,21 +124,19 @@ KUBERAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
-#: The ``connection-types`` entry for ``get_provider_info()`` (declarative UI: Airflow >= 3.2 reads
-#: ``conn-fields`` / ``ui-field-behaviour`` from here without importing the hook).
-RAY_CONNECTION_TYPE: dict[str, Any] = {
-    "connection-type": "ray",
-    "hook-class-name": "airflow_ray_provider.hooks.ray_job.RayJobHook",
-    "hook-name": "Ray (Job API)",
-    "conn-fields": RAY_CONN_FIELDS,
-    "ui-field-behaviour": RAY_UI_FIELD_BEHAVIOUR,
-}
+def _connection_type(
+    kind: str, hook: str, name: str, fields: dict[str, Any], ui: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``connection-types`` entry of ``get_provider_info()`` (its form read without importing the hook)."""
+    return {"connection-type": kind, "hook-class-name": hook, "hook-name": name, "conn-fields": fields,
+            "ui-field-behaviour": ui}  # fmt: skip
 
 
-KUBERAY_CONNECTION_TYPE: dict[str, Any] = {
-    "connection-type": "kuberay",
-    "hook-class-name": "airflow_ray_provider.hooks.kuberay.KubeRayHook",
-    "hook-name": "KubeRay (Kubernetes)",
-    "conn-fields": KUBERAY_CONN_FIELDS,
-    "ui-field-behaviour": KUBERAY_UI_FIELD_BEHAVIOUR,
-}
+RAY_CONNECTION_TYPE = _connection_type(
+    "ray", "airflow_ray_provider.hooks.ray_job.RayJobHook", "Ray (Job API)", RAY_CONN_FIELDS,
+    RAY_UI_FIELD_BEHAVIOUR,
+)  # fmt: skip
+KUBERAY_CONNECTION_TYPE = _connection_type(
+    "kuberay", "airflow_ray_provider.hooks.kuberay.KubeRayHook", "KubeRay (Kubernetes)", KUBERAY_CONN_FIELDS,
+    KUBERAY_UI_FIELD_BEHAVIOUR,
+)  # fmt: skip

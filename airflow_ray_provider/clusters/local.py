@@ -35,7 +35,6 @@ from airflow_ray_provider.local import (
     LocalHeadInfo,
     agent_answers,
     find_cluster,
-    is_record_expired,
     list_clusters,
     read_token,
     start_cluster,
@@ -175,8 +174,10 @@ class LocalBackend(ClusterBackend):
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
+        now = now or datetime.now(timezone.utc)
         owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        return [_handle_of(r["info"]) for r in owned if is_record_expired(r, now)]
+        expired = [r for r in owned if r.get("expires_at") and datetime.fromisoformat(r["expires_at"]) <= now]
+        return [_handle_of(r["info"]) for r in expired]
 
     def owned_runs(self) -> list[RunCluster]:
         """Registered heads of this provider with the DAG run that started them (when recorded)."""

@@ -9,7 +9,6 @@ and knows their expiry.
 from airflow_ray_provider.local.cluster import (
     REGISTRY_ENV,
     find_cluster,
-    is_record_expired,
     list_clusters,
     read_record,
     registry_dir,
@@ -38,7 +37,6 @@ __all__ = [
     "agent_answers",
     "find_cluster",
     "free_port",
-    "is_record_expired",
     "is_running",
     "list_clusters",
     "read_record",

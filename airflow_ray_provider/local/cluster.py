@@ -157,9 +157,3 @@ def list_clusters(labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     records = [read_record(path.stem) for path in sorted(registry_dir().glob("*.json"))]
     wanted = (labels or {}).items()
     return [r for r in records if r is not None and all(r.get("labels", {}).get(k) == x for k, x in wanted)]
-
-
-def is_record_expired(record: dict[str, Any], now: datetime | None = None) -> bool:
-    """Whether a record's expiry has passed (records without expiry never expire)."""
-    raw = record.get("expires_at")
-    return bool(raw) and datetime.fromisoformat(str(raw)) <= (now or datetime.now(timezone.utc))
