@@ -24,6 +24,7 @@ terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -159,13 +160,9 @@ def _check_context(context: str) -> None:
         )
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def _given(args: argparse.Namespace, dests: tuple[str, ...]) -> str | None:
     """The first of these flags that was given, as typed."""
-    return next((_flag(d) for d in dests if getattr(args, d) not in (None, False)), None)
+    return next(("--" + d.replace("_", "-") for d in dests if getattr(args, d) not in (None, False)), None)
 
 
 def run_target(args: argparse.Namespace) -> Target:
@@ -360,9 +357,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
                 print(f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}")
         elif args.action == "delete":
             handle = backend.attach(args.name)
-            deleted = backend.delete(
-                type(handle)(**{**handle.to_dict(), "owned": True}), wait=True, timeout=300
-            )
+            deleted = backend.delete(dataclasses.replace(handle, owned=True), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
         else:
             for handle in backend.expired():

@@ -151,13 +151,9 @@ class ClusterRequest:
         return cls(spec=parsed, local_options=options, **fields)
 
     def name_for(self, identity: TaskIdentity) -> str:
-        """The cluster name: explicit, or generated from the task identity.
-
-        Every backend takes only names KubeRay accepts, so a DAG that runs locally runs on KubeRay too
-        (and a local head's name never escapes its registry folder).
-
-        :raises RayInvalidInputError: for a name KubeRay would reject.
-        """
+        """The cluster name: explicit, or generated from the task identity; every backend takes only names
+        KubeRay accepts (:class:`RayInvalidInputError`), so a DAG that runs locally runs on KubeRay too and
+        a local head's name never escapes its registry folder."""
         try:
             if self.cluster_name:
                 check_cluster_name(self.cluster_name)
