@@ -115,9 +115,8 @@ class LocalBackend(ClusterBackend):
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
-        answered, detail = probe_dashboard(
-            info.dashboard_url, read_token(info.token_file) if info.token_file else None
-        )
+        token = read_token(info.token_file) if info.token_file else None
+        answered, detail = probe_dashboard(info.dashboard_url, token)
         if answered and agent_answers(info):
             message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
             return ReadinessCheck("ready", message, cluster, info.dashboard_url)
