@@ -24,6 +24,7 @@ terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -60,13 +61,17 @@ def _fail_input(message: str) -> NoReturn:
     raise SystemExit(EXIT_BAD_INPUT)
 
 
-def _add_job_target(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265")
-    group.add_argument(
-        "--conn", metavar="CONN_ID", help="an Airflow `ray` connection (needs Airflow configured)"
-    )
-    group.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started")
+#: Target flags shared by ``run`` and ``jobs``: (flag, metavar, help).
+RAY_ADDRESS = ("--ray-address", "URL", "a running cluster's dashboard, http://host:8265")
+CONN = ("--conn", "CONN_ID", "an Airflow `ray` connection (needs Airflow configured)")
+LOCAL_CLUSTER = ("--local-cluster", "NAME", "a local head this provider started")
+KUBERAY_CONTEXT = ("--kuberay-context", "CTX", "an ephemeral RayCluster via this kube context (or --rayjob, "
+                   "or --cluster NAME)")  # fmt: skip
+
+
+def _add_flags(parser: Any, *flags: tuple[str, str, str]) -> None:
+    for flag, metavar, help_text in flags:
+        parser.add_argument(flag, metavar=metavar, help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -79,21 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
     )
-    target.add_argument("--local-cluster", metavar="NAME", help="a local head this provider started (kept)")
-    target.add_argument(
-        "--kuberay-context",
-        metavar="CTX",
-        help="an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
+    _add_flags(target, (*LOCAL_CLUSTER[:2], f"{LOCAL_CLUSTER[2]} (kept)"), KUBERAY_CONTEXT, RAY_ADDRESS, CONN)
+    _add_flags(
+        run,
+        ("--namespace", "NS", "the namespace of --kuberay-context's RayCluster"),
+        ("--spec", "FILE", "the RayCluster spec (YAML/JSON) for --kuberay-context"),
+        ("--dashboard-url-template", "TEMPLATE", "how to reach a KubeRay dashboard"),
     )
-    target.add_argument(
-        "--ray-address", metavar="URL", help="a running cluster's dashboard, http://host:8265"
-    )
-    target.add_argument(
-        "--conn", metavar="CONN_ID", help="an Airflow `ray` connection (needs Airflow configured)"
-    )
-    run.add_argument("--namespace", metavar="NS", help="the namespace of --kuberay-context's RayCluster")
-    run.add_argument("--spec", metavar="FILE", help="the RayCluster spec (YAML/JSON) for --kuberay-context")
-    run.add_argument("--dashboard-url-template", metavar="TEMPLATE", help="how to reach a KubeRay dashboard")
     run.add_argument(
         "--rayjob", action="store_true", help="with --kuberay-context: run it as a KubeRay RayJob"
     )
@@ -102,9 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--ttl-seconds-after-finished", metavar="SECONDS", type=int, help="with --rayjob (default 30)"
     )
-    run.add_argument("--runtime-env", metavar="FILE", help="a Ray runtime_env (YAML or JSON mapping)")
-    run.add_argument("--working-dir", metavar="DIR", help="a local folder Ray ships with the job")
-    run.add_argument("--name", metavar="NAME", help="the run's name: a rerun with it re-attaches")
+    _add_flags(
+        run,
+        ("--runtime-env", "FILE", "a Ray runtime_env (YAML or JSON mapping)"),
+        ("--working-dir", "DIR", "a local folder Ray ships with the job"),
+        ("--name", "NAME", "the run's name: a rerun with it re-attaches"),
+    )
     run.add_argument("--cleanup", choices=CLEANUP_WORDS, default="on_exception", help="docs/launch.md")
     run.add_argument("--timeout", metavar="SECONDS", type=float, help="stop the job after this long")
     run.add_argument("--poll-interval", metavar="SECONDS", type=float, default=1.0, help=argparse.SUPPRESS)
@@ -116,7 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         one = jobs_sub.add_parser(action)
         if action != "list":
             one.add_argument("submission_id")
-        _add_job_target(one)
+        _add_flags(one.add_mutually_exclusive_group(required=True), RAY_ADDRESS, CONN, LOCAL_CLUSTER)
 
     clusters = sub.add_parser("clusters", help="list or delete the clusters this provider started")
     clusters_sub = clusters.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -160,13 +160,9 @@ def _check_context(context: str) -> None:
         )
 
 
-def _flag(dest: str) -> str:
-    return "--" + dest.replace("_", "-")
-
-
 def _given(args: argparse.Namespace, dests: tuple[str, ...]) -> str | None:
     """The first of these flags that was given, as typed."""
-    return next((_flag(d) for d in dests if getattr(args, d) not in (None, False)), None)
+    return next(("--" + d.replace("_", "-") for d in dests if getattr(args, d) not in (None, False)), None)
 
 
 def run_target(args: argparse.Namespace) -> Target:
@@ -213,13 +209,9 @@ def _kube_target(args: argparse.Namespace) -> Target:
         return StandingCluster(args.cluster, namespace, context, template)
     if args.rayjob:
         return KubeRayJob(
-            context,
-            namespace,
-            spec,
-            submission_mode=args.submission_mode or "K8sJobMode",
-            ttl_seconds_after_finished=args.ttl_seconds_after_finished,
-            dashboard_url_template=template,
-        )
+            context, namespace, spec, submission_mode=args.submission_mode or "K8sJobMode",
+            ttl_seconds_after_finished=args.ttl_seconds_after_finished, dashboard_url_template=template,
+        )  # fmt: skip
     target = KubeRayCluster(context, namespace, spec, template)
     from airflow_ray_provider.launch.targets import cluster_request
 
@@ -288,22 +280,15 @@ def _job_client(args: argparse.Namespace) -> Any:
 
 
 # --------------------------------------------------------------------------- commands
-def _interrupt_on_sigterm() -> None:
-    """A SIGTERM (``kill``) is treated as Ctrl-C: the job is stopped and the run's cluster deleted."""
-
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, handler)
+def _interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM's handler in a run: a ``kill`` is Ctrl-C (the job is stopped, the run's cluster deleted)."""
+    raise KeyboardInterrupt
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``airflow-ray run``."""
-    entrypoint = (
-        [part for part in args.entrypoint if part != "--"]
-        if args.entrypoint[:1] == ["--"]
-        else args.entrypoint
-    )
+    dashes = args.entrypoint[:1] == ["--"]
+    entrypoint = [part for part in args.entrypoint if not (dashes and part == "--")]
     if not entrypoint:
         raise BadInput("ENTRYPOINT: pass the command after --, e.g. airflow-ray run --local -- python job.py")
     if args.working_dir and not Path(args.working_dir).is_dir():
@@ -313,7 +298,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
     target = run_target(args)
 
-    from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobError, RayProviderError
+    from airflow_ray_provider.exceptions import RayInvalidInputError
     from airflow_ray_provider.launch import job_spec, run
 
     try:
@@ -324,29 +309,14 @@ def cmd_run(args: argparse.Namespace) -> int:
         flag = "--runtime-env" if "runtime_env" in str(exc) else "ENTRYPOINT"
         raise BadInput(f"{flag}: {exc}") from exc
     _check_rayjob(target, job, args)
-    _interrupt_on_sigterm()
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run(
-            entrypoint,
-            target=target,
-            name=args.name,
-            runtime_env=runtime_env,
-            working_dir=args.working_dir,
-            cleanup=args.cleanup,
-            timeout=args.timeout,
-            poll_interval=args.poll_interval,
-        )
-    except KeyboardInterrupt:
-        print("airflow-ray: interrupted", file=sys.stderr, flush=True)
-        return EXIT_INTERRUPTED
+            entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
+            cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval,
+        )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
-        _fail_input(_named(target, exc))
-    except RayJobError as exc:
-        print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
-        return EXIT_JOB_FAILED
-    except RayProviderError as exc:
-        print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
-        return EXIT_JOB_FAILED
+        raise BadInput(_named(target, exc)) from exc
     print(
         f"airflow-ray: Ray job {result.state.submission_id} SUCCEEDED (run {result.name!r})", file=sys.stderr
     )
@@ -387,9 +357,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
                 print(f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}")
         elif args.action == "delete":
             handle = backend.attach(args.name)
-            deleted = backend.delete(
-                type(handle)(**{**handle.to_dict(), "owned": True}), wait=True, timeout=300
-            )
+            deleted = backend.delete(dataclasses.replace(handle, owned=True), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
         else:
             for handle in backend.expired():
@@ -409,9 +377,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return commands[args.command](args)
-    except BadInput as exc:
-        _fail_input(str(exc))
-    except RayInvalidInputError as exc:
+    except (BadInput, RayInvalidInputError) as exc:
         _fail_input(str(exc))
     except RayProviderError as exc:
         print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)

@@ -20,44 +20,40 @@ DEFAULT_REQUEST_TIMEOUT = 30.0
 # whose labels come from ``values_display`` (a ``None`` entry showed as a literal ``null``; clearing the
 # dropdown leaves the field empty).
 
+
+def _field(label: str, description: str = "", kind: str = "string", **schema: Any) -> dict[str, Any]:
+    """One extra field: a nullable ``kind`` with its label, help text and further schema keys."""
+    field: dict[str, Any] = {"label": label, "schema": {"type": [kind, "null"], **schema}}
+    return {**field, "description": description} if description else field
+
+
 #: Declarative connection form fields (the ``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
 RAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
-    "dashboard_url": {
-        "label": "Dashboard URL for links",
-        "schema": {"type": ["string", "null"]},
-        "description": 'The dashboard as a browser reaches it, used by the task\'s "Ray job" link, e.g. '
+    "dashboard_url": _field(
+        "Dashboard URL for links",
+        'The dashboard as a browser reaches it, used by the task\'s "Ray job" link, e.g. '
         "http://localhost:8265 when Host is http://ray-head:8265 inside Docker. Empty: the Host.",
-    },
-    "headers": {
-        "label": "Extra HTTP headers (JSON object)",
-        "schema": {"type": ["string", "null"]},
-        "description": 'Sent with every Job API call, e.g. {"X-Org": "ml"}.',
-    },
-    "cookies": {
-        "label": "Cookies (JSON object)",
-        "schema": {"type": ["string", "null"], "format": "password"},
-        "description": 'e.g. {"session": "..."}: an SSO session cookie in front of the dashboard.',
-    },
-    "verify": {
-        "label": "Verify TLS certificate",
-        "schema": {"type": ["boolean", "null"], "default": True},
-    },
-    "ca_bundle": {
-        "label": "CA bundle path",
-        "schema": {"type": ["string", "null"]},
-        "description": "PEM file or folder of CA certificates used to verify the dashboard, e.g. "
-        "/etc/ssl/certs/ray-ca.pem.",
-    },
-    "metadata": {
-        "label": "Default job metadata (JSON object)",
-        "schema": {"type": ["string", "null"]},
-        "description": 'Added to every job this connection submits, e.g. {"team": "ml-platform"}.',
-    },
-    "request_timeout": {
-        "label": "Request timeout (seconds)",
-        "schema": {"type": ["number", "null"]},
-        "description": f"Per Job API call; empty: {DEFAULT_REQUEST_TIMEOUT:g}.",
-    },
+    ),
+    "headers": _field(
+        "Extra HTTP headers (JSON object)", 'Sent with every Job API call, e.g. {"X-Org": "ml"}.'
+    ),
+    "cookies": _field(
+        "Cookies (JSON object)",
+        'e.g. {"session": "..."}: an SSO session cookie in front of the dashboard.',
+        format="password",
+    ),
+    "verify": _field("Verify TLS certificate", kind="boolean", default=True),
+    "ca_bundle": _field(
+        "CA bundle path",
+        "PEM file or folder of CA certificates used to verify the dashboard, e.g. /etc/ssl/certs/ray-ca.pem.",
+    ),
+    "metadata": _field(
+        "Default job metadata (JSON object)",
+        'Added to every job this connection submits, e.g. {"team": "ml-platform"}.',
+    ),
+    "request_timeout": _field(
+        "Request timeout (seconds)", f"Per Job API call; empty: {DEFAULT_REQUEST_TIMEOUT:g}.", kind="number"
+    ),
 }
 
 #: Declarative field behaviour (the ``ui-field-behaviour`` of ``get_provider_info``); placeholders only
@@ -80,60 +76,46 @@ RAY_AUTH_CHOICES = {
 
 #: Declarative connection form fields (``conn-fields`` of ``get_provider_info``; Airflow >= 3.2).
 KUBERAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
-    "in_cluster": {
-        "label": "In-cluster configuration",
-        "schema": {"type": ["boolean", "null"], "default": False},
-        "description": "Use the service account of the pod Airflow runs in.",
-    },
-    "kube_config_path": {
-        "label": "Kubeconfig path",
-        "schema": {"type": ["string", "null"], "examples": ["~/.kube/config"]},
-        "description": "A kubeconfig file on the Airflow workers and triggerer, e.g. ~/.kube/config.",
-    },
-    "kube_config": {
-        "label": "Kubeconfig (JSON or YAML)",
-        "schema": {"type": ["string", "null"], "format": "multiline"},
-        "description": "An inline kubeconfig, pasted as is (YAML keeps its newlines). It is stored in the "
+    "in_cluster": _field(
+        "In-cluster configuration",
+        "Use the service account of the pod Airflow runs in.",
+        kind="boolean",
+        default=False,
+    ),
+    "kube_config_path": _field(
+        "Kubeconfig path",
+        "A kubeconfig file on the Airflow workers and triggerer, e.g. ~/.kube/config.",
+        examples=["~/.kube/config"],
+    ),
+    "kube_config": _field(
+        "Kubeconfig (JSON or YAML)",
+        "An inline kubeconfig, pasted as is (YAML keeps its newlines). It is stored in the "
         "connection's Extra, encrypted with the Fernet key; for credentials prefer a kubeconfig path, "
         "in-cluster configuration or a secrets backend.",
-    },
-    "context": {
-        "label": "Kubeconfig context",
-        "schema": {"type": ["string", "null"]},
-        "description": "Empty: the kubeconfig's current context.",
-    },
-    "namespace": {
-        "label": "Namespace",
-        "schema": {"type": ["string", "null"]},
-        "description": 'Namespace of the RayClusters, e.g. ray-jobs; empty: "default".',
-    },
-    "default_image": {
-        "label": "Default Ray image",
-        "schema": {"type": ["string", "null"]},
-        "description": "Used when a cluster spec names no image, e.g. rayproject/ray:2.60.0-py311.",
-    },
-    "dashboard_url_template": {
-        "label": "Dashboard URL template",
-        "schema": {"type": ["string", "null"]},
-        "description": "How Airflow reaches a head's dashboard: "
+        format="multiline",
+    ),
+    "context": _field("Kubeconfig context", "Empty: the kubeconfig's current context."),
+    "namespace": _field("Namespace", 'Namespace of the RayClusters, e.g. ray-jobs; empty: "default".'),
+    "default_image": _field(
+        "Default Ray image", "Used when a cluster spec names no image, e.g. rayproject/ray:2.60.0-py311."
+    ),
+    "dashboard_url_template": _field(
+        "Dashboard URL template",
+        "How Airflow reaches a head's dashboard: "
         "http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port} (default) "
         "or https://{name}.ray.example.com for an ingress.",
-    },
-    "link_url_template": {
-        "label": "Dashboard URL for people",
-        "schema": {"type": ["string", "null"]},
-        "description": "Where a browser reaches a cluster's dashboard (the Ray job link), e.g. "
+    ),
+    "link_url_template": _field(
+        "Dashboard URL for people",
+        "Where a browser reaches a cluster's dashboard (the Ray job link), e.g. "
         "https://ray.example.com/{namespace}/{name}; empty: the address Airflow uses.",
-    },
-    "ray_auth": {
-        "label": "Ray token auth",
-        "schema": {
-            "type": ["string", "null"],
-            "enum": list(RAY_AUTH_CHOICES),
-            "values_display": dict(RAY_AUTH_CHOICES),
-        },
-        "description": "Empty: auth_options.",
-    },
+    ),
+    "ray_auth": _field(
+        "Ray token auth",
+        "Empty: auth_options.",
+        enum=list(RAY_AUTH_CHOICES),
+        values_display=dict(RAY_AUTH_CHOICES),
+    ),
 }
 KUBERAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
     "hidden-fields": ["host", "schema", "login", "password", "port"],
@@ -142,21 +124,19 @@ KUBERAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
-#: The ``connection-types`` entry for ``get_provider_info()`` (declarative UI: Airflow >= 3.2 reads
-#: ``conn-fields`` / ``ui-field-behaviour`` from here without importing the hook).
-RAY_CONNECTION_TYPE: dict[str, Any] = {
-    "connection-type": "ray",
-    "hook-class-name": "airflow_ray_provider.hooks.ray_job.RayJobHook",
-    "hook-name": "Ray (Job API)",
-    "conn-fields": RAY_CONN_FIELDS,
-    "ui-field-behaviour": RAY_UI_FIELD_BEHAVIOUR,
-}
+def _connection_type(
+    kind: str, hook: str, name: str, fields: dict[str, Any], ui: dict[str, Any]
+) -> dict[str, Any]:
+    """A ``connection-types`` entry of ``get_provider_info()`` (its form read without importing the hook)."""
+    return {"connection-type": kind, "hook-class-name": hook, "hook-name": name, "conn-fields": fields,
+            "ui-field-behaviour": ui}  # fmt: skip
 
 
-KUBERAY_CONNECTION_TYPE: dict[str, Any] = {
-    "connection-type": "kuberay",
-    "hook-class-name": "airflow_ray_provider.hooks.kuberay.KubeRayHook",
-    "hook-name": "KubeRay (Kubernetes)",
-    "conn-fields": KUBERAY_CONN_FIELDS,
-    "ui-field-behaviour": KUBERAY_UI_FIELD_BEHAVIOUR,
-}
+RAY_CONNECTION_TYPE = _connection_type(
+    "ray", "airflow_ray_provider.hooks.ray_job.RayJobHook", "Ray (Job API)", RAY_CONN_FIELDS,
+    RAY_UI_FIELD_BEHAVIOUR,
+)  # fmt: skip
+KUBERAY_CONNECTION_TYPE = _connection_type(
+    "kuberay", "airflow_ray_provider.hooks.kuberay.KubeRayHook", "KubeRay (Kubernetes)", KUBERAY_CONN_FIELDS,
+    KUBERAY_UI_FIELD_BEHAVIOUR,
+)  # fmt: skip

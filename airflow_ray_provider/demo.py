@@ -52,18 +52,14 @@ def configure_environment(root: Path, rows: int, verbose: bool) -> None:
     quiet_dependency_warnings()
 
 
-#: Printed on ``dag.test()``: Airflow's execution API imports ``svcs.fastapi``, which imports
-#: ``starlette.testclient`` (for a type hint); that module warns about ``httpx``, which Airflow pins.
-#: Nothing a user of the demo can act on.
-STARLETTE_HTTPX_WARNING = "Using `httpx` with `starlette.testclient` is deprecated"
-
-#: Printed when Airflow parses the DAG folder: its ``.airflowignore`` (glob syntax, Airflow's default)
-#: is read with pathspec's ``GitWildMatchPattern``, which pathspec 1.0 deprecated. Airflow's code, not
-#: the user's ignore file: nothing a user of the demo can act on.
-PATHSPEC_GITWILDMATCH_WARNING = "GitWildMatchPattern ('gitwildmatch') is deprecated"
-
-#: The message prefixes :func:`quiet_dependency_warnings` silences.
-DEPENDENCY_WARNINGS = (STARLETTE_HTTPX_WARNING, PATHSPEC_GITWILDMATCH_WARNING)
+#: Warnings of Airflow's own dependencies, nothing a user of the demo can act on: on ``dag.test()``,
+#: Airflow's execution API imports ``starlette.testclient``, which warns about the ``httpx`` Airflow pins;
+#: parsing the DAG folder reads ``.airflowignore`` with pathspec's ``GitWildMatchPattern``, which
+#: pathspec 1.0 deprecated.
+DEPENDENCY_WARNINGS = (
+    "Using `httpx` with `starlette.testclient` is deprecated",
+    "GitWildMatchPattern ('gitwildmatch') is deprecated",
+)
 
 
 def quiet_dependency_warnings() -> None:
@@ -94,13 +90,6 @@ def demo_fernet_key(airflow_home: Path) -> str:
     return path.read_text().strip()
 
 
-def migrate_db() -> None:
-    """Create or upgrade the SQLite metadata DB (idempotent)."""
-    from airflow.utils.db import initdb
-
-    initdb()
-
-
 def load_dag(dag_file: Path) -> Any:
     """Import the DAG file and return its ``dag``.
 
@@ -116,14 +105,6 @@ def load_dag(dag_file: Path) -> Any:
     spec.loader.exec_module(module)
     quiet_dependency_warnings()
     return module.dag
-
-
-def run(dag_file: Path, logical_date: date) -> Any:
-    """Load the DAG file and run it once with ``dag.test()``."""
-    import pendulum
-
-    dag = load_dag(dag_file)
-    return dag.test(logical_date=pendulum.datetime(logical_date.year, logical_date.month, logical_date.day))
 
 
 def _xcom(dag_run: Any, task_id: str) -> Any:
@@ -183,13 +164,8 @@ def timing_line(dag_run: Any, db_s: float) -> str:
     return ", ".join([f"db {db_s:.1f}", *spans]) + " s"
 
 
-def failed_tasks(dag_run: Any) -> list[str]:
-    """``task_id: state`` of every task that did not succeed or skip."""
-    return [
-        f"{ti.task_id}: {ti.state}"
-        for ti in dag_run.get_task_instances()
-        if str(getattr(ti.state, "value", ti.state)) not in ("success", "skipped")
-    ]
+def _state(item: Any) -> str:
+    return str(getattr(item.state, "value", item.state))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,17 +181,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_environment(root, args.rows, args.verbose)
     started = time.monotonic()
     print(f"Airflow home {os.environ['AIRFLOW_HOME']}; data under {os.environ['AIRFLOW_RAY_DATA_ROOT']}")
-    migrate_db()
+    import pendulum
+    from airflow.utils.db import initdb
+
+    initdb()  # creates or upgrades the SQLite metadata DB
     db_ready = time.monotonic()
     print(f"Running {DAG_ID} for {args.date} (ephemeral local Ray head, {args.rows} sample rows) ...")
-    dag_run = run(Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / DAG_FILE, args.date)
+    dag = load_dag(Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / DAG_FILE)
+    dag_run = dag.test(logical_date=pendulum.datetime(args.date.year, args.date.month, args.date.day))
     try:
         print("\n".join(["", *summary_lines(dag_run)]))
     finally:
         stop_leftover_head(dag_run)
     print(f"Finished in {time.monotonic() - started:.0f} s ({timing_line(dag_run, db_ready - started)})")
-    if str(getattr(dag_run.state, "value", dag_run.state)) != "success":
-        print("The DAG run failed: " + ", ".join(failed_tasks(dag_run)), file=sys.stderr)
+    if _state(dag_run) != "success":
+        failed = [
+            f"{ti.task_id}: {ti.state}"
+            for ti in dag_run.get_task_instances()
+            if _state(ti) not in ("success", "skipped")
+        ]
+        print("The DAG run failed: " + ", ".join(failed), file=sys.stderr)
         return 1
     return 0
 

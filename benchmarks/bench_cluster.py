@@ -17,6 +17,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.error
@@ -27,13 +28,21 @@ from typing import Any
 from airflow_ray_provider.local import (
     LocalClusterOptions,
     free_port,
-    ray_executable,
     start_cluster,
     stop_cluster,
 )
 
 OUT = Path(__file__).resolve().parent / "out" / "cluster.json"
 GOAL = 1.2
+
+
+def ray_executable() -> str:
+    """The ``ray`` command of this Python environment (else the one on ``PATH``), as a user would run it."""
+    candidate = Path(sys.executable).with_name("ray")
+    found = str(candidate) if candidate.exists() else shutil.which("ray")
+    if not found:
+        raise SystemExit("the `ray` command was not found; install ray[default]")
+    return found
 
 
 def _answers(url: str) -> bool:

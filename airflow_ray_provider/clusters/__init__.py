@@ -1,13 +1,9 @@
 """Ray clusters behind one interface: the handle every task passes on, and the local and KubeRay backends.
 
-:class:`ClusterBackend` is every step a cluster operator takes (plan, ensure, check, wait, handle, fail,
-delete, delete by labels, list expired); :class:`LocalBackend` and :class:`KubeRayBackend` implement it.
-:class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one resource). A backend also
-attaches to a standing cluster by name; such a handle is not owned, and no delete path deletes it.
-Readiness is one typed look (:class:`ReadinessCheck`) and one event shape (:class:`ReadinessEvent`),
-shared by the blocking wait, the trigger and ``execute_complete``. No Ray work runs here, and nothing here
-imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend for a
-connection or a handle.
+:class:`ClusterBackend` is every step a cluster operator takes; :class:`LocalBackend` and
+:class:`KubeRayBackend` implement it; :class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one
+resource). Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray
+work runs here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
 """
 
 from airflow_ray_provider.clusters.backend import (

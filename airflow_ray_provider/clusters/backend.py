@@ -1,15 +1,10 @@
 """The cluster backend interface, and the request, task identity and plan it works with.
 
-Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines; only
-*how* differs. :class:`ClusterBackend` is those steps. :class:`~airflow_ray_provider.clusters.local.
-LocalBackend` (an ephemeral head on this machine) and :class:`~airflow_ray_provider.clusters.kuberay.
-KubeRayBackend` (a RayCluster CR) implement them; the cluster operators and the readiness trigger talk to
-nothing else. Which backend a connection id or a cluster handle means is decided in one place,
-:mod:`airflow_ray_provider.hooks.kuberay`.
-
-A backend also attaches to a standing cluster by name (:meth:`ClusterBackend.attach`). That handle is not
-*owned*, and no delete path of any backend deletes a cluster through a handle it does not own
-(:func:`keeps_unowned`).
+Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines:
+:class:`ClusterBackend` is those steps, implemented by the local and the KubeRay backend; the cluster
+operators and the readiness trigger talk to nothing else. :mod:`airflow_ray_provider.hooks.kuberay` picks
+the backend of a connection id or a handle. A handle attached by name is not *owned*, and no delete path
+deletes a cluster through it (:func:`keeps_unowned`).
 """
 
 from __future__ import annotations
@@ -45,11 +40,9 @@ log = logging.getLogger(__name__)
 
 
 def keeps_unowned(handle: RayClusterHandle) -> bool:
-    """Whether a delete must leave this cluster alone: the handle is not owned (``owned=False``).
+    """Whether a delete must leave this cluster alone (``owned=False``: attached, whoever created it).
 
-    Every backend's ``delete`` asks this first, so neither the teardown task nor the janitor can delete a
-    standing cluster someone else runs. An attached handle is never owned, whoever created the cluster (a
-    team, or this provider for another DAG): the task that attached it does not own it.
+    Every backend's ``delete`` asks this first, so no teardown or janitor deletes a cluster someone else runs.
     """
     if handle.owned:
         return False
@@ -66,16 +59,13 @@ SPEC_CHECK_NAME = "spec-check"
 
 
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
-    """Validate a typed spec as KubeRay would, on any backend (e.g. when a DAG is parsed).
+    """Validate a spec (or a dict of its fields) as KubeRay would, on any backend, e.g. when a DAG is parsed.
 
-    Its fields, then KubeRay's controller rules on the RayCluster body it builds (token auth needs
-    ``ray_version`` >= 2.52, image tags agree with ``ray_version``, ...): a spec the local backend runs
-    is one KubeRay accepts, so a DAG that passes locally does not fail on KubeRay.
+    Its fields, then KubeRay's controller rules on the body it builds: a spec the local backend runs is
+    one KubeRay accepts.
 
-    :param default_auth: the auth mode assumed when the spec names none (a ``kuberay`` connection's
-        ``ray_auth``; ``auth_options`` by default, as on the local backend); ``None`` when the
-        connection is not known yet: the auth-dependent rules are then checked when the task runs.
-    :param spec: the spec, or a dict of its fields (unknown or malformed fields are refused).
+    :param default_auth: the auth mode when the spec names none (a ``kuberay`` connection's ``ray_auth``);
+        ``None`` when the connection is not known yet (auth-dependent rules are then checked at run time).
     :raises RayInvalidInputError: naming the bad field and what to change.
     """
     import dataclasses
@@ -91,12 +81,7 @@ def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | Non
 
 @dataclass(frozen=True)
 class RunCluster:
-    """A provider-created cluster and the DAG run that created it.
-
-    :param handle: its handle (for ``delete``).
-    :param dag_id: the DAG that created it.
-    :param run_id: the DAG run that created it.
-    """
+    """A provider-created cluster's handle, and the DAG run that created it."""
 
     handle: RayClusterHandle
     dag_id: str
@@ -105,13 +90,8 @@ class RunCluster:
 
 @dataclass(frozen=True)
 class TaskIdentity:
-    """Who asks for the cluster; its name and ownership labels derive from it (not from the try number).
-
-    :param dag_id: the DAG.
-    :param run_id: the DAG run.
-    :param task_id: the create task.
-    :param map_index: the task's map index (``-1``: not mapped).
-    """
+    """Who asks for the cluster (``map_index`` -1: not mapped); its name and labels derive from it, not
+    from the try number."""
 
     dag_id: str
     run_id: str
@@ -171,13 +151,9 @@ class ClusterRequest:
         return cls(spec=parsed, local_options=options, **fields)
 
     def name_for(self, identity: TaskIdentity) -> str:
-        """The cluster name: explicit, or generated from the task identity.
-
-        Every backend takes only names KubeRay accepts, so a DAG that runs locally runs on KubeRay too
-        (and a local head's name never escapes its registry folder).
-
-        :raises RayInvalidInputError: for a name KubeRay would reject.
-        """
+        """The cluster name: explicit, or generated from the task identity; every backend takes only names
+        KubeRay accepts (:class:`RayInvalidInputError`), so a DAG that runs locally runs on KubeRay too and
+        a local head's name never escapes its registry folder."""
         try:
             if self.cluster_name:
                 check_cluster_name(self.cluster_name)
@@ -192,17 +168,9 @@ class ClusterRequest:
 
 @dataclass(frozen=True)
 class ClusterPlan:
-    """A validated request: the cluster to create and how to reach it, fixed before any API call.
-
-    These fields are all a readiness check needs (the trigger rebuilds a plan from them); a backend's
-    own plan type adds what creating the cluster takes.
-
-    :param name: the cluster's name (the same for every try of the task instance).
-    :param namespace: its Kubernetes namespace (``None`` for the local backend).
-    :param labels: its ownership labels.
-    :param dashboard_url_template: how to reach the dashboard (KubeRay; ``None``: in-cluster DNS).
-    :param token_ref: the Secret holding the Ray auth token (KubeRay; ``None``: no auth, or local).
-    """
+    """A validated request, fixed before any API call: all a readiness check needs (the trigger rebuilds
+    it); a backend's own plan adds what creating takes. ``namespace``, ``dashboard_url_template`` (``None``:
+    in-cluster DNS) and ``token_ref`` (the token's Secret) are KubeRay's."""
 
     name: str
     namespace: str | None = None
@@ -215,44 +183,37 @@ class ClusterPlan:
 class ClusterBackend(Protocol):
     """Create, wait for and delete Ray clusters of one kind; every step the cluster operators take.
 
-    A run that creates a cluster calls :meth:`plan` (all validation, no API call), :meth:`ensure`, then
-    :meth:`check` until it is ready (:func:`airflow_ray_provider.launch.wait_until_ready`, or a trigger
-    when :attr:`can_defer`), and :meth:`handle`; on any failure, :meth:`delete` with the plan. Teardown
-    and janitor tasks call :meth:`delete`, :meth:`delete_labelled` and :meth:`expired`.
+    A create runs :meth:`plan` (all validation, no API call), :meth:`ensure`, :meth:`check` until ready
+    (:func:`airflow_ray_provider.launch.wait_until_ready`, or a trigger when :attr:`can_defer`) and
+    :meth:`handle`; on any failure :meth:`delete` with the plan. A delete never deletes an unowned handle
+    (:func:`keeps_unowned`): it returns ``False``, as for a cluster already gone.
     """
 
     @property
     def kind(self) -> BackendName:
-        """The ``backend`` the handles of this backend carry."""
+        """The ``backend`` its handles carry."""
         ...
 
     @property
     def conn_id(self) -> str | None:
-        """The cluster connection this backend was built from (``None``: the local backend)."""
+        """The cluster connection it was built from (``None``: the local backend)."""
         ...
 
     @property
     def can_defer(self) -> bool:
-        """Whether waiting can move to the triggerer (else it happens in the task)."""
+        """Whether waiting can move to the triggerer."""
         ...
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> ClusterPlan:
-        """Validate the request and fix the cluster's name and body; no API call.
-
-        :raises RayInvalidInputError: naming the bad field.
-        """
+        """Validate the request, fix the name and body; no API call (:class:`RayInvalidInputError`)."""
         ...
 
     def ensure(self, plan: ClusterPlan) -> bool:
-        """Create the cluster, or reuse the one an earlier try of this task created.
-
-        :returns: ``True`` when created now, ``False`` when reused.
-        :raises RayClusterError: when the name belongs to a cluster this task did not create.
-        """
+        """Create the cluster (``True``) or reuse the one an earlier try created (``False``)."""
         ...
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """Look once: head ready and dashboard answering (blocking I/O; triggers run it in a thread)."""
+        """Look once (blocking I/O; triggers run it in a thread)."""
         ...
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
@@ -260,7 +221,7 @@ class ClusterBackend(Protocol):
         ...
 
     def token(self, handle: RayClusterHandle) -> str | None:
-        """The token a handle refers to (a local head's file, a KubeRay Secret); ``None``: no token auth."""
+        """The token a handle refers to; ``None``: no token auth."""
         ...
 
     def job_client(self, handle: RayClusterHandle, **options: Any) -> JobClient:
@@ -271,20 +232,12 @@ class ClusterBackend(Protocol):
         return JobClient(handle.dashboard_url, token=self.token(handle), source=source, **options)
 
     def delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
-        """Delete a cluster (and what the provider created with it), by its handle or, while it is still
-        starting, by its plan; ``False`` if it was already gone.
-
-        A handle that is not owned (:func:`keeps_unowned`) is never deleted: ``False``.
-        """
+        """Delete a cluster by its handle (or by its plan while it starts); ``False``: already gone."""
         ...
 
     def attach(self, name: str) -> RayClusterHandle:
-        """A handle (``owned=False``) to a standing cluster that is running now; no waiting.
-
-        :raises RayInvalidInputError: when no cluster has this name.
-        :raises RayClusterNotReadyError: when it is not ready or its dashboard does not answer, with the
-            cluster's conditions.
-        """
+        """A handle (``owned=False``) to a standing cluster that is ready now
+        (:class:`RayInvalidInputError`: no such cluster; :class:`RayClusterNotReadyError`: not ready)."""
         ...
 
     def delete_labelled(self, labels: Mapping[str, str], *, wait: bool, timeout: float) -> list[str]:
@@ -292,13 +245,13 @@ class ClusterBackend(Protocol):
         ...
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Provider-created clusters whose expiry has passed (handles for :meth:`delete`)."""
+        """Provider-created clusters whose expiry has passed."""
         ...
 
     def owned_runs(self) -> list[RunCluster]:
-        """Provider-created clusters with the DAG run that created them, for the janitor to check that run."""
+        """Provider-created clusters with the DAG run that created them (for the janitor)."""
         ...
 
     def close(self) -> None:
-        """Release clients (connections, thread pools); the backend is not used afterwards."""
+        """Release clients; the backend is not used afterwards."""
         ...

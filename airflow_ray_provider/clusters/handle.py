@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
-# Defined in exceptions (all provider errors live there); importable from here as before.
 from airflow_ray_provider.exceptions import InvalidClusterHandleError
 
 #: The cluster backends: an ephemeral local Ray head, or a KubeRay RayCluster.
@@ -79,10 +78,8 @@ class RayClusterHandle:
 
     @classmethod
     def from_dict(cls, value: Any) -> RayClusterHandle:
-        """Build a handle from an XCom value (a dict) or return a handle unchanged.
-
-        :raises InvalidClusterHandleError: when ``value`` is not a handle-shaped dict.
-        """
+        """Build a handle from an XCom value (a dict) or return a handle unchanged
+        (:class:`InvalidClusterHandleError`: not a handle-shaped dict)."""
         if isinstance(value, RayClusterHandle):
             return value
         if not isinstance(value, dict):
@@ -90,14 +87,13 @@ class RayClusterHandle:
                 "expected a cluster handle (the XCom of CreateRayClusterOperator, a dict with "
                 f"backend, name and dashboard_url), got {type(value).__name__}"
             )
-        known = set(cls.__dataclass_fields__)
         missing = {"backend", "name", "dashboard_url"} - value.keys()
         if missing:
             raise InvalidClusterHandleError(
                 f"cluster handle is missing {sorted(missing)}; pass the XCom of "
                 "CreateRayClusterOperator (e.g. create_cluster.output)"
             )
-        unknown = set(value) - known
+        unknown = set(value) - set(cls.__dataclass_fields__)
         if unknown:
             raise InvalidClusterHandleError(f"cluster handle has unknown keys {sorted(unknown)}")
         return cls(**value)

@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
@@ -34,7 +35,6 @@ from airflow_ray_provider.local import (
     LocalHeadInfo,
     agent_answers,
     find_cluster,
-    is_record_expired,
     list_clusters,
     read_token,
     start_cluster,
@@ -44,14 +44,8 @@ from airflow_ray_provider.local import (
 
 @dataclass(frozen=True)
 class LocalPlan(ClusterPlan):
-    """A local head to start.
-
-    :param options: the head's options, CPUs and GPUs summarised from the spec.
-    :param auth: whether the head requires a Ray auth token.
-    :param expires_at: when the janitor may stop it.
-    :param owner: the DAG run that starts it (``dag_id``, ``run_id``): the janitor stops it once that run
-        has finished or no longer exists.
-    """
+    """A local head to start: its options (CPUs and GPUs summarised from the spec), whether it needs a
+    token, when the janitor may stop it, and the DAG run that starts it (``dag_id``, ``run_id``)."""
 
     options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
     auth: bool = True
@@ -76,15 +70,12 @@ def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
     return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
 
 
-def _handle_of(info: LocalHeadInfo, *, owned: bool = True) -> RayClusterHandle:
+def _handle_of(info: LocalHeadInfo | dict[str, Any], *, owned: bool = True) -> RayClusterHandle:
+    info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
     return RayClusterHandle(
         backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
         extra=info.to_dict(), owned=owned,
     )  # fmt: skip
-
-
-def _cluster(name: str) -> str:
-    return f"local Ray head {name}"
 
 
 class LocalBackend(ClusterBackend):
@@ -112,32 +103,27 @@ class LocalBackend(ClusterBackend):
             raise TypeError(f"LocalBackend cannot create from a {type(plan).__name__}")
         try:
             _, created = start_cluster(
-                plan.name,
-                plan.options,
-                auth=plan.auth,
-                labels=plan.labels,
-                expires_at=plan.expires_at,
+                plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at,
                 owner=plan.owner,
-            )
+            )  # fmt: skip
         except LocalHeadError as exc:  # start_head stopped what it started before raising
             raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
         return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
         """The head's processes are alive, its dashboard answers with the token, and its job agent answers."""
-        info = find_cluster(plan.name)
+        info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
-            return ReadinessCheck("failed", f"local Ray head {plan.name} is not running", _cluster(plan.name))
+            return ReadinessCheck("failed", f"{cluster} is not running", cluster)
         token = read_token(info.token_file) if info.token_file else None
         answered, detail = probe_dashboard(info.dashboard_url, token)
         if answered and agent_answers(info):
             message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
-            return ReadinessCheck("ready", message, _cluster(plan.name), info.dashboard_url)
+            return ReadinessCheck("ready", message, cluster, info.dashboard_url)
+        message = f"head running, but {info.dashboard_url}/api/version: {detail}"
         if answered:
             message = f"dashboard answers, but the job agent {info.agent_url}{AGENT_HEALTH_PATH} does not yet"
-            return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
-        message = f"head running, but {info.dashboard_url}/api/version: {detail}"
-        return ReadinessCheck("waiting", message, _cluster(plan.name), info.dashboard_url)
+        return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle of the running head (its pid, temp dir and token file are in ``extra``)."""
@@ -180,28 +166,23 @@ class LocalBackend(ClusterBackend):
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
     ) -> list[str]:
         """Stop every registered head whose labels include ``labels``."""
-        names = []
-        for record in list_clusters(dict(labels)):
-            info = LocalHeadInfo.from_dict(record["info"])
+        infos = [LocalHeadInfo.from_dict(record["info"]) for record in list_clusters(dict(labels))]
+        for info in infos:
             stop_cluster(info)
-            names.append(info.name)
-        return names
+        return [info.name for info in infos]
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
+        now = now or datetime.now(timezone.utc)
         owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        return [_handle_of(LocalHeadInfo.from_dict(r["info"])) for r in owned if is_record_expired(r, now)]
+        expired = [r for r in owned if r.get("expires_at") and datetime.fromisoformat(r["expires_at"]) <= now]
+        return [_handle_of(r["info"]) for r in expired]
 
     def owned_runs(self) -> list[RunCluster]:
         """Registered heads of this provider with the DAG run that started them (when recorded)."""
         owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        return [
-            RunCluster(
-                _handle_of(LocalHeadInfo.from_dict(r["info"])), r["owner"]["dag_id"], r["owner"]["run_id"]
-            )
-            for r in owned
-            if {"dag_id", "run_id"} <= set(r.get("owner") or {})
-        ]
+        runs = [r for r in owned if {"dag_id", "run_id"} <= set(r.get("owner") or {})]
+        return [RunCluster(_handle_of(r["info"]), r["owner"]["dag_id"], r["owner"]["run_id"]) for r in runs]
 
     def close(self) -> None:
         """Nothing to release."""

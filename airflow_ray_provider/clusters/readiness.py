@@ -1,16 +1,10 @@
 """When a cluster is ready, and how waiting for it ends: one typed look, one event shape, one rule.
 
-Ready means the head is up AND the dashboard's ``/api/version`` answers with the token: KubeRay marks
-the head ready before the dashboard has finished starting, and job submitters that race it get
-connection errors. The head is up only once its job agent answers too (KubeRay's default head readiness
-probe asks the agent's ``/api/local_raylet_healthz``; the local backend asks the same): before that, the
-Job API refuses submissions with "No available agent to submit job". A backend's ``check`` returns a
-:class:`ReadinessCheck`; :func:`event_for` turns it into the end of the wait (or ``None``: keep waiting).
-The blocking wait and the trigger drive the same rule (:func:`airflow_ray_provider.launch.wait_until_ready`
-and ``RayClusterReadyTrigger``), so a cluster that times out reads the same however it was waited on.
-
-Event payload (:class:`ReadinessEvent`): ``{"status": "ready" | "failed" | "timeout" | "error",
-"message", "dashboard_url", "conditions"}``. It never carries the token.
+Ready means the head is up, its dashboard's ``/api/version`` answers with the token and its job agent
+answers (KubeRay's default head probe asks ``/api/local_raylet_healthz``; before that the Job API refuses
+jobs). A backend's ``check`` returns a :class:`ReadinessCheck`; :func:`event_for` turns it into the end
+of the wait, for the blocking wait and the trigger alike. The event (:class:`ReadinessEvent`) never
+carries the token.
 """
 
 from __future__ import annotations
@@ -34,12 +28,9 @@ EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
 class ReadinessCheck:
     """One look at a cluster.
 
-    :param verdict: ``ready``, ``waiting`` or ``failed``.
-    :param message: what was seen, for logs and errors.
     :param cluster: what was looked at, e.g. ``RayCluster ray/nightly-1a2b`` or ``local Ray head x``.
-    :param dashboard_url: the dashboard's base URL, once known.
-    :param state: one line of the cluster's last observed state (KubeRay: state and every condition).
-    :param conditions: the cluster's conditions (KubeRay ``status.conditions``).
+    :param state: one line of its last observed state (KubeRay: state and every condition).
+    :param conditions: KubeRay's ``status.conditions``.
     :param inspect: a command that shows more, e.g. ``kubectl describe raycluster x -n ray``.
     """
 
@@ -76,10 +67,7 @@ def make_event(
 
 
 def validate_event(event: Any) -> ReadinessEvent:
-    """Check an event before acting on it (``execute_complete``).
-
-    :raises RayProviderError: for anything that is not a well-formed readiness event.
-    """
+    """Check an event before acting on it (``execute_complete``); :class:`RayProviderError` if malformed."""
     if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES:
         raise RayProviderError(f"unexpected cluster readiness event: {event!r}")
     if event["status"] == EVENT_READY and not event.get("dashboard_url"):
@@ -91,12 +79,7 @@ def validate_event(event: Any) -> ReadinessEvent:
 
 
 def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> ReadinessEvent | None:
-    """The one rule: how a look ends the wait, or ``None`` to keep waiting.
-
-    :param check: the latest look.
-    :param waited: seconds since waiting began.
-    :param timeout: seconds to wait at most.
-    """
+    """The one rule: how the latest look ends a wait of ``waited`` of ``timeout`` s (``None``: wait on)."""
     if check.verdict == "ready":
         return make_event(EVENT_READY, message=check.message, dashboard_url=check.dashboard_url)
     if check.verdict == "failed":

@@ -9,7 +9,6 @@ and knows their expiry.
 from airflow_ray_provider.local.cluster import (
     REGISTRY_ENV,
     find_cluster,
-    is_record_expired,
     list_clusters,
     read_record,
     registry_dir,
@@ -23,7 +22,6 @@ from airflow_ray_provider.local.head import (
     LocalHeadError,
     agent_answers,
     free_port,
-    ray_executable,
     read_token,
     start_head,
 )
@@ -39,10 +37,8 @@ __all__ = [
     "agent_answers",
     "find_cluster",
     "free_port",
-    "is_record_expired",
     "is_running",
     "list_clusters",
-    "ray_executable",
     "read_record",
     "read_token",
     "registry_dir",

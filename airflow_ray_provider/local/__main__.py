@@ -18,9 +18,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m airflow_ray_provider.local", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", help="the registered heads: name, dashboard, DAG run, expiry")
-    commands.add_parser("stop", help="stop the head of this name and remove its temp dir").add_argument(
-        "name"
-    )
+    stop = commands.add_parser("stop", help="stop the head of this name and remove its temp dir")
+    stop.add_argument("name")
     args = parser.parse_args(argv)
     if args.command == "list":
         records = list_clusters()

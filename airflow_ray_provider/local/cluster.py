@@ -84,14 +84,11 @@ def start_cluster(
     expires_at: datetime | None = None,
     owner: dict[str, str] | None = None,
 ) -> tuple[LocalHeadInfo, bool]:
-    """Start (or find, on a retry) the head named ``name``; it is registered before the wait for it.
+    """Start the head named ``name`` (registered before the wait for it), or find it on a retry; a head an
+    earlier, killed try left ``starting`` is adopted: waited for here, not started twice.
 
-    A head an earlier try left ``starting`` (that try was killed while it waited) is adopted: waited for
-    here, not started twice. Whatever interrupts the wait leaves the head registered, for
-    ``stop_cluster(find_cluster(name))``.
-
-    :param owner: who started it (``dag_id``, ``run_id``), kept in the record for the janitor.
-    :returns: the head's info and whether it was created now (``False``: reused).
+    :param owner: who started it (``dag_id``, ``run_id``), for the janitor.
+    :returns: the head's info and whether it was created now.
     :raises LocalHeadError: when the head does not come up (it is stopped and unregistered).
     """
     record = {"labels": dict(labels or {}), "owner": dict(owner or {}), "expires_at": _iso(expires_at)}
@@ -123,12 +120,9 @@ def start_cluster(
 
 
 def _adopt(info: LocalHeadInfo, timeout: float) -> bool:
-    """Wait for a head an earlier (killed) try left ``starting``.
-
-    :returns: ``True`` once it is up; ``False`` when ``ray start`` gave up during startup (it is stopped
-        and unregistered, and the caller starts a fresh head, as :func:`start_head` does on its crashes).
-    :raises LocalHeadError: when it does not come up in time (it is stopped and unregistered).
-    """
+    """Wait for a head an earlier (killed) try left ``starting``: ``True`` once it is up, ``False`` when
+    ``ray start`` gave up during startup (the caller starts a fresh one). A head that is not up in time
+    raises :class:`LocalHeadError`; either way a failed head is stopped and unregistered."""
     log.info("Adopting local Ray head %s (pid %s): an earlier try started it", info.name, info.pid)
     try:
         wait_for_head(info, timeout)
@@ -160,16 +154,6 @@ def stop_cluster(info: LocalHeadInfo) -> bool:
 
 def list_clusters(labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Registry records whose labels include ``labels``."""
-    found = []
-    for path in sorted(registry_dir().glob("*.json")):
-        with contextlib.suppress(OSError, ValueError):
-            record = json.loads(path.read_text())
-            if all(record.get("labels", {}).get(k) == x for k, x in (labels or {}).items()):
-                found.append(record)
-    return found
-
-
-def is_record_expired(record: dict[str, Any], now: datetime | None = None) -> bool:
-    """Whether a record's expiry has passed (records without expiry never expire)."""
-    raw = record.get("expires_at")
-    return bool(raw) and datetime.fromisoformat(str(raw)) <= (now or datetime.now(timezone.utc))
+    records = [read_record(path.stem) for path in sorted(registry_dir().glob("*.json"))]
+    wanted = (labels or {}).items()
+    return [r for r in records if r is not None and all(r.get("labels", {}).get(k) == x for k, x in wanted)]

@@ -129,20 +129,6 @@ def read_token(token_file: str) -> str:
     return Path(token_file).read_text().strip()
 
 
-def ray_executable() -> str:
-    """The ``ray`` command of this Python environment (else the one on ``PATH``), as a user would run it.
-
-    :raises LocalHeadError: when there is none.
-    """
-    candidate = Path(sys.executable).with_name("ray")
-    if candidate.exists():
-        return str(candidate)
-    found = shutil.which("ray")
-    if not found:
-        raise LocalHeadError("the `ray` command was not found; install ray[default]")
-    return found
-
-
 def _ray_cli() -> list[str]:
     """The head's launcher (:data:`_LAUNCHER`), unbuffered: :data:`STARTED_MARKER` reaches the log at once."""
     if importlib.util.find_spec("ray") is None:
@@ -184,18 +170,14 @@ def start_head(
     name: str | None = None,
     on_spawn: Callable[[LocalHeadInfo], None] | None = None,
 ) -> LocalHeadInfo:
-    """Start a local Ray head and wait until it is up: node started, Job API answering, and the job agent
-    answering (:data:`AGENT_HEALTH_PATH`), so a job submitted right after runs.
+    """Start a local Ray head and wait until it is up: node started, Job API and job agent
+    (:data:`AGENT_HEALTH_PATH`) answering, so a job submitted right after runs. A head whose ``ray start``
+    gives up during startup, or whose agent could not open its port, is started again in a fresh temp dir
+    on fresh ports, up to :data:`START_ATTEMPTS` times.
 
-    When ``ray start`` gives up during startup, or its job agent could not open its port, the head is
-    started again in a fresh temp dir on fresh ports, up to :data:`START_ATTEMPTS` times.
-
-    :param config: start options; defaults to :class:`LocalHeadConfig`.
-    :param name: a label for the head (used in its temp dir name).
     :param on_spawn: called with each head's info once its process exists and before Ray starts in it
-        (e.g. to register it, so that whatever interrupts the wait leaves a head others can find and
-        stop). If anything raises before Ray starts, the head is stopped and the error propagates.
-    :returns: the running head's info.
+        (e.g. to register it, so whatever interrupts the wait leaves a head others find and stop); if it
+        raises, the head is stopped and the error propagates.
     :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
     """
     config = config or LocalHeadConfig()
@@ -228,11 +210,10 @@ def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tu
 def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
     """The environment of the head and of every process it starts (job drivers included).
 
-    ``PATH`` starts with this interpreter's folder, so a job's plain ``python``, ``pip`` or ``ray`` is the
-    one that has Ray and this provider; when that folder has no ``python`` that is this interpreter, a
-    ``python`` shim in the head's temp dir comes first. ``TMPDIR`` is the head's temp dir, so what its
-    processes leave there (the dashboard's ``pymp-*`` folders) goes with the head. ``config.env`` can
-    override both.
+    ``PATH`` starts with this interpreter's folder (or a ``python`` shim of it, when that folder's
+    ``python`` is another), so a job's plain ``python``, ``pip`` or ``ray`` has Ray and this provider.
+    ``TMPDIR`` is the head's temp dir, so what its processes leave there goes with the head. ``config.env``
+    can override both.
     """
     bin_dir = os.path.dirname(sys.executable)
     first = [bin_dir]
@@ -297,10 +278,8 @@ def _start_once(
 
 
 def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
-    """Wait for a head another process started (e.g. an earlier try killed while it waited).
-
-    :raises LocalHeadError: when it exits or is not up within ``timeout`` seconds (it is stopped).
-    """
+    """Wait for a head another process started (e.g. an earlier try killed while it waited); when it exits
+    or is not up within ``timeout`` seconds it is stopped and :class:`LocalHeadError` raised."""
     token = read_token(info.token_file) if info.token_file else None
     _wait_until_up(lambda: None if is_running(info) else -1, info, token, timeout)
 
@@ -308,11 +287,8 @@ def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
 def _wait_until_up(
     exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
 ) -> None:
-    """Return once the node started, the dashboard answers and the job agent answers; else stop the head
-    and raise.
-
-    :param exit_code: the head's exit code once it has exited, else ``None``.
-    """
+    """Return once the node started and the dashboard and job agent answer; else stop the head and raise.
+    ``exit_code`` gives the head's exit code once it has exited, else ``None``."""
     checks = {
         "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
         "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),

@@ -35,12 +35,12 @@ class LocalHeadInfo:
     agent_url: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the info as a plain dict."""
+        """The info as a plain dict."""
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LocalHeadInfo:
-        """Rebuild the info from :meth:`to_dict` output."""
+        """Rebuild the info from :meth:`to_dict` output (unknown keys are ignored)."""
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
@@ -96,14 +96,11 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
 
 
 def stop_head(info: LocalHeadInfo, *, grace: float = 1.0) -> bool:
-    """Stop a local head and remove its temp dir. Safe to call twice.
+    """Stop a local head and remove its temp dir; ``False`` when it was already gone. Safe to call twice.
 
-    Every process of the head (:func:`_head_processes`) gets SIGTERM; whatever is left after ``grace``
-    seconds gets SIGKILL, and the temp dir is removed only once none is left, so nothing writes into it
-    afterwards. ``ray start --block``, ``raylet`` and the autoscaler monitor often outlive SIGTERM by
-    seconds; the head is ephemeral (nothing of it outlives it), so a short grace loses nothing.
-
-    :returns: ``True`` if a running head was stopped, ``False`` if it was already gone.
+    Every process of the head (:func:`_head_processes`) gets SIGTERM, whatever is left after ``grace``
+    seconds SIGKILL (``raylet`` and the autoscaler monitor often outlive SIGTERM by seconds; nothing of an
+    ephemeral head outlives it), and the temp dir goes only once none is left, so nothing writes into it.
     """
     was_running = is_running(info)
     left = _head_processes(info)
