@@ -18,7 +18,7 @@ import math
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -179,14 +179,5 @@ class JobSpec:
         check_entrypoint_reservation(*reservation, self.entrypoint_resources)
 
     def submit_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``JobSubmissionClient.submit_job`` (``None`` values dropped)."""
-        kwargs = {
-            "entrypoint": self.entrypoint,
-            "runtime_env": self.runtime_env or None,
-            "metadata": self.metadata or None,
-            "entrypoint_num_cpus": self.entrypoint_num_cpus,
-            "entrypoint_num_gpus": self.entrypoint_num_gpus,
-            "entrypoint_memory": self.entrypoint_memory,
-            "entrypoint_resources": self.entrypoint_resources,
-        }
-        return {k: v for k, v in kwargs.items() if v is not None}
+        """Keyword arguments for ``JobSubmissionClient.submit_job`` (unset and empty values dropped)."""
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}

@@ -1,10 +1,7 @@
-"""The run lifecycle, Airflow-free: one object owns a Ray job's run from its first instant to its cleanup.
-
-:class:`JobRun` reaches the target (creates, finds or attaches a cluster; a KubeRay RayJob makes its
-own), submits or re-attaches (the submission-id rule of :mod:`airflow_ray_provider.jobs`), waits with one
-pure step (:func:`step`) driven by a blocking or an async transport, ends with the job's result or the
-provider's error, and cleans up by one table (:mod:`.cleanup`). Operators, the sensor, the triggers and
-``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal shells.
+"""The run lifecycle, Airflow-free: :class:`JobRun` (:mod:`.run`) owns a Ray job's run from its first instant
+to its cleanup (:mod:`.cleanup`), waiting with one pure step (:mod:`.wait`). Operators, the sensor, the
+triggers and ``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal
+shells.
 """
 
 from airflow_ray_provider.exceptions import RayJobFailedError

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -156,12 +157,8 @@ class JobRun:
         self.target, self.job, self.base_id = target, job, base_id
         self.submission_id = submission_id
         self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
-        self.stream_logs, self.missing_ok, self.usage, self.tail_lines = (
-            stream_logs,
-            missing_ok,
-            usage,
-            tail_lines,
-        )
+        self.stream_logs, self.missing_ok = stream_logs, missing_ok
+        self.usage, self.tail_lines = usage, tail_lines
         self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
         self.linked = False
         self.choice: Choice | None = None
@@ -244,7 +241,7 @@ class JobRun:
     def _decide(self, seen: Observation) -> Step | None:
         decided = step(self.plan, seen)
         self.on_lines(list(decided.lines))
-        self.plan = self.plan.advanced(decided.log_offset)
+        self.plan = dataclasses.replace(self.plan, log_offset=decided.log_offset)
         if seen.subject is not None:
             self.subject = seen.subject
         if seen.log_text is not None:
@@ -254,28 +251,24 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             self._record_usage()
-        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, self.killed)
+        return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             await asyncio.to_thread(self._record_usage)
         return seen
 
     def _record_due(self, seen: Observation) -> bool:
-        """Whether this look is the one the usage record is made at: the first that shows the job ended."""
+        """Keep what ``seen`` shows; whether this look is the one the usage record is made at: the first
+        that shows the job ended."""
         from airflow_ray_provider.launch.usage.observer import job_ended
 
-        return (
-            self.usage is not None
-            and self.record is None
-            and seen.subject is not None
-            and job_ended(seen.subject)
-        )
+        self.subject = seen.subject if seen.subject is not None else self.subject
+        ended = seen.subject is not None and job_ended(seen.subject)
+        return ended and self.usage is not None and self.record is None
 
     def wait(self) -> None:
         """Wait in this process until the job ends, times out or the task is killed."""

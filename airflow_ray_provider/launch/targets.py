@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -360,11 +359,6 @@ class Connection:
 
 
 Target = LocalHead | KubeRayCluster | KubeRayJob | StandingCluster | RayAddress | Connection
-
-
-def run_name(name: str | None) -> str:
-    """The run's name: given (a rerun with it re-attaches), or a fresh one."""
-    return name if name else f"run-{uuid.uuid4().hex[:8]}"
 
 
 def identity(name: str) -> TaskIdentity:
