@@ -217,8 +217,9 @@ class JobRun:
             offset = resume_offset(self.target.logs(self.submission_id))
             if offset:
                 self.say(f"Re-attached: the job log's first {offset} characters are in the earlier try's log")
-        self.plan = WaitPlan(self._start_time(), self.timeout, offset, self.stream_logs, self.missing_ok,
-                             self.cleanup)  # fmt: skip
+        start = getattr(self.subject, "start_time", None)  # Ray's milliseconds; the job's, not ours
+        start = start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
+        self.plan = WaitPlan(start, self.timeout, offset, self.stream_logs, self.missing_ok, self.cleanup)
 
     def _announce(self) -> None:
         """Hand the job's dashboard page to ``on_link`` the first time it is known."""
@@ -228,10 +229,6 @@ class JobRun:
         if url:
             self.linked = True
             self.on_link(url)
-
-    def _start_time(self) -> float:
-        start = getattr(self.subject, "start_time", None)
-        return start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
 
     @property
     def finished(self) -> bool:

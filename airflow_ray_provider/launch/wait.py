@@ -129,16 +129,10 @@ def step(plan: WaitPlan, seen: Observation) -> Step:
     return Step(WaitAction.WAIT, tuple(lines), offset)
 
 
-def poll(
-    look: Callable[[], T],
-    decide: Callable[[T], R | None],
-    *,
-    interval: float,
-    sleep: Callable[[float], None] = time.sleep,
-) -> R:
+def poll(look: Callable[[], T], decide: Callable[[T], R | None], *, interval: float) -> R:
     """Look and decide until the decision is not ``None`` (blocking: workers, the CLI)."""
     while (decided := decide(look())) is None:
-        sleep(interval)
+        time.sleep(interval)
     return decided
 
 
