@@ -1,18 +1,15 @@
 """One Ray job's whole life, owned by one object from its first instant to its last deletion.
 
-:class:`JobRun` reaches its target (creates, finds or attaches the cluster; a KubeRay RayJob makes its
-own), submits the job or re-attaches to the run's job (the submission-id rule of
-:mod:`airflow_ray_provider.jobs.reattach`), waits with the one step of :mod:`.wait` driven by a blocking
-or an async transport, turns the ending into the result or the provider's error, and cleans up by the
-``cleanup`` word (:mod:`.cleanup`). Used as a context manager it cleans up on every way out, from the
-moment a cluster is being created: an exception, Ctrl-C or SIGTERM while the cluster starts deletes what
-was started, as the table says. Each cleanup action runs once, whichever path gets there first.
+:class:`JobRun` reaches its target, submits or re-attaches (:mod:`airflow_ray_provider.jobs.reattach`),
+waits with the one step of :mod:`.wait`, turns the ending into the result or the provider's error, and
+cleans up by the ``cleanup`` word (:mod:`.cleanup`). As a context manager it cleans up on every way out
+from the moment a cluster is being created (an exception, Ctrl-C or SIGTERM during the start deletes what
+was started); each cleanup action runs once, whichever path gets there first.
 
-A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the
-trigger and, in the trigger's event, back to ``execute_complete``, which rebuild it
-(:meth:`JobRun.from_state`); the process that handed it over does not clean it up. The usage record is
-an observer of the finished run (:mod:`.usage`): made once, before the run's own cluster is deleted.
-No Airflow imports.
+A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the trigger
+and back to ``execute_complete``, which rebuild it (:meth:`JobRun.from_state`); the process that handed
+it over does not clean it up. The usage record (:mod:`.usage`) is made once, before the run's own cluster
+is deleted. No Airflow imports.
 """
 
 from __future__ import annotations
