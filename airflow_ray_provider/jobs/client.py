@@ -19,7 +19,7 @@ import os
 import re
 import ssl
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -46,8 +46,6 @@ T = TypeVar("T")
 
 #: Header names whose values are credentials: masked in logs, never shown.
 SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "x-api-key", "proxy-authorization"})
-#: Where Ray's own tools look for a token when ``RAY_AUTH_TOKEN`` is not set (``ray get-auth-token``).
-DEFAULT_TOKEN_PATH = Path("~/.ray/auth_token")
 # Ray's client raises RuntimeError("Request failed with status code 503: ...").
 _STATUS = re.compile(r"status code (\d{3})")
 
@@ -57,7 +55,7 @@ def ray_token_from_environment() -> str | None:
     ``~/.ray/auth_token``; ``None`` when there is none."""
     if os.environ.get("RAY_AUTH_TOKEN"):
         return os.environ["RAY_AUTH_TOKEN"].strip()
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or DEFAULT_TOKEN_PATH).expanduser()
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or "~/.ray/auth_token").expanduser()
     return path.read_text().strip() if path.is_file() else None
 
 
@@ -166,23 +164,19 @@ class JobClient:
         values += [v.removeprefix("Bearer ") for k, v in self.headers.items() if k.lower() == "authorization"]
         return values + [v for v in self.cookies.values() if v]
 
-    # ----------------------------------------------------------------- errors and retries
-    def _unreachable(self, what: str, exc: BaseException) -> RayDashboardUnreachableError:
-        return RayDashboardUnreachableError(
-            f"Ray dashboard {self.address} ({self.source}) did not answer {what} after {self.retry_attempts} "
-            f"attempts: {type(exc).__name__}: {exc}. Check that the cluster is running and that the "
-            "address and port are right.",
-            url=self.address,
-            conn_id=self.conn_id or self.source,
-        )
-
     def _error(self, what: str, exc: BaseException) -> RayProviderError:
         """The provider's error for a call that failed for good."""
         if isinstance(exc, RayProviderError):
             return exc
         status = http_status(exc)
         if status is None:
-            return self._unreachable(what, exc)
+            return RayDashboardUnreachableError(
+                f"Ray dashboard {self.address} ({self.source}) did not answer {what} after "
+                f"{self.retry_attempts} attempts: {type(exc).__name__}: {exc}. Check that the cluster is "
+                "running and that the address and port are right.",
+                url=self.address,
+                conn_id=self.conn_id or self.source,
+            )
         if "already exists" in str(exc):
             return RayJobAlreadyExistsError(f"{what}: a job with this submission id already exists",
                                             http_status=status, url=self.address)  # fmt: skip
@@ -196,7 +190,6 @@ class JobClient:
         except Exception as exc:
             raise self._error(what, exc) from exc
 
-    # ----------------------------------------------------------------- blocking: Ray's client
     @cached_property
     def ray(self) -> JobSubmissionClient:
         """Ray's ``JobSubmissionClient`` for this cluster (imports ``ray``; checks the connection)."""
@@ -218,11 +211,8 @@ class JobClient:
         kwargs = spec.submit_kwargs()
         kwargs["metadata"] = {**self.metadata, **spec.metadata} or None
         try:
-            submitted = self._call(
-                f"submit job {submission_id!r}",
-                lambda: self.ray.submit_job(submission_id=submission_id, **kwargs),
-            )
-            return str(submitted)
+            call = partial(self.ray.submit_job, submission_id=submission_id, **kwargs)
+            return str(self._call(f"submit job {submission_id!r}", call))
         except RayProviderError as exc:
             if isinstance(exc.__cause__, (TypeError, ValueError)):
                 raise RayInvalidInputError(f"Ray rejected the job's arguments: {exc.__cause__}") from exc
@@ -257,7 +247,6 @@ class JobClient:
         jobs = self._call("list jobs", self.ray.list_jobs)
         return [_job_state(job) for job in jobs if getattr(job, "submission_id", None)]
 
-    # ----------------------------------------------------------------- the dashboard's read-only routes
     def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
         """``GET`` a read-only route of the dashboard (``/api/version``, ``/api/v0/nodes``, ...) as JSON;
         one request per call, so several threads may read at once (the usage record does)."""
@@ -275,20 +264,15 @@ class JobClient:
     def reader(self, timeout: float = 10.0) -> JobClient:
         """This client for the usage record's reads: a short timeout and no retry (a slow dashboard costs
         the record, never the job)."""
-        quick: dict[str, Any] = {
-            "timeout": min(self.timeout, timeout),
-            "retry_attempts": 1,
-            "source": self.source,
-        }
         return JobClient(
-            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify, **quick
-        )
+            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify,
+            timeout=min(self.timeout, timeout), retry_attempts=1, source=self.source,
+        )  # fmt: skip
 
     def version(self) -> str:
         """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""
         return str(self.get_json("/api/version").get("ray_version", "?"))
 
-    # ----------------------------------------------------------------- async: the triggers' reader
     def _ssl(self) -> ssl.SSLContext | bool:
         if isinstance(self.verify, str):
             if os.path.isdir(self.verify):

@@ -42,9 +42,7 @@ def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[
 
 def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
     """The last ``lines`` lines of a log."""
-    if lines <= 0:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])
+    return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
 
 
 def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:

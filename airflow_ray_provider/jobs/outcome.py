@@ -42,9 +42,7 @@ def ray_message(message: str | None) -> str:
 
     The error carries the log once: the operator's own last lines follow the message.
     """
-    text = message or "no message"
-    cut = text.find(_RAY_LOG_MARKER)
-    return text[:cut] if cut >= 0 else text
+    return (message or "no message").split(_RAY_LOG_MARKER, 1)[0]
 
 
 def clip_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from airflow_ray_provider.exceptions import RayJobAlreadyExistsError
 from airflow_ray_provider.jobs.status import JobState
@@ -44,30 +44,24 @@ class Decision:
     :param choice: submit a new job, attach to a live one, or finish with a succeeded one.
     :param submission_id: the id to submit under, or of the job to attach to / finish with.
     :param state: the existing job's state (``None`` for ``SUBMIT``).
-    :param previous: earlier attempts, oldest first.
     """
 
     choice: Choice
     submission_id: str
     state: JobState | None = None
-    previous: list[JobState] = field(default_factory=list)
 
 
 def decide(base: str, jobs: list[JobState]) -> Decision:
     """Apply the rule to the jobs of the cluster (any jobs: those not under ``base`` are ignored)."""
-    attempts = sorted(
-        ((n, job) for job in jobs if (n := attempt_of(base, job.submission_id)) is not None),
-        key=lambda item: item[0],
-    )
+    attempts = [(n, job) for job in jobs if (n := attempt_of(base, job.submission_id)) is not None]
     if not attempts:
         return Decision(Choice.SUBMIT, base)
-    number, latest = attempts[-1]
-    earlier = [job for _, job in attempts[:-1]]
+    number, latest = max(attempts, key=lambda item: item[0])
     if not latest.is_terminal:
-        return Decision(Choice.ATTACH, latest.submission_id, latest, earlier)
+        return Decision(Choice.ATTACH, latest.submission_id, latest)
     if latest.is_success:
-        return Decision(Choice.DONE, latest.submission_id, latest, earlier)
-    return Decision(Choice.SUBMIT, attempt_submission_id(base, number + 1), None, [*earlier, latest])
+        return Decision(Choice.DONE, latest.submission_id, latest)
+    return Decision(Choice.SUBMIT, attempt_submission_id(base, number + 1))
 
 
 def submit_or_attach(

@@ -3,10 +3,10 @@
 Ray's own :class:`ray.job_submission.JobStatus` is the reference. It cannot be imported here: importing
 ``ray.job_submission`` loads all of ``ray`` (seconds of CPU and ~100 MB), and the triggerer must run
 hundreds of triggers without ``ray`` installed. So :class:`JobStatus` mirrors Ray's enum value for value
-and ``is_terminal()`` mirrors Ray's rule; ``tests/unit/test_ray_job_status.py`` asserts both against the
+and ``is_terminal()`` mirrors Ray's rule; ``tests/unit/jobs/test_status.py`` asserts both against the
 installed Ray member for member, so a Ray release that adds a state fails CI instead of leaving a
 trigger waiting forever. Nothing else in the provider keeps a list of states: every caller asks
-:func:`is_terminal` / :func:`is_success`.
+:meth:`JobStatus.is_terminal` / :meth:`JobStatus.is_success`.
 
 No Airflow or Ray imports.
 """
@@ -34,27 +34,11 @@ class JobStatus(str, Enum):
 
     def is_terminal(self) -> bool:
         """Whether the job will never change status again (same rule as Ray's ``is_terminal``)."""
-        return self in _TERMINAL
+        return self in (JobStatus.STOPPED, JobStatus.SUCCEEDED, JobStatus.FAILED)
 
     def is_success(self) -> bool:
         """Whether the job finished successfully."""
         return self is JobStatus.SUCCEEDED
-
-
-_TERMINAL = frozenset({JobStatus.STOPPED, JobStatus.SUCCEEDED, JobStatus.FAILED})
-
-
-def is_terminal(status: str | JobStatus) -> bool:
-    """Whether ``status`` (a :class:`JobStatus` or its string value) is final.
-
-    :raises ValueError: for a string that is not a Ray job status.
-    """
-    return JobStatus(status).is_terminal()
-
-
-def is_success(status: str | JobStatus) -> bool:
-    """Whether ``status`` means the job succeeded."""
-    return JobStatus(status).is_success()
 
 
 @dataclass(frozen=True)
@@ -101,17 +85,7 @@ class JobState:
         submission_id = payload.get("submission_id")
         if not submission_id:
             raise ValueError(f"Job API response has no submission_id: keys {sorted(payload)}")
-        return cls(
-            submission_id=str(submission_id),
-            status=JobStatus(payload.get("status")),
-            message=payload.get("message"),
-            driver_exit_code=payload.get("driver_exit_code"),
-            error_type=payload.get("error_type"),
-            start_time=payload.get("start_time"),
-            end_time=payload.get("end_time"),
-            entrypoint=payload.get("entrypoint"),
-            metadata=dict(payload.get("metadata") or {}),
-        )
+        return cls.from_dict({**payload, "metadata": dict(payload.get("metadata") or {})})
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (for trigger events and XCom)."""
@@ -123,5 +97,6 @@ class JobState:
     def from_dict(cls, data: dict[str, Any]) -> JobState:
         """Rebuild a state from :meth:`to_dict` output."""
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        known["status"] = JobStatus(known["status"])
+        known["submission_id"] = str(known["submission_id"])
+        known["status"] = JobStatus(known.get("status"))
         return cls(**known)

@@ -18,7 +18,7 @@ import math
 import os
 import re
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -104,19 +104,6 @@ def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
         raise RayInvalidInputError(f"{name} must be {kind}, got {value!r}")
 
 
-def _check_working_dir(runtime_env: dict[str, Any], *, local_paths: bool) -> None:
-    working_dir = runtime_env.get("working_dir")
-    if working_dir is None:
-        return
-    if not isinstance(working_dir, str) or not working_dir:
-        raise RayInvalidInputError("runtime_env['working_dir'] must be a folder path or a remote URI")
-    if local_paths and "://" not in working_dir and not os.path.exists(working_dir):
-        raise RayInvalidInputError(
-            f"runtime_env['working_dir'] {working_dir!r} does not exist on this worker; "
-            "pass a local folder (it is uploaded) or a remote URI (s3://..., gs://..., https://...zip)"
-        )
-
-
 def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str, Any]:
     """Check a runtime_env's shape before submitting (no Ray import); returns a copy.
 
@@ -138,7 +125,14 @@ def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str
         not isinstance(env_vars, dict) or not all(isinstance(v, str) for v in env_vars.values())
     ):
         raise RayInvalidInputError("runtime_env['env_vars'] must be a dict of string to string")
-    _check_working_dir(runtime_env, local_paths=local_paths)
+    working_dir = runtime_env.get("working_dir")
+    if working_dir is not None and (not isinstance(working_dir, str) or not working_dir):
+        raise RayInvalidInputError("runtime_env['working_dir'] must be a folder path or a remote URI")
+    if local_paths and working_dir and "://" not in working_dir and not os.path.exists(working_dir):
+        raise RayInvalidInputError(
+            f"runtime_env['working_dir'] {working_dir!r} does not exist on this worker; "
+            "pass a local folder (it is uploaded) or a remote URI (s3://..., gs://..., https://...zip)"
+        )
     return dict(runtime_env)
 
 
@@ -185,14 +179,5 @@ class JobSpec:
         check_entrypoint_reservation(*reservation, self.entrypoint_resources)
 
     def submit_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``JobSubmissionClient.submit_job`` (``None`` values dropped)."""
-        kwargs = {
-            "entrypoint": self.entrypoint,
-            "runtime_env": self.runtime_env or None,
-            "metadata": self.metadata or None,
-            "entrypoint_num_cpus": self.entrypoint_num_cpus,
-            "entrypoint_num_gpus": self.entrypoint_num_gpus,
-            "entrypoint_memory": self.entrypoint_memory,
-            "entrypoint_resources": self.entrypoint_resources,
-        }
-        return {k: v for k, v in kwargs.items() if v is not None}
+        """Keyword arguments for ``JobSubmissionClient.submit_job`` (unset and empty values dropped)."""
+        return {k: v for k, v in asdict(self).items() if v is not None and v != {}}

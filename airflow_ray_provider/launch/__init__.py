@@ -1,23 +1,13 @@
-"""The run lifecycle, Airflow-free: one object owns a Ray job's run from its first instant to its cleanup.
-
-:class:`JobRun` reaches the target (creates, finds or attaches a cluster; a KubeRay RayJob makes its
-own), submits or re-attaches (the submission-id rule of :mod:`airflow_ray_provider.jobs`), waits with one
-pure step (:func:`step`) driven by a blocking or an async transport, ends with the job's result or the
-provider's error, and cleans up by one table (:mod:`.cleanup`). Operators, the sensor, the triggers and
-``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal shells.
+"""The run lifecycle, Airflow-free: :class:`JobRun` (:mod:`.run`) owns a Ray job's run from its first instant
+to its cleanup (:mod:`.cleanup`), waiting with one pure step (:mod:`.wait`). Operators, the sensor, the
+triggers and ``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal
+shells.
 """
 
-from airflow_ray_provider.exceptions import (
-    KubeRayJobError,
-    RayInvalidInputError,
-    RayJobFailedError,
-    RayJobStoppedError,
-    RayJobTimeoutError,
-    RayProviderError,
-)
+from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
 from airflow_ray_provider.launch.rayjob import RayJobTarget
-from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
+from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
 from airflow_ray_provider.launch.targets import (
     ClusterTarget,
@@ -38,7 +28,6 @@ from airflow_ray_provider.launch.wait import (
     WaitAction,
     WaitPlan,
     apoll,
-    poll,
     ready_handle,
     step,
     wait_until_ready,
@@ -53,16 +42,11 @@ __all__ = [
     "JobRun",
     "KubeRayCluster",
     "KubeRayJob",
-    "KubeRayJobError",
     "LocalHead",
     "Observation",
     "RayAddress",
-    "RayInvalidInputError",
     "RayJobFailedError",
-    "RayJobStoppedError",
     "RayJobTarget",
-    "RayJobTimeoutError",
-    "RayProviderError",
     "RunResult",
     "RunTarget",
     "StandingCluster",
@@ -75,8 +59,6 @@ __all__ = [
     "apoll",
     "job_spec",
     "kuberay_backend",
-    "poll",
-    "print_lines",
     "ready_handle",
     "resolve",
     "run",

@@ -40,7 +40,7 @@ class Cleanup(str, enum.Enum):
     ALWAYS = "always"
 
     @classmethod
-    def parse(cls, value: str | Cleanup, *, field_name: str = "cleanup") -> Cleanup:
+    def parse(cls, value: str | Cleanup) -> Cleanup:
         """The member for ``value``.
 
         :raises RayInvalidInputError: naming the field and the accepted words.
@@ -49,7 +49,7 @@ class Cleanup(str, enum.Enum):
             return cls(value)
         except ValueError:
             words = ", ".join(repr(m.value) for m in cls)
-            raise RayInvalidInputError(f"{field_name} must be one of {words}, got {value!r}") from None
+            raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}") from None
 
 
 class Ending(str, enum.Enum):

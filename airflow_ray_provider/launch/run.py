@@ -1,24 +1,22 @@
 """One Ray job's whole life, owned by one object from its first instant to its last deletion.
 
-:class:`JobRun` reaches its target (creates, finds or attaches the cluster; a KubeRay RayJob makes its
-own), submits the job or re-attaches to the run's job (the submission-id rule of
-:mod:`airflow_ray_provider.jobs.reattach`), waits with the one step of :mod:`.wait` driven by a blocking
-or an async transport, turns the ending into the result or the provider's error, and cleans up by the
-``cleanup`` word (:mod:`.cleanup`). Used as a context manager it cleans up on every way out, from the
-moment a cluster is being created: an exception, Ctrl-C or SIGTERM while the cluster starts deletes what
-was started, as the table says. Each cleanup action runs once, whichever path gets there first.
+:class:`JobRun` reaches its target, submits or re-attaches (:mod:`airflow_ray_provider.jobs.reattach`),
+waits with the one step of :mod:`.wait`, turns the ending into the result or the provider's error, and
+cleans up by the ``cleanup`` word (:mod:`.cleanup`). As a context manager it cleans up on every way out
+from the moment a cluster is being created (an exception, Ctrl-C or SIGTERM during the start deletes what
+was started); each cleanup action runs once, whichever path gets there first.
 
-A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the
-trigger and, in the trigger's event, back to ``execute_complete``, which rebuild it
-(:meth:`JobRun.from_state`); the process that handed it over does not clean it up. The usage record is
-an observer of the finished run (:mod:`.usage`): made once, before the run's own cluster is deleted.
-No Airflow imports.
+A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the trigger
+and back to ``execute_complete``, which rebuild it (:meth:`JobRun.from_state`); the process that handed
+it over does not clean it up. The usage record (:mod:`.usage`) is made once, before the run's own cluster
+is deleted. No Airflow imports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -156,12 +154,8 @@ class JobRun:
         self.target, self.job, self.base_id = target, job, base_id
         self.submission_id = submission_id
         self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
-        self.stream_logs, self.missing_ok, self.usage, self.tail_lines = (
-            stream_logs,
-            missing_ok,
-            usage,
-            tail_lines,
-        )
+        self.stream_logs, self.missing_ok = stream_logs, missing_ok
+        self.usage, self.tail_lines = usage, tail_lines
         self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
         self.linked = False
         self.choice: Choice | None = None
@@ -220,8 +214,9 @@ class JobRun:
             offset = resume_offset(self.target.logs(self.submission_id))
             if offset:
                 self.say(f"Re-attached: the job log's first {offset} characters are in the earlier try's log")
-        self.plan = WaitPlan(self._start_time(), self.timeout, offset, self.stream_logs, self.missing_ok,
-                             self.cleanup)  # fmt: skip
+        start = getattr(self.subject, "start_time", None)  # Ray's milliseconds; the job's, not ours
+        start = start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
+        self.plan = WaitPlan(start, self.timeout, offset, self.stream_logs, self.missing_ok, self.cleanup)
 
     def _announce(self) -> None:
         """Hand the job's dashboard page to ``on_link`` the first time it is known."""
@@ -232,10 +227,6 @@ class JobRun:
             self.linked = True
             self.on_link(url)
 
-    def _start_time(self) -> float:
-        start = getattr(self.subject, "start_time", None)
-        return start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
-
     @property
     def finished(self) -> bool:
         """Whether the wait has ended (or the job was found finished)."""
@@ -244,7 +235,7 @@ class JobRun:
     def _decide(self, seen: Observation) -> Step | None:
         decided = step(self.plan, seen)
         self.on_lines(list(decided.lines))
-        self.plan = self.plan.advanced(decided.log_offset)
+        self.plan = dataclasses.replace(self.plan, log_offset=decided.log_offset)
         if seen.subject is not None:
             self.subject = seen.subject
         if seen.log_text is not None:
@@ -254,28 +245,24 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             self._record_usage()
-        return Observation(seen.now, seen.subject, seen.terminal, seen.succeeded, seen.log_text, self.killed)
+        return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        self.subject = seen.subject if seen.subject is not None else self.subject
         if self._record_due(seen):
             await asyncio.to_thread(self._record_usage)
         return seen
 
     def _record_due(self, seen: Observation) -> bool:
-        """Whether this look is the one the usage record is made at: the first that shows the job ended."""
+        """Keep what ``seen`` shows; whether this look is the one the usage record is made at: the first
+        that shows the job ended."""
         from airflow_ray_provider.launch.usage.observer import job_ended
 
-        return (
-            self.usage is not None
-            and self.record is None
-            and seen.subject is not None
-            and job_ended(seen.subject)
-        )
+        self.subject = seen.subject if seen.subject is not None else self.subject
+        ended = seen.subject is not None and job_ended(seen.subject)
+        return ended and self.usage is not None and self.record is None
 
     def wait(self) -> None:
         """Wait in this process until the job ends, times out or the task is killed."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from airflow_ray_provider.jobs.submission import (
 )
 from airflow_ray_provider.launch.cleanup import Cleanup
 from airflow_ray_provider.launch.run import JobRun, print_lines
-from airflow_ray_provider.launch.targets import CLI_DAG_ID, CLI_TASK_ID, KubeRayJob, Target, resolve, run_name
+from airflow_ray_provider.launch.targets import CLI_DAG_ID, CLI_TASK_ID, KubeRayJob, Target, resolve
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ def run(
     :raises KeyboardInterrupt: after cleaning up as a user's kill (Ctrl-C).
     """
     policy = Cleanup.parse(cleanup)
-    name = run_name(name)
+    name = name or f"run-{uuid.uuid4().hex[:8]}"  # a rerun with the same name re-attaches
     spec = job_spec(entrypoint, runtime_env=runtime_env, working_dir=working_dir, name=name)
     target = _with_deadline(target, timeout)
     where = resolve(target, name, spec)  # every check; nothing started yet

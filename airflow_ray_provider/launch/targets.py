@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -362,16 +361,6 @@ class Connection:
 Target = LocalHead | KubeRayCluster | KubeRayJob | StandingCluster | RayAddress | Connection
 
 
-def run_name(name: str | None) -> str:
-    """The run's name: given (a rerun with it re-attaches), or a fresh one."""
-    return name if name else f"run-{uuid.uuid4().hex[:8]}"
-
-
-def identity(name: str) -> TaskIdentity:
-    """The identity of a run: its cluster's name and labels and its submission id derive from it."""
-    return TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
-
-
 def kuberay_backend(context: str | None, namespace: str, template: str | None = None) -> KubeRayBackend:
     """A KubeRay backend through a kube context (the ``kubernetes`` package's own kubeconfig loading)."""
     from kubernetes import config
@@ -420,7 +409,8 @@ def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
         else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
     )  # fmt: skip
     try:
-        return ClusterTarget(backend=backend, plan=backend.plan(cluster_request(target), identity(name)))
+        plan = backend.plan(cluster_request(target), TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID))
+        return ClusterTarget(backend=backend, plan=plan)
     except BaseException:
         backend.close()
         raise
@@ -442,7 +432,7 @@ def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
                             dashboard_url_template=target.dashboard_url_template)  # fmt: skip
     jobs = KubeRayJobs(kuberay_backend(target.context, target.namespace, target.dashboard_url_template))
     try:
-        return RayJobTarget(jobs, jobs.plan(request, identity(name)))
+        return RayJobTarget(jobs, jobs.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)))
     except BaseException:
         jobs.close()
         raise

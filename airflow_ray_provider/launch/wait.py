@@ -12,7 +12,6 @@ place and reads the same however it was waited on. No Airflow or Ray imports.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import enum
 import logging
 import time
@@ -68,10 +67,6 @@ class WaitPlan:
     stream_logs: bool = True
     missing_ok: bool = False
     cleanup: Cleanup = Cleanup.ON_EXCEPTION
-
-    def advanced(self, log_offset: int) -> WaitPlan:
-        """The same plan, with the log written up to ``log_offset``."""
-        return dataclasses.replace(self, log_offset=log_offset)
 
 
 @dataclass(frozen=True)
@@ -134,16 +129,10 @@ def step(plan: WaitPlan, seen: Observation) -> Step:
     return Step(WaitAction.WAIT, tuple(lines), offset)
 
 
-def poll(
-    look: Callable[[], T],
-    decide: Callable[[T], R | None],
-    *,
-    interval: float,
-    sleep: Callable[[float], None] = time.sleep,
-) -> R:
+def poll(look: Callable[[], T], decide: Callable[[T], R | None], *, interval: float) -> R:
     """Look and decide until the decision is not ``None`` (blocking: workers, the CLI)."""
     while (decided := decide(look())) is None:
-        sleep(interval)
+        time.sleep(interval)
     return decided
 
 

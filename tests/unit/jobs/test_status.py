@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_ray_provider.jobs.status import JobState, JobStatus, is_success, is_terminal
+from airflow_ray_provider.jobs.status import JobState, JobStatus
 
 pytestmark = pytest.mark.unit
 
@@ -17,15 +17,15 @@ def test_mirrors_ray_job_status_member_for_member():
     for ours in JobStatus:
         theirs = RayJobStatus(ours.value)
         assert ours.is_terminal() == theirs.is_terminal(), ours
-        assert is_terminal(theirs) == theirs.is_terminal()
+        assert JobStatus(theirs).is_terminal() == theirs.is_terminal()
         assert ours == theirs  # both are str enums with the same value
 
 
 def test_only_succeeded_is_success():
-    assert [s.value for s in JobStatus if is_success(s)] == ["SUCCEEDED"]
-    assert is_success("SUCCEEDED") and not is_success("FAILED")
+    assert [s.value for s in JobStatus if s.is_success()] == ["SUCCEEDED"]
+    assert JobStatus("SUCCEEDED").is_success() and not JobStatus("FAILED").is_success()
     with pytest.raises(ValueError):
-        is_terminal("DONE")
+        JobStatus("DONE").is_terminal()
 
 
 def test_state_parses_api_payload_and_round_trips():
