@@ -379,7 +379,10 @@ def _start_private_ray(private_dir: str, *, attempts: int = 2) -> None:
             _kill_processes_in(private_dir)
             if attempt == attempts or "Timed out waiting for file" not in str(exc):
                 raise
-            log.warning("Ray session: the private Ray did not start (%s); starting it once more", exc)
+            gcs_log = "".join(path.read_text(errors="replace")[-1000:] for path in
+                              sorted(Path(private_dir).glob("session_*/logs/gcs_server*")))  # fmt: skip
+            log.warning("Ray session: the private Ray did not start (%s; its GCS log ends: %s); starting it "
+                        "once more", exc, gcs_log.strip() or "empty")  # fmt: skip
             for entry in Path(private_dir).iterdir():
                 shutil.rmtree(entry, ignore_errors=True)
 
