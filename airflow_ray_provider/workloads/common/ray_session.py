@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import functools
 import logging
 import os
 import secrets
@@ -289,12 +290,9 @@ def ray_session(address: str | None = None, closer: RayCloser | None = None) -> 
 #: Ray's own loggers and environment settings that :func:`quiet_private_ray` turns down.
 _TOKEN_NOTICE_LOGGER = "ray._private.authentication.authentication_token_setup"
 _RAY_DATA_LOGGER = "ray.data"  # configured from RAY_DATA_LOG_LEVEL when ray.data is first imported
-#: How long a private Ray's start waits for its GCS (Ray's default, 30 s, runs out on a loaded machine).
-GCS_START_WAIT_S = 60
 _QUIET_ENV = {  # read when ray.data is imported (here, or in a worker) / when Ray starts
     "RAY_DATA_LOG_LEVEL": "WARNING",
     "RAY_USAGE_STATS_ENABLED": "0",  # a private Ray reports nothing (and prints no usage-stats notice)
-    "RAY_gcs_server_port_wait_time_s": str(GCS_START_WAIT_S),
 }
 
 
@@ -312,8 +310,11 @@ def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
     private_env = dict(_QUIET_ENV)
     sources = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
     if not any(os.environ.get(key) for key in sources) and not (Path.home() / ".ray/auth_token").exists():
-        private_env["RAY_AUTH_TOKEN"] = secrets.token_hex(32)  # Ray writes none into the user's home
+        private_env["RAY_AUTH_TOKEN"] = _process_token()  # Ray writes none into the user's home
     changed = [key for key in private_env if key not in os.environ]
+    # ray.init sets RAY_AUTH_MODE in this process; left behind, a later private Ray (its GCS) or Job API
+    # client here would take it for the user's and find no token.
+    undo = [*changed, "RAY_AUTH_MODE"] if "RAY_AUTH_MODE" not in os.environ else changed
     quieter = {_TOKEN_NOTICE_LOGGER: logging.ERROR}
     if "ray.data" in sys.modules and "RAY_DATA_LOG_LEVEL" in changed:  # its logger is configured already
         quieter[_RAY_DATA_LOGGER] = logging.WARNING
@@ -324,10 +325,17 @@ def quiet_private_ray(enabled: bool = True) -> Iterator[None]:
     try:
         yield
     finally:
-        for key in changed:
+        for key in undo:
             os.environ.pop(key, None)
         for name, level in levels.items():
             logging.getLogger(name).setLevel(level)
+
+
+@functools.cache
+def _process_token() -> str:
+    """The token of every private Ray this process starts: Ray keeps the token it first read for the
+    life of the process, and could not reach a second private Ray that had another one."""
+    return secrets.token_hex(32)
 
 
 def _connect(session: RaySession) -> None:
@@ -354,37 +362,31 @@ def _connect(session: RaySession) -> None:
         raise _address_error(session, f"Ray found no cluster there ({exc})") from exc
 
 
-def _start_private_ray(private_dir: str, *, attempts: int = 2) -> None:
-    """``ray.init`` a new local Ray in ``private_dir``; if it fails to start, stop what it started.
+def _start_private_ray(private_dir: str) -> None:
+    """``ray.init`` a new local Ray in ``private_dir``; if it fails to start, log the end of its GCS log
+    (the folder goes with the session) and stop what it started.
 
-    A start that times out (a loaded machine: Ray waits :data:`GCS_START_WAIT_S` for its GCS) raises
-    after some of Ray's processes are up, and ``ray.shutdown`` does not know them yet; they all run with
-    ``private_dir`` on their command line. Such a start is tried once more, in the emptied folder.
+    A start that times out raises after some of Ray's processes are up, and ``ray.shutdown`` does not
+    know them yet; they all run with ``private_dir`` on their command line.
     """
     import ray
 
-    for attempt in range(1, attempts + 1):
-        try:
-            ray.init(
-                address=LOCAL,
-                include_dashboard=False,
-                log_to_driver=False,  # a standalone run prints its own lines; errors still raise
-                logging_level=logging.WARNING,
-                _temp_dir=private_dir,
-                _system_config=PRIVATE_SYSTEM_CONFIG,
-            )
-            return
-        except BaseException as exc:
-            ray.shutdown(wait_for_processes=True)
-            _kill_processes_in(private_dir)
-            if attempt == attempts or "Timed out waiting for file" not in str(exc):
-                raise
-            gcs_log = "".join(path.read_text(errors="replace")[-1000:] for path in
-                              sorted(Path(private_dir).glob("session_*/logs/gcs_server*")))  # fmt: skip
-            log.warning("Ray session: the private Ray did not start (%s; its GCS log ends: %s); starting it "
-                        "once more", exc, gcs_log.strip() or "empty")  # fmt: skip
-            for entry in Path(private_dir).iterdir():
-                shutil.rmtree(entry, ignore_errors=True)
+    try:
+        ray.init(
+            address=LOCAL,
+            include_dashboard=False,
+            log_to_driver=False,  # a standalone run prints its own lines; errors still raise
+            logging_level=logging.WARNING,
+            _temp_dir=private_dir,
+            _system_config=PRIVATE_SYSTEM_CONFIG,
+        )
+    except BaseException:
+        for path in sorted(Path(private_dir).glob("session_*/logs/gcs_server*")):
+            log.error("Ray session: the private Ray did not start; %s ends:\n%s", path.name,
+                      path.read_text(errors="replace")[-2000:])  # fmt: skip
+        ray.shutdown(wait_for_processes=True)
+        _kill_processes_in(private_dir)
+        raise
 
 
 def _kill_processes_in(private_dir: str, *, rounds: int = 10) -> None:

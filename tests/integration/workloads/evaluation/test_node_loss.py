@@ -96,23 +96,6 @@ def _nodes_with_scoring_actors() -> set[str]:
     }
 
 
-def _start_cluster(temp: str) -> Any:
-    """Ray's test cluster with a head and no CPUs; a head whose GCS misses Ray's start wait (seen on a
-    loaded machine) is started once more, after what it started is stopped."""
-    from ray.cluster_utils import Cluster
-
-    from airflow_ray_provider.workloads.common.ray_session import _kill_processes_in
-
-    args = {"num_cpus": 0, "_system_config": FAST_HEALTH_CHECKS, "temp_dir": temp, "include_dashboard": False}
-    try:
-        return Cluster(initialize_head=True, head_node_args=args)
-    except RuntimeError as exc:
-        if "Timed out waiting for file" not in str(exc):
-            raise
-        _kill_processes_in(temp)
-        return Cluster(initialize_head=True, head_node_args=args)
-
-
 def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     eval_config: Callable[..., dict[str, Any]],
     eval_sample: dict[str, str],
@@ -120,6 +103,7 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     import ray
+    from ray.cluster_utils import Cluster
 
     data = make_eval_dataset(
         str(tmp_path / "data"),
@@ -140,7 +124,15 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     thread: threading.Thread | None = None
     with quiet_private_ray():  # the workloads' environment for a local Ray: its own token, nothing in ~/.ray
         try:
-            cluster = _start_cluster(temp)
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": 0,
+                    "_system_config": FAST_HEALTH_CHECKS,
+                    "temp_dir": temp,
+                    "include_dashboard": False,
+                },
+            )
             cluster.add_node(num_cpus=2)
             cluster.add_node(num_cpus=2)
             ray.init(address=cluster.address, log_to_driver=False)
