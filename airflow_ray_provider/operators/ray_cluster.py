@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from contextlib import closing
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator, conf
@@ -147,12 +148,17 @@ class CreateRayClusterOperator(BaseOperator):
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
-        """The DAG's Jinja environment (DAG folder, ``template_searchpath``), then absolute paths from ``/``
-        (a ``manifest`` given as an absolute path, which those loaders refuse)."""
+        """The DAG's Jinja environment (DAG folder, ``template_searchpath``), then a ``manifest`` given as an
+        absolute file path, which those loaders refuse (a relative one is never looked up from ``/``)."""
         import jinja2
 
         env = super().get_template_env(dag)
-        root = jinja2.FileSystemLoader("/")
+
+        def absolute(name: str) -> str | None:
+            path = Path(name)
+            return path.read_text(encoding="utf-8") if path.is_absolute() and path.is_file() else None
+
+        root = jinja2.FunctionLoader(absolute)
         return env.overlay(loader=jinja2.ChoiceLoader([env.loader, root] if env.loader else [root]))
 
     def _expiry(self) -> timedelta:
