@@ -77,3 +77,17 @@ def test_image_tags_follow_their_inputs(tmp_path: Path) -> None:
     assert images.input_hash(dockerfile, tmp_path, ["pkg"], {"BASE": "b:1"}) != first
     with pytest.raises(FileNotFoundError, match="missing"):
         images.input_hash(dockerfile, tmp_path, ["nope"], {})
+
+
+@pytest.mark.parametrize("dockerfile", ["airflow", "ray"])
+def test_every_install_of_the_package_has_the_module_its_version_is_read_from(dockerfile: str) -> None:
+    attr = re.search(r"^version = attr: (\w+)\.__version__$", (REPO / "setup.cfg").read_text(), re.M)
+    assert attr, "setup.cfg reads the version from the package"
+    package = attr.group(1)
+    instructions = re.sub(r"\\\n", " ", (REPO / f"docker/{dockerfile}.Dockerfile").read_text()).splitlines()
+    copied: list[str] = []
+    for line in instructions:
+        if line.startswith("COPY "):
+            copied += line.split()[1:-1]
+        elif line.startswith("RUN ") and re.search(r"pip install[^&]*/airflow-ray-provider(?![/\w-])", line):
+            assert {package, f"{package}/__init__.py"} & set(copied), (dockerfile, line)
