@@ -378,7 +378,8 @@ def _start_private_ray(private_dir: str) -> None:
             log_to_driver=False,  # a standalone run prints its own lines; errors still raise
             logging_level=logging.WARNING,
             _temp_dir=private_dir,
-            _system_config=PRIVATE_SYSTEM_CONFIG,
+            # a copy: ray.init writes this session's spilling folder into the dict it is given
+            _system_config=dict(PRIVATE_SYSTEM_CONFIG),
         )
     except BaseException:
         for path in sorted(Path(private_dir).glob("session_*/logs/gcs_server*")):

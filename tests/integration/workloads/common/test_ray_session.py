@@ -249,21 +249,25 @@ def test_a_private_ray_that_does_not_start_in_time_leaves_nothing(monkeypatch: p
 def test_private_rays_one_after_another_in_one_process_all_start(monkeypatch: pytest.MonkeyPatch) -> None:
     """``ray.init`` sets ``RAY_AUTH_MODE`` in the process and keeps the first token it read: each later
     private Ray of the same process must still come up, and the setting must not outlive a session (a
-    Job API client would then look for a token)."""
+    Job API client would then look for a token). Each session's folder is its own: no later session
+    writes into an earlier one's (``ray.init`` writes its spilling folder into the system config it is
+    given)."""
     import ray
 
     from airflow_ray_provider.workloads.common.ray_session import ray_session
 
-    root = tempfile.mkdtemp(prefix="arpt", dir="/tmp")
-    monkeypatch.setenv("TMPDIR", root)
+    roots = [tempfile.mkdtemp(prefix=f"arpt{i}", dir="/tmp") for i in range(3)]
     for key in ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(key, raising=False)
     try:
-        for _ in range(3):
+        for root in roots:
+            monkeypatch.setenv("TMPDIR", root)
             with ray_session():
                 assert ray.get(ray.put("answered")) == "answered"
             assert not ray.is_initialized()
             assert "RAY_AUTH_MODE" not in os.environ and "RAY_AUTH_TOKEN" not in os.environ
+        assert {root: os.listdir(root) for root in roots} == {root: [] for root in roots}
     finally:
         ray.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+        for root in roots:
+            shutil.rmtree(root, ignore_errors=True)
