@@ -256,7 +256,7 @@ def test_private_rays_one_after_another_in_one_process_all_start(monkeypatch: py
 
     from airflow_ray_provider.workloads.common.ray_session import ray_session
 
-    roots = [tempfile.mkdtemp(prefix=f"arpt{i}", dir="/tmp") for i in range(3)]
+    roots = [tempfile.mkdtemp(prefix=f"arpt{i}", dir="/tmp") for i in range(2)]
     for key in ("RAY_TMPDIR", "RAY_ADDRESS", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
         monkeypatch.delenv(key, raising=False)
     try:
