@@ -1,7 +1,8 @@
-"""What gets submitted: the deterministic submission id, the quoted entrypoint, metadata, validation.
+"""What gets submitted, and under which id: the deterministic submission id, the re-attach rule, the
+quoted entrypoint, metadata, validation.
 
-Everything here runs before anything is sent to Ray, so bad input fails the task with a message
-that says what to fix and leaves nothing running.
+The checks run before anything is sent to Ray, so bad input fails the task with a message that says
+what to fix and leaves nothing running.
 
 **Submission ids.** ``airflow-<dag>-<task>[-m<map_index>]-<run>-<hash>`` where each part is
 sanitised to ``[A-Za-z0-9_.-]`` and shortened, and ``<hash>`` is 10 hex digits of SHA-256 over the
