@@ -61,17 +61,32 @@ def _fail_input(message: str) -> NoReturn:
     raise SystemExit(EXIT_BAD_INPUT)
 
 
-#: Target flags shared by ``run`` and ``jobs``: (flag, metavar, help).
-RAY_ADDRESS = ("--ray-address", "URL", "a running cluster's dashboard, http://host:8265")
-CONN = ("--conn", "CONN_ID", "an Airflow `ray` connection (needs Airflow configured)")
-LOCAL_CLUSTER = ("--local-cluster", "NAME", "a local head this provider started")
-KUBERAY_CONTEXT = ("--kuberay-context", "CTX", "an ephemeral RayCluster via this kube context (or --rayjob, "
-                   "or --cluster NAME)")  # fmt: skip
-
-
-def _add_flags(parser: Any, *flags: tuple[str, str, str]) -> None:
-    for flag, metavar, help_text in flags:
-        parser.add_argument(flag, metavar=metavar, help=help_text)
+#: Target flags shared by ``run`` and ``jobs``: flag -> (metavar, help).
+TARGET_FLAGS = {
+    "--local-cluster": ("NAME", "a local head this provider started"),
+    "--kuberay-context": (
+        "CTX",
+        "an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
+    ),
+    "--ray-address": ("URL", "a running cluster's dashboard, http://host:8265"),
+    "--conn": ("CONN_ID", "an Airflow `ray` connection (needs Airflow configured)"),
+}
+#: ``run``'s other flags: flag -> ``add_argument`` keywords.
+RUN_FLAGS: dict[str, dict[str, Any]] = {
+    "--namespace": {"metavar": "NS", "help": "the namespace of --kuberay-context's RayCluster"},
+    "--spec": {"metavar": "FILE", "help": "the RayCluster spec (YAML/JSON) for --kuberay-context"},
+    "--dashboard-url-template": {"metavar": "TEMPLATE", "help": "how to reach a KubeRay dashboard"},
+    "--rayjob": {"action": "store_true", "help": "with --kuberay-context: run it as a KubeRay RayJob"},
+    "--cluster": {"metavar": "NAME", "help": "with --kuberay-context: a standing RayCluster (kept)"},
+    "--submission-mode": {"choices": SUBMISSION_MODES, "help": "with --rayjob (default K8sJobMode)"},
+    "--ttl-seconds-after-finished": {"metavar": "SECONDS", "type": int, "help": "with --rayjob (default 30)"},
+    "--runtime-env": {"metavar": "FILE", "help": "a Ray runtime_env (YAML or JSON mapping)"},
+    "--working-dir": {"metavar": "DIR", "help": "a local folder Ray ships with the job"},
+    "--name": {"metavar": "NAME", "help": "the run's name: a rerun with it re-attaches"},
+    "--cleanup": {"choices": CLEANUP_WORDS, "default": "on_exception", "help": "docs/launch.md"},
+    "--timeout": {"metavar": "SECONDS", "type": float, "help": "stop the job after this long"},
+    "--poll-interval": {"metavar": "SECONDS", "type": float, "default": 1.0, "help": argparse.SUPPRESS},
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -84,30 +99,11 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
     )
-    _add_flags(target, (*LOCAL_CLUSTER[:2], f"{LOCAL_CLUSTER[2]} (kept)"), KUBERAY_CONTEXT, RAY_ADDRESS, CONN)
-    _add_flags(
-        run,
-        ("--namespace", "NS", "the namespace of --kuberay-context's RayCluster"),
-        ("--spec", "FILE", "the RayCluster spec (YAML/JSON) for --kuberay-context"),
-        ("--dashboard-url-template", "TEMPLATE", "how to reach a KubeRay dashboard"),
-    )
-    run.add_argument(
-        "--rayjob", action="store_true", help="with --kuberay-context: run it as a KubeRay RayJob"
-    )
-    run.add_argument("--cluster", metavar="NAME", help="with --kuberay-context: a standing RayCluster (kept)")
-    run.add_argument("--submission-mode", choices=SUBMISSION_MODES, help="with --rayjob (default K8sJobMode)")
-    run.add_argument(
-        "--ttl-seconds-after-finished", metavar="SECONDS", type=int, help="with --rayjob (default 30)"
-    )
-    _add_flags(
-        run,
-        ("--runtime-env", "FILE", "a Ray runtime_env (YAML or JSON mapping)"),
-        ("--working-dir", "DIR", "a local folder Ray ships with the job"),
-        ("--name", "NAME", "the run's name: a rerun with it re-attaches"),
-    )
-    run.add_argument("--cleanup", choices=CLEANUP_WORDS, default="on_exception", help="docs/launch.md")
-    run.add_argument("--timeout", metavar="SECONDS", type=float, help="stop the job after this long")
-    run.add_argument("--poll-interval", metavar="SECONDS", type=float, default=1.0, help=argparse.SUPPRESS)
+    for flag, (metavar, help_text) in TARGET_FLAGS.items():
+        kept = " (kept)" if flag == "--local-cluster" else ""
+        target.add_argument(flag, metavar=metavar, help=help_text + kept)
+    for flag, options in RUN_FLAGS.items():
+        run.add_argument(flag, **options)
     run.add_argument("entrypoint", nargs=argparse.REMAINDER, help="-- then the command, e.g. python job.py")
 
     jobs = sub.add_parser("jobs", help="list, read or stop jobs of a cluster")
@@ -116,7 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         one = jobs_sub.add_parser(action)
         if action != "list":
             one.add_argument("submission_id")
-        _add_flags(one.add_mutually_exclusive_group(required=True), RAY_ADDRESS, CONN, LOCAL_CLUSTER)
+        group = one.add_mutually_exclusive_group(required=True)
+        for flag in ("--ray-address", "--conn", "--local-cluster"):
+            group.add_argument(flag, metavar=TARGET_FLAGS[flag][0], help=TARGET_FLAGS[flag][1])
 
     clusters = sub.add_parser("clusters", help="list or delete the clusters this provider started")
     clusters_sub = clusters.add_subparsers(dest="action", required=True, parser_class=_Parser)

@@ -35,7 +35,7 @@ from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_F
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.kuberay import backend_for_handle, rayjobs_for_connection
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.logs import LOG_PREFIX
+from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.launch import ClusterTarget
 
 if TYPE_CHECKING:

@@ -106,13 +106,6 @@ def auth_headers(token: str | None, extra: dict[str, str] | None = None) -> dict
     return headers
 
 
-def _job_state(details: Any) -> JobState:
-    """A :class:`JobState` from Ray's ``JobDetails`` (or the same fields as a dict)."""
-    data = details if isinstance(details, dict) else vars(details)
-    status = data.get("status")
-    return JobState.from_api({**data, "status": getattr(status, "value", status)})
-
-
 class JobClient:
     """The Job API of one cluster (and the read-only routes of its dashboard).
 
@@ -190,6 +183,15 @@ class JobClient:
         except Exception as exc:
             raise self._error(what, exc) from exc
 
+    def _find(self, what: str, call: Callable[[], T]) -> T | None:
+        """:meth:`_call`, or ``None`` when the job does not exist (404)."""
+        try:
+            return self._call(what, call)
+        except RayJobApiError as exc:
+            if exc.http_status == 404:
+                return None
+            raise
+
     @cached_property
     def ray(self) -> JobSubmissionClient:
         """Ray's ``JobSubmissionClient`` for this cluster (imports ``ray``; checks the connection)."""
@@ -220,14 +222,8 @@ class JobClient:
 
     def get_job(self, submission_id: str) -> JobState | None:
         """The job's state; ``None`` when no job has this id."""
-        try:
-            return _job_state(
-                self._call(f"job {submission_id!r}", lambda: self.ray.get_job_info(submission_id))
-            )
-        except RayJobApiError as exc:
-            if exc.http_status == 404:
-                return None
-            raise
+        details = self._find(f"job {submission_id!r}", lambda: self.ray.get_job_info(submission_id))
+        return JobState.from_api(details) if details is not None else None
 
     def get_logs(self, submission_id: str) -> str:
         """The job's whole driver log so far."""
@@ -235,17 +231,12 @@ class JobClient:
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; whether it was still running (``False`` for a job that does not exist)."""
-        try:
-            return bool(self._call(f"stop job {submission_id!r}", lambda: self.ray.stop_job(submission_id)))
-        except RayJobApiError as exc:
-            if exc.http_status == 404:
-                return False
-            raise
+        return bool(self._find(f"stop job {submission_id!r}", lambda: self.ray.stop_job(submission_id)))
 
     def list_jobs(self) -> list[JobState]:
         """Every submitted job the cluster knows (driver-only jobs, which have no submission id, left out)."""
         jobs = self._call("list jobs", self.ray.list_jobs)
-        return [_job_state(job) for job in jobs if getattr(job, "submission_id", None)]
+        return [JobState.from_api(job) for job in jobs if getattr(job, "submission_id", None)]
 
     def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
         """``GET`` a read-only route of the dashboard (``/api/version``, ``/api/v0/nodes``, ...) as JSON;
@@ -308,7 +299,7 @@ class JobClient:
     async def aget_job(self, submission_id: str) -> JobState | None:
         """:meth:`get_job` without blocking the event loop."""
         body = await self._arequest("GET", f"/api/jobs/{submission_id}", allow_404=True)
-        return _job_state(body) if body is not None else None
+        return JobState.from_api(body) if body is not None else None
 
     async def aget_logs(self, submission_id: str) -> str:
         """:meth:`get_logs` without blocking the event loop."""

@@ -77,15 +77,16 @@ class JobState:
         return self.status.is_success()
 
     @classmethod
-    def from_api(cls, payload: dict[str, Any]) -> JobState:
-        """Parse one job of the Job API (``JobDetails`` as JSON).
+    def from_api(cls, details: Any) -> JobState:
+        """Parse one job of the Job API: Ray's ``JobDetails``, or the same as JSON.
 
-        :raises ValueError: when the payload has no submission id or an unknown status.
+        :raises ValueError: when it has no submission id or an unknown status.
         """
-        submission_id = payload.get("submission_id")
-        if not submission_id:
-            raise ValueError(f"Job API response has no submission_id: keys {sorted(payload)}")
-        return cls.from_dict({**payload, "metadata": dict(payload.get("metadata") or {})})
+        data = details if isinstance(details, dict) else vars(details)
+        if not data.get("submission_id"):
+            raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")
+        status = getattr(data.get("status"), "value", data.get("status"))
+        return cls.from_dict({**data, "status": status, "metadata": dict(data.get("metadata") or {})})
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (for trigger events and XCom)."""

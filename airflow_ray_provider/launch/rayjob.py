@@ -21,9 +21,8 @@ from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
 from airflow_ray_provider.clusters.kuberay import check_ours, kuberay_handle
 from airflow_ray_provider.clusters.rayjob import ANNOTATION_SUSPENDED_ON_KILL
 from airflow_ray_provider.exceptions import KubeRayJobError
-from airflow_ray_provider.jobs.logs import tail
-from airflow_ray_provider.jobs.outcome import dashboard_job_url
-from airflow_ray_provider.jobs.reattach import Choice
+from airflow_ray_provider.jobs.outcome import dashboard_job_url, tail
+from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
     ClusterStatus,

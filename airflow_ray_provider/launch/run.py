@@ -1,6 +1,6 @@
 """One Ray job's whole life, owned by one object from its first instant to its last deletion.
 
-:class:`JobRun` reaches its target, submits or re-attaches (:mod:`airflow_ray_provider.jobs.reattach`),
+:class:`JobRun` reaches its target, submits or re-attaches (:mod:`airflow_ray_provider.jobs.submission`),
 waits with the one step of :mod:`.wait`, turns the ending into the result or the provider's error, and
 cleans up by the ``cleanup`` word (:mod:`.cleanup`). As a context manager it cleans up on every way out
 from the moment a cluster is being created (an exception, Ctrl-C or SIGTERM during the start deletes what
@@ -23,9 +23,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_ray_provider.exceptions import RayJobStoppedError, RayJobTimeoutError, RayProviderError
-from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES, new_log_lines, resume_offset, tail
-from airflow_ray_provider.jobs.outcome import timeout_error
-from airflow_ray_provider.jobs.reattach import Choice
+from airflow_ray_provider.jobs.outcome import (
+    DEFAULT_TAIL_LINES,
+    new_log_lines,
+    resume_offset,
+    tail,
+    timeout_error,
+)
+from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
 

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.jobs.reattach import Choice
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import (
+    Choice,
     JobSpec,
     base_submission_id,
     build_entrypoint,

@@ -49,8 +49,8 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
-from airflow_ray_provider.jobs.reattach import Choice, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_ray_provider.clusters import event_for
 from airflow_ray_provider.exceptions import RayClusterNotReadyError
-from airflow_ray_provider.jobs.logs import new_log_lines
+from airflow_ray_provider.jobs.outcome import new_log_lines
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 
 if TYPE_CHECKING:

@@ -15,8 +15,7 @@ from airflow.sdk import BaseOperator, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
-from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
-from airflow_ray_provider.jobs.outcome import job_result
+from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, UsageOptions
 from airflow_ray_provider.launch.usage import Prices, check_prices_on_cluster, parse_prices

@@ -2,7 +2,7 @@
 
 Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
 restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only
-after a failed or stopped one (the rule is in :mod:`airflow_ray_provider.jobs.reattach`). The run itself
+after a failed or stopped one (the rule is in :mod:`airflow_ray_provider.jobs.submission`). The run itself
 is :class:`~airflow_ray_provider.launch.JobRun`'s (:mod:`.base`).
 """
 

@@ -14,7 +14,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target, target_from_ref
-from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
+from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES
 from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
 
 if TYPE_CHECKING:

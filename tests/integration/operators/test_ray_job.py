@@ -23,7 +23,7 @@ from airflow_ray_provider.exceptions import (
 )
 from airflow_ray_provider.hooks.ray_job import RayJobHook
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.logs import LOG_PREFIX
+from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.job_link import JOB_URL_XCOM_KEY

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from airflow_ray_provider.jobs.logs import new_log_lines, tail
+from airflow_ray_provider.jobs.outcome import new_log_lines, tail
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +50,7 @@ def test_tail():
 
 def test_a_reattached_try_resumes_at_the_last_lines_not_the_start():
     """A re-attached try used to re-stream the whole job log from the start."""
-    from airflow_ray_provider.jobs.logs import resume_offset
+    from airflow_ray_provider.jobs.outcome import resume_offset
 
     log = "".join(f"line {i}\n" for i in range(100)) + "partial"
     offset = resume_offset(log, 20)

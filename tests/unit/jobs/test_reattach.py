@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.reattach import Choice, decide, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState, JobStatus
+from airflow_ray_provider.jobs.submission import Choice, decide, submit_or_attach
 
 pytestmark = pytest.mark.unit
 BASE = "airflow-d-t-run-0123456789"

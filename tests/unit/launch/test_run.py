@@ -16,8 +16,8 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayJobFailedError, RayJobTimeoutError
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
-from airflow_ray_provider.jobs.reattach import Choice
 from airflow_ray_provider.jobs.status import JobState, JobStatus
+from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, Observation, WaitAction, actions_for
 from airflow_ray_provider.launch.targets import observed
 
