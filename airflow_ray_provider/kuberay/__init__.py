@@ -1,14 +1,14 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
-:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` its body (images, pods, token Secret);
-:mod:`.manifest` takes a user's RayCluster instead; :mod:`.rayjob` builds RayJobs. :mod:`.validation`
+:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` the body, built from a spec (images, pods,
+token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation`
 holds what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.labels` the name,
 ownership labels and expiry that tie a cluster to its task, :mod:`.status` what KubeRay reports (status,
 events, RayJob status) and :mod:`.client` the clients, their API errors and the RBAC Role. Importing it
 stays light: ``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
-from airflow_ray_provider.kuberay.builder import TokenRef, build_body, token_ref_of
+from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of
 from airflow_ray_provider.kuberay.client import (
     BASE_RULES,
     KubeRayApiError,
@@ -36,7 +36,6 @@ from airflow_ray_provider.kuberay.labels import (
     ownership_labels,
     selector,
 )
-from airflow_ray_provider.kuberay.manifest import prepare_manifest
 from airflow_ray_provider.kuberay.rayjob import (
     DEFAULT_TTL_SECONDS,
     SUBMISSION_MODES,
