@@ -226,12 +226,7 @@ def _check_image(field: str, image: str, ray_version: str) -> None:
     if version is None:
         log.warning("%s %r has no Ray version in its tag; assuming it runs Ray %s", field, image, ray_version)
         return
-
-    def parts(text: str) -> tuple[int, ...]:
-        numbers = tuple(int(x) for x in re.findall(r"[0-9]+", text)[:3])
-        return numbers + (0,) * (3 - len(numbers))
-
-    if parts(version) != parts(ray_version):
+    if v.version_tuple(version) != v.version_tuple(ray_version):
         raise KubeRaySpecError(
             f"{field} {image!r} is Ray {version} but the cluster's ray_version is {ray_version}; KubeRay "
             f"gates features on rayVersion, so make them agree (set ray_version={version!r} or use a "

@@ -222,30 +222,21 @@ class KubeRayClient(_CustomObjects):
 
     :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
-    :param request_timeout: seconds per HTTP request.
-    :param retries: attempts for transient failures.
     """
 
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
+    REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
+    RETRIES = 4  # attempts for transient failures
     create_cluster = _CustomObjects.create
     get_cluster = _CustomObjects.get
     find_cluster = _CustomObjects.find
     delete_cluster = _CustomObjects.delete
     list_clusters = _CustomObjects.list_labelled
 
-    def __init__(
-        self,
-        api_client: ApiClient,
-        *,
-        namespace: str = "default",
-        request_timeout: float = 30.0,
-        retries: int = 4,
-    ) -> None:
+    def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
         super().__init__(self)
         self.api_client = api_client
         self.namespace = namespace
-        self.request_timeout = request_timeout
-        self.retries = retries
 
     def _custom(self) -> CustomObjectsApi:
         from kubernetes.client import CustomObjectsApi
@@ -259,10 +250,10 @@ class KubeRayClient(_CustomObjects):
 
     def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call the API, retrying transient failures; ``what`` (``get RayCluster ns/n``) names the call."""
-        kwargs.setdefault("_request_timeout", self.request_timeout)
+        kwargs.setdefault("_request_timeout", self.REQUEST_TIMEOUT)
         retrying = Retrying(
             retry=retry_if_exception(is_transient),
-            stop=stop_after_attempt(self.retries),
+            stop=stop_after_attempt(self.RETRIES),
             wait=wait_exponential(multiplier=0.5, max=8),
             before_sleep=before_sleep_log(log, logging.WARNING),
             reraise=True,
