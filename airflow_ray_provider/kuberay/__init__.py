@@ -1,16 +1,23 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
 :mod:`.spec` is the typed RayCluster spec and :mod:`.builder` the body, built from a spec (images, pods,
-token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation`
-holds what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.labels` the name,
-ownership labels and expiry that tie a cluster to its task, :mod:`.status` what KubeRay reports (status,
-events, RayJob status) and :mod:`.client` the clients, their API errors and the RBAC Role. Importing it
-stays light: ``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
+token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation` holds
+what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.status` what KubeRay reports
+(status, events, RayJob status) and :mod:`.client` the clients, their API errors, the RBAC Role, and the
+name, ownership labels and expiry that tie a cluster to its task. Importing it stays light:
+``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
 from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of
 from airflow_ray_provider.kuberay.client import (
+    ANNOTATION_EXPIRES_AT,
+    ANNOTATION_RUN_ID,
     BASE_RULES,
+    CREATED_BY,
+    LABEL_CREATED_BY,
+    LABEL_DAG_ID,
+    LABEL_RUN_HASH,
+    LABEL_TASK_ID,
     KubeRayApiError,
     KubeRayClient,
     KubeRayConflictError,
@@ -18,22 +25,13 @@ from airflow_ray_provider.kuberay.client import (
     KubeRayTimeoutError,
     RayJobClient,
     allowed,
-    role_manifest,
-)
-from airflow_ray_provider.kuberay.labels import (
-    ANNOTATION_EXPIRES_AT,
-    ANNOTATION_RUN_ID,
-    CREATED_BY,
-    LABEL_CREATED_BY,
-    LABEL_DAG_ID,
-    LABEL_RUN_HASH,
-    LABEL_TASK_ID,
     expires_at,
     generate_name,
     is_expired,
     matches,
     ownership_annotations,
     ownership_labels,
+    role_manifest,
     selector,
 )
 from airflow_ray_provider.kuberay.rayjob import (
