@@ -1,17 +1,23 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
-:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` its body (images, pods, token Secret);
-:mod:`.manifest` takes a user's RayCluster instead; :mod:`.rayjob` builds RayJobs. :mod:`.validation`
-holds what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.labels` the name,
-ownership labels and expiry that tie a cluster to its task, :mod:`.status` what KubeRay reports (status,
-events, RayJob status) and :mod:`.client` the clients, their API errors and the RBAC Role. Importing it
-stays light: ``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
+:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` the body, built from a spec (images, pods,
+token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation` holds
+what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.status` what KubeRay reports
+(status, events, RayJob status) and :mod:`.client` the clients, their API errors, the RBAC Role, and the
+name, ownership labels and expiry that tie a cluster to its task. Importing it stays light:
+``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
-from airflow_ray_provider.kuberay.builder import TokenRef, build_body, token_ref_of, token_secret_name
+from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of
 from airflow_ray_provider.kuberay.client import (
+    ANNOTATION_EXPIRES_AT,
+    ANNOTATION_RUN_ID,
     BASE_RULES,
-    SECRET_MODE_RULES,
+    CREATED_BY,
+    LABEL_CREATED_BY,
+    LABEL_DAG_ID,
+    LABEL_RUN_HASH,
+    LABEL_TASK_ID,
     KubeRayApiError,
     KubeRayClient,
     KubeRayConflictError,
@@ -19,28 +25,16 @@ from airflow_ray_provider.kuberay.client import (
     KubeRayTimeoutError,
     RayJobClient,
     allowed,
-    is_transient,
-    role_manifest,
-)
-from airflow_ray_provider.kuberay.labels import (
-    ANNOTATION_EXPIRES_AT,
-    ANNOTATION_RUN_ID,
-    CREATED_BY,
-    LABEL_CREATED_BY,
-    LABEL_DAG_ID,
-    LABEL_RUN_HASH,
-    LABEL_TASK_ID,
     expires_at,
     generate_name,
     is_expired,
     matches,
     ownership_annotations,
     ownership_labels,
+    role_manifest,
     selector,
 )
-from airflow_ray_provider.kuberay.manifest import load_manifest, prepare_manifest
 from airflow_ray_provider.kuberay.rayjob import (
-    CLUSTER_SELECTOR_KEY,
     DEFAULT_TTL_SECONDS,
     SUBMISSION_MODES,
     RayJobOptions,
@@ -50,7 +44,6 @@ from airflow_ray_provider.kuberay.rayjob import (
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
     AUTH_TOKEN_KEY,
-    LABEL_KUEUE_QUEUE,
     HeadGroup,
     PodOptions,
     RayClusterSpec,
@@ -62,7 +55,6 @@ from airflow_ray_provider.kuberay.status import (
     ClusterEvent,
     ClusterStatus,
     RayJobStatus,
-    Readiness,
     dashboard_url,
     events_of,
     readiness,
@@ -74,9 +66,7 @@ from airflow_ray_provider.kuberay.validation import (
     KubeRaySpecError,
     check_cluster_name,
     check_dns_label,
-    check_raycluster,
     check_rayjob_name,
-    kuberay_secret_name,
 )
 
 __all__ = [
@@ -85,16 +75,13 @@ __all__ = [
     "AUTH_MODES",
     "AUTH_TOKEN_KEY",
     "BASE_RULES",
-    "CLUSTER_SELECTOR_KEY",
     "CREATED_BY",
     "DEFAULT_TTL_SECONDS",
     "LABEL_CREATED_BY",
     "LABEL_DAG_ID",
-    "LABEL_KUEUE_QUEUE",
     "LABEL_ORIGINATED_FROM_CRD",
     "LABEL_RUN_HASH",
     "LABEL_TASK_ID",
-    "SECRET_MODE_RULES",
     "SUBMISSION_MODES",
     "ClusterEvent",
     "ClusterStatus",
@@ -111,7 +98,6 @@ __all__ = [
     "RayJobClient",
     "RayJobOptions",
     "RayJobStatus",
-    "Readiness",
     "TokenRef",
     "WorkerGroup",
     "allowed",
@@ -119,16 +105,12 @@ __all__ = [
     "build_rayjob_body",
     "check_cluster_name",
     "check_dns_label",
-    "check_raycluster",
     "check_rayjob_name",
     "dashboard_url",
     "events_of",
     "expires_at",
     "generate_name",
     "is_expired",
-    "is_transient",
-    "kuberay_secret_name",
-    "load_manifest",
     "matches",
     "ownership_annotations",
     "ownership_labels",
@@ -138,7 +120,6 @@ __all__ = [
     "role_manifest",
     "selector",
     "token_ref_of",
-    "token_secret_name",
     "validate_options",
     "validate_spec",
     "warning_summary",

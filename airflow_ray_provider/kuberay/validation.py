@@ -154,6 +154,12 @@ def check_tolerations(tolerations: Any, where: str) -> None:
             raise _refuse(f"{at}.tolerationSeconds", "only valid with effect 'NoExecute'")
 
 
+def version_tuple(text: str) -> tuple[int, int, int]:
+    """A version's first three numbers, missing ones as 0 (``2.52`` -> ``(2, 52, 0)``)."""
+    major, minor, patch = ([int(x) for x in re.findall(r"[0-9]+", text)[:3]] + [0, 0, 0])[:3]
+    return major, minor, patch
+
+
 # ---------------------------------------------------------------------------------------------- naming
 def check_cluster_name(name: Any, field: str = "cluster name") -> None:
     """A RayCluster name: a DNS-1035 label of at most 53 characters (KubeRay's metadata rule)."""
@@ -328,7 +334,5 @@ def check_auth_options(spec: dict[str, Any]) -> None:
             f"spec.rayVersion {raw!r}",
             f"{what} but the version is not parsable (use e.g. '{wanted}', not a tag like 'latest')",
         )
-    version = tuple(int(part) for part in match.group(1).split("."))
-    width = max(len(version), len(minimum))
-    if version + (0,) * (width - len(version)) < minimum + (0,) * (width - len(minimum)):
+    if version_tuple(match.group(1)) < minimum:
         raise _refuse(f"spec.rayVersion {raw!r}", f"{what} but the minimum Ray version is {wanted}")

@@ -15,9 +15,8 @@ from airflow_ray_provider.kuberay import (
     RayClusterSpec,
     WorkerGroup,
     build_body,
-    check_raycluster,
-    kuberay_secret_name,
 )
+from airflow_ray_provider.kuberay.validation import check_raycluster, kuberay_secret_name
 
 Body = dict[str, Any]
 W = "spec.workerGroupSpecs.0"

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_ray_provider.kuberay import KubeRaySpecError, load_manifest, prepare_manifest
+from airflow_ray_provider.kuberay import KubeRaySpecError, prepare_manifest
+from airflow_ray_provider.kuberay.builder import load_manifest
 from tests.fixtures.kuberay import REFUSED_SAMPLES as REFUSED
 from tests.fixtures.kuberay import SAMPLE_FILES
 from tests.fixtures.kuberay import SAMPLES_DIR as SAMPLES

@@ -9,9 +9,7 @@ import pytest
 import yaml
 
 from airflow_ray_provider.kuberay import (
-    CLUSTER_SELECTOR_KEY,
     DEFAULT_TTL_SECONDS,
-    LABEL_KUEUE_QUEUE,
     KubeRaySpecError,
     RayClusterSpec,
     RayJobOptions,
@@ -20,6 +18,8 @@ from airflow_ray_provider.kuberay import (
     build_rayjob_body,
     ownership_labels,
 )
+from airflow_ray_provider.kuberay.rayjob import CLUSTER_SELECTOR_KEY
+from airflow_ray_provider.kuberay.spec import LABEL_KUEUE_QUEUE
 from tests.fixtures.crd import crd_schema, schema_errors
 from tests.fixtures.kuberay_rayjob import kuberay_rules
 

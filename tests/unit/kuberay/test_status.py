@@ -11,7 +11,6 @@ from airflow_ray_provider.kuberay import (
     CREATED_BY,
     LABEL_CREATED_BY,
     LABEL_RUN_HASH,
-    SECRET_MODE_RULES,
     ClusterStatus,
     allowed,
     dashboard_url,
@@ -22,6 +21,7 @@ from airflow_ray_provider.kuberay import (
     readiness,
     role_manifest,
 )
+from airflow_ray_provider.kuberay.client import SECRET_MODE_RULES
 
 
 def _obj(status: dict | None = None, **meta: object) -> dict:
