@@ -21,7 +21,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.operators.templated import is_template
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
 ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
@@ -49,15 +48,6 @@ def _arguments(entrypoint: str | Sequence[str]) -> list[str]:
 
 def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
-
-
-def job_io_of(
-    entrypoint: Any, *, inputs: Sequence[str], outputs: Sequence[str], artifact_uri: str | None
-) -> JobIO:
-    """What a job operator's job reads and writes: its workload's URIs (once the entrypoint is rendered)
-    plus the operator's ``lineage_inputs``/``lineage_outputs``; ``artifact_uri`` over the workload's."""
-    found = workload_io(entrypoint) if not is_template(entrypoint) else JobIO()
-    return JobIO((*found.inputs, *inputs), (*found.outputs, *outputs), artifact_uri or found.artifact_uri)
 
 
 def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
