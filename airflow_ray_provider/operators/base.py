@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
-from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref, validate_runtime_env
 from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES
 from airflow_ray_provider.jobs.outcome import job_result
 from airflow_ray_provider.jobs.submission import JobSpec, base_submission_id, build_entrypoint, build_metadata
@@ -34,9 +33,9 @@ from airflow_ray_provider.operators.lineage import (
     check_lineage_namespaces,
     check_uris,
     operator_lineage,
+    publish_usage,
     workload_io,
 )
-from airflow_ray_provider.operators.usage import connection_prices, publish_usage
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -60,6 +59,22 @@ def positive(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def connection_prices(conn_id: str | None) -> Prices | None:
+    """The ``prices`` extra of a connection (``None`` without a connection or without the extra).
+
+    :raises RayInvalidInputError: for a malformed table, naming the connection.
+    """
+    if not conn_id:
+        return None
+    from airflow.sdk import BaseHook
+
+    try:
+        extra = BaseHook.get_connection(conn_id).extra_dejson or {}
+    except Exception:
+        return None  # a missing connection is reported where it is used, not here
+    return parse_prices(extra.get("prices"), source=f"connection {conn_id!r} extra 'prices'")
 
 
 def is_template(value: Any) -> bool:

@@ -28,9 +28,9 @@ from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import Cleanup, RayJobTarget
-from airflow_ray_provider.operators.base import RunOperator, is_template
+from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
+from airflow_ray_provider.operators.base import RunOperator, connection_prices, is_template
 from airflow_ray_provider.operators.ray_cluster import task_identity
-from airflow_ray_provider.operators.usage import check_prices_on_spec, connection_prices
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -63,6 +63,31 @@ def _standing_name(cluster: Any) -> str | None:
             f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"
         )
     return handle.name
+
+
+def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
+    """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
+    before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
+    ``ray start`` params give.
+
+    :raises RayInvalidInputError: for a price of a resource no group of the spec has.
+    """
+    import json
+
+    groups: dict[str, set[str]] = {}
+    sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
+    for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
+        has = groups.setdefault(name, {"memory_gib"})
+        if str(params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
+            has.add("CPU")
+        if gpu or str(params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
+            has.add("GPU")
+        try:
+            custom = json.loads(params.get("resources", "{}").strip("'\""))
+        except ValueError:
+            custom = {}
+        has.update(map(str, custom) if isinstance(custom, dict) else ())
+    check_against_cluster(prices, groups)
 
 
 class KubeRayJobOperator(RunOperator):

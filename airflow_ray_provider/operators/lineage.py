@@ -1,4 +1,8 @@
-"""OpenLineage for Ray jobs: what a job read and wrote, and a run facet with the job and its usage.
+"""What a job task hands on when its run ends: the usage record's publication, and OpenLineage.
+
+The usage record is made by the run (:mod:`airflow_ray_provider.launch.usage`, Airflow-free); here it
+becomes the ``usage`` XCom, ``usage.json`` beside the job's artifacts and one log line (never failing the
+job). OpenLineage says what a job read and wrote, and a run facet names the job and carries its usage.
 
 Inputs and outputs come from the job's entrypoint when it runs one of this project's workloads
 (``python -m <workload> --config-json <json>``, as the templates build it): the evaluation reads its
@@ -12,6 +16,7 @@ asks for lineage (it is optional at run time).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -21,11 +26,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch.usage import usage_line
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
 ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
 #: The run facet's key in an OpenLineage event.
 RUN_FACET = "rayJob"
+#: The XCom key of the usage record.
+USAGE_XCOM_KEY = "usage"
+#: The record's file name beside the job's artifacts.
+USAGE_FILE = "usage.json"
 
 
 @dataclass(frozen=True)
@@ -184,3 +194,25 @@ def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = Non
     return OperatorLineage(
         inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}
     )
+
+
+def publish_usage(
+    data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
+) -> None:
+    """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
+    lacks."""
+    log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
+    for name, why in sorted((data.get("not_available") or {}).items()):
+        log.info("Usage record: %s not available: %s", name, why)
+    if ti is not None:
+        ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
+    if artifact_uri:
+        from airflow_ray_provider.workloads.common import artifacts
+
+        uri = artifacts.join(artifact_uri, USAGE_FILE)
+        try:
+            artifacts.write_json_atomic(uri, data)
+        except Exception as exc:
+            log.warning("Could not write %s: %s", uri, exc)
+            return
+        log.info("Usage record written to %s", uri)

@@ -25,7 +25,6 @@ from airflow_ray_provider.operators.base import (
     positive,
     rendered_number,
 )
-from airflow_ray_provider.operators.usage import TEARDOWN_NOTES
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -37,6 +36,14 @@ def _seconds(value: float | timedelta | None, name: str) -> float | None:
     if value is None:
         return None
     return positive(value.total_seconds() if isinstance(value, timedelta) else value, name)
+
+
+#: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
+TEARDOWN_NOTES = {
+    "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
+    "standing": "a standing cluster is never deleted by the provider",
+    "one_task": "the task kept its cluster (cleanup), or deleting it failed",
+}
 
 
 class SubmitRayJobOperator(RunOperator):
