@@ -47,5 +47,5 @@ def get_provider_info() -> dict[str, Any]:
         **sections,
         "task-decorators": [{"class-name": f"{_PKG}.decorators.ray_task.ray_task", "name": "ray"}],
         "connection-types": [RAY_CONNECTION_TYPE, KUBERAY_CONNECTION_TYPE],
-        "extra-links": [f"{_PKG}.operators.job_link.RayJobLink"],
+        "extra-links": [f"{_PKG}.operators.base.RayJobLink"],
     }

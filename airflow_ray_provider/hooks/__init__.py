@@ -20,8 +20,8 @@ from airflow_ray_provider.hooks.ray_job import (
     job_api_target,
     masked,
     target_from_ref,
+    validate_runtime_env,
 )
-from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 
 __all__ = [
     "KubeRayHook",

@@ -36,6 +36,7 @@ from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderErr
 from airflow_ray_provider.hooks.kuberay import backend_for_handle, rayjobs_for_connection
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
+from airflow_ray_provider.jobs.submission import check_runtime_env
 from airflow_ray_provider.launch import ClusterTarget
 
 if TYPE_CHECKING:
@@ -56,6 +57,25 @@ def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
 
     for line in lines:
         log.info("%s%s", LOG_PREFIX, redact(line))
+
+
+def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
+    """Check a runtime_env before submitting; returns a copy.
+
+    Checks shapes first (:func:`~airflow_ray_provider.jobs.submission.check_runtime_env`: clear
+    messages, no Ray import), then lets Ray's ``RuntimeEnv`` (lazily imported) catch unknown plugins
+    and bad field types.
+
+    :raises RayInvalidInputError: naming the field to fix.
+    """
+    checked = check_runtime_env(runtime_env)
+    try:
+        from ray.runtime_env import RuntimeEnv
+
+        RuntimeEnv(**checked)
+    except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
+        raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
+    return checked
 
 
 def masked(client: JobClient) -> JobClient:

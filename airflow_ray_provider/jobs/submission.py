@@ -129,7 +129,7 @@ def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str
     """Check a runtime_env's shape before submitting (no Ray import); returns a copy.
 
     The hook layer then lets Ray's own ``RuntimeEnv`` parse it (see
-    :func:`airflow_ray_provider.hooks.runtime_env.validate_runtime_env`).
+    :func:`airflow_ray_provider.hooks.validate_runtime_env`).
 
     :param local_paths: also check that a local ``working_dir`` exists (where the job is submitted
         from; not where a DAG is parsed).

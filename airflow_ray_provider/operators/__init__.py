@@ -1,8 +1,7 @@
 """Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs, metrics collectors."""
 
-from airflow_ray_provider.operators.base import RunOperator
+from airflow_ray_provider.operators.base import RayJobLink, RunOperator
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
-from airflow_ray_provider.operators.job_link import RayJobLink
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_cluster import (

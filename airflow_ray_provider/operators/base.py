@@ -1,41 +1,53 @@
-"""The Airflow shell of a run: the base class of every operator that runs one Ray job.
+"""The Airflow shell of a run: the base class of every operator that runs one Ray job, and its link.
 
-A subclass says where the job goes (:meth:`RunOperator.target`) and what it is (:meth:`RunOperator.job`);
-this class drives the one lifecycle object (:class:`~airflow_ray_provider.launch.JobRun`) and holds the
-Airflow concerns only: deferral (the run's state goes to :class:`~airflow_ray_provider.triggers.RayJobTrigger`
-and comes back in its event), the task log, the "Ray job" link, a worker's SIGTERM, the usage record's
-publication (XCom ``usage``, ``usage.json``, one log line) and OpenLineage.
+A subclass says where the job goes (:meth:`RunOperator.target`); this class holds the job's arguments,
+drives the one lifecycle object (:class:`~airflow_ray_provider.launch.JobRun`) and the Airflow concerns
+only: templated numbers, deferral (the run's state goes to
+:class:`~airflow_ray_provider.triggers.RayJobTrigger` and comes back in its event), the task log, the
+"Ray job" link, a worker's SIGTERM, the usage record's publication (XCom ``usage``, ``usage.json``, one
+log line) and OpenLineage.
+
+Numbers an operator accepts as Jinja (``job_timeout="{{ params.timeout_s }}"``) stay templates until
+rendered, then are made numbers once, right after rendering: a rendered value that is not one fails naming
+the argument, before any job is submitted. A literal value is checked when the DAG is parsed.
+
+Airflow 3 stores an operator's extra links as XComs when the task ends (the task runner asks each link
+for its URL), and the UI reads them back by key: the job operators push the URL when they submit.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref, validate_runtime_env
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
-from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.jobs.submission import JobSpec, base_submission_id, build_entrypoint, build_metadata
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, UsageOptions
 from airflow_ray_provider.launch.usage import Prices, check_prices_on_cluster, parse_prices
-from airflow_ray_provider.operators.job_link import RESUMED_ATTRIBUTE, RayJobLink, push_job_url
 from airflow_ray_provider.operators.lineage import (
     JobIO,
     check_lineage_namespaces,
     check_uris,
-    job_io_of,
     operator_lineage,
+    publish_usage,
+    workload_io,
 )
-from airflow_ray_provider.operators.usage import publish_usage
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+    from airflow.sdk.types import TaskInstanceKey
 
-    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch import RunTarget
 
 DEFAULT_DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
+JOB_URL_XCOM_KEY = "ray_job_url"
+#: Operator attributes :class:`RayJobLink` reads: the URL pushed in this process, and whether this
+#: process resumed a deferred task (whose first process pushed the URL).
+LINK_ATTRIBUTE = "_ray_job_url"
+RESUMED_ATTRIBUTE = "_resumed_from_trigger"
 
 
 def positive(value: float, name: str) -> float:
@@ -48,9 +60,108 @@ def positive(value: float, name: str) -> float:
     return float(value)
 
 
+def connection_prices(conn_id: str | None) -> Prices | None:
+    """The ``prices`` extra of a connection (``None`` without a connection or without the extra).
+
+    :raises RayInvalidInputError: for a malformed table, naming the connection.
+    """
+    if not conn_id:
+        return None
+    from airflow.sdk import BaseHook
+
+    try:
+        extra = BaseHook.get_connection(conn_id).extra_dejson or {}
+    except Exception:
+        return None  # a missing connection is reported where it is used, not here
+    return parse_prices(extra.get("prices"), source=f"connection {conn_id!r} extra 'prices'")
+
+
+def is_template(value: Any) -> bool:
+    """Whether ``value`` is a Jinja template string (rendered later, checked then)."""
+    return isinstance(value, str) and any(mark in value for mark in ("{{", "{%", "{#"))
+
+
+def is_literal(value: Any) -> bool:
+    """Whether ``value`` is written in the DAG file as it is used, all the way down: ``None``, numbers,
+    strings without Jinja, and lists, tuples and dicts of those (not a Jinja string, an XCom or any other
+    object that is rendered or resolved at run time)."""
+    if isinstance(value, dict):
+        return all(is_literal(key) and is_literal(item) for key, item in value.items())
+    if isinstance(value, list | tuple):
+        return all(is_literal(item) for item in value)
+    return value is None or (isinstance(value, int | float | str) and not is_template(value))
+
+
+def rendered_number(value: Any, name: str, *, integer: bool = False) -> int | float | None:
+    """``value`` as a number (``None`` stays ``None``); a rendered string such as ``"30"`` is parsed.
+
+    :param name: the operator argument, for the error.
+    :param integer: require a whole number (returned as ``int``).
+    :raises RayInvalidInputError: naming ``name`` when the value is not a number.
+    """
+    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        number = value
+    elif isinstance(value, str):
+        try:
+            number = float(value.strip())
+        except ValueError:
+            number = None
+        if number is None or number != number:  # not a number, or NaN
+            raise RayInvalidInputError(
+                f"{name} must be a number; it rendered to {value!r}: fix the template or the value it reads"
+            ) from None
+    else:
+        raise RayInvalidInputError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    if number is None or not integer:
+        return number
+    if float(number) != int(number):
+        raise RayInvalidInputError(f"{name} must be a whole number, got {value!r}")
+    return int(number)
+
+
+class RayJobLink(BaseOperatorLink):
+    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches.
+
+    The task runner asks every task for its links when it ends and stores the answer as this XCom: a
+    task that submitted (or resumed after its trigger) answers with its job's URL, one that failed
+    before submitting answers ``""`` without looking the XCom up (a missing XCom logs an error).
+    """
+
+    name = "Ray job"
+
+    @property
+    def xcom_key(self) -> str:
+        """XCom key the operator stores the job URL under."""
+        return JOB_URL_XCOM_KEY
+
+    def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        """Return the job URL of this task, or an empty string before submission."""
+        url = getattr(operator, LINK_ATTRIBUTE, None)
+        if url is not None:
+            return str(url)
+        if not getattr(operator, RESUMED_ATTRIBUTE, False):
+            return ""  # nothing submitted in this process, nor in the one that deferred
+        from airflow.sdk.execution_time.xcom import XCom
+
+        return XCom.get_value(ti_key=ti_key, key=JOB_URL_XCOM_KEY) or ""
+
+
+def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
+    """Push the job's link XCom and remember it for :class:`RayJobLink` in this process."""
+    setattr(operator, LINK_ATTRIBUTE, url)
+    ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
+
+
 class RunOperator(BaseOperator):
     """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (see the module's docstring).
 
+    :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
+    :param runtime_env: Ray runtime environment (``working_dir``, ``pip``, ``env_vars``, ...).
+    :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
+        ``airflow_map_index`` and ``airflow_try_number`` are always added.
+    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
+    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
+    :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param cleanup: ``never``, ``on_exception`` or ``always``: what a timeout, a kill or the task's end
         does to the job and to a cluster the task created (docs/launch.md, "Cleanup").
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
@@ -69,15 +180,25 @@ class RunOperator(BaseOperator):
     operator_extra_links = (RayJobLink(),)
     #: ``cleanup`` when none is given.
     default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
+    #: Attributes that may be Jinja numbers: floats / whole numbers once rendered (naming a bad one).
+    templated_floats: ClassVar[tuple[str, ...]] = ("entrypoint_num_cpus", "entrypoint_num_gpus")
+    templated_integers: ClassVar[tuple[str, ...]] = ()
     #: Return once the job is submitted (``SubmitRayJobOperator(wait_for_completion=False)``).
     wait_for_completion: bool = True
     #: Seconds from the job's start before the run gives up on it (``None``: no limit).
     job_timeout: float | None = None
-    entrypoint: Any
+    #: Bytes reserved for the entrypoint (``SubmitRayJobOperator``'s argument).
+    entrypoint_memory: int | None = None
 
     def __init__(
         self,
         *,
+        entrypoint: str | list[str],
+        runtime_env: dict[str, Any] | None = None,
+        metadata: dict[str, str] | None = None,
+        entrypoint_num_cpus: float | None = None,
+        entrypoint_num_gpus: float | None = None,
+        entrypoint_resources: dict[str, float] | None = None,
         cleanup: str | Cleanup | None = None,
         deferrable: bool = DEFAULT_DEFERRABLE,
         poll_interval: float = 5.0,
@@ -91,6 +212,12 @@ class RunOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.entrypoint = entrypoint
+        self.runtime_env = runtime_env
+        self.metadata = metadata
+        self.entrypoint_num_cpus = entrypoint_num_cpus
+        self.entrypoint_num_gpus = entrypoint_num_gpus
+        self.entrypoint_resources = entrypoint_resources
         self.cleanup = Cleanup.parse(cleanup) if cleanup is not None else self.default_cleanup
         self.deferrable = deferrable
         self.poll_interval = positive(poll_interval, "poll_interval")
@@ -103,10 +230,30 @@ class RunOperator(BaseOperator):
         #: The task's run, once it began.
         self.run: JobRun | None = None
 
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
+        super().render_template_fields(context, jinja_env)
+        for name in self.templated_floats:
+            setattr(self, name, rendered_number(getattr(self, name), name))
+        for name in self.templated_integers:
+            setattr(self, name, rendered_number(getattr(self, name), name, integer=True))
+
     # ----------------------------------------------------------------- what subclasses say
     def job(self, context: Context) -> JobSpec:
-        """The job, checked (bad input fails here, before any cluster or job exists)."""
-        raise NotImplementedError
+        """The rendered job, checked (bad input fails here, before any cluster or job exists); no I/O."""
+        ti = context["ti"]
+        map_index = -1 if ti.map_index is None else ti.map_index
+        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": map_index,
+                "try_number": ti.try_number}  # fmt: skip
+        return JobSpec(
+            entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
+            metadata=build_metadata(self.metadata, task_instance=keys), **self.job_reservation(),
+        )  # fmt: skip
+
+    def job_reservation(self) -> dict[str, Any]:
+        """The entrypoint's reservation the job carries (checked with it)."""
+        names = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
+        return {name: getattr(self, name) for name in names}
 
     def target(self, context: Context) -> RunTarget:
         """Where the job goes (no I/O yet)."""
@@ -115,6 +262,19 @@ class RunOperator(BaseOperator):
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """What the usage record needs (``None``: no record)."""
         return None
+
+    def usage_options(self, conn_id: str | None, **fields: Any) -> UsageOptions | None:
+        """The usage record's ``fields`` (mode, cluster, ...) with the entrypoint's reservation and the
+        prices (``prices``, else the ``prices`` extra of ``conn_id``); ``None`` without ``record_usage``."""
+        if not self.record_usage:
+            return None
+        prices = self.prices or connection_prices(conn_id)
+        reserved = {str(k): float(v) for k, v in (self.entrypoint_resources or {}).items()}
+        for name, value in (("CPU", self.entrypoint_num_cpus), ("GPU", self.entrypoint_num_gpus),
+                            ("memory", self.entrypoint_memory)):  # fmt: skip
+            if value:
+                reserved[name] = float(value)
+        return UsageOptions(entrypoint=reserved, prices=prices.to_dict() if prices else None, **fields)
 
     def result(self, run: JobRun) -> Any:
         """The task's XCom from a run whose wait ended; raises for every ending but success."""
@@ -217,9 +377,11 @@ class RunOperator(BaseOperator):
             publish_usage(record, ti=context.get("ti"), artifact_uri=self.job_io().artifact_uri, log=self.log)
 
     def job_io(self) -> JobIO:
-        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
-        return job_io_of(self.entrypoint, inputs=self.lineage_inputs, outputs=self.lineage_outputs,
-                         artifact_uri=self.artifact_uri)  # fmt: skip
+        """What the job reads and writes: its workload's URIs (once the entrypoint is rendered) plus
+        ``lineage_inputs``/``lineage_outputs``; ``artifact_uri`` over the workload's."""
+        found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
+        inputs, outputs = (*found.inputs, *self.lineage_inputs), (*found.outputs, *self.lineage_outputs)
+        return JobIO(inputs, outputs, self.artifact_uri or found.artifact_uri)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, usage)."""

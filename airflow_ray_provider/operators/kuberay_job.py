@@ -26,20 +26,18 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
-from airflow_ray_provider.jobs.submission import JobSpec, base_submission_id, build_entrypoint, build_metadata
-from airflow_ray_provider.launch import Cleanup, RayJobTarget, UsageOptions
-from airflow_ray_provider.operators.base import RunOperator
+from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.launch import Cleanup, RayJobTarget
+from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
+from airflow_ray_provider.operators.base import RunOperator, connection_prices, is_template
 from airflow_ray_provider.operators.ray_cluster import task_identity
-from airflow_ray_provider.operators.templated import coerce_rendered, is_template
-from airflow_ray_provider.operators.usage import check_prices_on_spec, connection_prices, entrypoint_request
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget
+    from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch import RunTarget, UsageOptions
 
-_TEMPLATED_FLOATS = ("entrypoint_num_cpus", "entrypoint_num_gpus")
 _TEMPLATED_INTEGERS = (
     "ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit", "pre_running_deadline_seconds",
 )  # fmt: skip
@@ -52,7 +50,7 @@ _OPTIONS = tuple(
 #: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
 TEARDOWN_WAIT_S = 30.0
 #: Numbers that may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, checked with the options then.
-TEMPLATED_NUMBERS = (*_TEMPLATED_FLOATS, *_TEMPLATED_INTEGERS)
+TEMPLATED_NUMBERS = (*RunOperator.templated_floats, *_TEMPLATED_INTEGERS)
 
 
 def _standing_name(cluster: Any) -> str | None:
@@ -67,16 +65,43 @@ def _standing_name(cluster: Any) -> str | None:
     return handle.name
 
 
+def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
+    """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
+    before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
+    ``ray start`` params give.
+
+    :raises RayInvalidInputError: for a price of a resource no group of the spec has.
+    """
+    import json
+
+    groups: dict[str, set[str]] = {}
+    sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
+    for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
+        has = groups.setdefault(name, {"memory_gib"})
+        if str(params.get("num-cpus", cpu)).strip() not in ("0", "0.0"):
+            has.add("CPU")
+        if gpu or str(params.get("num-gpus", "0")).strip() not in ("0", "0.0"):
+            has.add("GPU")
+        try:
+            custom = json.loads(params.get("resources", "{}").strip("'\""))
+        except ValueError:
+            custom = {}
+        has.update(map(str, custom) if isinstance(custom, dict) else ())
+    check_against_cluster(prices, groups)
+
+
 class KubeRayJobOperator(RunOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
     XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
     "dashboard_url", "job_url"}``; the "Ray job" extra link opens the job in the Ray dashboard. Every
-    argument of :class:`~airflow_ray_provider.operators.base.RunOperator` too: ``cleanup`` (default
-    ``always``) says when a kill deletes the RayJob (KubeRay then deletes its cluster); a RayJob that
-    finished is kept as the record of its run.
+    argument of :class:`~airflow_ray_provider.operators.base.RunOperator` too (``entrypoint``,
+    ``runtime_env``: ``runtimeEnvYAML``, its ``working_dir`` a remote URI; ``metadata``, the entrypoint's
+    reservation): ``cleanup`` (default ``always``) says when a kill deletes the RayJob (KubeRay then
+    deletes its cluster); a RayJob that finished is kept as the record of its run. The entrypoint's CPUs
+    and GPUs and the four numbers of seconds or retries below may be Jinja (``"{{ params.cpus }}"``):
+    numbers once rendered, and checked then, before any API call.
 
-    :param entrypoint: shell command, or a list of arguments (quoted with ``shlex.join``).
     :param cluster_conn_id: a ``kuberay`` connection.
     :param spec: the cluster KubeRay creates for the job (:class:`RayClusterSpec` or a dict of its fields).
     :param manifest: instead, a RayCluster manifest (dict, YAML text or file) whose spec is used.
@@ -86,13 +111,6 @@ class KubeRayJobOperator(RunOperator):
     :param namespace: overrides the connection's namespace.
     :param dashboard_url_template: overrides how the cluster's dashboard is reached (see
         ``CreateRayClusterOperator``).
-    :param runtime_env: Ray runtime environment (``runtimeEnvYAML``; ``working_dir`` must be a remote URI).
-    :param metadata: Ray job metadata; the ``airflow_*`` task-instance keys are added.
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint. These two and the four numbers of
-        seconds or retries below may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, and
-        checked then, before any API call.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends (default).
     :param ttl_seconds_after_finished: seconds before that deletion (default 30: time to read the log).
     :param active_deadline_seconds: KubeRay fails the RayJob (``DeadlineExceeded``) after this many seconds.
@@ -120,11 +138,11 @@ class KubeRayJobOperator(RunOperator):
     }
     ui_color = "#d6f0ff"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
+    templated_integers: ClassVar[tuple[str, ...]] = _TEMPLATED_INTEGERS
 
     def __init__(
         self,
         *,
-        entrypoint: str | list[str],
         cluster_conn_id: str | None = None,
         spec: RayClusterSpec | dict[str, Any] | None = None,
         manifest: dict[str, Any] | str | None = None,
@@ -133,11 +151,6 @@ class KubeRayJobOperator(RunOperator):
         name_prefix: str = "rayjob",
         namespace: str | None = None,
         dashboard_url_template: str | None = None,
-        runtime_env: dict[str, Any] | None = None,
-        metadata: dict[str, str] | None = None,
-        entrypoint_num_cpus: float | None = None,
-        entrypoint_num_gpus: float | None = None,
-        entrypoint_resources: dict[str, float] | None = None,
         shutdown_after_job_finishes: bool = True,
         ttl_seconds_after_finished: int | None = None,
         active_deadline_seconds: int | None = None,
@@ -151,7 +164,6 @@ class KubeRayJobOperator(RunOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.entrypoint = entrypoint
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
         self.manifest = manifest
@@ -160,11 +172,6 @@ class KubeRayJobOperator(RunOperator):
         self.name_prefix = name_prefix
         self.namespace = namespace
         self.dashboard_url_template = dashboard_url_template
-        self.runtime_env = runtime_env
-        self.metadata = metadata
-        self.entrypoint_num_cpus = entrypoint_num_cpus
-        self.entrypoint_num_gpus = entrypoint_num_gpus
-        self.entrypoint_resources = entrypoint_resources
         self.shutdown_after_job_finishes = shutdown_after_job_finishes
         self.ttl_seconds_after_finished = ttl_seconds_after_finished
         self.active_deadline_seconds = active_deadline_seconds
@@ -176,11 +183,6 @@ class KubeRayJobOperator(RunOperator):
         self.pre_running_deadline_seconds = pre_running_deadline_seconds
         self.suspend_on_kill = suspend_on_kill
         self._check_static()
-
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
-        super().render_template_fields(context, jinja_env)
-        coerce_rendered(self, floats=_TEMPLATED_FLOATS, integers=_TEMPLATED_INTEGERS)
 
     def _check_static(self) -> None:
         """What can be checked before templates are rendered (numbers, modes, combinations)."""
@@ -206,17 +208,9 @@ class KubeRayJobOperator(RunOperator):
         given = {name: getattr(self, name) for name in _OPTIONS}
         return RayJobOptions(entrypoint=entrypoint, **given, **job)
 
-    def job(self, context: Context) -> JobSpec:
-        """The job, checked (the RayJob carries it; KubeRay submits it)."""
-        ti = context["ti"]
-        map_index = -1 if ti.map_index is None else ti.map_index
-        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": map_index,
-                "try_number": ti.try_number}  # fmt: skip
-        env, metadata = (
-            validate_runtime_env(self.runtime_env),
-            build_metadata(self.metadata, task_instance=keys),
-        )
-        return JobSpec(entrypoint=build_entrypoint(self.entrypoint), runtime_env=env, metadata=metadata)
+    def job_reservation(self) -> dict[str, Any]:
+        """None: the RayJob's options carry the reservation (checked with them, in :meth:`target`)."""
+        return {}
 
     def _request(self, context: Context, job: JobSpec) -> RayJobRequest:
         ti = context["ti"]
@@ -269,7 +263,7 @@ class KubeRayJobOperator(RunOperator):
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record of the RayJob's Ray job: the cluster KubeRay made for it, or a standing one."""
-        if not self.record_usage or not isinstance(target, RayJobTarget):
+        if not isinstance(target, RayJobTarget):
             return None
         own, ttl = target.plan.standing_cluster is None, self._ttl()
         note = f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
@@ -284,8 +278,5 @@ class KubeRayJobOperator(RunOperator):
                 f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
                 "not wait for it (its cost then is not in reserved)"
             )
-        prices = self.prices or connection_prices(self.cluster_conn_id)
-        entrypoint = entrypoint_request(self.entrypoint_num_cpus, self.entrypoint_num_gpus, None,
-                                        self.entrypoint_resources)  # fmt: skip
-        return UsageOptions(mode="rayjob", cluster=target.plan.name, own_cluster=own, entrypoint=entrypoint,
-                            prices=prices.to_dict() if prices else None, teardown_note=note)  # fmt: skip
+        return self.usage_options(self.cluster_conn_id, mode="rayjob", cluster=target.plan.name,
+                                  own_cluster=own, teardown_note=note)  # fmt: skip

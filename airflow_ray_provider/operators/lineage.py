@@ -1,4 +1,8 @@
-"""OpenLineage for Ray jobs: what a job read and wrote, and a run facet with the job and its usage.
+"""What a job task hands on when its run ends: the usage record's publication, and OpenLineage.
+
+The usage record is made by the run (:mod:`airflow_ray_provider.launch.usage`, Airflow-free); here it
+becomes the ``usage`` XCom, ``usage.json`` beside the job's artifacts and one log line (never failing the
+job). OpenLineage says what a job read and wrote, and a run facet names the job and carries its usage.
 
 Inputs and outputs come from the job's entrypoint when it runs one of this project's workloads
 (``python -m <workload> --config-json <json>``, as the templates build it): the evaluation reads its
@@ -12,6 +16,7 @@ asks for lineage (it is optional at run time).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -21,12 +26,16 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.operators.templated import is_template
+from airflow_ray_provider.launch.usage import usage_line
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
 ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
 #: The run facet's key in an OpenLineage event.
 RUN_FACET = "rayJob"
+#: The XCom key of the usage record.
+USAGE_XCOM_KEY = "usage"
+#: The record's file name beside the job's artifacts.
+USAGE_FILE = "usage.json"
 
 
 @dataclass(frozen=True)
@@ -49,15 +58,6 @@ def _arguments(entrypoint: str | Sequence[str]) -> list[str]:
 
 def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
-
-
-def job_io_of(
-    entrypoint: Any, *, inputs: Sequence[str], outputs: Sequence[str], artifact_uri: str | None
-) -> JobIO:
-    """What a job operator's job reads and writes: its workload's URIs (once the entrypoint is rendered)
-    plus the operator's ``lineage_inputs``/``lineage_outputs``; ``artifact_uri`` over the workload's."""
-    found = workload_io(entrypoint) if not is_template(entrypoint) else JobIO()
-    return JobIO((*found.inputs, *inputs), (*found.outputs, *outputs), artifact_uri or found.artifact_uri)
 
 
 def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
@@ -194,3 +194,25 @@ def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = Non
     return OperatorLineage(
         inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}
     )
+
+
+def publish_usage(
+    data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
+) -> None:
+    """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
+    lacks."""
+    log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
+    for name, why in sorted((data.get("not_available") or {}).items()):
+        log.info("Usage record: %s not available: %s", name, why)
+    if ti is not None:
+        ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
+    if artifact_uri:
+        from airflow_ray_provider.workloads.common import artifacts
+
+        uri = artifacts.join(artifact_uri, USAGE_FILE)
+        try:
+            artifacts.write_json_atomic(uri, data)
+        except Exception as exc:
+            log.warning("Could not write %s: %s", uri, exc)
+            return
+        log.info("Usage record written to %s", uri)

@@ -4,18 +4,21 @@
 :class:`CollectZoneTrainingOperator` a zone-training run's ``summary.json`` + ``manifest.parquet``,
 through ``pyarrow.fs`` (local paths, ``file://``, ``s3://``, ``gs://``). Both check the ``_SUCCESS``
 marker and the ``schema_version`` first; a missing, partial or corrupt artifact fails the task with a
-message that names the file and what is wrong with it.
+message that names the file and what is wrong with it. The usage record (``usage.json``) is read here
+too, for the reports, never failing the task.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
 from airflow_ray_provider.exceptions import MetricsArtifactError
-from airflow_ray_provider.operators.usage import read_usage, usage_summary
+from airflow_ray_provider.launch.usage import SCHEMA, usage_line
+from airflow_ray_provider.operators.lineage import USAGE_FILE
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -124,6 +127,45 @@ def summarize_evaluation(
             "total_rows": len(compact),
             "truncated": len(compact) > max_slice_rows,
         },
+    }
+
+
+def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str, Any] | None:
+    """The ``usage.json`` beside a job's artifacts, ``None`` when there is none (best effort)."""
+    if not artifact_uri:
+        return None
+    from airflow_ray_provider.workloads.common import artifacts
+
+    uri = artifacts.join(artifact_uri, USAGE_FILE)
+    try:
+        data = artifacts.read_json(uri) if artifacts.exists(uri) else None
+    except Exception as exc:
+        log.warning("Could not read the usage record %s: %s", uri, exc)
+        return None
+    return data if isinstance(data, dict) and data.get("schema") == SCHEMA else None
+
+
+def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -> dict[str, Any] | None:
+    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line.
+
+    :param function: a task function whose allocated CPU-seconds to show as ``function_cpu_s`` (the
+        zone job's training tasks), from the record's ``allocated_cpu_s_by_function``.
+    """
+    if not data:
+        return None
+    cost, missing = data.get("cost") or {}, data.get("not_available") or {}
+    cpu_h = None if "allocated_cpu" in missing else (data.get("allocated") or {}).get("CPU")
+    return {
+        "function_cpu_s": (data.get("allocated_cpu_s_by_function") or {}).get(function) if function else None,
+        "line": usage_line(data),
+        "mode": data.get("mode"),
+        "reserved_cpu_h": (data.get("reserved") or {}).get("CPU"),
+        "allocated_cpu_h": cpu_h,
+        "allocated_cpu_s": None if cpu_h is None else round(float(cpu_h) * 3600.0, 3),
+        "utilisation": data.get("utilisation"),
+        "cost": {"amount": cost.get("amount"), "currency": cost.get("currency")} if cost else None,
+        "phases": data.get("phases"),
+        "not_available": missing,
     }
 
 

@@ -32,7 +32,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
 from airflow_ray_provider.launch import ready_handle, wait_until_ready
-from airflow_ray_provider.operators.templated import is_literal
+from airflow_ray_provider.operators.base import is_literal
 
 if TYPE_CHECKING:
     import jinja2

@@ -12,23 +12,24 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
-from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 from airflow_ray_provider.jobs.submission import (
-    JobSpec,
     build_entrypoint,
     build_metadata,
     check_entrypoint_reservation,
     check_runtime_env,
 )
-from airflow_ray_provider.launch import UsageOptions
-from airflow_ray_provider.operators.base import RunOperator, positive
-from airflow_ray_provider.operators.templated import coerce_rendered, is_literal, is_template, rendered_number
-from airflow_ray_provider.operators.usage import TEARDOWN_NOTES, connection_prices, entrypoint_request
+from airflow_ray_provider.operators.base import (
+    RunOperator,
+    is_literal,
+    is_template,
+    positive,
+    rendered_number,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget
+    from airflow_ray_provider.launch import RunTarget, UsageOptions
 
 
 def _seconds(value: float | timedelta | None, name: str) -> float | None:
@@ -37,24 +38,25 @@ def _seconds(value: float | timedelta | None, name: str) -> float | None:
     return positive(value.total_seconds() if isinstance(value, timedelta) else value, name)
 
 
+#: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
+TEARDOWN_NOTES = {
+    "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
+    "standing": "a standing cluster is never deleted by the provider",
+    "one_task": "the task kept its cluster (cleanup), or deleting it failed",
+}
+
+
 class SubmitRayJobOperator(RunOperator):
     """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
 
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``. Every argument of
-    :class:`~airflow_ray_provider.operators.base.RunOperator` (``cleanup``, ``deferrable``,
-    ``poll_interval``, ``stream_logs``, ``prices``, ``artifact_uri``, ``record_usage``, lineage) too.
+    :class:`~airflow_ray_provider.operators.base.RunOperator` (``entrypoint``, ``runtime_env`` with
+    ``working_dir`` uploaded from a local folder, ``metadata``, ``entrypoint_num_cpus``, ``cleanup``,
+    ``deferrable``, ``poll_interval``, ``stream_logs``, ``prices``, ``artifact_uri``, lineage) too.
 
-    :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
     :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``).
     :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
-    :param runtime_env: Ray runtime environment (``working_dir`` uploaded from a local folder, ``pip``,
-        ``env_vars``, ...).
-    :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
-        ``airflow_map_index`` and ``airflow_try_number`` are always added.
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
     :param entrypoint_memory: bytes reserved for the entrypoint.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param wait_for_completion: wait for the job; ``False`` returns once it is submitted.
     :param job_timeout: seconds (or timedelta) from the job's start; on expiry the task fails and the
         job is stopped (unless ``cleanup="never"``).
@@ -69,19 +71,14 @@ class SubmitRayJobOperator(RunOperator):
     ui_color = "#d6e9ff"
     #: The usage record's ``mode``; ``None``: ``ephemeral`` on a cluster a DAG task made, else ``standing``.
     usage_mode: ClassVar[str | None] = None
+    templated_integers: ClassVar[tuple[str, ...]] = ("entrypoint_memory",)
 
     def __init__(
         self,
         *,
-        entrypoint: str | list[str],
         cluster: Any = None,
         ray_conn_id: str | None = None,
-        runtime_env: dict[str, Any] | None = None,
-        metadata: dict[str, str] | None = None,
-        entrypoint_num_cpus: float | None = None,
-        entrypoint_num_gpus: float | None = None,
         entrypoint_memory: int | None = None,
-        entrypoint_resources: dict[str, float] | None = None,
         wait_for_completion: bool = True,
         job_timeout: float | timedelta | None = None,
         retry_attempts: int = 5,
@@ -89,15 +86,9 @@ class SubmitRayJobOperator(RunOperator):
     ) -> None:
         super().__init__(**kwargs)
         check_target_arguments(cluster, ray_conn_id)
-        self.entrypoint = entrypoint
         self.cluster = cluster
         self.ray_conn_id = ray_conn_id
-        self.runtime_env = runtime_env
-        self.metadata = metadata
-        self.entrypoint_num_cpus = entrypoint_num_cpus
-        self.entrypoint_num_gpus = entrypoint_num_gpus
         self.entrypoint_memory = entrypoint_memory
-        self.entrypoint_resources = entrypoint_resources
         self.wait_for_completion = wait_for_completion
         # a Jinja string stays one until rendered; render_template_fields makes it seconds
         self.job_timeout = (
@@ -129,22 +120,7 @@ class SubmitRayJobOperator(RunOperator):
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
         super().render_template_fields(context, jinja_env)
-        coerce_rendered(
-            self, floats=("entrypoint_num_cpus", "entrypoint_num_gpus"), integers=("entrypoint_memory",)
-        )
         self.job_timeout = _seconds(rendered_number(self.job_timeout, "job_timeout"), "job_timeout")
-
-    def job(self, context: Context) -> JobSpec:
-        """The rendered job arguments and the target, checked; no I/O."""
-        ti = context["ti"]
-        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": ti.map_index,
-                "try_number": ti.try_number}  # fmt: skip
-        return JobSpec(
-            entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
-            metadata=build_metadata(self.metadata, task_instance=keys),
-            entrypoint_num_cpus=self.entrypoint_num_cpus, entrypoint_num_gpus=self.entrypoint_num_gpus,
-            entrypoint_memory=self.entrypoint_memory, entrypoint_resources=self.entrypoint_resources,
-        )  # fmt: skip
 
     def target(self, context: Context) -> RunTarget:
         """The cluster handle's Job API, or the ``ray`` connection's."""
@@ -152,20 +128,12 @@ class SubmitRayJobOperator(RunOperator):
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``."""
-        if not self.record_usage:
-            return None
         handle, plan = getattr(target, "handle", None), getattr(target, "plan", None)
         own = bool(handle and handle.owned) or target.owned
         ref = target.ref()
         name = handle.name if handle else plan.name if plan else str(ref.get("ray_conn_id"))
-        prices = self.prices or connection_prices(
-            ref.get("ray_conn_id") or (handle.conn_id if handle else None)
-        )
         mode = self.usage_mode or ("ephemeral" if own else "standing")
         note = "one_task" if target.owned else "ephemeral" if own else "standing"
-        return UsageOptions(
-            mode=mode, cluster=name, own_cluster=own,
-            entrypoint=entrypoint_request(self.entrypoint_num_cpus, self.entrypoint_num_gpus,
-                                          self.entrypoint_memory, self.entrypoint_resources),
-            prices=prices.to_dict() if prices else None, teardown_note=TEARDOWN_NOTES[note],
-        )  # fmt: skip
+        conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
+        return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
+                                  teardown_note=TEARDOWN_NOTES[note])  # fmt: skip

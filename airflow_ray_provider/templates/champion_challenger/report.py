@@ -335,7 +335,7 @@ def build_report(
 ) -> Report:
     """Render the HTML report and the markdown summary (no I/O).
 
-    :param usage: the evaluation job's usage summary (``operators.usage.usage_summary``), if any.
+    :param usage: the evaluation job's usage summary (``operators.metrics.usage_summary``), if any.
     """
     title = title or f"Champion vs challenger: {decision.outcome}"
     report_uri = f"{str(summary.get('artifact_uri', '')).rstrip('/')}/{REPORT_HTML}"

@@ -67,7 +67,7 @@ def report(
 ) -> dict[str, str]:
     """Write ``report.html`` + ``report.md`` beside the artifact and log the markdown summary; the
     evaluation job's usage record (``usage.json`` beside the artifact), when there is one, goes in too."""
-    from airflow_ray_provider.operators.usage import read_usage, usage_summary
+    from airflow_ray_provider.operators.metrics import read_usage, usage_summary
     from airflow_ray_provider.templates.champion_challenger.report import build_report, write_report
 
     summary, decision = resolved(summary), resolved(decision)

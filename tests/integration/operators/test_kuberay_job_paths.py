@@ -226,7 +226,7 @@ def test_the_ray_job_link_uses_the_connections_address_for_people(
     import json
     import os
 
-    from airflow_ray_provider.operators.job_link import JOB_URL_XCOM_KEY
+    from airflow_ray_provider.operators.base import JOB_URL_XCOM_KEY
 
     variable = f"AIRFLOW_CONN_{kuberay_conn.upper()}"
     conn = json.loads(os.environ[variable])

@@ -42,7 +42,7 @@ def _ui_link(dag_run) -> str:
     """The extra link as the API server computes it (from the serialised operator's XCom key)."""
     from airflow.serialization.definitions.operatorlink import XComOperatorLink
 
-    from airflow_ray_provider.operators.job_link import RayJobLink
+    from airflow_ray_provider.operators.base import RayJobLink
 
     ti = dag_run.get_task_instance("submit")
     return XComOperatorLink(name=RayJobLink.name, xcom_key=RayJobLink().xcom_key).get_link(

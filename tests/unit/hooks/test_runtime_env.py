@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
+from airflow_ray_provider.hooks import validate_runtime_env
 
 pytestmark = pytest.mark.unit
 

@@ -11,7 +11,7 @@ from airflow_ray_provider.clusters import RayClusterHandle
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.launch import ClusterTarget
-from airflow_ray_provider.operators.job_link import RayJobLink, push_job_url
+from airflow_ray_provider.operators.base import RayJobLink, push_job_url
 
 pytestmark = pytest.mark.unit
 
