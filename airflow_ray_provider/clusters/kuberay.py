@@ -358,11 +358,14 @@ class KubeRayBackend(ClusterBackend):
 
     def _plan_of(self, obj: dict[str, Any]) -> ClusterPlan:
         """What a look at an existing RayCluster needs; its token Secret is the one the provider made
-        (annotated, so deleting the cluster deletes it too), else the one the cluster names."""
+        (annotated, so deleting the cluster deletes it too), else the one the cluster names (kept)."""
         status = ClusterStatus.from_object(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        created = annotations.get(ANNOTATION_TOKEN_SECRET)
-        ref = TokenRef(created, provider_created=True) if created else token_ref_of(obj)
+        created, ref = annotations.get(ANNOTATION_TOKEN_SECRET), token_ref_of(obj)
+        if created:
+            ref = TokenRef(created, provider_created=True)
+        elif ref is not None:
+            ref = dataclasses.replace(ref, provider_created=False)
         return ClusterPlan(
             name=status.name, namespace=status.namespace or self.settings.namespace,
             dashboard_url_template=self.settings.dashboard_url_template, token_ref=ref,

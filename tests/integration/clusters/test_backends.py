@@ -80,7 +80,8 @@ def test_ensure_reuse_wait_handle_expire_delete(case: Case):
 
     assert (handle.backend, handle.name) == (backend.kind, plan.name)
     assert handle.dashboard_url == check.dashboard_url
-    assert handle.has_auth and RayClusterHandle.from_dict(handle.to_dict()) == handle
+    assert handle.auth_token_file or handle.auth_token_secret  # the cluster expects a token
+    assert RayClusterHandle.from_dict(handle.to_dict()) == handle
     version = RayJobHook(None, cluster=handle.to_dict(), retry_attempts=3).client.version()
     assert version.startswith("2.")  # the handle's token opens the Job API
 
