@@ -404,9 +404,8 @@ class KubeRayBackend(ClusterBackend):
 
     # ----------------------------------------------------------------- standing clusters
     def find(self, name: str) -> ClusterPlan:
-        """A standing RayCluster in the connection's namespace; its token Secret is the one it names
-        (``authOptions``, or a ``RAY_AUTH_TOKEN`` ``secretKeyRef`` of its head), never deleted through
-        an attached handle."""
+        """A standing RayCluster in the connection's namespace, with its token Secret (``authOptions``, or a
+        ``RAY_AUTH_TOKEN`` ``secretKeyRef`` of its head); an attached handle never deletes either."""
         namespace = self.settings.namespace
         obj = self.client.find_cluster(name, namespace=namespace)
         if obj is None:
