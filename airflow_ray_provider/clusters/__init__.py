@@ -10,20 +10,13 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
-    RunCluster,
     TaskIdentity,
     TokenRef,
     check_spec,
-    keeps_unowned,
 )
-from airflow_ray_provider.clusters.handle import BACKENDS, BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.kuberay import (
-    KubeRayBackend,
-    KubeRayPlan,
-    KubeRaySettings,
-    cluster_link_url,
-)
-from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
+from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
+from airflow_ray_provider.clusters.local import LocalBackend, local_options_for
 from airflow_ray_provider.clusters.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
     KubeRayJobs,
@@ -34,12 +27,9 @@ from airflow_ray_provider.clusters.rayjob import (
 )
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
-    EVENT_READY,
     EVENT_STATUSES,
-    EventStatus,
     ReadinessCheck,
     ReadinessEvent,
-    Verdict,
     event_for,
     make_event,
     probe_dashboard,
@@ -48,7 +38,6 @@ from airflow_ray_provider.clusters.readiness import (
 from airflow_ray_provider.kuberay import (
     DEFAULT_TTL_SECONDS,
     SUBMISSION_MODES,
-    HeadGroup,
     RayClusterSpec,
     RayJobOptions,
     RayJobStatus,
@@ -58,25 +47,18 @@ from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
     "ANNOTATION_SUSPENDED_ON_KILL",
-    "BACKENDS",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
-    "EVENT_READY",
     "EVENT_STATUSES",
     "SUBMISSION_MODES",
-    "BackendName",
     "ClusterBackend",
     "ClusterPlan",
     "ClusterRequest",
-    "EventStatus",
-    "HeadGroup",
     "KubeRayBackend",
     "KubeRayJobs",
-    "KubeRayPlan",
     "KubeRaySettings",
     "LocalBackend",
     "LocalClusterOptions",
-    "LocalPlan",
     "RayClusterHandle",
     "RayClusterSpec",
     "RayJobLook",
@@ -86,16 +68,13 @@ __all__ = [
     "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
-    "RunCluster",
     "TaskIdentity",
     "TokenRef",
-    "Verdict",
     "WorkerGroup",
     "check_options",
     "check_spec",
     "cluster_link_url",
     "event_for",
-    "keeps_unowned",
     "local_options_for",
     "make_event",
     "probe_dashboard",

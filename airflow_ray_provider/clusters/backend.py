@@ -9,13 +9,14 @@ deletes a cluster through it (:func:`keeps_unowned`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     LABEL_CREATED_BY,
     LABEL_DAG_ID,
@@ -68,8 +69,6 @@ def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | Non
         ``None`` when the connection is not known yet (auth-dependent rules are then checked at run time).
     :raises RayInvalidInputError: naming the bad field and what to change.
     """
-    import dataclasses
-
     try:
         typed = RayClusterSpec.from_dict(spec)
         validate_spec(typed)
@@ -189,20 +188,12 @@ class ClusterBackend(Protocol):
     (:func:`keeps_unowned`): it returns ``False``, as for a cluster already gone.
     """
 
-    @property
-    def kind(self) -> BackendName:
-        """The ``backend`` its handles carry."""
-        ...
-
-    @property
-    def conn_id(self) -> str | None:
-        """The cluster connection it was built from (``None``: the local backend)."""
-        ...
-
-    @property
-    def can_defer(self) -> bool:
-        """Whether waiting can move to the triggerer."""
-        ...
+    #: The ``backend`` its handles carry.
+    kind: BackendName
+    #: The cluster connection it was built from (``None``: the local backend).
+    conn_id: str | None
+    #: Whether waiting can move to the triggerer.
+    can_defer: bool
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> ClusterPlan:
         """Validate the request, fix the name and body; no API call (:class:`RayInvalidInputError`)."""
@@ -235,10 +226,22 @@ class ClusterBackend(Protocol):
         """Delete a cluster by its handle (or by its plan while it starts); ``False``: already gone."""
         ...
 
-    def attach(self, name: str) -> RayClusterHandle:
-        """A handle (``owned=False``) to a standing cluster that is ready now
-        (:class:`RayInvalidInputError`: no such cluster; :class:`RayClusterNotReadyError`: not ready)."""
+    def find(self, name: str) -> ClusterPlan:
+        """What a look at the standing cluster ``name`` needs (:class:`RayInvalidInputError`: no such one)."""
         ...
+
+    def attach(self, name: str) -> RayClusterHandle:
+        """A handle (``owned=False``) to a standing cluster that is ready now: one look, as a create task's
+        wait takes, no waiting (:class:`RayClusterNotReadyError`: not ready, with its state)."""
+        plan = self.find(name)
+        look = self.check(plan)
+        if look.verdict != "ready" or not look.dashboard_url:
+            raise RayClusterNotReadyError(
+                f"{look.cluster} cannot be used: {look.message}.{look.details()}",
+                name=name, namespace=plan.namespace, conditions=look.conditions,
+            )  # fmt: skip
+        log.info("Attached to standing %s (%s); it will not be deleted", look.cluster, look.message)
+        return dataclasses.replace(self.handle(plan, look.dashboard_url), owned=False)
 
     def delete_labelled(self, labels: Mapping[str, str], *, wait: bool, timeout: float) -> list[str]:
         """Delete every provider cluster whose labels include ``labels``; returns their names."""

@@ -67,11 +67,6 @@ class RayClusterHandle:
         cluster connection gives one (an ingress), else :attr:`dashboard_url` (how Airflow reaches it)."""
         return str((self.extra or {}).get(EXTRA_LINK_URL) or self.dashboard_url)
 
-    @property
-    def has_auth(self) -> bool:
-        """Whether the cluster expects a Ray auth token."""
-        return bool(self.auth_token_file or self.auth_token_secret)
-
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict for XCom."""
         return asdict(self)

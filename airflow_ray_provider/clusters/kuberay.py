@@ -27,7 +27,7 @@ from airflow_ray_provider.clusters.backend import (
 )
 from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
 from airflow_ray_provider.clusters.readiness import ReadinessCheck, Verdict, probe_dashboard
-from airflow_ray_provider.exceptions import RayClusterError, RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.exceptions import RayClusterError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
     CREATED_BY,
@@ -181,12 +181,8 @@ class KubeRayBackend(ClusterBackend):
 
     def __init__(self, settings: KubeRaySettings, client_factory: Callable[[], KubeRayClient]) -> None:
         self.settings = settings
+        self.conn_id: str | None = settings.conn_id
         self._client_factory = client_factory
-
-    @property
-    def conn_id(self) -> str | None:
-        """The ``kuberay`` connection id."""
-        return self.settings.conn_id
 
     @cached_property
     def client(self) -> KubeRayClient:
@@ -293,7 +289,8 @@ class KubeRayBackend(ClusterBackend):
         answered, detail = probe_dashboard(url, token)
         if answered:
             return _look(status, "ready", f"dashboard {url} answers (Ray {detail})", url)
-        return _look(status, "waiting", f"head ready, but {url}/api/version: {detail}", url)
+        hint = "check the connection's dashboard_url_template and that Airflow can reach the head"
+        return _look(status, "waiting", f"head ready, but {url}/api/version: {detail} ({hint})", url)
 
     def _not_ready(
         self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
@@ -359,17 +356,24 @@ class KubeRayBackend(ClusterBackend):
             self.client.wait_until_gone(cluster.name, namespace=namespace, timeout=timeout)
         return deleted
 
-    def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
-        """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
+    def _plan_of(self, obj: dict[str, Any]) -> ClusterPlan:
+        """What a look at an existing RayCluster needs; its token Secret is the one the provider made
+        (annotated, so deleting the cluster deletes it too), else the one the cluster names (kept)."""
         status = ClusterStatus.from_object(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
-        created = annotations.get(ANNOTATION_TOKEN_SECRET)  # the Secret the provider made, to delete too
-        ref = TokenRef(created, provider_created=True) if created else token_ref_of(obj)
-        namespace = status.namespace or self.settings.namespace
-        return kuberay_handle(
-            status.name, namespace, dashboard_url(status), ref, conn_id=self.settings.conn_id,
-            token_secret_created=bool(created),
+        created, ref = annotations.get(ANNOTATION_TOKEN_SECRET), token_ref_of(obj)
+        if created:
+            ref = TokenRef(created, provider_created=True)
+        elif ref is not None:
+            ref = dataclasses.replace(ref, provider_created=False)
+        return ClusterPlan(
+            name=status.name, namespace=status.namespace or self.settings.namespace,
+            dashboard_url_template=self.settings.dashboard_url_template, token_ref=ref,
         )  # fmt: skip
+
+    def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
+        """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
+        return self.handle(self._plan_of(obj), dashboard_url(ClusterStatus.from_object(obj)))
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
@@ -399,12 +403,9 @@ class KubeRayBackend(ClusterBackend):
         return [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
 
     # ----------------------------------------------------------------- standing clusters
-    def attach(self, name: str) -> RayClusterHandle:
-        """A handle (not owned) to a standing RayCluster: ready, its dashboard answering with its token.
-
-        The token Secret is the one the cluster names (``authOptions``, or a ``RAY_AUTH_TOKEN``
-        ``secretKeyRef`` of its head); the handle refers to it and never deletes it.
-        """
+    def find(self, name: str) -> ClusterPlan:
+        """A standing RayCluster in the connection's namespace, with its token Secret (``authOptions``, or a
+        ``RAY_AUTH_TOKEN`` ``secretKeyRef`` of its head); an attached handle never deletes either."""
         namespace = self.settings.namespace
         obj = self.client.find_cluster(name, namespace=namespace)
         if obj is None:
@@ -412,32 +413,7 @@ class KubeRayBackend(ClusterBackend):
                 f"RayCluster {namespace}/{name} does not exist; check the name and the connection's "
                 f"namespace (kubectl get rayclusters -n {namespace})"
             )
-        ref = token_ref_of(obj)
-        plan = ClusterPlan(
-            name=name, namespace=namespace, dashboard_url_template=self.settings.dashboard_url_template,
-            token_ref=ref,
-        )  # fmt: skip
-        look = self.check(plan)  # the same look as a create task's wait, once: a standing cluster is up now
-        if look.verdict != "ready":
-            why = look.message
-            if look.message.startswith("head ready"):  # the head is up; its dashboard does not answer
-                why += "; check the connection's dashboard_url_template and that Airflow can reach the head"
-            raise RayClusterNotReadyError(
-                f"{look.cluster} cannot be used: {why}. Last status: {look.state}. "
-                f"Inspect it with: {look.inspect}",
-                name=name, namespace=namespace, conditions=look.conditions,
-            )  # fmt: skip
-        log.info(
-            "Attached to standing RayCluster %s/%s (%s); it will not be deleted",
-            namespace,
-            name,
-            look.message,
-        )
-        url = look.dashboard_url or dashboard_url(ClusterStatus.from_object(obj), plan.dashboard_url_template)
-        return kuberay_handle(
-            name, namespace, url, ref, conn_id=self.settings.conn_id, owned=False,
-            link_url_template=self.settings.link_url_template,
-        )  # fmt: skip
+        return self._plan_of(obj)
 
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""

@@ -70,11 +70,11 @@ def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
     return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
 
 
-def _handle_of(info: LocalHeadInfo | dict[str, Any], *, owned: bool = True) -> RayClusterHandle:
+def _handle_of(info: LocalHeadInfo | dict[str, Any]) -> RayClusterHandle:
     info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
     return RayClusterHandle(
         backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
-        extra=info.to_dict(), owned=owned,
+        extra=info.to_dict(),
     )  # fmt: skip
 
 
@@ -149,18 +149,14 @@ class LocalBackend(ClusterBackend):
         info = LocalHeadInfo.from_dict(extra) if extra else find_cluster(cluster.name)
         return stop_cluster(info) if info is not None else False
 
-    def attach(self, name: str) -> RayClusterHandle:
-        """A handle (not owned) to a running local head registered under ``name``, e.g. by another DAG."""
-        info = find_cluster(name)
-        if info is None:
+    def find(self, name: str) -> LocalPlan:
+        """A running local head registered under ``name``, e.g. by another DAG."""
+        if find_cluster(name) is None:
             raise RayInvalidInputError(
                 f"no local Ray head named {name!r} is running on this machine; start it first (e.g. with "
                 "CreateRayClusterOperator(cluster_name=...)) or check the name"
             )
-        check = self.check(LocalPlan(name=name))
-        if check.verdict != "ready":
-            raise RayClusterNotReadyError(f"{check.cluster} is not usable: {check.message}", name=name)
-        return _handle_of(info, owned=False)
+        return LocalPlan(name=name)
 
     def delete_labelled(
         self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300

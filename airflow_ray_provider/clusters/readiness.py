@@ -42,6 +42,11 @@ class ReadinessCheck:
     conditions: list[dict[str, Any]] = field(default_factory=list)
     inspect: str = ""
 
+    def details(self) -> str:
+        """`` Last status: .... Inspect it with: ...``, for an error that ends a wait or an attach."""
+        inspect = f" Inspect it with: {self.inspect}" if self.inspect else ""
+        return f" Last status: {self.state or 'no status'}.{inspect}"
+
 
 class ReadinessEvent(TypedDict):
     """How waiting for a cluster ended (the trigger's event payload; the blocking wait's result too)."""
@@ -85,9 +90,7 @@ def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> Readin
     if check.verdict == "failed":
         return make_event("failed", message=check.message, conditions=check.conditions)
     if waited >= timeout:
-        text = f"{check.cluster} was not ready after {timeout:.0f}s: {check.message}."
-        text += f" Last status: {check.state or 'no status'}."
-        text += f" Inspect it with: {check.inspect}" if check.inspect else ""
+        text = f"{check.cluster} was not ready after {timeout:.0f}s: {check.message}.{check.details()}"
         return make_event("timeout", message=text, conditions=check.conditions)
     return None
 

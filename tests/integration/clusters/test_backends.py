@@ -80,9 +80,19 @@ def test_ensure_reuse_wait_handle_expire_delete(case: Case):
 
     assert (handle.backend, handle.name) == (backend.kind, plan.name)
     assert handle.dashboard_url == check.dashboard_url
-    assert handle.has_auth and RayClusterHandle.from_dict(handle.to_dict()) == handle
+    assert handle.auth_token_file or handle.auth_token_secret  # the cluster expects a token
+    assert RayClusterHandle.from_dict(handle.to_dict()) == handle
     version = RayJobHook(None, cluster=handle.to_dict(), retry_attempts=3).client.version()
     assert version.startswith("2.")  # the handle's token opens the Job API
+    attached = backend.attach(plan.name)  # the same cluster as a standing one: one look, never owned
+    assert attached.owned is False and attached.dashboard_url == handle.dashboard_url
+    assert (attached.auth_token_file, attached.auth_token_secret) == (
+        handle.auth_token_file, handle.auth_token_secret
+    )  # fmt: skip
+    assert backend.delete(attached, wait=True, timeout=60) is False  # not ours to delete
+    assert backend.check(plan).verdict == "ready"
+    with pytest.raises(RayInvalidInputError, match="no-such-cluster"):
+        backend.attach("no-such-cluster")
 
     assert plan.name not in _names(backend.expired())
     assert plan.name in _names(backend.expired(now=datetime.now(timezone.utc) + timedelta(days=2)))

@@ -322,7 +322,8 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     kuberay_conn, kube_emulator, kuberay_sample_manifest
 ):
     """KubeRay's own sample through the manifest path, into a namespace no controller watches."""
-    from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, KubeRayPlan, TaskIdentity
+    from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, TaskIdentity
+    from airflow_ray_provider.clusters.kuberay import KubeRayPlan
     from airflow_ray_provider.hooks.kuberay import backend_for_connection
     from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, matches
     from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
