@@ -1,9 +1,9 @@
 """Ray clusters behind one interface: the handle every task passes on, and the local and KubeRay backends.
 
 :class:`ClusterBackend` is every step a cluster operator takes; :class:`LocalBackend` and
-:class:`KubeRayBackend` implement it; :class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one
-resource). Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray
-work runs here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
+:class:`KubeRayBackend` implement it (a KubeRay RayJob is a run target, :mod:`airflow_ray_provider.launch`).
+Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray work runs
+here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
 """
 
 from airflow_ray_provider.clusters.backend import (
@@ -24,14 +24,6 @@ from airflow_ray_provider.clusters.kuberay import (
     cluster_link_url,
 )
 from airflow_ray_provider.clusters.local import LocalBackend, LocalPlan, local_options_for
-from airflow_ray_provider.clusters.rayjob import (
-    ANNOTATION_SUSPENDED_ON_KILL,
-    KubeRayJobs,
-    RayJobLook,
-    RayJobPlan,
-    RayJobRequest,
-    check_options,
-)
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
     EVENT_READY,
@@ -57,7 +49,6 @@ from airflow_ray_provider.kuberay import (
 from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
-    "ANNOTATION_SUSPENDED_ON_KILL",
     "BACKENDS",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
@@ -71,7 +62,6 @@ __all__ = [
     "EventStatus",
     "HeadGroup",
     "KubeRayBackend",
-    "KubeRayJobs",
     "KubeRayPlan",
     "KubeRaySettings",
     "LocalBackend",
@@ -79,10 +69,7 @@ __all__ = [
     "LocalPlan",
     "RayClusterHandle",
     "RayClusterSpec",
-    "RayJobLook",
     "RayJobOptions",
-    "RayJobPlan",
-    "RayJobRequest",
     "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
@@ -91,7 +78,6 @@ __all__ = [
     "TokenRef",
     "Verdict",
     "WorkerGroup",
-    "check_options",
     "check_spec",
     "cluster_link_url",
     "event_for",

@@ -23,10 +23,10 @@ from airflow.sdk import BaseHook
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
-from airflow_ray_provider.clusters.rayjob import KubeRayJobs
 from airflow_ray_provider.connection_forms import KUBERAY_CONN_FIELDS as CONN_FIELDS
 from airflow_ray_provider.connection_forms import KUBERAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch import KubeRayJobs
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection

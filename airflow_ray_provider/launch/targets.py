@@ -42,15 +42,14 @@ from airflow_ray_provider.clusters import (
     LocalClusterOptions,
     RayClusterSpec,
     RayJobOptions,
-    RayJobRequest,
     TaskIdentity,
-    check_options,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.reattach import Choice, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.launch.rayjob import KubeRayJobs, RayJobRequest, RayJobTarget, check_options
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:
@@ -417,9 +416,7 @@ def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
 
 
 def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
-    from airflow_ray_provider.clusters import KubeRayJobs
     from airflow_ray_provider.jobs.submission import base_submission_id
-    from airflow_ray_provider.launch.rayjob import RayJobTarget
 
     try:
         spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None

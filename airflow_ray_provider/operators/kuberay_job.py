@@ -20,15 +20,13 @@ from airflow_ray_provider.clusters import (
     RayClusterHandle,
     RayClusterSpec,
     RayJobOptions,
-    RayJobRequest,
-    check_options,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.hooks.runtime_env import validate_runtime_env
 from airflow_ray_provider.jobs.submission import JobSpec, base_submission_id, build_entrypoint, build_metadata
-from airflow_ray_provider.launch import Cleanup, RayJobTarget, UsageOptions
+from airflow_ray_provider.launch import Cleanup, RayJobRequest, RayJobTarget, UsageOptions, check_options
 from airflow_ray_provider.operators.base import RunOperator
 from airflow_ray_provider.operators.ray_cluster import task_identity
 from airflow_ray_provider.operators.templated import coerce_rendered, is_template

@@ -9,21 +9,17 @@ import pytest
 
 from airflow_ray_provider.clusters import (
     KubeRayBackend,
-    KubeRayJobs,
     KubeRaySettings,
     LocalBackend,
     RayClusterHandle,
     RayClusterSpec,
-    RayJobLook,
     RayJobOptions,
-    RayJobPlan,
-    RayJobRequest,
     RayJobStatus,
     TaskIdentity,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, matches
-from airflow_ray_provider.launch import RayJobTarget
+from airflow_ray_provider.launch import KubeRayJobs, RayJobLook, RayJobPlan, RayJobRequest, RayJobTarget
 
 pytestmark = pytest.mark.unit
 

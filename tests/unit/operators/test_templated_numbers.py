@@ -79,7 +79,8 @@ def _rayjob(**kwargs: object) -> KubeRayJobOperator:
 
 def _jobs_without_api(conn_id: str | None, namespace: str | None = None) -> Any:
     """KubeRay jobs whose Kubernetes client cannot be made: any API call fails the test."""
-    from airflow_ray_provider.clusters import KubeRayBackend, KubeRayJobs, KubeRaySettings
+    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
+    from airflow_ray_provider.launch import KubeRayJobs
 
     def no_client(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a connection was opened before the input was checked")
