@@ -8,14 +8,13 @@ was started); each cleanup action runs once, whichever path gets there first.
 
 A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the trigger
 and back to ``execute_complete``, which rebuild it (:meth:`JobRun.from_state`); the process that handed
-it over does not clean it up. The usage record (:mod:`.usage`) is made once, before the run's own cluster
-is deleted. No Airflow imports.
+it over does not clean it up. The usage record is made once by its observer (:mod:`.usage.observer`),
+before the run's own cluster is deleted. No Airflow imports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -27,6 +26,7 @@ from airflow_ray_provider.jobs.logs import DEFAULT_TAIL_LINES, new_log_lines, re
 from airflow_ray_provider.jobs.outcome import timeout_error
 from airflow_ray_provider.jobs.reattach import Choice
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
+from airflow_ray_provider.launch.usage import observer
 from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
 
 if TYPE_CHECKING:
@@ -245,24 +245,15 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        if self._record_due(seen):
-            self._record_usage()
+        if observer.looked(self, seen):
+            observer.record(self)
         return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        if self._record_due(seen):
-            await asyncio.to_thread(self._record_usage)
+        if observer.looked(self, seen):
+            await asyncio.to_thread(observer.record, self)
         return seen
-
-    def _record_due(self, seen: Observation) -> bool:
-        """Keep what ``seen`` shows; whether this look is the one the usage record is made at: the first
-        that shows the job ended."""
-        from airflow_ray_provider.launch.usage.observer import job_ended
-
-        self.subject = seen.subject if seen.subject is not None else self.subject
-        ended = seen.subject is not None and job_ended(seen.subject)
-        return ended and self.usage is not None and self.record is None
 
     def wait(self) -> None:
         """Wait in this process until the job ends, times out or the task is killed."""
@@ -338,18 +329,18 @@ class JobRun:
         try:
             live = self.submission_id and not self.stopped and not self.finished
             if actions.stop_job and live and self.target.stop_takes_cluster:
-                self._record_usage(refresh=True)
+                observer.record(self, refresh=True)
             if actions.stop_job and live:
                 self.stopped = self.target.stop(self.submission_id or "")
                 self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
             elif live and ending is Ending.WORKER_SIGTERM:
                 self.say(f"Leaving Ray job {self.submission_id} running: the next try re-attaches to it "
                          f"(cleanup={self.cleanup.value})")  # fmt: skip
-            self._record_usage(refresh=True)
+            observer.record(self, refresh=True)
             if self.target.owned and actions.delete_cluster and not self.deleted:
                 self.deleted = True
                 if self.target.delete(self.say):
-                    self._add_teardown()
+                    observer.deleted(self)
             elif self.target.owned and not self.deleted and self.times.get("reach"):
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
@@ -366,29 +357,11 @@ class JobRun:
         self.killed = self.ending = ending
         if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
             if self.target.stop_takes_cluster:
-                await asyncio.to_thread(self._record_usage, refresh=True)
+                await asyncio.to_thread(observer.record, self, refresh=True)
             self.stopped = await self.target.astop(self.submission_id)
             self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
         await self.target.aclose()
         await asyncio.to_thread(self.end, ending)
-
-    def _record_usage(self, *, refresh: bool = False) -> None:
-        """Make the usage record once (``refresh``: the run ended before its wait did, a kill or an error:
-        look at the job first, for what it is now)."""
-        if self.usage is None or self.record is not None or not self.submission_id:
-            return
-        if refresh and self.last is None:
-            with contextlib.suppress(Exception):
-                self.subject = self.target.look(self.submission_id, with_log=False).subject or self.subject
-        from airflow_ray_provider.launch.usage.observer import usage_record
-
-        self.record = usage_record(self) or {}
-
-    def _add_teardown(self) -> None:
-        if self.record:
-            from airflow_ray_provider.launch.usage import with_teardown
-
-            self.record = with_teardown(self.record, time.time())
 
     # ----------------------------------------------------------------- handing over
     def hand_over(self) -> dict[str, Any]:
