@@ -123,6 +123,17 @@ class RayJobLook:
     cluster: RayClusterHandle | None = None
     cluster_gone: bool = False
 
+    def to_dict(self) -> dict[str, Any]:
+        """The look as JSON."""
+        cluster = self.cluster.to_dict() if self.cluster is not None else None
+        return {"status": self.status.to_dict(), "cluster": cluster, "gone": self.cluster_gone}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
+        """The look of :meth:`to_dict`."""
+        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
+        return cls(RayJobStatus.from_dict(data["status"]), cluster, bool(data.get("gone")))
+
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
     """Check a RayJob's options the way KubeRay would (e.g. when the DAG is parsed).
@@ -477,19 +488,13 @@ class RayJobTarget:
             dashboard_job_url(self.dashboard_url, self.job_id) if self.dashboard_url and self.job_id else None
         )
 
-    def encode(self, subject: RayJobLook) -> dict[str, Any]:
-        """A look as JSON."""
-        cluster = subject.cluster.to_dict() if subject.cluster is not None else None
-        return {"status": subject.status.to_dict(), "cluster": cluster, "gone": subject.cluster_gone}
-
-    def decode(self, data: dict[str, Any]) -> RayJobLook:
-        """A look from JSON."""
-        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        status = RayJobStatus.from_dict(data["status"])
-        self.cluster, self.final = self.cluster or cluster, status.is_final
-        self.dashboard_url = self.dashboard_url or (cluster.link_url if cluster is not None else None)
-        self.job_id = self.job_id or status.job_id
-        return RayJobLook(status, cluster, bool(data.get("gone")))
+    def restore(self, data: dict[str, Any]) -> RayJobLook:
+        """A handed-over look, taken in without connecting to its cluster."""
+        look = RayJobLook.from_dict(data)
+        self.cluster, self.final = self.cluster or look.cluster, look.status.is_final
+        self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
+        self.job_id = self.job_id or look.status.job_id
+        return look
 
     def close(self) -> None:
         """Close the Kubernetes client."""

@@ -90,11 +90,8 @@ class RunTarget(Protocol):
         """The XCom of a finished job; raises the provider's error (with the last ``tail_lines`` lines of
         ``logs()``) for one that did not succeed."""
 
-    def encode(self, subject: Any) -> Any:
-        """``subject`` as JSON."""
-
-    def decode(self, data: Any) -> Any:
-        """The subject of :meth:`encode`."""
+    def restore(self, data: dict[str, Any]) -> Any:
+        """What a run that was handed over had seen (``subject.to_dict()``), taken in as if seen here."""
 
     def ref(self) -> dict[str, Any]:
         """How the face that made this target makes it again (JSON, never a secret)."""
@@ -379,7 +376,7 @@ class JobRun:
             "timeout": self.timeout, "poll_interval": self.poll_interval, "stream_logs": self.stream_logs,
             "missing_ok": self.missing_ok, "tail_lines": self.tail_lines, "start_time": self.plan.start_time,
             "log_offset": self.plan.log_offset,
-            "subject": self.target.encode(self.subject) if self.subject is not None else None,
+            "subject": self.subject.to_dict() if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
             "stopped": self.stopped, "linked": self.linked, "times": self.times,
             "usage": self.usage.to_dict() if self.usage is not None else None, "record": self.record,
@@ -405,7 +402,7 @@ class JobRun:
         run.plan = WaitPlan(state["start_time"], run.timeout, state["log_offset"], run.stream_logs,
                             run.missing_ok, run.cleanup)  # fmt: skip
         if state.get("subject") is not None:
-            run.subject = target.decode(state["subject"])
+            run.subject = target.restore(state["subject"])
         if state.get("step"):
             run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
         run.stopped, run.linked = bool(state.get("stopped")), bool(state.get("linked"))

@@ -203,12 +203,8 @@ class ClusterTarget:
         query = urlencode({"ray_cluster": cluster.name, "ephemeral": "deleted-when-done"})
         return f"{base.rstrip('/')}/?{query}#{fragment}"
 
-    def encode(self, subject: JobState) -> dict[str, Any]:
-        """The job's state as JSON."""
-        return subject.to_dict()
-
-    def decode(self, data: dict[str, Any]) -> JobState:
-        """The job's state from JSON."""
+    def restore(self, data: dict[str, Any]) -> JobState:
+        """A handed-over state of the job."""
         return JobState.from_dict(data)
 
     def delete(self, say: Callable[[str], None]) -> bool:
