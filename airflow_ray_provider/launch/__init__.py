@@ -8,12 +8,12 @@ from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
 from airflow_ray_provider.launch.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
-    KubeRayJobs,
     RayJobLook,
     RayJobPlan,
     RayJobRequest,
     RayJobTarget,
     check_options,
+    plan_rayjob,
 )
 from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
@@ -51,7 +51,6 @@ __all__ = [
     "JobRun",
     "KubeRayCluster",
     "KubeRayJob",
-    "KubeRayJobs",
     "LocalHead",
     "Observation",
     "RayAddress",
@@ -73,6 +72,7 @@ __all__ = [
     "check_options",
     "job_spec",
     "kuberay_backend",
+    "plan_rayjob",
     "ready_handle",
     "resolve",
     "run",

@@ -1,8 +1,8 @@
 """A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
 cleanup and deadlines.
 
-:class:`KubeRayJobs` validates everything and builds the RayJob's body (:meth:`~KubeRayJobs.plan`, no API
-call) through one ``kuberay`` connection's :class:`~airflow_ray_provider.clusters.KubeRayBackend`;
+:func:`plan_rayjob` validates everything and builds the RayJob's body (no API call) through one
+``kuberay`` connection's :class:`~airflow_ray_provider.clusters.KubeRayBackend`;
 :class:`RayJobTarget` runs the plan. KubeRay creates the RayJob's cluster, submits the job, fails it after
 ``activeDeadlineSeconds`` and deletes the cluster when the job ends (``shutdownAfterJobFinishes``): nothing
 depends on the process that waits staying alive, so the wait has no timeout of its own. The job's log comes
@@ -147,78 +147,61 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
         raise RayInvalidInputError(str(exc)) from exc
 
 
-class KubeRayJobs:
-    """Plan RayJobs through one ``kuberay`` connection (the RayJob target runs them).
+def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
+    """Validate everything and build the RayJob's body, through one ``kuberay`` connection's backend (no API
+    call; the RayJob target runs the plan).
 
-    :param backend: the connection's KubeRay backend (its client and settings are shared).
+    :raises RayInvalidInputError: naming the bad field.
     """
-
-    def __init__(self, backend: KubeRayBackend) -> None:
-        self.backend = backend
-        self.settings = backend.settings
-
-    @property
-    def rayjobs(self) -> RayJobClient:
-        """The RayJob client, on the backend's Kubernetes client."""
-        return RayJobClient(self.backend.client)
-
-    def plan(self, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
-        """Validate everything and build the body.
-
-        :raises RayInvalidInputError: naming the bad field.
-        """
-        namespace = request.namespace or self.settings.namespace
-        template = request.dashboard_url_template or self.settings.dashboard_url_template
-        try:
-            name = request.rayjob_name or generate_name(
-                prefix=request.name_prefix, dag_id=identity.dag_id, run_id=identity.run_id,
-                task_id=identity.task_id, map_index=identity.map_index,
-            )  # fmt: skip
-            check_rayjob_name(name)
-            dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
-            cluster_spec, labels, annotations = self._cluster_part(request, name, namespace)
-            owner = identity.labels()
-            body = build_rayjob_body(
-                request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
-                cluster_name=request.cluster_name, labels={**labels, **owner},
-                annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
-            )  # fmt: skip
-        except (KubeRaySpecError, ValueError) as exc:
-            raise RayInvalidInputError(str(exc)) from exc
-        ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
-        return RayJobPlan(
-            name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
-            token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
-            dashboard_url_template=template,
+    namespace = request.namespace or backend.settings.namespace
+    template = request.dashboard_url_template or backend.settings.dashboard_url_template
+    try:
+        name = request.rayjob_name or generate_name(
+            prefix=request.name_prefix, dag_id=identity.dag_id, run_id=identity.run_id,
+            task_id=identity.task_id, map_index=identity.map_index,
         )  # fmt: skip
+        check_rayjob_name(name)
+        dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
+        cluster_spec, labels, annotations = _cluster_part(backend, request, name, namespace)
+        owner = identity.labels()
+        body = build_rayjob_body(
+            request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
+            cluster_name=request.cluster_name, labels={**labels, **owner},
+            annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
+        )  # fmt: skip
+    except (KubeRaySpecError, ValueError) as exc:
+        raise RayInvalidInputError(str(exc)) from exc
+    ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
+    return RayJobPlan(
+        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
+        token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
+        dashboard_url_template=template,
+    )  # fmt: skip
 
-    def _cluster_part(
-        self, request: RayJobRequest, name: str, namespace: str
-    ) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
-        """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster."""
-        if sum(x is not None for x in (request.spec, request.manifest, request.cluster_name)) > 1:
-            raise KubeRaySpecError(
-                "pass one cluster for the RayJob: spec or manifest (KubeRay creates it), or cluster (a "
-                "standing RayCluster, clusterSelector), not several"
-            )
-        if request.cluster_name is not None:
-            return None, {}, {}
-        body = self.backend.body(request.spec, request.manifest, name=name, namespace=namespace)
-        if request.manifest is not None:
-            meta = body["metadata"]
-            return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
-        spec = request.spec or RayClusterSpec()
-        return body["spec"], dict(spec.labels), dict(spec.annotations)
 
-    def close(self) -> None:
-        """Close the Kubernetes API client, if one was built."""
-        self.backend.close()
+def _cluster_part(
+    backend: KubeRayBackend, request: RayJobRequest, name: str, namespace: str
+) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
+    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster."""
+    if sum(x is not None for x in (request.spec, request.manifest, request.cluster_name)) > 1:
+        raise KubeRaySpecError(
+            "pass one cluster for the RayJob: spec or manifest (KubeRay creates it), or cluster (a "
+            "standing RayCluster, clusterSelector), not several"
+        )
+    if request.cluster_name is not None:
+        return None, {}, {}
+    body = backend.body(request.spec, request.manifest, name=name, namespace=namespace)
+    if request.manifest is not None:
+        meta = body["metadata"]
+        return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
+    spec = request.spec or RayClusterSpec()
+    return body["spec"], dict(spec.labels), dict(spec.annotations)
 
 
 class RayJobTarget:
     """The run target of a KubeRay RayJob (see the module's docstring).
 
-    :param jobs: the RayJobs of one ``kuberay`` connection or kube context.
+    :param backend: the KubeRay backend of one ``kuberay`` connection or kube context.
     :param plan: the RayJob (checked, no API call yet).
     :param suspend: create it suspended (Kueue resumes it when it admits it).
     :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
@@ -232,7 +215,7 @@ class RayJobTarget:
 
     def __init__(
         self,
-        jobs: KubeRayJobs,
+        backend: KubeRayBackend,
         plan: RayJobPlan,
         *,
         suspend: bool = False,
@@ -241,10 +224,10 @@ class RayJobTarget:
         ref: dict[str, Any] | None = None,
         connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
-        self.jobs, self.plan, self.suspend, self.suspend_on_kill = jobs, plan, suspend, suspend_on_kill
+        self.backend, self.plan, self.suspend, self.suspend_on_kill = backend, plan, suspend, suspend_on_kill
         self.teardown_wait = teardown_wait
         self._ref = ref or {}
-        self._connect = connect or (lambda h: jobs.backend.job_client(h, retry_attempts=2, retry_max_wait=1))
+        self._connect = connect or (lambda h: backend.job_client(h, retry_attempts=2, retry_max_wait=1))
         self.client: JobClient | None = None
         self.cluster: RayClusterHandle | None = None
         self.dashboard_url: str | None = None
@@ -252,6 +235,11 @@ class RayJobTarget:
         self.final = self.stopped = False
         self.job_id = ""
         self.say: Callable[[str], None] = log.info
+
+    @property
+    def rayjobs(self) -> RayJobClient:
+        """The RayJob client, on the backend's Kubernetes client."""
+        return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
         """The face's reference with the RayJob's name and namespace."""
@@ -261,7 +249,7 @@ class RayJobTarget:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
         self.say = say
         if self.plan.standing_cluster is not None:
-            self.jobs.backend.attach(self.plan.standing_cluster)
+            self.backend.attach(self.plan.standing_cluster)
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
         """Create the RayJob, or re-attach to the one an earlier try of this task instance created.
@@ -272,7 +260,7 @@ class RayJobTarget:
         than one RayJob per task instance; a name that belongs to a RayJob this task did not create raises
         :class:`~airflow_ray_provider.exceptions.RayClusterError`.
         """
-        plan, rayjobs, ns = self.plan, self.jobs.rayjobs, self.plan.namespace
+        plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
         if existing is not None:
@@ -336,14 +324,14 @@ class RayJobTarget:
     def _find(self) -> RayJobLook | None:
         """The RayJob's status and, once its cluster's head is ready, a handle to that cluster (never
         owned: the RayJob owns it); ``None`` when the RayJob does not exist (deleted while waiting)."""
-        settings, ns = self.jobs.settings, self.plan.namespace
-        obj = self.jobs.rayjobs.find(self.plan.name, namespace=ns)
+        settings, ns = self.backend.settings, self.plan.namespace
+        obj = self.rayjobs.find(self.plan.name, namespace=ns)
         if obj is None:
             return None
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
-        found = self.jobs.backend.client.find_cluster(status.cluster_name, namespace=ns)
+        found = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
         if found is None:
             return RayJobLook(status, cluster_gone=status.is_final)
         cluster = ClusterStatus.from_object(found)
@@ -399,7 +387,7 @@ class RayJobTarget:
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it: KubeRay
         deletes its cluster and keeps the RayJob, and the next try resumes it."""
-        where, rayjobs = self.plan.where, self.jobs.rayjobs
+        where, rayjobs = self.plan.where, self.rayjobs
         if self.suspend_on_kill:
             patch = {
                 "spec": {"suspend": True},
@@ -426,8 +414,8 @@ class RayJobTarget:
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
             return self._cluster_gone_within(self.teardown_wait)
-        self.jobs.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-        self.jobs.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
@@ -439,7 +427,7 @@ class RayJobTarget:
         if seconds <= 0 or self.cluster is None:
             return False
         try:
-            self.jobs.backend.client.wait_until_gone(
+            self.backend.client.wait_until_gone(
                 self.cluster.name, namespace=self.plan.namespace, timeout=seconds
             )
         except KubeRayTimeoutError:
@@ -498,7 +486,7 @@ class RayJobTarget:
 
     def close(self) -> None:
         """Close the Kubernetes client."""
-        self.jobs.close()
+        self.backend.close()
 
     async def aclose(self) -> None:
         """Close the log reader."""

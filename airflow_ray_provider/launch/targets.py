@@ -49,7 +49,7 @@ from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environme
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.reattach import Choice, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
-from airflow_ray_provider.launch.rayjob import KubeRayJobs, RayJobRequest, RayJobTarget, check_options
+from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:
@@ -423,9 +423,10 @@ def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
                              metadata=dict(job.metadata))  # fmt: skip
     request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
                             dashboard_url_template=target.dashboard_url_template)  # fmt: skip
-    jobs = KubeRayJobs(kuberay_backend(target.context, target.namespace, target.dashboard_url_template))
+    backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+    identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     try:
-        return RayJobTarget(jobs, jobs.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)))
+        return RayJobTarget(backend, plan_rayjob(backend, request, identity))
     except BaseException:
-        jobs.close()
+        backend.close()
         raise
