@@ -47,6 +47,7 @@ from airflow_ray_provider.kuberay import (
     token_ref_of,
     validate_options,
 )
+from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation
 
 if TYPE_CHECKING:
@@ -198,7 +199,7 @@ def _cluster_part(
     return body["spec"], dict(spec.labels), dict(spec.annotations)
 
 
-class RayJobTarget:
+class RayJobTarget(RunTarget):
     """The run target of a KubeRay RayJob (see the module's docstring).
 
     :param backend: the KubeRay backend of one ``kuberay`` connection or kube context.
@@ -401,10 +402,6 @@ class RayJobTarget:
         self.stopped = True
         return True
 
-    async def astop(self, submission_id: str) -> bool:
-        """:meth:`stop` in a thread."""
-        return await asyncio.to_thread(self.stop, submission_id)
-
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished. One that finished is kept as its run's record, and KubeRay
         deletes its cluster: when that happens at once (``ttlSecondsAfterFinished`` 0), wait a bounded while
@@ -487,8 +484,3 @@ class RayJobTarget:
     def close(self) -> None:
         """Close the Kubernetes client."""
         self.backend.close()
-
-    async def aclose(self) -> None:
-        """Close the log reader."""
-        if self.client is not None:
-            await self.client.aclose()

@@ -47,11 +47,16 @@ class RunTarget(Protocol):
     :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
         before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
+    :attr client: the Job API client of the job's cluster, once reached (its async reader is closed by
+        :meth:`aclose`).
+
+    Both targets subclass it for the shared :meth:`astop` and :meth:`aclose`.
     """
 
     owned: bool
     stop_takes_cluster: bool
     dashboard_url: str | None
+    client: JobClient | None
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Make the cluster ready (create, find or attach); blocking."""
@@ -69,7 +74,8 @@ class RunTarget(Protocol):
         """Stop the job; whether it was still running."""
 
     async def astop(self, submission_id: str) -> bool:
-        """:meth:`stop` without blocking the event loop."""
+        """:meth:`stop` without blocking the event loop (by default in a thread)."""
+        return await asyncio.to_thread(self.stop, submission_id)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete what :meth:`reach` made (also half-made, during a cluster's start); whether it existed."""
@@ -100,7 +106,9 @@ class RunTarget(Protocol):
         """Release blocking clients."""
 
     async def aclose(self) -> None:
-        """Release async clients."""
+        """Release async clients: the Job API client's reader."""
+        if self.client is not None:
+            await self.client.aclose()
 
 
 def print_lines(lines: list[str]) -> None:

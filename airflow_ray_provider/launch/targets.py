@@ -50,12 +50,12 @@ from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, rai
 from airflow_ray_provider.jobs.reattach import Choice, submit_or_attach
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, KubeRayBackend, RayClusterHandle
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.run import RunTarget
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def observed(state: JobState | None, text: str | None) -> Observation:
     return Observation(time.time(), state, state.is_terminal, state.is_success, text)
 
 
-class ClusterTarget:
+class ClusterTarget(RunTarget):
     """The Job API of one Ray cluster: given ready, attached by name, or created for the run.
 
     :param client: a ready client (a connection, an address).
@@ -226,11 +226,6 @@ class ClusterTarget:
         """Release the backend's clients."""
         if self.backend is not None:
             self.backend.close()
-
-    async def aclose(self) -> None:
-        """Close the async reader."""
-        if self.client is not None:
-            await self.client.aclose()
 
 
 # --------------------------------------------------------------------------- what a laptop run names
