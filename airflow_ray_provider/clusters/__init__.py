@@ -1,9 +1,9 @@
 """Ray clusters behind one interface: the handle every task passes on, and the local and KubeRay backends.
 
 :class:`ClusterBackend` is every step a cluster operator takes; :class:`LocalBackend` and
-:class:`KubeRayBackend` implement it; :class:`KubeRayJobs` plans KubeRay RayJobs (cluster and job as one
-resource). Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray
-work runs here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
+:class:`KubeRayBackend` implement it (a KubeRay RayJob is a run target, :mod:`airflow_ray_provider.launch`).
+Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray work runs
+here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
 """
 
 from airflow_ray_provider.clusters.backend import (
@@ -17,14 +17,6 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
 from airflow_ray_provider.clusters.local import LocalBackend, local_options_for
-from airflow_ray_provider.clusters.rayjob import (
-    ANNOTATION_SUSPENDED_ON_KILL,
-    KubeRayJobs,
-    RayJobLook,
-    RayJobPlan,
-    RayJobRequest,
-    check_options,
-)
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
     EVENT_STATUSES,
@@ -46,7 +38,6 @@ from airflow_ray_provider.kuberay import (
 from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
-    "ANNOTATION_SUSPENDED_ON_KILL",
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
     "EVENT_STATUSES",
@@ -55,23 +46,18 @@ __all__ = [
     "ClusterPlan",
     "ClusterRequest",
     "KubeRayBackend",
-    "KubeRayJobs",
     "KubeRaySettings",
     "LocalBackend",
     "LocalClusterOptions",
     "RayClusterHandle",
     "RayClusterSpec",
-    "RayJobLook",
     "RayJobOptions",
-    "RayJobPlan",
-    "RayJobRequest",
     "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
     "TaskIdentity",
     "TokenRef",
     "WorkerGroup",
-    "check_options",
     "check_spec",
     "cluster_link_url",
     "event_for",

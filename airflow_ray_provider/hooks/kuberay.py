@@ -23,7 +23,6 @@ from airflow.sdk import BaseHook
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
-from airflow_ray_provider.clusters.rayjob import KubeRayJobs
 from airflow_ray_provider.connection_forms import KUBERAY_CONN_FIELDS as CONN_FIELDS
 from airflow_ray_provider.connection_forms import KUBERAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -267,8 +266,8 @@ def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) 
     return backend_for_connection(conn, namespace=handle.namespace)
 
 
-def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayJobs:
-    """RayJobs through a ``kuberay`` connection.
+def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None) -> KubeRayBackend:
+    """The backend a KubeRay RayJob goes through: a ``kuberay`` connection's.
 
     :raises RayInvalidInputError: without a connection, or for a connection of another type.
     """
@@ -277,4 +276,4 @@ def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None)
             "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
             "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
         )
-    return KubeRayJobs(_kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace))
+    return _kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace)

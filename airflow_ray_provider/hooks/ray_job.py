@@ -281,8 +281,7 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     handle (owned: the run created it and deletes it); ``{"rayjob", "namespace", "cluster_conn_id",
     "template", "suspend_on_kill"}``: a KubeRay RayJob.
     """
-    from airflow_ray_provider.clusters import RayJobPlan
-    from airflow_ray_provider.launch import RayJobTarget
+    from airflow_ray_provider.launch import RayJobPlan, RayJobTarget
 
     options: dict[str, Any] = {"retry_attempts": int(ref.get("retry_attempts") or 5)}
     if ref.get("rayjob"):

@@ -6,7 +6,15 @@ shells.
 
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
-from airflow_ray_provider.launch.rayjob import RayJobTarget
+from airflow_ray_provider.launch.rayjob import (
+    ANNOTATION_SUSPENDED_ON_KILL,
+    RayJobLook,
+    RayJobPlan,
+    RayJobRequest,
+    RayJobTarget,
+    check_options,
+    plan_rayjob,
+)
 from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import RunResult, job_spec, run
 from airflow_ray_provider.launch.targets import (
@@ -34,6 +42,7 @@ from airflow_ray_provider.launch.wait import (
 )
 
 __all__ = [
+    "ANNOTATION_SUSPENDED_ON_KILL",
     "Cleanup",
     "CleanupActions",
     "ClusterTarget",
@@ -46,6 +55,9 @@ __all__ = [
     "Observation",
     "RayAddress",
     "RayJobFailedError",
+    "RayJobLook",
+    "RayJobPlan",
+    "RayJobRequest",
     "RayJobTarget",
     "RunResult",
     "RunTarget",
@@ -57,8 +69,10 @@ __all__ = [
     "WaitPlan",
     "actions_for",
     "apoll",
+    "check_options",
     "job_spec",
     "kuberay_backend",
+    "plan_rayjob",
     "ready_handle",
     "resolve",
     "run",

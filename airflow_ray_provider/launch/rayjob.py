@@ -1,11 +1,15 @@
-"""A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource.
+"""A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
+cleanup and deadlines.
 
-KubeRay creates the RayJob's cluster, submits the job, fails it after ``activeDeadlineSeconds`` and
-deletes the cluster when the job ends (``shutdownAfterJobFinishes``): nothing depends on the process
-that waits staying alive, so the wait has no timeout of its own. The job's log comes through the
-cluster's dashboard once its head answers (a new client when ``backoffLimit`` retries it on a new
-cluster). Stopping the run's job deletes the RayJob (or suspends it, when asked: the next try resumes
-it); a RayJob that finished is kept as the record of its run. No Airflow imports.
+:func:`plan_rayjob` validates everything and builds the RayJob's body (no API call) through one
+``kuberay`` connection's :class:`~airflow_ray_provider.clusters.KubeRayBackend`;
+:class:`RayJobTarget` runs the plan. KubeRay creates the RayJob's cluster, submits the job, fails it after
+``activeDeadlineSeconds`` and deletes the cluster when the job ends (``shutdownAfterJobFinishes``): nothing
+depends on the process that waits staying alive, so the wait has no timeout of its own. The job's log comes
+through the cluster's dashboard once its head answers (a new client when ``backoffLimit`` retries it on a
+new cluster). Stopping the run's job deletes the RayJob (or suspends it, when asked: the next try resumes
+it); a RayJob that finished is kept as the record of its run. The handle to a RayJob's cluster is never
+owned: the RayJob owns it. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -15,38 +19,189 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.clusters import RayClusterHandle, RayJobLook
+from airflow_ray_provider.clusters import KubeRayBackend, RayClusterHandle, TaskIdentity
 from airflow_ray_provider.clusters.kuberay import check_ours, kuberay_handle
-from airflow_ray_provider.clusters.rayjob import ANNOTATION_SUSPENDED_ON_KILL
-from airflow_ray_provider.exceptions import KubeRayJobError
+from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, tail
 from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.kuberay import (
+    ANNOTATION_RUN_ID,
     AUTH_TOKEN_KEY,
     ClusterStatus,
     KubeRayConflictError,
+    KubeRaySpecError,
     KubeRayTimeoutError,
+    RayClusterSpec,
+    RayJobClient,
+    RayJobOptions,
     RayJobStatus,
+    build_rayjob_body,
+    check_rayjob_name,
     dashboard_url,
+    generate_name,
     readiness,
     token_ref_of,
+    validate_options,
 )
+from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import KubeRayJobs, RayJobPlan
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
 
 log = logging.getLogger(__name__)
 
+#: Set when a killed task suspends a RayJob: the next try resumes the RayJob instead of waiting.
+ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
 
-class RayJobTarget:
+
+@dataclass(frozen=True)
+class RayJobRequest:
+    """What the RayJob operator was asked for (templates rendered).
+
+    :param options: the job and the rules Kubernetes enforces.
+    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``).
+    :param manifest: instead, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``.
+    :param cluster_name: instead, a standing RayCluster (``clusterSelector``); it must be ready.
+    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
+    :param name_prefix: prefix of generated names.
+    :param namespace: overrides the connection's namespace.
+    :param dashboard_url_template: overrides how the cluster's dashboard is reached.
+    """
+
+    options: RayJobOptions
+    spec: RayClusterSpec | None = None
+    manifest: dict[str, Any] | str | None = None
+    cluster_name: str | None = None
+    rayjob_name: str | None = None
+    name_prefix: str = "rayjob"
+    namespace: str | None = None
+    dashboard_url_template: str | None = None
+
+
+@dataclass(frozen=True)
+class RayJobPlan:
+    """A validated RayJob, fixed before any API call.
+
+    :param name: the RayJob's name (the same for every try of the task instance).
+    :param namespace: its namespace.
+    :param labels: its ownership labels.
+    :param body: the RayJob object sent to the API.
+    :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
+    :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
+    :param dashboard_url_template: how its cluster's dashboard is reached.
+    """
+
+    name: str
+    namespace: str
+    labels: dict[str, str] = field(default_factory=dict)
+    body: dict[str, Any] = field(default_factory=dict)
+    standing_cluster: str | None = None
+    token_secret: str | None = None
+    dashboard_url_template: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``RayJob <namespace>/<name>``."""
+        return f"RayJob {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class RayJobLook:
+    """One look at a RayJob.
+
+    :param status: its typed status.
+    :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
+    :param cluster_gone: the RayJob names a cluster that no longer exists (KubeRay deleted it).
+    """
+
+    status: RayJobStatus
+    cluster: RayClusterHandle | None = None
+    cluster_gone: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The look as JSON."""
+        cluster = self.cluster.to_dict() if self.cluster is not None else None
+        return {"status": self.status.to_dict(), "cluster": cluster, "gone": self.cluster_gone}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
+        """The look of :meth:`to_dict`."""
+        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
+        return cls(RayJobStatus.from_dict(data["status"]), cluster, bool(data.get("gone")))
+
+
+def check_options(options: RayJobOptions, *, standing: bool) -> None:
+    """Check a RayJob's options the way KubeRay would (e.g. when the DAG is parsed).
+
+    :param standing: the RayJob targets a standing cluster.
+    :raises RayInvalidInputError: naming the bad field and the fix.
+    """
+    try:
+        validate_options(options, selector=standing)
+    except KubeRaySpecError as exc:
+        raise RayInvalidInputError(str(exc)) from exc
+
+
+def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
+    """Validate everything and build the RayJob's body, through one ``kuberay`` connection's backend (no API
+    call; the RayJob target runs the plan).
+
+    :raises RayInvalidInputError: naming the bad field.
+    """
+    namespace = request.namespace or backend.settings.namespace
+    template = request.dashboard_url_template or backend.settings.dashboard_url_template
+    try:
+        name = request.rayjob_name or generate_name(
+            prefix=request.name_prefix, dag_id=identity.dag_id, run_id=identity.run_id,
+            task_id=identity.task_id, map_index=identity.map_index,
+        )  # fmt: skip
+        check_rayjob_name(name)
+        dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
+        cluster_spec, labels, annotations = _cluster_part(backend, request, name, namespace)
+        owner = identity.labels()
+        body = build_rayjob_body(
+            request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
+            cluster_name=request.cluster_name, labels={**labels, **owner},
+            annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
+        )  # fmt: skip
+    except (KubeRaySpecError, ValueError) as exc:
+        raise RayInvalidInputError(str(exc)) from exc
+    ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
+    return RayJobPlan(
+        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
+        token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
+        dashboard_url_template=template,
+    )  # fmt: skip
+
+
+def _cluster_part(
+    backend: KubeRayBackend, request: RayJobRequest, name: str, namespace: str
+) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
+    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster."""
+    if sum(x is not None for x in (request.spec, request.manifest, request.cluster_name)) > 1:
+        raise KubeRaySpecError(
+            "pass one cluster for the RayJob: spec or manifest (KubeRay creates it), or cluster (a "
+            "standing RayCluster, clusterSelector), not several"
+        )
+    if request.cluster_name is not None:
+        return None, {}, {}
+    body = backend.body(request.spec, request.manifest, name=name, namespace=namespace)
+    if request.manifest is not None:
+        meta = body["metadata"]
+        return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
+    spec = request.spec or RayClusterSpec()
+    return body["spec"], dict(spec.labels), dict(spec.annotations)
+
+
+class RayJobTarget(RunTarget):
     """The run target of a KubeRay RayJob (see the module's docstring).
 
-    :param jobs: the RayJobs of one ``kuberay`` connection or kube context.
+    :param backend: the KubeRay backend of one ``kuberay`` connection or kube context.
     :param plan: the RayJob (checked, no API call yet).
     :param suspend: create it suspended (Kueue resumes it when it admits it).
     :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
@@ -60,7 +215,7 @@ class RayJobTarget:
 
     def __init__(
         self,
-        jobs: KubeRayJobs,
+        backend: KubeRayBackend,
         plan: RayJobPlan,
         *,
         suspend: bool = False,
@@ -69,10 +224,10 @@ class RayJobTarget:
         ref: dict[str, Any] | None = None,
         connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
-        self.jobs, self.plan, self.suspend, self.suspend_on_kill = jobs, plan, suspend, suspend_on_kill
+        self.backend, self.plan, self.suspend, self.suspend_on_kill = backend, plan, suspend, suspend_on_kill
         self.teardown_wait = teardown_wait
         self._ref = ref or {}
-        self._connect = connect or (lambda h: jobs.backend.job_client(h, retry_attempts=2, retry_max_wait=1))
+        self._connect = connect or (lambda h: backend.job_client(h, retry_attempts=2, retry_max_wait=1))
         self.client: JobClient | None = None
         self.cluster: RayClusterHandle | None = None
         self.dashboard_url: str | None = None
@@ -80,6 +235,11 @@ class RayJobTarget:
         self.final = self.stopped = False
         self.job_id = ""
         self.say: Callable[[str], None] = log.info
+
+    @property
+    def rayjobs(self) -> RayJobClient:
+        """The RayJob client, on the backend's Kubernetes client."""
+        return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
         """The face's reference with the RayJob's name and namespace."""
@@ -89,7 +249,7 @@ class RayJobTarget:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
         self.say = say
         if self.plan.standing_cluster is not None:
-            self.jobs.backend.attach(self.plan.standing_cluster)
+            self.backend.attach(self.plan.standing_cluster)
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
         """Create the RayJob, or re-attach to the one an earlier try of this task instance created.
@@ -100,7 +260,7 @@ class RayJobTarget:
         than one RayJob per task instance; a name that belongs to a RayJob this task did not create raises
         :class:`~airflow_ray_provider.exceptions.RayClusterError`.
         """
-        plan, rayjobs, ns = self.plan, self.jobs.rayjobs, self.plan.namespace
+        plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
         if existing is not None:
@@ -164,14 +324,14 @@ class RayJobTarget:
     def _find(self) -> RayJobLook | None:
         """The RayJob's status and, once its cluster's head is ready, a handle to that cluster (never
         owned: the RayJob owns it); ``None`` when the RayJob does not exist (deleted while waiting)."""
-        settings, ns = self.jobs.settings, self.plan.namespace
-        obj = self.jobs.rayjobs.find(self.plan.name, namespace=ns)
+        settings, ns = self.backend.settings, self.plan.namespace
+        obj = self.rayjobs.find(self.plan.name, namespace=ns)
         if obj is None:
             return None
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
-        found = self.jobs.backend.client.find_cluster(status.cluster_name, namespace=ns)
+        found = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
         if found is None:
             return RayJobLook(status, cluster_gone=status.is_final)
         cluster = ClusterStatus.from_object(found)
@@ -227,7 +387,7 @@ class RayJobTarget:
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it: KubeRay
         deletes its cluster and keeps the RayJob, and the next try resumes it."""
-        where, rayjobs = self.plan.where, self.jobs.rayjobs
+        where, rayjobs = self.plan.where, self.rayjobs
         if self.suspend_on_kill:
             patch = {
                 "spec": {"suspend": True},
@@ -241,10 +401,6 @@ class RayJobTarget:
         self.stopped = True
         return True
 
-    async def astop(self, submission_id: str) -> bool:
-        """:meth:`stop` in a thread."""
-        return await asyncio.to_thread(self.stop, submission_id)
-
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished. One that finished is kept as its run's record, and KubeRay
         deletes its cluster: when that happens at once (``ttlSecondsAfterFinished`` 0), wait a bounded while
@@ -254,8 +410,8 @@ class RayJobTarget:
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
             return self._cluster_gone_within(self.teardown_wait)
-        self.jobs.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-        self.jobs.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
@@ -267,7 +423,7 @@ class RayJobTarget:
         if seconds <= 0 or self.cluster is None:
             return False
         try:
-            self.jobs.backend.client.wait_until_gone(
+            self.backend.client.wait_until_gone(
                 self.cluster.name, namespace=self.plan.namespace, timeout=seconds
             )
         except KubeRayTimeoutError:
@@ -316,25 +472,14 @@ class RayJobTarget:
             dashboard_job_url(self.dashboard_url, self.job_id) if self.dashboard_url and self.job_id else None
         )
 
-    def encode(self, subject: RayJobLook) -> dict[str, Any]:
-        """A look as JSON."""
-        cluster = subject.cluster.to_dict() if subject.cluster is not None else None
-        return {"status": subject.status.to_dict(), "cluster": cluster, "gone": subject.cluster_gone}
-
-    def decode(self, data: dict[str, Any]) -> RayJobLook:
-        """A look from JSON."""
-        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        status = RayJobStatus.from_dict(data["status"])
-        self.cluster, self.final = self.cluster or cluster, status.is_final
-        self.dashboard_url = self.dashboard_url or (cluster.link_url if cluster is not None else None)
-        self.job_id = self.job_id or status.job_id
-        return RayJobLook(status, cluster, bool(data.get("gone")))
+    def restore(self, data: dict[str, Any]) -> RayJobLook:
+        """A handed-over look, taken in without connecting to its cluster."""
+        look = RayJobLook.from_dict(data)
+        self.cluster, self.final = self.cluster or look.cluster, look.status.is_final
+        self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
+        self.job_id = self.job_id or look.status.job_id
+        return look
 
     def close(self) -> None:
         """Close the Kubernetes client."""
-        self.jobs.close()
-
-    async def aclose(self) -> None:
-        """Close the log reader."""
-        if self.client is not None:
-            await self.client.aclose()
+        self.backend.close()

@@ -8,14 +8,13 @@ was started); each cleanup action runs once, whichever path gets there first.
 
 A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the trigger
 and back to ``execute_complete``, which rebuild it (:meth:`JobRun.from_state`); the process that handed
-it over does not clean it up. The usage record (:mod:`.usage`) is made once, before the run's own cluster
-is deleted. No Airflow imports.
+it over does not clean it up. The usage record is made once by its observer (:mod:`.usage.observer`),
+before the run's own cluster is deleted. No Airflow imports.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 import time
@@ -32,6 +31,7 @@ from airflow_ray_provider.jobs.outcome import (
 )
 from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
+from airflow_ray_provider.launch.usage import observer
 from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
 
 if TYPE_CHECKING:
@@ -52,11 +52,16 @@ class RunTarget(Protocol):
     :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
         before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
+    :attr client: the Job API client of the job's cluster, once reached (its async reader is closed by
+        :meth:`aclose`).
+
+    Both targets subclass it for the shared :meth:`astop` and :meth:`aclose`.
     """
 
     owned: bool
     stop_takes_cluster: bool
     dashboard_url: str | None
+    client: JobClient | None
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Make the cluster ready (create, find or attach); blocking."""
@@ -74,7 +79,8 @@ class RunTarget(Protocol):
         """Stop the job; whether it was still running."""
 
     async def astop(self, submission_id: str) -> bool:
-        """:meth:`stop` without blocking the event loop."""
+        """:meth:`stop` without blocking the event loop (by default in a thread)."""
+        return await asyncio.to_thread(self.stop, submission_id)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete what :meth:`reach` made (also half-made, during a cluster's start); whether it existed."""
@@ -95,11 +101,8 @@ class RunTarget(Protocol):
         """The XCom of a finished job; raises the provider's error (with the last ``tail_lines`` lines of
         ``logs()``) for one that did not succeed."""
 
-    def encode(self, subject: Any) -> Any:
-        """``subject`` as JSON."""
-
-    def decode(self, data: Any) -> Any:
-        """The subject of :meth:`encode`."""
+    def restore(self, data: dict[str, Any]) -> Any:
+        """What a run that was handed over had seen (``subject.to_dict()``), taken in as if seen here."""
 
     def ref(self) -> dict[str, Any]:
         """How the face that made this target makes it again (JSON, never a secret)."""
@@ -108,7 +111,9 @@ class RunTarget(Protocol):
         """Release blocking clients."""
 
     async def aclose(self) -> None:
-        """Release async clients."""
+        """Release async clients: the Job API client's reader."""
+        if self.client is not None:
+            await self.client.aclose()
 
 
 def print_lines(lines: list[str]) -> None:
@@ -250,24 +255,15 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        if self._record_due(seen):
-            self._record_usage()
+        if observer.looked(self, seen):
+            observer.record(self)
         return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        if self._record_due(seen):
-            await asyncio.to_thread(self._record_usage)
+        if observer.looked(self, seen):
+            await asyncio.to_thread(observer.record, self)
         return seen
-
-    def _record_due(self, seen: Observation) -> bool:
-        """Keep what ``seen`` shows; whether this look is the one the usage record is made at: the first
-        that shows the job ended."""
-        from airflow_ray_provider.launch.usage.observer import job_ended
-
-        self.subject = seen.subject if seen.subject is not None else self.subject
-        ended = seen.subject is not None and job_ended(seen.subject)
-        return ended and self.usage is not None and self.record is None
 
     def wait(self) -> None:
         """Wait in this process until the job ends, times out or the task is killed."""
@@ -343,18 +339,18 @@ class JobRun:
         try:
             live = self.submission_id and not self.stopped and not self.finished
             if actions.stop_job and live and self.target.stop_takes_cluster:
-                self._record_usage(refresh=True)
+                observer.record(self, refresh=True)
             if actions.stop_job and live:
                 self.stopped = self.target.stop(self.submission_id or "")
                 self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
             elif live and ending is Ending.WORKER_SIGTERM:
                 self.say(f"Leaving Ray job {self.submission_id} running: the next try re-attaches to it "
                          f"(cleanup={self.cleanup.value})")  # fmt: skip
-            self._record_usage(refresh=True)
+            observer.record(self, refresh=True)
             if self.target.owned and actions.delete_cluster and not self.deleted:
                 self.deleted = True
                 if self.target.delete(self.say):
-                    self._add_teardown()
+                    observer.deleted(self)
             elif self.target.owned and not self.deleted and self.times.get("reach"):
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
@@ -371,29 +367,11 @@ class JobRun:
         self.killed = self.ending = ending
         if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
             if self.target.stop_takes_cluster:
-                await asyncio.to_thread(self._record_usage, refresh=True)
+                await asyncio.to_thread(observer.record, self, refresh=True)
             self.stopped = await self.target.astop(self.submission_id)
             self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
         await self.target.aclose()
         await asyncio.to_thread(self.end, ending)
-
-    def _record_usage(self, *, refresh: bool = False) -> None:
-        """Make the usage record once (``refresh``: the run ended before its wait did, a kill or an error:
-        look at the job first, for what it is now)."""
-        if self.usage is None or self.record is not None or not self.submission_id:
-            return
-        if refresh and self.last is None:
-            with contextlib.suppress(Exception):
-                self.subject = self.target.look(self.submission_id, with_log=False).subject or self.subject
-        from airflow_ray_provider.launch.usage.observer import usage_record
-
-        self.record = usage_record(self) or {}
-
-    def _add_teardown(self) -> None:
-        if self.record:
-            from airflow_ray_provider.launch.usage import with_teardown
-
-            self.record = with_teardown(self.record, time.time())
 
     # ----------------------------------------------------------------- handing over
     def hand_over(self) -> dict[str, Any]:
@@ -411,7 +389,7 @@ class JobRun:
             "timeout": self.timeout, "poll_interval": self.poll_interval, "stream_logs": self.stream_logs,
             "missing_ok": self.missing_ok, "tail_lines": self.tail_lines, "start_time": self.plan.start_time,
             "log_offset": self.plan.log_offset,
-            "subject": self.target.encode(self.subject) if self.subject is not None else None,
+            "subject": self.subject.to_dict() if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
             "stopped": self.stopped, "linked": self.linked, "times": self.times,
             "usage": self.usage.to_dict() if self.usage is not None else None, "record": self.record,
@@ -437,7 +415,7 @@ class JobRun:
         run.plan = WaitPlan(state["start_time"], run.timeout, state["log_offset"], run.stream_logs,
                             run.missing_ok, run.cleanup)  # fmt: skip
         if state.get("subject") is not None:
-            run.subject = target.decode(state["subject"])
+            run.subject = target.restore(state["subject"])
         if state.get("step"):
             run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
         run.stopped, run.linked = bool(state.get("stopped")), bool(state.get("linked"))

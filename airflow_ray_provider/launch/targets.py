@@ -42,21 +42,20 @@ from airflow_ray_provider.clusters import (
     LocalClusterOptions,
     RayClusterSpec,
     RayJobOptions,
-    RayJobRequest,
     TaskIdentity,
-    check_options,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
+from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, KubeRayBackend, RayClusterHandle
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.run import RunTarget
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +70,7 @@ def observed(state: JobState | None, text: str | None) -> Observation:
     return Observation(time.time(), state, state.is_terminal, state.is_success, text)
 
 
-class ClusterTarget:
+class ClusterTarget(RunTarget):
     """The Job API of one Ray cluster: given ready, attached by name, or created for the run.
 
     :param client: a ready client (a connection, an address).
@@ -204,12 +203,8 @@ class ClusterTarget:
         query = urlencode({"ray_cluster": cluster.name, "ephemeral": "deleted-when-done"})
         return f"{base.rstrip('/')}/?{query}#{fragment}"
 
-    def encode(self, subject: JobState) -> dict[str, Any]:
-        """The job's state as JSON."""
-        return subject.to_dict()
-
-    def decode(self, data: dict[str, Any]) -> JobState:
-        """The job's state from JSON."""
+    def restore(self, data: dict[str, Any]) -> JobState:
+        """A handed-over state of the job."""
         return JobState.from_dict(data)
 
     def delete(self, say: Callable[[str], None]) -> bool:
@@ -231,11 +226,6 @@ class ClusterTarget:
         """Release the backend's clients."""
         if self.backend is not None:
             self.backend.close()
-
-    async def aclose(self) -> None:
-        """Close the async reader."""
-        if self.client is not None:
-            await self.client.aclose()
 
 
 # --------------------------------------------------------------------------- what a laptop run names
@@ -417,9 +407,7 @@ def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
 
 
 def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
-    from airflow_ray_provider.clusters import KubeRayJobs
     from airflow_ray_provider.jobs.submission import base_submission_id
-    from airflow_ray_provider.launch.rayjob import RayJobTarget
 
     try:
         spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
@@ -430,9 +418,10 @@ def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
                              metadata=dict(job.metadata))  # fmt: skip
     request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
                             dashboard_url_template=target.dashboard_url_template)  # fmt: skip
-    jobs = KubeRayJobs(kuberay_backend(target.context, target.namespace, target.dashboard_url_template))
+    backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+    identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     try:
-        return RayJobTarget(jobs, jobs.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)))
+        return RayJobTarget(backend, plan_rayjob(backend, request, identity))
     except BaseException:
-        jobs.close()
+        backend.close()
         raise

@@ -20,14 +20,19 @@ from airflow_ray_provider.clusters import (
     RayClusterHandle,
     RayClusterSpec,
     RayJobOptions,
-    RayJobRequest,
-    check_options,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.jobs.submission import base_submission_id
-from airflow_ray_provider.launch import Cleanup, RayJobTarget
+from airflow_ray_provider.launch import (
+    Cleanup,
+    RayJobRequest,
+    RayJobTarget,
+    UsageOptions,
+    check_options,
+    plan_rayjob,
+)
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
 from airflow_ray_provider.operators.base import RunOperator, connection_prices, is_template
 from airflow_ray_provider.operators.ray_cluster import task_identity
@@ -234,7 +239,7 @@ class KubeRayJobOperator(RunOperator):
         request = self._request(context, self.job(context))
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
-            plan = jobs.plan(request, task_identity(context))
+            plan = plan_rayjob(jobs, request, task_identity(context))
             prices = self.prices or connection_prices(self.cluster_conn_id)
             if prices is not None and plan.standing_cluster is None and request.spec is not None:
                 check_prices_on_spec(prices, request.spec)

@@ -1,21 +1,26 @@
-"""The usage record as an observer of a run: made once, by :func:`usage_record`, at the first look that
-finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster right after
-its job), else when the run ends (a timeout, a kill, an error); the run adds its teardown.
+"""The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
+(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, by
+:func:`usage_record`, at the first look that finds the job ended while its cluster still answers (KubeRay
+may delete a RayJob's cluster right after its job), else when the run ends (a timeout, a kill, an error);
+its teardown is added once the run's cluster is gone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import time
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.cleanup import Ending
 from airflow_ray_provider.launch.usage.dashboard import collect_usage
-from airflow_ray_provider.launch.usage.record import UsageOptions
+from airflow_ray_provider.launch.usage.record import UsageOptions, with_teardown
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
+    from airflow_ray_provider.launch.wait import Observation
 
 #: How the record names each ending.
 ENDED_BY = {Ending.TIMED_OUT: "timed_out", Ending.USER_KILL: "killed", Ending.WORKER_SIGTERM: "killed"}
@@ -73,3 +78,28 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
     except Exception as exc:  # the record never hides the job's outcome
         run.say(f"Could not make the usage record of Ray job {request.submission_id}: {exc}")
         return None
+
+
+def looked(run: JobRun, seen: Observation) -> bool:
+    """Keep what ``seen`` shows; whether this look is the one ``run``'s record is made at: the first that
+    shows the job ended."""
+    run.subject = seen.subject if seen.subject is not None else run.subject
+    ended = seen.subject is not None and job_ended(seen.subject)
+    return ended and run.usage is not None and run.record is None
+
+
+def record(run: JobRun, *, refresh: bool = False) -> None:
+    """Make ``run``'s record once (``refresh``: the run ended before its wait did, a kill or an error: look
+    at the job first, for what it is now)."""
+    if run.usage is None or run.record is not None or not run.submission_id:
+        return
+    if refresh and run.last is None:
+        with contextlib.suppress(Exception):
+            run.subject = run.target.look(run.submission_id, with_log=False).subject or run.subject
+    run.record = usage_record(run) or {}
+
+
+def deleted(run: JobRun) -> None:
+    """Add the teardown to ``run``'s record: the run's cluster is gone now."""
+    if run.record:
+        run.record = with_teardown(run.record, time.time())

@@ -9,21 +9,17 @@ import pytest
 
 from airflow_ray_provider.clusters import (
     KubeRayBackend,
-    KubeRayJobs,
     KubeRaySettings,
     LocalBackend,
     RayClusterHandle,
     RayClusterSpec,
-    RayJobLook,
     RayJobOptions,
-    RayJobPlan,
-    RayJobRequest,
     RayJobStatus,
     TaskIdentity,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, matches
-from airflow_ray_provider.launch import RayJobTarget
+from airflow_ray_provider.launch import RayJobLook, RayJobPlan, RayJobRequest, RayJobTarget, plan_rayjob
 
 pytestmark = pytest.mark.unit
 
@@ -35,18 +31,18 @@ def _no_api() -> Any:
     raise AssertionError("planning made an API call")
 
 
-def _jobs(**settings: Any) -> KubeRayJobs:
+def _jobs(**settings: Any) -> KubeRayBackend:
     defaults = {"conn_id": "kuberay_prod", "namespace": "ml", "ray_auth": "auth_options"}
-    return KubeRayJobs(KubeRayBackend(KubeRaySettings(**{**defaults, **settings}), _no_api))
+    return KubeRayBackend(KubeRaySettings(**{**defaults, **settings}), _no_api)
 
 
 def test_plan_is_deterministic_per_task_instance_and_makes_no_api_call() -> None:
     jobs = _jobs(default_image="repo/ray:2.60.0")
     request = RayJobRequest(options=OPTIONS, spec=RayClusterSpec(labels={"team": "ml"}))
 
-    plan = jobs.plan(request, IDENTITY)
-    again = jobs.plan(request, dataclasses.replace(IDENTITY))
-    other = jobs.plan(request, dataclasses.replace(IDENTITY, map_index=4))
+    plan = plan_rayjob(jobs, request, IDENTITY)
+    again = plan_rayjob(jobs, request, dataclasses.replace(IDENTITY))
+    other = plan_rayjob(jobs, request, dataclasses.replace(IDENTITY, map_index=4))
 
     assert plan == again and plan.name != other.name  # the map index is part of the name
     assert plan.name.startswith("rayjob-nightly-") and len(plan.name) <= 47
@@ -61,7 +57,7 @@ def test_plan_is_deterministic_per_task_instance_and_makes_no_api_call() -> None
 
 
 def test_plan_in_secret_auth_mode_names_the_secret_the_provider_creates() -> None:
-    plan = _jobs(ray_auth="secret").plan(RayJobRequest(options=OPTIONS), IDENTITY)
+    plan = plan_rayjob(_jobs(ray_auth="secret"), RayJobRequest(options=OPTIONS), IDENTITY)
 
     assert plan.token_secret == f"{plan.name}-ray-token"
     assert "authOptions" not in plan.body["spec"]["rayClusterSpec"]
@@ -81,8 +77,8 @@ def test_plan_from_a_raycluster_manifest_and_for_a_standing_cluster() -> None:
             }
         },
     }
-    from_manifest = _jobs().plan(RayJobRequest(options=OPTIONS, manifest=manifest), IDENTITY)
-    standing = _jobs().plan(RayJobRequest(options=OPTIONS, cluster_name="shared-ray"), IDENTITY)
+    from_manifest = plan_rayjob(_jobs(), RayJobRequest(options=OPTIONS, manifest=manifest), IDENTITY)
+    standing = plan_rayjob(_jobs(), RayJobRequest(options=OPTIONS, cluster_name="shared-ray"), IDENTITY)
 
     assert from_manifest.body["spec"]["rayClusterSpec"] == manifest["spec"]
     assert from_manifest.body["metadata"]["labels"]["team"] == "ml"
@@ -104,7 +100,7 @@ def test_plan_rejects_bad_input_without_an_api_call(request_fields: dict[str, An
     request = RayJobRequest(**{"options": OPTIONS, **request_fields})
 
     with pytest.raises(RayInvalidInputError, match=expected):
-        _jobs().plan(request, IDENTITY)
+        plan_rayjob(_jobs(), request, IDENTITY)
 
 
 def _status(**fields: Any) -> RayJobStatus:
@@ -195,4 +191,4 @@ def test_no_backend_deletes_through_an_unowned_handle() -> None:
     )
 
     assert LocalBackend().delete(local, wait=True, timeout=1) is False
-    assert _jobs().backend.delete(kube, wait=True, timeout=1) is False
+    assert _jobs().delete(kube, wait=True, timeout=1) is False

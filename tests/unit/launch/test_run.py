@@ -85,10 +85,7 @@ class Scripted:
             raise_for_state(subject, logs(), tail_lines=tail_lines)
         return job_result(subject, self.dashboard_url)
 
-    def encode(self, subject: JobState) -> dict[str, Any]:
-        return subject.to_dict()
-
-    def decode(self, data: dict[str, Any]) -> JobState:
+    def restore(self, data: dict[str, Any]) -> JobState:
         return JobState.from_dict(data)
 
     def ref(self) -> dict[str, Any]:

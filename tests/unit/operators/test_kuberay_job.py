@@ -78,10 +78,10 @@ def test_rayjob_operator_rejects_rendered_input_before_any_api_call(
 
 
 def _jobs_without_api(conn_id: str | None, namespace: str | None = None) -> Any:
-    from airflow_ray_provider.clusters import KubeRayBackend, KubeRayJobs, KubeRaySettings
+    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
 
     settings = KubeRaySettings(conn_id=conn_id or "kuberay_x", namespace=namespace or "ml")
-    return KubeRayJobs(KubeRayBackend(settings, _fail_on_connection))
+    return KubeRayBackend(settings, _fail_on_connection)
 
 
 @pytest.mark.parametrize(

@@ -79,13 +79,13 @@ def _rayjob(**kwargs: object) -> KubeRayJobOperator:
 
 def _jobs_without_api(conn_id: str | None, namespace: str | None = None) -> Any:
     """KubeRay jobs whose Kubernetes client cannot be made: any API call fails the test."""
-    from airflow_ray_provider.clusters import KubeRayBackend, KubeRayJobs, KubeRaySettings
+    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
 
     def no_client(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("a connection was opened before the input was checked")
 
     settings = KubeRaySettings(conn_id=conn_id or "kuberay_x", namespace=namespace or "ml")
-    return KubeRayJobs(KubeRayBackend(settings, no_client))
+    return KubeRayBackend(settings, no_client)
 
 
 def test_templated_rayjob_numbers_parse_and_render_to_numbers() -> None:
