@@ -37,6 +37,7 @@ from airflow_ray_provider.kuberay import (
     ClusterStatus,
     KubeRayApiError,
     KubeRayConflictError,
+    KubeRayLeaseStore,
     KubeRayNotFoundError,
     KubeRaySpecError,
     RayClusterSpec,
@@ -58,6 +59,7 @@ from airflow_ray_provider.kuberay import (
 )
 
 if TYPE_CHECKING:
+    from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.kuberay import KubeRayClient
 
 log = logging.getLogger(__name__)
@@ -414,6 +416,10 @@ class KubeRayBackend(ClusterBackend):
                 f"namespace (kubectl get rayclusters -n {namespace})"
             )
         return self._plan_of(obj)
+
+    def lease_store(self) -> LeaseStore:
+        """The pools of the connection's namespace: their locks, records and leases as Leases."""
+        return KubeRayLeaseStore(self.client, namespace=self.settings.namespace)
 
     def close(self) -> None:
         """Close the Kubernetes API client, if one was built."""

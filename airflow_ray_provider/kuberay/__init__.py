@@ -4,7 +4,8 @@
 token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation` holds
 what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.status` what KubeRay reports
 (status, events, RayJob status) and :mod:`.client` the clients, their API errors, the RBAC Role, and the
-name, ownership labels and expiry that tie a cluster to its task. Importing it stays light:
+name, ownership labels and expiry that tie a cluster to its task; :mod:`.leases` keeps pools (a shared
+cluster's lock, record and leases) in ``coordination.k8s.io`` Leases. Importing it stays light:
 ``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
@@ -34,6 +35,7 @@ from airflow_ray_provider.kuberay.client import (
     role_manifest,
     selector,
 )
+from airflow_ray_provider.kuberay.leases import KubeRayLeaseStore
 from airflow_ray_provider.kuberay.rayjob import (
     DEFAULT_TTL_SECONDS,
     SUBMISSION_MODES,
@@ -90,6 +92,7 @@ __all__ = [
     "KubeRayClient",
     "KubeRayConflictError",
     "KubeRayError",
+    "KubeRayLeaseStore",
     "KubeRayNotFoundError",
     "KubeRaySpecError",
     "KubeRayTimeoutError",

@@ -37,7 +37,8 @@ GROUP, VERSION = "ray.io", "v1"
 TRANSIENT_STATUS = frozenset({0, 408, 429, 500, 502, 503, 504})
 # RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
 # create / wait / re-attach / suspend (patch) / delete, reading the token Secret KubeRay generates, and
-# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event).
+# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event), and the
+# Leases that keep pools (their lock and record, one per run: :mod:`.leases`; a replace is ``update``).
 BASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
     {
@@ -47,6 +48,11 @@ BASE_RULES: list[dict[str, Any]] = [
     },
     {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
+    {
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "verbs": ["create", "get", "list", "update", "delete"],
+    },
 ]
 # Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
 SECRET_MODE_RULES: list[dict[str, Any]] = [

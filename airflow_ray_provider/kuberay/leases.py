@@ -1,0 +1,289 @@
+"""Pools on KubeRay: each pool's lock, record and leases as ``coordination.k8s.io/v1`` Lease objects.
+
+Every write is checked by ``resourceVersion``, so the API server, not a client, decides races:
+
+* The pool's Lease (``ray-pool.<pool>``) is its lock and carries its record in an annotation. A decider
+  takes it by a create (409: someone else did) or, once free or expired, a replace of the version it read
+  (409: someone else did first); it renews it while it holds it (a thread), and frees it on leaving (it
+  deletes it when the pool has no record). A decider that was killed stops renewing, so its lock expires
+  ``lock_ttl`` after its last renewal (``renewTime`` + ``leaseDurationSeconds``), as Kubernetes' own
+  leader election does; holders' clocks must agree within a few seconds.
+* Each run's lease is a Lease of its own (``ray-pool.<pool>.<holder>``, labelled with the pool), renewed
+  by replacing it and ended by deleting it; its expiry is ``renewTime`` + ``leaseDurationSeconds``.
+
+It speaks plain data (the pool interface's ``LeaseStore``), and every call goes through the typed
+client's retries, timeout and error mapping, inside the Role of :func:`.client.role_manifest`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.kuberay.client import (
+    CREATED_BY,
+    LABEL_CREATED_BY,
+    KubeRayConflictError,
+    KubeRayNotFoundError,
+    _short_hash,
+    matches,
+    selector,
+)
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.kuberay.client import KubeRayClient
+
+log = logging.getLogger(__name__)
+
+LABEL_POOL = "airflow-ray-provider/pool"
+LABEL_POOL_ROLE = "airflow-ray-provider/pool-role"  # "lock": the pool's own Lease; "holder": a run's
+ANNOTATION_POOL_RECORD = "airflow-ray-provider/pool-record"
+LEASE_PREFIX = "ray-pool."
+NAME_MAX = 253  # a Lease name is a DNS-1123 subdomain
+
+
+def lease_name(pool: str, holder: str | None = None) -> str:
+    """The pool's Lease name, or ``holder``'s in it: a valid name, with a hash of ``holder`` when it had to
+    change (other characters, too long), so two holders never share one."""
+    base = f"{LEASE_PREFIX}{pool}"
+    if holder is None:
+        return base
+    slug = re.sub(r"[^a-z0-9-]+", "-", holder.lower()).strip("-")
+    if slug != holder or len(base) + 1 + len(slug) > NAME_MAX:
+        slug = f"{slug[: NAME_MAX - len(base) - 12].rstrip('-')}-{_short_hash(holder)}".lstrip("-")
+    return f"{base}.{slug}"
+
+
+def micro_time(epoch: float) -> str:
+    """``epoch`` as a Kubernetes ``MicroTime`` (RFC 3339, UTC, microseconds)."""
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def expiry(lease: dict[str, Any]) -> float:
+    """When a Lease expires (epoch seconds; ``0``: never renewed, or released)."""
+    spec = lease.get("spec") or {}
+    if not spec.get("holderIdentity") or not spec.get("renewTime"):
+        return 0.0
+    renewed = datetime.fromisoformat(spec["renewTime"].replace("Z", "+00:00"))
+    return renewed.timestamp() + float(spec.get("leaseDurationSeconds") or 0)
+
+
+class KubeRayLeaseStore:
+    """The pools of one namespace (the pool interface's ``LeaseStore``).
+
+    :param client: the typed client whose API client, namespace, timeout, retries and errors it shares.
+    :param namespace: where the Leases live (default: the client's).
+    :param lock_ttl: seconds a pool's lock outlives its holder's last renewal (renewed every third of it).
+    :param poll_interval: seconds between looks at a lock another decider holds.
+    """
+
+    def __init__(
+        self,
+        client: KubeRayClient,
+        *,
+        namespace: str | None = None,
+        lock_ttl: float = 15.0,
+        poll_interval: float = 0.2,
+    ) -> None:
+        self.kube = client
+        self.namespace = namespace or client.namespace
+        self.lock_ttl = lock_ttl
+        self.poll_interval = poll_interval
+        self.identity = f"{socket.gethostname()}/{os.getpid()}"
+
+    def _call(self, verb: str, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        """One ``CoordinationV1Api`` call through the typed client; the answer as plain data (JSON)."""
+        from kubernetes.client import CoordinationV1Api
+
+        what = f"{verb} Lease {self.namespace}/{name}" if name else f"{verb} Leases in {self.namespace}"
+        method = getattr(CoordinationV1Api(self.kube.api_client), f"{verb}_namespaced_lease")
+        named = (name,) if name and verb != "create" else ()
+        answer = self.kube._call(what, method, *named, self.namespace, *args, **kwargs)
+        return self.kube.api_client.sanitize_for_serialization(answer)
+
+    def _find(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self._call("read", name)
+        except KubeRayNotFoundError:
+            return None
+
+    def _labelled(self, **labels: str) -> list[dict[str, Any]]:
+        labels = {LABEL_CREATED_BY: CREATED_BY, **labels}
+        items = self._call("list", None, label_selector=selector(labels)).get("items") or []
+        return [item for item in items if matches(item, labels)]  # again: a server may ignore the selector
+
+    def _body(self, name: str, pool: str, role: str, spec: dict[str, Any], **annotations: str) -> dict:
+        labels = {LABEL_CREATED_BY: CREATED_BY, LABEL_POOL: pool, LABEL_POOL_ROLE: role}
+        metadata = {"name": name, "namespace": self.namespace, "labels": labels, "annotations": annotations}
+        return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": metadata, "spec": spec}
+
+    # ------------------------------------------------------------------ lock
+    @contextmanager
+    def lock(self, pool: str, *, timeout: float) -> Iterator[None]:
+        """Hold the pool's lock; ``TimeoutError`` after ``timeout`` seconds of another holder's."""
+        token = f"{self.identity}/{uuid.uuid4().hex[:8]}"
+        self._acquire(pool, token, timeout)
+        stop = threading.Event()
+        keeper = threading.Thread(
+            target=self._keep, args=(pool, token, stop), name=f"lock-{pool}", daemon=True
+        )
+        keeper.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            keeper.join()
+            self._unlock(pool, token)
+
+    @staticmethod
+    def _holder(lease: dict[str, Any] | None) -> str | None:
+        return (lease.get("spec") or {}).get("holderIdentity") if lease is not None else None
+
+    def _acquire(self, pool: str, token: str, timeout: float) -> None:
+        name, deadline = lease_name(pool), time.monotonic() + timeout
+        while True:
+            lease, now = self._find(name), time.time()
+            if self._holder(lease) == token:  # a create that a retry repeated after it had landed
+                return
+            taken = {"holderIdentity": token, "leaseDurationSeconds": math.ceil(self.lock_ttl)}
+            taken.update(acquireTime=micro_time(now), renewTime=micro_time(now))
+            try:
+                if lease is None:
+                    self._call("create", name, self._body(name, pool, "lock", taken))
+                    return
+                if expiry(lease) <= now:  # free, or its holder stopped renewing
+                    transitions = lease["spec"].get("leaseTransitions", 0) + 1
+                    self._call("replace", name, {**lease, "spec": {**taken, "leaseTransitions": transitions}})
+                    return
+            except KubeRayConflictError:
+                continue  # another decider wrote first: look again
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"pool {pool!r}: its lock, Lease {self.namespace}/{name}, is held by "
+                    f"{self._holder(lease)}; gave up after {timeout}s (a killed holder's lock expires "
+                    f"{self.lock_ttl}s after its last renewal)"
+                )
+            time.sleep(self.poll_interval)
+
+    def _keep(self, pool: str, token: str, stop: threading.Event) -> None:
+        """Renew the lock every third of ``lock_ttl`` until ``stop`` (the holder's heartbeat)."""
+        while not stop.wait(self.lock_ttl / 3):
+            try:
+                if not self._renew_lock(pool, token):
+                    log.error("pool %r: lost its lock Lease %s", pool, lease_name(pool))
+                    return
+            except Exception:  # the next beat tries again; the lock lasts lock_ttl
+                log.warning("pool %r: renewing its lock failed", pool, exc_info=True)
+
+    def _renew_lock(self, pool: str, token: str) -> bool:
+        name = lease_name(pool)
+        while self._holder(lease := self._find(name)) == token:
+            assert lease is not None
+            lease["spec"]["renewTime"] = micro_time(time.time())
+            try:
+                self._call("replace", name, lease)
+                return True
+            except KubeRayConflictError:
+                continue  # the record was written meanwhile: renew the new version
+        return False
+
+    def _unlock(self, pool: str, token: str) -> None:
+        """Free the lock (delete it, with the pool's record gone); nothing if it was taken over."""
+        name = lease_name(pool)
+        while self._holder(lease := self._find(name)) == token:
+            assert lease is not None
+            try:
+                if ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
+                    spec = lease["spec"]
+                    lease["spec"] = {k: v for k, v in spec.items() if k == "leaseTransitions"}
+                    self._call("replace", name, lease)
+                else:
+                    preconditions = {"resourceVersion": lease["metadata"]["resourceVersion"]}
+                    self._call("delete", name, body={"preconditions": preconditions})
+                return
+            except KubeRayConflictError:
+                continue
+            except KubeRayNotFoundError:
+                return
+
+    # ---------------------------------------------------------------- record
+    def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
+        """The pool's record (``None``: none) and its leases, holder -> expiry (expired ones too)."""
+        lock = self._find(lease_name(pool))
+        raw = (lock["metadata"].get("annotations") or {}).get(ANNOTATION_POOL_RECORD) if lock else None
+        leases = {
+            str(self._holder(item)): expiry(item)
+            for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"})
+            if self._holder(item)
+        }
+        return (json.loads(raw) if raw else None), leases
+
+    def write(self, pool: str, record: dict[str, Any] | None) -> None:
+        """Replace the pool's record (``None``: forget the pool and its leases); a write that a concurrent
+        one made stale (409) is made again on the new version."""
+        name, text = lease_name(pool), json.dumps(record, sort_keys=True)
+        if record is None:
+            for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
+                self.release(pool, str(self._holder(item)))
+        while True:
+            lease = self._find(name)
+            try:
+                if lease is None and record is not None:
+                    self._call(
+                        "create", name, self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text})
+                    )
+                elif lease is not None:
+                    annotations = dict(lease["metadata"].get("annotations") or {})
+                    annotations.pop(ANNOTATION_POOL_RECORD, None)
+                    if record is not None:
+                        annotations[ANNOTATION_POOL_RECORD] = text
+                    lease["metadata"]["annotations"] = annotations
+                    self._call("replace", name, lease)
+                return
+            except KubeRayConflictError:
+                log.debug("pool %r: its Lease changed since it was read; writing the record again", pool)
+
+    def pools(self) -> list[str]:
+        """Every pool with a record in this namespace."""
+        return sorted(
+            item["metadata"]["labels"][LABEL_POOL]
+            for item in self._labelled(**{LABEL_POOL_ROLE: "lock"})
+            if ANNOTATION_POOL_RECORD in (item["metadata"].get("annotations") or {})
+        )
+
+    # ---------------------------------------------------------------- leases
+    def renew(self, pool: str, holder: str, expires: float) -> None:
+        """Take or renew ``holder``'s lease until ``expires`` (to the microsecond: ``renewTime`` is set so
+        that adding the whole ``leaseDurationSeconds`` gives it); safe without the lock."""
+        name = lease_name(pool, holder)
+        seconds = max(1, math.ceil(expires - time.time()))
+        renewed = micro_time(expires - seconds)
+        while True:
+            lease = self._find(name)
+            try:
+                if lease is None:
+                    spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds}
+                    spec.update(acquireTime=renewed, renewTime=renewed)
+                    self._call("create", name, self._body(name, pool, "holder", spec))
+                else:
+                    lease["spec"].update(renewTime=renewed, leaseDurationSeconds=seconds)
+                    self._call("replace", name, lease)
+                return
+            except KubeRayConflictError:
+                continue
+
+    def release(self, pool: str, holder: str) -> None:
+        """End ``holder``'s lease (nothing if it has none)."""
+        with suppress(KubeRayNotFoundError):
+            self._call("delete", lease_name(pool, holder))
