@@ -235,7 +235,8 @@ class KubeRayLeaseStore:
         name, text = lease_name(pool), json.dumps(record, sort_keys=True)
         if record is None:
             for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
-                self.release(pool, str(self._holder(item)))
+                with suppress(KubeRayNotFoundError):
+                    self._call("delete", item["metadata"]["name"])
         while True:
             lease = self._find(name)
             try:
