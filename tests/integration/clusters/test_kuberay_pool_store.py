@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.kuberay import TEST_NAMESPACE
-from tests.fixtures.pool_store import EXPECTED, two_runs
+from tests.fixtures.pool_store import EXPECTED, concurrent_starts, two_runs
 
 pytestmark = pytest.mark.integration
 
@@ -290,6 +290,23 @@ def test_two_runs_decide_on_leases_as_on_any_store(clients):
     finally:
         with store.lock("tworuns", timeout=5):
             store.write("tworuns", None)
+
+
+def test_ten_runs_that_start_together_create_one_cluster(clients, kuberay_conn):
+    """Ten runs through the store of the connection's backend decide under the lock: one creates, nine
+    use its cluster, and ten leases are held."""
+    from airflow_ray_provider.hooks.kuberay import backend_for_connection
+
+    backend = backend_for_connection(kuberay_conn)
+    store = backend.lease_store()  # type: ignore[attr-defined]
+    try:
+        assert store.namespace == TEST_NAMESPACE
+        assert concurrent_starts(store, "tenruns", 10) == ["create"] + ["use"] * 9
+        assert len(store.read("tenruns")[1]) == 10 and store.pools().count("tenruns") == 1
+    finally:
+        with store.lock("tenruns", timeout=10):
+            store.write("tenruns", None)
+        backend.close()
 
 
 def test_the_role_grants_exactly_the_lease_verbs_the_store_uses(clients, kube_emulator):
