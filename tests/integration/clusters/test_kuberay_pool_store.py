@@ -190,7 +190,7 @@ def test_a_killed_holders_lock_is_taken_over_once_it_expires(clients, kube_emula
             api = CoordinationV1Api(clients[0].api_client)
             taken = api.read_namespaced_lease(lease_name("deadpool"), TEST_NAMESPACE)
             assert taken.spec.lease_transitions == 1 and taken.spec.holder_identity.startswith(store.identity)
-        assert waited <= 2.0 + 1.0  # at most one lock_ttl after its last renewal, plus polling
+        assert waited <= 2.0 + 2.0  # at most one lock_ttl after its last renewal, plus polling on a busy host
     finally:
         if holder.poll() is None:
             os.killpg(holder.pid, signal.SIGKILL)
