@@ -92,14 +92,24 @@ def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Call
     say(f"Deleted pool {name}'s Ray cluster" if plan is not None else f"Forgot pool {name} (no cluster)")
 
 
+def pool_names(backend: ClusterBackend) -> list[str]:
+    """The pools of ``backend`` (none where it keeps none): their clusters go by their leases and idle
+    TTL, never by an expiry or the DAG run that created them."""
+    try:
+        return backend.lease_store().pools()
+    except RayInvalidInputError:  # a backend that keeps no pools
+        return []
+
+
 def delete_idle_pools(
     backend: ClusterBackend, say: Callable[[str], None] = log.info, *, dry_run: bool = False
 ) -> list[str]:
     """Delete every pool of ``backend`` that nothing holds and whose idle TTL is over; never one with a
     live lease. A pool whose holders all died (their leases expired, none released) is idle since its
     last lease expired."""
-    store, found = backend.lease_store(), []
-    for name in store.pools():
+    found: list[str] = []
+    for name in pool_names(backend):
+        store = backend.lease_store()
         with store.lock(name, timeout=LOCK_TIMEOUT_S):
             raw, leases = store.read(name)
             if raw is None:
