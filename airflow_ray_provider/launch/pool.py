@@ -102,29 +102,43 @@ def pool_names(backend: ClusterBackend) -> list[str]:
 
 
 def delete_idle_pools(
-    backend: ClusterBackend, say: Callable[[str], None] = log.info, *, dry_run: bool = False
+    backend: ClusterBackend,
+    say: Callable[[str], None] = log.info,
+    *,
+    dry_run: bool = False,
+    lock_timeout: float = LOCK_TIMEOUT_S,
 ) -> list[str]:
     """Delete every pool of ``backend`` that nothing holds and whose idle TTL is over; never one with a
     live lease. A pool whose holders all died (their leases expired, none released) is idle since its
-    last lease expired."""
+    last lease expired. A pool whose lock stays busy for ``lock_timeout`` is left for the next look."""
     found: list[str] = []
     for name in pool_names(backend):
         store = backend.lease_store()
-        with store.lock(name, timeout=LOCK_TIMEOUT_S):
-            raw, leases = store.read(name)
-            if raw is None:
-                continue
-            record, now = PoolRecord.from_dict(raw), time.time()
-            if record.idle_since is None and leases and not live_holders(leases, now):
-                record = dataclasses.replace(record, idle_since=max(leases.values()))
-            if not idle_expired(record, leases, now, record.idle_ttl):
-                continue
+        try:
+            expired = _mark_idle_expired(store, name, dry_run, lock_timeout)
+        except TimeoutError:
+            continue
+        if expired:
             found.append(name)
             if not dry_run:
-                store.write(name, dataclasses.replace(record, deleting=True).to_dict())
-        if not dry_run:
-            delete_pool(backend, store, name, say)
+                delete_pool(backend, store, name, say)
     return found
+
+
+def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout: float) -> bool:
+    """Whether the pool is idle and expired; marked ``deleting`` (under its lock) unless ``dry_run``."""
+    with store.lock(name, timeout=lock_timeout):
+        raw, leases = store.read(name)
+        if raw is None:
+            return False
+        record, now = PoolRecord.from_dict(raw), time.time()
+        if record.idle_since is None and leases and not live_holders(leases, now):
+            record = dataclasses.replace(record, idle_since=max(leases.values()))
+        if not idle_expired(record, leases, now, record.idle_ttl):
+            return False
+        if not dry_run:
+            store.write(name, dataclasses.replace(record, deleting=True).to_dict())
+        return True
 
 
 class PoolLease:
@@ -171,7 +185,7 @@ class PoolLease:
         name, deadline = self.options.name, time.monotonic() + timeout
         while True:
             with self.store.lock(name, timeout=max(1.0, deadline - time.monotonic())):
-                step = self._step(plan, spec, say)
+                step = self._step(plan, spec, say, start_time=max(1.0, deadline - time.monotonic()))
             if step in (PoolStep.CREATE, PoolStep.USE):
                 break
             if step is PoolStep.REPLACE:
@@ -184,10 +198,14 @@ class PoolLease:
             else:
                 time.sleep(WAIT_INTERVAL_S)
         return wait_until_ready(self.backend, plan, timeout=max(1.0, deadline - time.monotonic()),
-                                poll_interval=WAIT_INTERVAL_S)  # fmt: skip
+                                poll_interval=WAIT_INTERVAL_S, on_look=self.heartbeat)  # fmt: skip
 
-    def _step(self, plan: ClusterPlan, spec: dict[str, str], say: Callable[[str], None]) -> PoolStep:
-        """One decision under the lock, and what it does there (lease, create, mark for deletion)."""
+    def _step(
+        self, plan: ClusterPlan, spec: dict[str, str], say: Callable[[str], None], *, start_time: float
+    ) -> PoolStep:
+        """One decision under the lock, and what it does there (lease, create, mark for deletion). The
+        creator's lease covers the cluster's start (``start_time`` seconds at most: no heartbeat runs
+        while a local head starts), then is renewed as any other."""
         name = self.options.name
         raw, leases = self.store.read(name)
         record = PoolRecord.from_dict(raw) if raw is not None else None
@@ -205,7 +223,8 @@ class PoolLease:
                 "other live lease(s))")  # fmt: skip
         elif step is PoolStep.CREATE:
             self.store.write(name, PoolRecord(name, spec, idle_ttl=self.options.idle_ttl).to_dict())
-            self.renew()
+            self.store.renew(name, self.holder, time.time() + start_time + self.options.lease_ttl)
+            self.held = True
             try:
                 self.backend.ensure(plan)
             except BaseException:
@@ -214,6 +233,7 @@ class PoolLease:
                 self.backend.delete(plan, wait=True, timeout=300)
                 self.store.write(name, None)
                 raise
+            self.renew()
             say(f"Started pool {name}'s Ray cluster")
         return step
 
@@ -237,4 +257,4 @@ class PoolLease:
                     say(f"Released pool {name}: its cluster stays {self.options.idle_ttl:g} s unless leased")
         if delete_now:
             delete_pool(self.backend, self.store, name, say)
-        delete_idle_pools(self.backend, say)
+        delete_idle_pools(self.backend, say, lock_timeout=1.0)  # a busy pool is left for the next look

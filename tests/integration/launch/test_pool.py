@@ -187,3 +187,22 @@ def test_the_cli_runs_on_a_pool_and_the_janitor_deletes_it_once_idle_never_while
     assert out.returncode == 0, out.stderr
     assert f"Deleted pool {pool}'s Ray cluster" in out.stderr
     assert _heads() == [] and _state(pool) == (None, {})
+
+
+def test_replace_waits_for_the_last_holder_then_starts_the_cluster_of_the_new_spec(pool: str) -> None:
+    old: dict[str, Any] = {}
+    code = "import time; time.sleep(5); print('old-spec-job')"
+    holder = threading.Thread(target=lambda: old.update(result=_run(pool, "old", code)))
+    holder.start()
+    eventually(lambda: base_submission_id("cli", "old", "run") in _state(pool)[1], timeout=120,
+               what="the old spec's lease")  # fmt: skip
+    first = _heads()
+    said: list[str] = []
+    _run(pool, "new", target=LocalHead(LocalClusterOptions(num_cpus=2)), replace=True, said=said)
+    holder.join(timeout=60)
+
+    assert old["result"].state.status.value == "SUCCEEDED"  # its cluster was not deleted under its job
+    assert f"Deleted pool {pool}'s Ray cluster" in said and f"Started pool {pool}'s Ray cluster" in said
+    record = _state(pool)[0]
+    assert record is not None and record.fingerprint["local.num_cpus"] == "2"
+    assert len(_heads()) == 1 and _heads() != first

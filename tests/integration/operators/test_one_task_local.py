@@ -4,6 +4,9 @@ the triggerer) and stops the head in the same task, on success and on failure.""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from tests.fixtures.dag_runs import run_dag, task_states, write_dag, xcom_value
@@ -63,7 +66,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
     )
     deferred = EphemeralRayJobOperator(
         task_id="deferred", local_options={{"num_cpus": 1}}, poll_interval=0.5, deferrable=True,
-        cluster_pool=POOL, entrypoint=[sys.executable, "-c", "print('deferred, on the pool')"],
+        cluster_pool=POOL, entrypoint=[sys.executable, "-c", "import time; time.sleep(6); print('deferred')"],
     )
 
     @task.ray(local_options={{"num_cpus": 1}}, cluster_pool=POOL, poll_interval=0.5)
@@ -76,14 +79,30 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
 
 def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(airflow_db, local_registry):
     """Three tasks of one spec (waiting in the worker, deferred, ``@task.ray``) lease one head; each
-    releases its lease at its end (the deferred one in ``execute_complete``), and the head stays idle."""
+    releases its lease at its end (the deferred one in ``execute_complete``), and the head stays idle. The
+    deferred job outlives its 4 s lease: the trigger renews it (no lease is ever seen expired)."""
     from airflow_ray_provider.clusters import LocalBackend, PoolRecord
     from airflow_ray_provider.launch import delete_idle_pools
     from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
 
     source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")
+    lapsed, seen, done = [], set(), threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            leases, now = LocalBackend().lease_store().read("dagpool")[1], time.time()
+            seen.update(leases)
+            lapsed.extend(holder for holder, expires in leases.items() if expires < now)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
     try:
-        dag_run = run_dag(write_dag("one_task_pool", source))
+        try:
+            dag_run = run_dag(write_dag("one_task_pool", source))
+        finally:
+            done.set()
+            sampler.join()
+        assert len(seen) == 3 and lapsed == []
 
         assert task_states(dag_run) == {"waits": "success", "deferred": "success", "answer": "success"}
         assert xcom_value(dag_run, "answer") == 42
