@@ -42,6 +42,8 @@ log = logging.getLogger(__name__)
 POOL_EXPIRY = timedelta(days=3650)
 #: Seconds the janitor waits for a pool's lock.
 LOCK_TIMEOUT_S = 60.0
+#: Seconds after which a deletion still marked is taken for one whose deleter died (and is resumed).
+STALE_DELETION_S = 900.0
 #: Seconds between looks while a deletion or a replacement is awaited.
 WAIT_INTERVAL_S = 1.0
 
@@ -92,6 +94,11 @@ def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Call
     say(f"Deleted pool {name}'s Ray cluster" if plan is not None else f"Forgot pool {name} (no cluster)")
 
 
+def deleting(record: PoolRecord) -> dict[str, Any]:
+    """The record marked ``deleting`` from now (no lease can be taken until the pool is forgotten)."""
+    return dataclasses.replace(record, deleting=True, deleting_since=time.time()).to_dict()
+
+
 def pool_names(backend: ClusterBackend) -> list[str]:
     """The pools of ``backend`` (none where it keeps none): their clusters go by their leases and idle
     TTL, never by an expiry or the DAG run that created them."""
@@ -110,7 +117,8 @@ def delete_idle_pools(
 ) -> list[str]:
     """Delete every pool of ``backend`` that nothing holds and whose idle TTL is over; never one with a
     live lease. A pool whose holders all died (their leases expired, none released) is idle since its
-    last lease expired. A pool whose lock stays busy for ``lock_timeout`` is left for the next look."""
+    last lease expired; a deletion whose deleter died (marked ``STALE_DELETION_S`` ago) is resumed. A pool
+    whose lock stays busy for ``lock_timeout`` is left for the next look."""
     found: list[str] = []
     for name in pool_names(backend):
         store = backend.lease_store()
@@ -134,10 +142,11 @@ def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout
         record, now = PoolRecord.from_dict(raw), time.time()
         if record.idle_since is None and leases and not live_holders(leases, now):
             record = dataclasses.replace(record, idle_since=max(leases.values()))
-        if not idle_expired(record, leases, now, record.idle_ttl):
+        stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
+        if not stale and not idle_expired(record, leases, now, record.idle_ttl):
             return False
         if not dry_run:
-            store.write(name, dataclasses.replace(record, deleting=True).to_dict())
+            store.write(name, deleting(record))
         return True
 
 
@@ -214,7 +223,7 @@ class PoolLease:
             say(f"Pool {name}'s cluster is gone or failed: starting it again")
             step = PoolStep.REPLACE
         if step is PoolStep.REPLACE and record is not None:
-            self.store.write(name, dataclasses.replace(record, deleting=True).to_dict())
+            self.store.write(name, deleting(record))
         elif step is PoolStep.USE and record is not None:
             self.renew()
             if record.idle_since is not None:
@@ -250,9 +259,8 @@ class PoolLease:
             if raw is not None and not live_holders(leases, time.time()):
                 record = PoolRecord.from_dict(raw)
                 delete_now = self.options.idle_ttl == 0 and not record.deleting
-                idle = dataclasses.replace(record, idle_since=time.time(), idle_ttl=self.options.idle_ttl,
-                                           deleting=record.deleting or delete_now)  # fmt: skip
-                self.store.write(name, idle.to_dict())
+                idle = dataclasses.replace(record, idle_since=time.time(), idle_ttl=self.options.idle_ttl)
+                self.store.write(name, deleting(idle) if delete_now else idle.to_dict())
                 if not delete_now:
                     say(f"Released pool {name}: its cluster stays {self.options.idle_ttl:g} s unless leased")
         if delete_now:

@@ -52,13 +52,15 @@ def test_the_janitor_deletes_idle_expired_pools_only_never_one_with_a_live_lease
     _pool("fresh", {}, idle_since=now - 2)  # idle for 2 s of its 5
     _pool("all-dead", {"run-a": now - 20, "run-b": now - 8})  # both holders killed: idle since 8 s
     _pool("dead-lately", {"run-a": now - 1})  # its holder's lease expired 1 s ago
-    _pool("deleting", {}, idle_since=now - 10, deleting=True)  # another deleter is at it
+    _pool("deleting", {}, idle_since=now - 10, deleting=True, deleting_since=now - 60)  # another deleter's
+    _pool("abandoned", {}, idle_since=now - 999, deleting=True, deleting_since=now - 901)  # its deleter died
     said: list[str] = []
 
-    assert delete_idle_pools(LocalBackend(), said.append, dry_run=True) == ["all-dead", "expired"]
-    assert said == [] and len(pool_names(LocalBackend())) == 6
+    deleted = ["abandoned", "all-dead", "expired"]
+    assert delete_idle_pools(LocalBackend(), said.append, dry_run=True) == deleted
+    assert said == [] and len(pool_names(LocalBackend())) == 7
 
-    assert delete_idle_pools(LocalBackend(), said.append) == ["all-dead", "expired"]
-    assert said == ["Forgot pool all-dead (no cluster)", "Forgot pool expired (no cluster)"]
+    assert delete_idle_pools(LocalBackend(), said.append) == deleted
+    assert said == [f"Forgot pool {name} (no cluster)" for name in deleted]
     assert pool_names(LocalBackend()) == ["dead-lately", "deleting", "fresh", "held"]
     assert LocalBackend().lease_store().read("expired") == (None, {})
