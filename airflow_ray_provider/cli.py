@@ -6,14 +6,16 @@
                      | --kuberay-context CTX --namespace NS [--spec FILE] [--rayjob] [--cluster NAME]
                      | --ray-address URL | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR]
                      [--name NAME] [--cleanup never|on_exception|always] [--timeout SECONDS]
-                     -- ENTRYPOINT...
+                     [--pool NAME [--idle-ttl SECONDS] [--replace-pool]] -- ENTRYPOINT...
     airflow-ray jobs list|logs ID|stop ID (--ray-address URL | --conn CONN_ID | --local-cluster NAME)
     airflow-ray clusters list|delete NAME|janitor [--kuberay-context CTX --namespace NS]
 
 ``run`` streams the job's log, exits with the job's outcome (0, or 1 with the log's last lines), and on
 Ctrl-C stops the job and deletes the cluster it created (exit 130). ``--rayjob`` runs it as a KubeRay
 RayJob (cleanup deletes the RayJob, and KubeRay its cluster); ``--cluster`` / ``--local-cluster`` run it
-on a standing cluster by name, which is never deleted. A rerun with the same ``--name``
+on a standing cluster by name, which is never deleted; ``--pool`` runs it on the pool's cluster (a local
+head, or a RayCluster of ``--spec``), shared with every run of the pool and deleted ``--idle-ttl`` seconds
+after the last one ends (by the next run or ``clusters janitor``). A rerun with the same ``--name``
 re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag, before any
 cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
 
@@ -85,6 +87,9 @@ RUN_FLAGS: dict[str, dict[str, Any]] = {
     "--name": {"metavar": "NAME", "help": "the run's name: a rerun with it re-attaches"},
     "--cleanup": {"choices": CLEANUP_WORDS, "default": "on_exception", "help": "docs/launch.md"},
     "--timeout": {"metavar": "SECONDS", "type": float, "help": "stop the job after this long"},
+    "--pool": {"metavar": "NAME", "help": "run on this pool's shared cluster (--local or --kuberay-context)"},
+    "--idle-ttl": {"metavar": "SECONDS", "type": float, "help": "with --pool: keep it this long idle (600)"},
+    "--replace-pool": {"action": "store_true", "help": "with --pool: replace a cluster of another spec"},
     "--poll-interval": {"metavar": "SECONDS", "type": float, "default": 1.0, "help": argparse.SUPPRESS},
 }
 
@@ -220,6 +225,29 @@ def _kube_target(args: argparse.Namespace) -> Target:
     return target
 
 
+def _pool(args: argparse.Namespace) -> Any:
+    """``--pool`` and its flags, checked (``None`` without ``--pool``)."""
+    from airflow_ray_provider.launch import pool_options
+
+    other = _given(args, ("idle_ttl", "replace_pool"))
+    if not args.pool:
+        if other:
+            raise BadInput(f"{other}: only with --pool")
+        return None
+    where = _given(args, ("local_cluster", "ray_address", "conn", "rayjob", "cluster"))
+    if where:
+        raise BadInput(
+            f"--pool: a pool's cluster is a local head or a --kuberay-context cluster, not {where}"
+        )
+    fields = {"name": args.pool, "replace": args.replace_pool}
+    if args.idle_ttl is not None:
+        fields["idle_ttl"] = args.idle_ttl
+    try:
+        return pool_options(fields)
+    except ValueError as exc:
+        raise BadInput(f"--{'idle-ttl' if 'idle_ttl' in str(exc) else 'pool'}: {exc}") from exc
+
+
 def _check_rayjob(target: Target, job: Any, args: argparse.Namespace) -> None:
     """A RayJob's spec and job, checked as KubeRay would (no API call): bad input names its flag (a local
     folder is refused: KubeRay submits from inside the cluster)."""
@@ -294,6 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise BadInput(f"--timeout: must be positive, got {args.timeout:g}")
     runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
+    pool = _pool(args)
     target = run_target(args)
 
     from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -311,7 +340,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         result = run(
             entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
-            cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval,
+            cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval, pool=pool,
         )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
         raise BadInput(_named(target, exc)) from exc
@@ -335,7 +364,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    """``airflow-ray clusters list|delete|janitor`` (local heads, or KubeRay through a context)."""
+    """``airflow-ray clusters list|delete|janitor`` (local heads, or KubeRay through a context); the
+    janitor deletes expired clusters and idle pools whose idle TTL is over, never a pool a run holds."""
     from airflow_ray_provider.clusters import ClusterBackend, LocalBackend
 
     backend: ClusterBackend
@@ -358,6 +388,11 @@ def cmd_clusters(args: argparse.Namespace) -> int:
             deleted = backend.delete(dataclasses.replace(handle, owned=True), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
         else:
+            from airflow_ray_provider.launch import delete_idle_pools
+
+            pools = delete_idle_pools(backend, lambda message: None)
+            for name in pools:
+                print(f"deleted {name} (an idle pool)")
             for handle in backend.expired():
                 backend.delete(handle, wait=True, timeout=300)
                 print(f"deleted {handle.name} (expired)")

@@ -2,8 +2,9 @@
 
 :class:`ClusterBackend` is every step a cluster operator takes; :class:`LocalBackend` and
 :class:`KubeRayBackend` implement it (a KubeRay RayJob is a run target, :mod:`airflow_ray_provider.launch`).
-Readiness is one look (:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray work runs
-here, and nothing imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
+A pool (:mod:`.pool`) is one cluster that many runs share under leases. Readiness is one look
+(:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray work runs here, and nothing
+imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
 """
 
 from airflow_ray_provider.clusters.backend import (
@@ -17,6 +18,16 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
 from airflow_ray_provider.clusters.local import LocalBackend, local_options_for
+from airflow_ray_provider.clusters.pool import (
+    LeaseStore,
+    PoolOptions,
+    PoolRecord,
+    PoolStep,
+    decide,
+    fingerprint,
+    idle_expired,
+    live_holders,
+)
 from airflow_ray_provider.clusters.readiness import (
     EVENT_ERROR,
     EVENT_STATUSES,
@@ -47,8 +58,12 @@ __all__ = [
     "ClusterRequest",
     "KubeRayBackend",
     "KubeRaySettings",
+    "LeaseStore",
     "LocalBackend",
     "LocalClusterOptions",
+    "PoolOptions",
+    "PoolRecord",
+    "PoolStep",
     "RayClusterHandle",
     "RayClusterSpec",
     "RayJobOptions",
@@ -60,7 +75,11 @@ __all__ = [
     "WorkerGroup",
     "check_spec",
     "cluster_link_url",
+    "decide",
     "event_for",
+    "fingerprint",
+    "idle_expired",
+    "live_holders",
     "local_options_for",
     "make_event",
     "probe_dashboard",

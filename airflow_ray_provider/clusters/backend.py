@@ -34,6 +34,7 @@ from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
+    from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.clusters.readiness import ReadinessCheck
     from airflow_ray_provider.jobs.client import JobClient
 
@@ -254,6 +255,11 @@ class ClusterBackend(Protocol):
     def owned_runs(self) -> list[RunCluster]:
         """Provider-created clusters with the DAG run that created them (for the janitor)."""
         ...
+
+    def lease_store(self) -> LeaseStore:
+        """Where this backend's pools keep their locks, records and leases
+        (:mod:`airflow_ray_provider.clusters.pool`); :class:`RayInvalidInputError` where it keeps none."""
+        raise RayInvalidInputError(f"the {self.kind} backend cannot keep pools")
 
     def close(self) -> None:
         """Release clients; the backend is not used afterwards."""

@@ -33,6 +33,7 @@ from airflow_ray_provider.local import (
     LocalClusterOptions,
     LocalHeadError,
     LocalHeadInfo,
+    LocalLeaseStore,
     agent_answers,
     find_cluster,
     list_clusters,
@@ -179,6 +180,10 @@ class LocalBackend(ClusterBackend):
         owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
         runs = [r for r in owned if {"dag_id", "run_id"} <= set(r.get("owner") or {})]
         return [RunCluster(_handle_of(r["info"]), r["owner"]["dag_id"], r["owner"]["run_id"]) for r in runs]
+
+    def lease_store(self) -> LocalLeaseStore:
+        """The locks, records and leases of this machine's pools (a folder in the registry)."""
+        return LocalLeaseStore()
 
     def close(self) -> None:
         """Nothing to release."""

@@ -65,12 +65,16 @@ class PoolRecord:
     :param fingerprint: the spec it was created from, flattened (:func:`fingerprint`).
     :param idle_since: when its last lease ended (epoch seconds; ``None``: leased, or never used).
     :param deleting: a deletion is under way: no lease may be taken until the cluster is gone.
+    :param idle_ttl: the idle TTL of the run that last released it (what the janitor goes by).
+    :param deleting_since: when the deletion began (a deletion whose deleter died is resumed later).
     """
 
     cluster: str
     fingerprint: dict[str, str] = field(default_factory=dict)
     idle_since: float | None = None
     deleting: bool = False
+    idle_ttl: float = 600.0
+    deleting_since: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the stores keep it (JSON)."""

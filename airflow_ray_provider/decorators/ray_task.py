@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from airflow_ray_provider.launch import JobRun
 
 #: Arguments that make ``@task.ray`` create its own cluster for the call (cluster and job in one task).
-ONE_TASK_ARGUMENTS = ("cluster_spec", "cluster_conn_id", "manifest", "local_options")
+ONE_TASK_ARGUMENTS = ("cluster_spec", "cluster_conn_id", "manifest", "local_options", "cluster_pool")
 _SECRET_WORDS = ("secret", "password", "token", "key", "credential", "signature")
 
 

@@ -279,9 +279,11 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
 
     ``{"ray_conn_id"}``: a ``ray`` connection; ``{"handle", "owned", "cluster_conn_id"}``: a cluster
     handle (owned: the run created it and deletes it); ``{"rayjob", "namespace", "cluster_conn_id",
-    "template", "suspend_on_kill"}``: a KubeRay RayJob.
+    "template", "suspend_on_kill"}``: a KubeRay RayJob; with ``{"pool", "holder"}``: a pool's cluster, whose
+    lease the target renews and releases.
     """
-    from airflow_ray_provider.launch import RayJobPlan, RayJobTarget
+    from airflow_ray_provider.clusters import PoolOptions
+    from airflow_ray_provider.launch import PoolLease, RayJobPlan, RayJobTarget
 
     options: dict[str, Any] = {"retry_attempts": int(ref.get("retry_attempts") or 5)}
     if ref.get("rayjob"):
@@ -292,12 +294,15 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
         wait = float(ref.get("teardown_wait") or 0.0)
         return RayJobTarget(jobs, plan, suspend_on_kill=bool(ref.get("suspend_on_kill")), teardown_wait=wait,
                             ref=ref, connect=connect)  # fmt: skip
-    base = {k: v for k, v in ref.items() if k not in ("handle", "owned")}
+    base = {k: v for k, v in ref.items() if k not in ("handle", "owned", "pool", "holder")}
     if ref.get("handle"):
         handle = RayClusterHandle.from_dict(ref["handle"])
         conn_id = ref.get("cluster_conn_id")
-        return ClusterTarget(handle=handle, backend=backend_for_handle(handle, conn_id=conn_id),
-                             owned=bool(ref.get("owned")), ref=base,
-                             connect=partial(handle_client, conn_id=conn_id, **options))  # fmt: skip
+        backend = backend_for_handle(handle, conn_id=conn_id)
+        pool = PoolOptions(**ref["pool"]) if ref.get("pool") else None
+        lease = PoolLease(backend, pool, ref["holder"], held=True) if pool is not None else None
+        connect = partial(handle_client, conn_id=conn_id, **options)
+        return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base,
+                             pool=lease, connect=connect)  # fmt: skip
     hook = RayJobHook(ref["ray_conn_id"], **options)
     return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=base)

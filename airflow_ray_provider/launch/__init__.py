@@ -6,6 +6,14 @@ shells.
 
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
+from airflow_ray_provider.launch.pool import (
+    PoolLease,
+    delete_idle_pools,
+    pool_names,
+    pool_options,
+    pool_plan,
+    spec_of,
+)
 from airflow_ray_provider.launch.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
     RayJobLook,
@@ -53,6 +61,7 @@ __all__ = [
     "KubeRayJob",
     "LocalHead",
     "Observation",
+    "PoolLease",
     "RayAddress",
     "RayJobFailedError",
     "RayJobLook",
@@ -70,12 +79,17 @@ __all__ = [
     "actions_for",
     "apoll",
     "check_options",
+    "delete_idle_pools",
     "job_spec",
     "kuberay_backend",
     "plan_rayjob",
+    "pool_names",
+    "pool_options",
+    "pool_plan",
     "ready_handle",
     "resolve",
     "run",
+    "spec_of",
     "step",
     "wait_until_ready",
 ]

@@ -88,6 +88,10 @@ class RunTarget(Protocol):
     def keep(self, say: Callable[[str], None]) -> None:
         """Say what the run made and keeps (cleanup did not delete it)."""
 
+    def release(self, say: Callable[[str], None]) -> None:
+        """End what the run holds on a shared cluster (a pool's lease); by default nothing."""
+        return None
+
     def logs(self, submission_id: str) -> str:
         """The job's whole log, best effort (``""`` when it cannot be read)."""
 
@@ -332,8 +336,9 @@ class JobRun:
 
     def end(self, ending: Ending, *, close: bool = True) -> None:
         """Clean up as the table says for ``ending``: stop the job, make the usage record, delete what the
-        run created. Each action runs once, however often this is called. ``close``: release the target's
-        clients too (not on a kill: the wait still takes its last look)."""
+        run created, release a pool's lease (kept while the job is left running: it expires, or the next
+        try renews it). Each action runs once, however often this is called. ``close``: release the
+        target's clients too (not on a kill: the wait still takes its last look)."""
         self.ending = ending
         actions = actions_for(self.cleanup, ending)
         try:
@@ -354,8 +359,12 @@ class JobRun:
             elif self.target.owned and not self.deleted and self.times.get("reach"):
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
-            if close:
-                self.target.close()
+            try:
+                if not (self.submission_id and not self.stopped and not self.finished):
+                    self.target.release(self.say)  # a job left running keeps its lease until it expires
+            finally:
+                if close:
+                    self.target.close()
 
     def kill(self, ending: Ending) -> None:
         """The task was killed (``on_kill``): the wait stops at its next look; clean up now."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_ray_provider.clusters import PoolOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import (
@@ -29,6 +30,7 @@ from airflow_ray_provider.jobs.submission import (
     check_runtime_env,
 )
 from airflow_ray_provider.launch.cleanup import Cleanup
+from airflow_ray_provider.launch.pool import pool_options
 from airflow_ray_provider.launch.run import JobRun, print_lines
 from airflow_ray_provider.launch.targets import CLI_DAG_ID, CLI_TASK_ID, KubeRayJob, Target, resolve
 
@@ -87,6 +89,7 @@ def run(
     cleanup: Cleanup | str = Cleanup.ON_EXCEPTION,
     timeout: float | None = None,
     poll_interval: float = 1.0,
+    pool: PoolOptions | dict[str, Any] | None = None,
     emit: Callable[[list[str]], None] = print_lines,
     say: Callable[[str], None] = _say,
 ) -> RunResult:
@@ -101,6 +104,9 @@ def run(
     :param timeout: seconds from the job's start before it is stopped and the run fails (a RayJob:
         its ``activeDeadlineSeconds``, which KubeRay enforces).
     :param poll_interval: seconds between looks.
+    :param pool: run on this pool's cluster (``PoolOptions`` or its fields, e.g. ``{"name": "eval",
+        "idle_ttl": 600}``), of ``target``'s spec, shared with every run that names the pool; the cluster
+        stays ``idle_ttl`` seconds after the last run ends (docs/launch.md, "Pools").
     :param emit: writes job-log lines (default: stdout).
     :param say: writes status lines (default: stderr).
     :returns: the succeeded run.
@@ -112,7 +118,7 @@ def run(
     name = name or f"run-{uuid.uuid4().hex[:8]}"  # a rerun with the same name re-attaches
     spec = job_spec(entrypoint, runtime_env=runtime_env, working_dir=working_dir, name=name)
     target = _with_deadline(target, timeout)
-    where = resolve(target, name, spec)  # every check; nothing started yet
+    where = resolve(target, name, spec, pool_options(pool))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     timeout = None if isinstance(target, KubeRayJob) else timeout  # KubeRay enforces a RayJob's deadline
     options: dict[str, Any] = {"cleanup": policy, "timeout": timeout, "poll_interval": poll_interval}

@@ -29,6 +29,7 @@ it (if cleanup kept it) and, through the submission id, the same job. No Airflow
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -40,6 +41,7 @@ from airflow_ray_provider.clusters import (
     ClusterRequest,
     LocalBackend,
     LocalClusterOptions,
+    PoolOptions,
     RayClusterSpec,
     RayJobOptions,
     TaskIdentity,
@@ -56,6 +58,7 @@ from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, KubeRayBackend, RayClusterHandle
     from airflow_ray_provider.jobs.submission import JobSpec
+    from airflow_ray_provider.launch.pool import PoolLease
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +81,9 @@ class ClusterTarget(RunTarget):
     :param backend: the backend that reaches ``handle``, attaches ``standing`` or creates ``plan``.
     :param plan: a cluster to create for the run (or find, on a rerun): the run owns it.
     :param standing: a standing cluster's name (attached, never deleted).
+    :param pool: with ``plan`` (the pool's cluster, :func:`~.pool.pool_plan`) and ``spec`` (its
+        fingerprint, :func:`~.pool.spec_of`): the run leases the pool's cluster, renews the lease at
+        every look, and releases it at its end; cleanup never deletes the cluster.
     :param owned: cleanup may delete the cluster (set with ``plan``, or with the handle of one the
         run created before a deferral).
     :param ready_timeout: seconds to wait for a created cluster.
@@ -95,6 +101,8 @@ class ClusterTarget(RunTarget):
         backend: ClusterBackend | None = None,
         plan: ClusterPlan | None = None,
         standing: str | None = None,
+        pool: PoolLease | None = None,
+        spec: dict[str, str] | None = None,
         owned: bool = False,
         ready_timeout: float = 900.0,
         delete_timeout: float = 300.0,
@@ -103,7 +111,9 @@ class ClusterTarget(RunTarget):
         connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
         self.client, self.handle, self.backend, self.plan = client, handle, backend, plan
-        self.standing, self.owned, self.stop_takes_cluster = standing, owned or plan is not None, False
+        self.pool, self.spec = pool, spec or {}
+        self.standing, self.stop_takes_cluster = standing, False
+        self.owned = owned or (plan is not None and pool is None)
         self.ready_timeout, self.delete_timeout = ready_timeout, delete_timeout
         self.dashboard_url = link_url or (handle.link_url if handle else client.address if client else None)
         self._ref = ref or {}
@@ -118,13 +128,16 @@ class ClusterTarget(RunTarget):
     def ref(self) -> dict[str, Any]:
         """The face's reference, with the handle once known (its token stays where it is)."""
         handle = self.handle.to_dict() if self.handle is not None else None
-        return {**self._ref, "handle": handle, "owned": self.owned}
+        pool = self.pool.ref() if self.pool is not None else {}
+        return {**self._ref, **pool, "handle": handle, "owned": self.owned}
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Create (or find) the run's cluster and wait until it answers, or attach the standing one."""
         if self.client is not None:
             return
-        if self.plan is not None and self.handle is None:
+        if self.pool is not None and self.plan is not None and self.handle is None:
+            self.handle = self.pool.acquire(self.plan, self.spec, timeout=self.ready_timeout, say=say)
+        elif self.plan is not None and self.handle is None:
             self.creating = True  # from here on, delete() deletes by the plan's name
             created = self._backend().ensure(self.plan)
             say(f"{'Started' if created else 'Re-attached to'} Ray cluster {self.plan.name}")
@@ -151,14 +164,18 @@ class ClusterTarget(RunTarget):
         return decision.choice, decision.submission_id, decision.state
 
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look: the job's state and, when streaming, its log."""
+        """One look: the job's state and, when streaming, its log (a pool's lease renewed when due)."""
+        if self.pool is not None:
+            self.pool.heartbeat()
         state = self._client().get_job(submission_id)
         return observed(
             state, self._client().get_logs(submission_id) if state is not None and with_log else None
         )
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look through the async reader."""
+        """One look through the async reader (a pool's lease renewed in a thread when due)."""
+        if self.pool is not None:
+            await asyncio.to_thread(self.pool.heartbeat)
         state = await self._client().aget_job(submission_id)
         text = await self._client().aget_logs(submission_id) if state is not None and with_log else None
         return observed(state, text)
@@ -215,6 +232,11 @@ class ClusterTarget(RunTarget):
         existed = self._backend().delete(what, wait=True, timeout=self.delete_timeout)
         say(f"Deleted Ray cluster {what.name}" if existed else f"Ray cluster {what.name} was already gone")
         return existed
+
+    def release(self, say: Callable[[str], None]) -> None:
+        """End the pool's lease (the pool's cluster stays for its idle TTL)."""
+        if self.pool is not None:
+            self.pool.release(say)
 
     def keep(self, say: Callable[[str], None]) -> None:
         """Say that the run's own cluster is kept."""
@@ -375,12 +397,18 @@ def cluster_request(target: LocalHead | KubeRayCluster) -> ClusterRequest:
     )  # fmt: skip
 
 
-def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
+def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = None) -> RunTarget:
     """The run target of a laptop run's ``target`` (every check; a KubeRay API client at most, no call).
+
+    :param pool: run on this pool's cluster, of ``target``'s spec (a local head or a KubeRay cluster).
 
     :raises RayInvalidInputError: naming the field (a RayJob's spec, or a local ``working_dir``, which
         KubeRay cannot ship: it submits from inside the cluster).
     """
+    if pool is not None and not isinstance(target, (LocalHead, KubeRayCluster)):
+        raise RayInvalidInputError(
+            f"pool: a pool's cluster is a local head or a KubeRay cluster, not a {type(target).__name__}"
+        )
     if isinstance(target, Connection):
         return ClusterTarget(client=target.client)
     if isinstance(target, RayAddress):
@@ -399,7 +427,15 @@ def resolve(target: Target, name: str, job: JobSpec) -> RunTarget:
         else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
     )  # fmt: skip
     try:
-        plan = backend.plan(cluster_request(target), TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID))
+        request = cluster_request(target)
+        if pool is not None:
+            from airflow_ray_provider.jobs.submission import base_submission_id
+            from airflow_ray_provider.launch.pool import PoolLease, pool_plan, spec_of
+
+            lease = PoolLease(backend, pool, base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID))
+            return ClusterTarget(backend=backend, plan=pool_plan(backend, request, pool), pool=lease,
+                                 spec=spec_of(request))  # fmt: skip
+        plan = backend.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID))
         return ClusterTarget(backend=backend, plan=plan)
     except BaseException:
         backend.close()

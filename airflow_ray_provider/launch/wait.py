@@ -155,11 +155,20 @@ def ready_handle(backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEve
 
 
 def wait_until_ready(
-    backend: ClusterBackend, plan: ClusterPlan, *, timeout: float, poll_interval: float
+    backend: ClusterBackend,
+    plan: ClusterPlan,
+    *,
+    timeout: float,
+    poll_interval: float,
+    on_look: Callable[[], None] = lambda: None,
 ) -> RayClusterHandle:
     """Look until the cluster answers, fails, or ``timeout`` seconds pass; its handle (see
-    :func:`ready_handle`)."""
+    :func:`ready_handle`). ``on_look`` runs before each look (a pool's heartbeat)."""
     started = time.monotonic()
+
+    def look() -> ReadinessCheck:
+        on_look()
+        return backend.check(plan)
 
     def decide(check: ReadinessCheck) -> ReadinessEvent | None:
         event = event_for(check, waited=time.monotonic() - started, timeout=timeout)
@@ -167,4 +176,4 @@ def wait_until_ready(
             log.info("%s not ready yet: %s", check.cluster, check.message)
         return event
 
-    return ready_handle(backend, plan, poll(lambda: backend.check(plan), decide, interval=poll_interval))
+    return ready_handle(backend, plan, poll(look, decide, interval=poll_interval))

@@ -2,7 +2,7 @@
 
 :mod:`.head` starts one head (own session and temp dir, token auth) and :mod:`.running` finds and stops
 it; :mod:`.cluster` names heads and keeps the registry through which any process finds and stops them,
-and knows their expiry.
+and knows their expiry; :mod:`.leases` keeps the locks, records and leases of pools of heads.
 ``python -m airflow_ray_provider.local list | stop NAME`` (:mod:`.__main__`) does both from a shell.
 """
 
@@ -25,6 +25,7 @@ from airflow_ray_provider.local.head import (
     read_token,
     start_head,
 )
+from airflow_ray_provider.local.leases import LocalLeaseStore
 from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "LocalHeadConfig",
     "LocalHeadError",
     "LocalHeadInfo",
+    "LocalLeaseStore",
     "agent_answers",
     "find_cluster",
     "free_port",

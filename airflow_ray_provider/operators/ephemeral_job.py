@@ -7,26 +7,34 @@ connection), and the run deletes it as the cleanup table says (the default ``cle
 it whatever happens: success, failure, ``job_timeout``, ``execution_timeout``, a kill, also while it
 starts; after a deferral, ``execute_complete`` deletes it, or the trigger on a user's kill). A retry
 re-attaches: the cluster's name and the job's submission id both come from the task instance.
+
+With ``cluster_pool={"name": ..., "idle_ttl": ...}`` (``pool`` is Airflow's own slot pool) the cluster is
+the pool's instead, shared with every task (and laptop run) that names the pool with the same spec: the
+task leases it, renews the lease while it waits (in the triggerer too, when deferred) and releases it at
+its end; ``cleanup`` then acts on the job only, and the cluster stays ``idle_ttl`` seconds after its last
+lease (:mod:`airflow_ray_provider.launch.pool`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, RayClusterSpec
+from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, PoolOptions, RayClusterSpec
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.launch import Cleanup, ClusterTarget
+from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.launch import Cleanup, ClusterTarget, PoolLease, pool_options, pool_plan, spec_of
 from airflow_ray_provider.operators.ray_cluster import check_spec_when_parsed, task_identity
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import TEARDOWN_NOTES, SubmitRayJobOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget
+    from airflow_ray_provider.launch import RunTarget, UsageOptions
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -44,6 +52,9 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
     :param ready_timeout: seconds to wait for the cluster.
     :param delete_timeout: seconds to wait for the cluster to be gone.
     :param expiry: after this the janitor may delete the cluster (if a killed worker left it behind).
+    :param cluster_pool: run on this pool's cluster of this spec instead (``PoolOptions`` or its fields:
+        ``name``, ``idle_ttl``, ``lease_ttl``, ``replace``), shared with other tasks; never deleted by
+        this task's cleanup.
     """
 
     template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
@@ -66,6 +77,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         ready_timeout: float = 900.0,
         delete_timeout: float = 300.0,
         expiry: timedelta = timedelta(hours=24),
+        cluster_pool: PoolOptions | dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         if kwargs.get("cluster") is not None or kwargs.get("ray_conn_id"):
@@ -90,6 +102,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.ready_timeout = ready_timeout
         self.delete_timeout = delete_timeout
         self.expiry = expiry
+        self.cluster_pool = pool_options(cluster_pool)
 
     def target(self, context: Context) -> RunTarget:
         """A cluster of the run's own: every check here, no API call (the run creates it)."""
@@ -98,12 +111,30 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
         )  # fmt: skip
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        lease, identity = None, task_identity(context)
         try:
-            plan = backend.plan(request, task_identity(context))
+            if self.cluster_pool is not None:
+                holder = base_submission_id(
+                    identity.dag_id, identity.run_id, identity.task_id, identity.map_index
+                )
+                lease = PoolLease(backend, self.cluster_pool, holder)
+                plan = pool_plan(backend, request, self.cluster_pool)
+            else:
+                plan = backend.plan(request, identity)
         except BaseException:
             backend.close()
             raise
         ref = {"cluster_conn_id": self.cluster_conn_id, "retry_attempts": self.retry_attempts}
         connect = partial(handle_client, conn_id=self.cluster_conn_id, retry_attempts=self.retry_attempts)
-        return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout,
-                             delete_timeout=self.delete_timeout, ref=ref, connect=connect)  # fmt: skip
+        return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout, pool=lease,
+                             spec=spec_of(request), delete_timeout=self.delete_timeout, ref=ref,
+                             connect=connect)  # fmt: skip
+
+    def usage(self, target: RunTarget) -> UsageOptions | None:
+        """The one-task record, or a pool's: a shared cluster, not the task's own."""
+        options = super().usage(target)
+        if options is None or self.cluster_pool is None:
+            return options
+        return dataclasses.replace(
+            options, mode="pool", own_cluster=False, teardown_note=TEARDOWN_NOTES["pool"]
+        )

@@ -31,7 +31,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
-from airflow_ray_provider.launch import ready_handle, wait_until_ready
+from airflow_ray_provider.launch import delete_idle_pools, pool_names, ready_handle, wait_until_ready
 from airflow_ray_provider.operators.base import is_literal
 
 if TYPE_CHECKING:
@@ -303,8 +303,9 @@ def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
 
 
 class RayClusterJanitorOperator(BaseOperator):
-    """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), and
-    local heads whose DAG run no longer exists or has finished.
+    """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), local
+    heads whose DAG run no longer exists or has finished, and pools whose idle TTL is over; never a pool's
+    cluster that a run holds (a pool's cluster goes by its leases, not by an expiry or a DAG run).
 
     :param cluster_conn_id: a ``kuberay`` connection, or ``None`` for this machine's local heads.
     :param namespace: overrides the connection's namespace.
@@ -334,12 +335,14 @@ class RayClusterJanitorOperator(BaseOperator):
         self.orphans_of_finished_runs = orphans_of_finished_runs
 
     def execute(self, context: Context) -> list[str]:
-        """Return the names of the expired clusters (deleted unless ``list_only``)."""
+        """Return the names of the expired clusters and idle pools (deleted unless ``list_only``)."""
         verb = "Would delete" if self.list_only else "Deleting"
         with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
-            expired = [(handle, "its expiry has passed") for handle in backend.expired()]
+            pools = set(pool_names(backend))
+            expired = [(handle, "its expiry has passed") for handle in backend.expired()
+                       if handle.name not in pools]  # fmt: skip
             if self.orphans_of_finished_runs:
-                seen = {handle.name for handle, _ in expired}
+                seen = {handle.name for handle, _ in expired} | pools
                 for owned in backend.owned_runs():
                     why = orphan_reason(context.get("ti"), owned.dag_id, owned.run_id)
                     if why is not None and owned.handle.name not in seen:
@@ -349,4 +352,7 @@ class RayClusterJanitorOperator(BaseOperator):
                 self.log.info("%s Ray cluster %s (%s): %s", verb, where, backend.kind, why)
                 if not self.list_only:
                     backend.delete(handle, wait=self.wait_for_deletion, timeout=300)
-        return [handle.name for handle, _ in expired]
+            idle = delete_idle_pools(backend, self.log.info, dry_run=self.list_only)
+            for name in idle:
+                self.log.info("%s pool %s (%s): its idle TTL is over", verb, name, backend.kind)
+        return [handle.name for handle, _ in expired] + idle

@@ -43,6 +43,7 @@ TEARDOWN_NOTES = {
     "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
     "standing": "a standing cluster is never deleted by the provider",
     "one_task": "the task kept its cluster (cleanup), or deleting it failed",
+    "pool": "a pool's cluster stays for its idle TTL after its last lease",
 }
 
 

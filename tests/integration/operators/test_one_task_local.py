@@ -4,9 +4,13 @@ the triggerer) and stops the head in the same task, on success and on failure.""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from tests.fixtures.dag_runs import run_dag, task_states, write_dag, xcom_value
+from tests.fixtures.waiting import eventually
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -43,3 +47,76 @@ def test_one_task_mode_on_the_local_backend_runs_and_stops_its_heads(airflow_db,
     assert xcom_value(dag_run, "waits")["status"] == xcom_value(dag_run, "deferred")["status"] == "SUCCEEDED"
     assert list_clusters() == []  # every head stopped and unregistered, also the failed task's
     assert not any(local_registry.glob("*.json"))
+
+
+POOL_DAG = """
+import sys
+from datetime import datetime
+
+from airflow.sdk import DAG, task
+
+from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+
+POOL = {{"name": "{pool}", "idle_ttl": 3, "lease_ttl": 4}}
+
+with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
+    waits = EphemeralRayJobOperator(
+        task_id="waits", local_options={{"num_cpus": 1}}, poll_interval=0.5, cluster_pool=POOL,
+        entrypoint=[sys.executable, "-c", "print('on the pool')"],
+    )
+    deferred = EphemeralRayJobOperator(
+        task_id="deferred", local_options={{"num_cpus": 1}}, poll_interval=0.5, deferrable=True,
+        cluster_pool=POOL, entrypoint=[sys.executable, "-c", "import time; time.sleep(6); print('deferred')"],
+    )
+
+    @task.ray(local_options={{"num_cpus": 1}}, cluster_pool=POOL, poll_interval=0.5)
+    def answer():
+        return 42
+
+    waits >> deferred >> answer()
+"""
+
+
+def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(airflow_db, local_registry):
+    """Three tasks of one spec (waiting in the worker, deferred, ``@task.ray``) lease one head; each
+    releases its lease at its end (the deferred one in ``execute_complete``), and the head stays idle. The
+    deferred job outlives its 4 s lease: the trigger renews it (no lease is ever seen expired)."""
+    from airflow_ray_provider.clusters import LocalBackend, PoolRecord
+    from airflow_ray_provider.launch import delete_idle_pools
+    from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
+
+    source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")
+    lapsed, seen, done = [], set(), threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.25):
+            leases, now = LocalBackend().lease_store().read("dagpool")[1], time.time()
+            seen.update(leases)
+            lapsed.extend(holder for holder, expires in leases.items() if expires < now)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        try:
+            dag_run = run_dag(write_dag("one_task_pool", source))
+        finally:
+            done.set()
+            sampler.join()
+        assert len(seen) == 3 and lapsed == []
+
+        assert task_states(dag_run) == {"waits": "success", "deferred": "success", "answer": "success"}
+        assert xcom_value(dag_run, "answer") == 42
+        assert xcom_value(dag_run, "deferred", key="usage")["mode"] == "pool"
+        assert [record["info"]["name"] for record in list_clusters()] == ["dagpool"]  # one head for all
+        raw, leases = LocalBackend().lease_store().read("dagpool")
+        assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
+        backend = LocalBackend()
+        jobs = backend.job_client(backend.attach("dagpool")).list_jobs()
+        assert len(jobs) == 3 and {job.status.value for job in jobs} == {"SUCCEEDED"}
+        eventually(
+            lambda: delete_idle_pools(LocalBackend()) == ["dagpool"], timeout=10, what="idle pool gone"
+        )
+        assert list_clusters() == []
+    finally:
+        for record in list_clusters():
+            stop_cluster(LocalHeadInfo.from_dict(record["info"]))

@@ -18,13 +18,21 @@ from airflow_ray_provider.exceptions import RayJobFailedError, RayJobTimeoutErro
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import Choice
-from airflow_ray_provider.launch import Cleanup, Ending, JobRun, Observation, WaitAction, actions_for
+from airflow_ray_provider.launch import (
+    Cleanup,
+    Ending,
+    JobRun,
+    Observation,
+    RunTarget,
+    WaitAction,
+    actions_for,
+)
 from airflow_ray_provider.launch.targets import observed
 
 pytestmark = pytest.mark.unit
 
 
-class Scripted:
+class Scripted(RunTarget):
     """A run target whose job goes through the given statuses, one per look; it records every call."""
 
     dashboard_url = "http://dash:1"

@@ -96,6 +96,13 @@ def test_the_flags_name_the_rayjob_and_standing_targets(kubeconfig: Path, tmp_pa
         ([*KUBE, "--rayjob", "--working-dir", "DIR"], "--working-dir"),
         ([*KUBE, "--rayjob", "--runtime-env", "LOCAL_ENV"], "--runtime-env"),
         (["--local-cluster", "no-such-head"], "--local-cluster"),
+        (["--idle-ttl", "5"], "--idle-ttl"),
+        (["--replace-pool"], "--replace-pool"),
+        (["--pool", "Bad_Name"], "--pool"),
+        (["--pool", "p", "--idle-ttl", "-1"], "--idle-ttl"),
+        (["--pool", "p", "--local-cluster", "x"], "--pool"),
+        (["--pool", "p", "--ray-address", "http://127.0.0.1:1"], "--pool"),
+        ([*KUBE, "--pool", "p", "--rayjob"], "--pool"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flag(

@@ -1,0 +1,268 @@
+"""A run's hold on a pool: find or create the pool's cluster under its lock, lease it, renew, release.
+
+Every decision is taken under the pool's lock from its record and leases (:func:`~airflow_ray_provider.
+clusters.pool.decide`); what takes long happens outside it: waiting for the cluster to answer, deleting a
+cluster being replaced, waiting for a deletion under way. Creating runs under the lock, so runs that start
+together make one cluster (a KubeRay create returns at once; a local head is up when its start returns).
+A pool's cluster is never deleted while a live lease holds it: only a release that leaves none (with
+``idle_ttl`` 0), a replacement, or :func:`delete_idle_pools` (the janitor, and every pool run's release)
+deletes one, each after marking the record ``deleting`` under the lock, so no lease can race the deletion.
+Generic over the backend's :class:`~airflow_ray_provider.clusters.pool.LeaseStore`. No Airflow imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow_ray_provider.clusters import (
+    ClusterRequest,
+    PoolOptions,
+    PoolRecord,
+    PoolStep,
+    TaskIdentity,
+    decide,
+    fingerprint,
+    idle_expired,
+    live_holders,
+)
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.launch.wait import wait_until_ready
+
+if TYPE_CHECKING:
+    from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, LeaseStore, RayClusterHandle
+
+log = logging.getLogger(__name__)
+
+#: A pool's cluster has no expiry of its own (leases and the idle TTL decide when it goes).
+POOL_EXPIRY = timedelta(days=3650)
+#: Seconds the janitor waits for a pool's lock.
+LOCK_TIMEOUT_S = 60.0
+#: Seconds after which a deletion still marked is taken for one whose deleter died (and is resumed).
+STALE_DELETION_S = 900.0
+#: Seconds between looks while a deletion or a replacement is awaited.
+WAIT_INTERVAL_S = 1.0
+
+
+def pool_options(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | None:
+    """A pool as a task or a script names it (``{"name": ..., "idle_ttl": ...}``), checked.
+
+    :raises RayInvalidInputError: naming the field.
+    """
+    if value is None or isinstance(value, PoolOptions):
+        return value
+    if not isinstance(value, dict):
+        raise RayInvalidInputError(f"pool must be a mapping with a name, got {type(value).__name__}")
+    known = {f.name for f in dataclasses.fields(PoolOptions)}
+    if unknown := sorted(set(value) - known):
+        raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
+    if "name" not in value:
+        raise RayInvalidInputError("pool.name is required")
+    try:
+        return PoolOptions(**value)
+    except TypeError as exc:
+        raise RayInvalidInputError(f"pool: {exc}") from exc
+
+
+def pool_plan(backend: ClusterBackend, request: ClusterRequest, options: PoolOptions) -> ClusterPlan:
+    """The plan of a pool's cluster: named after the pool, labelled as the pool's (not a DAG run's), with
+    no expiry; the same for every run of the pool, so any of them may create it."""
+    request = dataclasses.replace(request, cluster_name=options.name, expiry=POOL_EXPIRY)
+    return backend.plan(request, TaskIdentity("pool", options.name, "cluster"))
+
+
+def spec_of(request: ClusterRequest) -> dict[str, str]:
+    """The fingerprint a pool's runs must share: the cluster spec and the local head's options."""
+    spec = dataclasses.asdict(request.spec) if request.spec is not None else {}
+    return fingerprint({"spec": spec, "local": dataclasses.asdict(request.local_options)})
+
+
+def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Callable[[str], None]) -> None:
+    """Delete a pool's cluster (its record is marked ``deleting``), then forget the pool."""
+    try:
+        plan = backend.find(name)
+    except RayInvalidInputError:
+        plan = None
+    if plan is not None:
+        backend.delete(plan, wait=True, timeout=300)
+    with store.lock(name, timeout=LOCK_TIMEOUT_S):
+        store.write(name, None)
+    say(f"Deleted pool {name}'s Ray cluster" if plan is not None else f"Forgot pool {name} (no cluster)")
+
+
+def deleting(record: PoolRecord) -> dict[str, Any]:
+    """The record marked ``deleting`` from now (no lease can be taken until the pool is forgotten)."""
+    return dataclasses.replace(record, deleting=True, deleting_since=time.time()).to_dict()
+
+
+def pool_names(backend: ClusterBackend) -> list[str]:
+    """The pools of ``backend`` (none where it keeps none): their clusters go by their leases and idle
+    TTL, never by an expiry or the DAG run that created them."""
+    try:
+        return backend.lease_store().pools()
+    except RayInvalidInputError:  # a backend that keeps no pools
+        return []
+
+
+def delete_idle_pools(
+    backend: ClusterBackend,
+    say: Callable[[str], None] = log.info,
+    *,
+    dry_run: bool = False,
+    lock_timeout: float = LOCK_TIMEOUT_S,
+) -> list[str]:
+    """Delete every pool of ``backend`` that nothing holds and whose idle TTL is over; never one with a
+    live lease. A pool whose holders all died (their leases expired, none released) is idle since its
+    last lease expired; a deletion whose deleter died (marked ``STALE_DELETION_S`` ago) is resumed. A pool
+    whose lock stays busy for ``lock_timeout`` is left for the next look."""
+    found: list[str] = []
+    for name in pool_names(backend):
+        store = backend.lease_store()
+        try:
+            expired = _mark_idle_expired(store, name, dry_run, lock_timeout)
+        except TimeoutError:
+            continue
+        if expired:
+            found.append(name)
+            if not dry_run:
+                delete_pool(backend, store, name, say)
+    return found
+
+
+def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout: float) -> bool:
+    """Whether the pool is idle and expired; marked ``deleting`` (under its lock) unless ``dry_run``."""
+    with store.lock(name, timeout=lock_timeout):
+        raw, leases = store.read(name)
+        if raw is None:
+            return False
+        record, now = PoolRecord.from_dict(raw), time.time()
+        if record.idle_since is None and leases and not live_holders(leases, now):
+            record = dataclasses.replace(record, idle_since=max(leases.values()))
+        stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
+        if not stale and not idle_expired(record, leases, now, record.idle_ttl):
+            return False
+        if not dry_run:
+            store.write(name, deleting(record))
+        return True
+
+
+class PoolLease:
+    """One run's lease on a pool (the holder: the run's base submission id, so a retried try renews the
+    same lease).
+
+    :param backend: the pool's backend (its lease store, its clusters).
+    :param options: the pool.
+    :param holder: who holds the lease.
+    :param held: the lease was taken already (a run rebuilt after a deferral).
+    """
+
+    def __init__(self, backend: ClusterBackend, options: PoolOptions, holder: str, *, held: bool = False):
+        self.backend, self.options, self.holder = backend, options, holder
+        self.store = backend.lease_store()
+        self.held = held
+        self.renewed = 0.0
+
+    def ref(self) -> dict[str, Any]:
+        """How a deferred run's target makes this lease again (JSON)."""
+        return {"pool": dataclasses.asdict(self.options), "holder": self.holder}
+
+    def renew(self) -> None:
+        """Take or renew the lease for ``lease_ttl`` seconds."""
+        now = time.time()
+        self.store.renew(self.options.name, self.holder, now + self.options.lease_ttl)
+        self.renewed, self.held = now, True
+
+    def heartbeat(self) -> None:
+        """Renew the lease if a heartbeat is due (called at every look while the run waits)."""
+        if self.held and time.time() - self.renewed >= self.options.heartbeat:
+            self.renew()
+
+    def acquire(
+        self, plan: ClusterPlan, spec: dict[str, str], *, timeout: float, say: Callable[[str], None]
+    ) -> RayClusterHandle:
+        """Lease the pool's cluster (creating it, or replacing one of another spec, as the pool's record
+        says), then wait until it answers.
+
+        :raises RayInvalidInputError: the pool's cluster runs another spec (naming the fields) and the
+            pool does not replace it; nothing was submitted.
+        :raises RayClusterNotReadyError: no cluster could be leased, or it did not answer, in ``timeout``.
+        """
+        name, deadline = self.options.name, time.monotonic() + timeout
+        while True:
+            with self.store.lock(name, timeout=max(1.0, deadline - time.monotonic())):
+                step = self._step(plan, spec, say, start_time=max(1.0, deadline - time.monotonic()))
+            if step in (PoolStep.CREATE, PoolStep.USE):
+                break
+            if step is PoolStep.REPLACE:
+                delete_pool(self.backend, self.store, name, say)
+            elif time.monotonic() >= deadline:
+                raise RayClusterNotReadyError(
+                    f"pool {name!r}: its cluster was still being deleted or held by other runs after "
+                    f"{timeout:g} s", name=name,
+                )  # fmt: skip
+            else:
+                time.sleep(WAIT_INTERVAL_S)
+        return wait_until_ready(self.backend, plan, timeout=max(1.0, deadline - time.monotonic()),
+                                poll_interval=WAIT_INTERVAL_S, on_look=self.heartbeat)  # fmt: skip
+
+    def _step(
+        self, plan: ClusterPlan, spec: dict[str, str], say: Callable[[str], None], *, start_time: float
+    ) -> PoolStep:
+        """One decision under the lock, and what it does there (lease, create, mark for deletion). The
+        creator's lease covers the cluster's start (``start_time`` seconds at most: no heartbeat runs
+        while a local head starts), then is renewed as any other."""
+        name = self.options.name
+        raw, leases = self.store.read(name)
+        record = PoolRecord.from_dict(raw) if raw is not None else None
+        step = decide(record, spec=spec, leases=leases, now=time.time(), options=self.options)
+        if step is PoolStep.USE and record is not None and self.backend.check(plan).verdict == "failed":
+            say(f"Pool {name}'s cluster is gone or failed: starting it again")
+            step = PoolStep.REPLACE
+        if step is PoolStep.REPLACE and record is not None:
+            self.store.write(name, deleting(record))
+        elif step is PoolStep.USE and record is not None:
+            self.renew()
+            if record.idle_since is not None:
+                self.store.write(name, dataclasses.replace(record, idle_since=None).to_dict())
+            say(f"Leased pool {name}'s running Ray cluster ({len(live_holders(leases, time.time()))} "
+                "other live lease(s))")  # fmt: skip
+        elif step is PoolStep.CREATE:
+            self.store.write(name, PoolRecord(name, spec, idle_ttl=self.options.idle_ttl).to_dict())
+            self.store.renew(name, self.holder, time.time() + start_time + self.options.lease_ttl)
+            self.held = True
+            try:
+                self.backend.ensure(plan)
+            except BaseException:
+                self.store.release(name, self.holder)
+                self.held = False
+                self.backend.delete(plan, wait=True, timeout=300)
+                self.store.write(name, None)
+                raise
+            self.renew()
+            say(f"Started pool {name}'s Ray cluster")
+        return step
+
+    def release(self, say: Callable[[str], None]) -> None:
+        """End the lease; the last one starts the idle time (``idle_ttl`` 0: the cluster is deleted now),
+        then idle-expired pools of the backend are deleted."""
+        if not self.held:
+            return
+        name, delete_now = self.options.name, False
+        with self.store.lock(name, timeout=LOCK_TIMEOUT_S):
+            self.store.release(name, self.holder)
+            self.held = False
+            raw, leases = self.store.read(name)
+            if raw is not None and not live_holders(leases, time.time()):
+                record = PoolRecord.from_dict(raw)
+                delete_now = self.options.idle_ttl == 0 and not record.deleting
+                idle = dataclasses.replace(record, idle_since=time.time(), idle_ttl=self.options.idle_ttl)
+                self.store.write(name, deleting(idle) if delete_now else idle.to_dict())
+                if not delete_now:
+                    say(f"Released pool {name}: its cluster stays {self.options.idle_ttl:g} s unless leased")
+        if delete_now:
+            delete_pool(self.backend, self.store, name, say)
+        delete_idle_pools(self.backend, say, lock_timeout=1.0)  # a busy pool is left for the next look

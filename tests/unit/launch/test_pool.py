@@ -1,0 +1,66 @@
+"""A pool as a task names it (bad input names the field), and which pools the janitor deletes: read from a
+real local lease store with no cluster behind it (a pool whose cluster is gone is forgotten)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from airflow_ray_provider.clusters import LocalBackend, PoolOptions, PoolRecord
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch import delete_idle_pools, pool_names, pool_options
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_pool_is_given_as_options_or_their_fields() -> None:
+    assert pool_options(None) is None
+    assert pool_options({"name": "eval", "idle_ttl": 0}) == PoolOptions("eval", idle_ttl=0)
+    options = PoolOptions("eval", replace=True)
+    assert pool_options(options) is options
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ({"name": "eval", "idle": 5}, "pool has unknown key(s) ['idle']"),
+        ({"idle_ttl": 5}, "pool.name is required"),
+        ("eval", "pool must be a mapping with a name, got str"),
+        ({"name": "eval", "lease_ttl": 2}, "pool.lease_ttl must be at least 4 seconds"),
+        ({"name": "Eval"}, "pool: "),
+    ],
+)
+def test_a_bad_pool_names_its_field(value: Any, problem: str) -> None:
+    with pytest.raises(RayInvalidInputError) as caught:
+        pool_options(value)
+    assert problem in str(caught.value)
+
+
+def _pool(name: str, leases: dict[str, float], **record: Any) -> None:
+    store = LocalBackend().lease_store()
+    store.write(name, PoolRecord(name, idle_ttl=5, **record).to_dict())
+    for holder, expires in leases.items():
+        store.renew(name, holder, expires)
+
+
+def test_the_janitor_deletes_idle_expired_pools_only_never_one_with_a_live_lease(local_registry: Any) -> None:
+    now = time.time()
+    _pool("expired", {}, idle_since=now - 10)
+    _pool("held", {"run-a": now + 30}, idle_since=now - 10)  # a run leased it again
+    _pool("fresh", {}, idle_since=now - 2)  # idle for 2 s of its 5
+    _pool("all-dead", {"run-a": now - 20, "run-b": now - 8})  # both holders killed: idle since 8 s
+    _pool("dead-lately", {"run-a": now - 1})  # its holder's lease expired 1 s ago
+    _pool("deleting", {}, idle_since=now - 10, deleting=True, deleting_since=now - 60)  # another deleter's
+    _pool("abandoned", {}, idle_since=now - 999, deleting=True, deleting_since=now - 901)  # its deleter died
+    said: list[str] = []
+
+    deleted = ["abandoned", "all-dead", "expired"]
+    assert delete_idle_pools(LocalBackend(), said.append, dry_run=True) == deleted
+    assert said == [] and len(pool_names(LocalBackend())) == 7
+
+    assert delete_idle_pools(LocalBackend(), said.append) == deleted
+    assert said == [f"Forgot pool {name} (no cluster)" for name in deleted]
+    assert pool_names(LocalBackend()) == ["dead-lately", "deleting", "fresh", "held"]
+    assert LocalBackend().lease_store().read("expired") == (None, {})
