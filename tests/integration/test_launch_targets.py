@@ -7,12 +7,10 @@ and the test KubeRay controllers (RayCluster and RayJob); every cluster is annot
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,19 +41,6 @@ def _posts(kube: Any, since: int) -> list[str]:
     return [
         path for agent, method, path in kube.calls[since:] if method == "POST" and agent != CONTROLLER_AGENT
     ]
-
-
-@pytest.fixture
-def kube_context(kube_emulator: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The kubeconfig context ``emulator``, in a kubeconfig file. The ``kubernetes`` package reads
-    ``$KUBECONFIG`` once, when it is imported (a laptop sets it before Python starts), so the test points
-    that default at the file."""
-    from kubernetes.config import kube_config
-
-    path = tmp_path / "kubeconfig"
-    path.write_text(json.dumps(kube_emulator.kubeconfig()))
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(path))
-    return "emulator"
 
 
 def _names(objects: list[dict[str, Any]]) -> set[str]:
