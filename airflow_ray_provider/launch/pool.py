@@ -48,11 +48,27 @@ STALE_DELETION_S = 900.0
 WAIT_INTERVAL_S = 1.0
 
 
-def pool_options(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | None:
+def pool_options(
+    value: PoolOptions | dict[str, Any] | None, poll_interval: float | None = None
+) -> PoolOptions | None:
     """A pool as a task or a script names it (``{"name": ..., "idle_ttl": ...}``), checked.
 
+    :param poll_interval: the run's seconds between looks, at which it renews its lease: below the pool's
+        heartbeat, or the lease would lapse between looks.
     :raises RayInvalidInputError: naming the field.
     """
+    options = _parse_pool(value)
+    if options is not None and poll_interval is not None and poll_interval >= options.heartbeat:
+        raise RayInvalidInputError(
+            f"poll_interval ({poll_interval:g} s) must be below pool.lease_ttl / 4 "
+            f"({options.heartbeat:g} s): a run renews its lease at its looks; lower poll_interval or raise "
+            "pool.lease_ttl"
+        )
+    return options
+
+
+def _parse_pool(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | None:
+    """``value`` as ``PoolOptions`` (its fields checked)."""
     if value is None or isinstance(value, PoolOptions):
         return value
     if not isinstance(value, dict):

@@ -118,7 +118,7 @@ def run(
     name = name or f"run-{uuid.uuid4().hex[:8]}"  # a rerun with the same name re-attaches
     spec = job_spec(entrypoint, runtime_env=runtime_env, working_dir=working_dir, name=name)
     target = _with_deadline(target, timeout)
-    where = resolve(target, name, spec, pool_options(pool))  # every check; nothing started yet
+    where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     timeout = None if isinstance(target, KubeRayJob) else timeout  # KubeRay enforces a RayJob's deadline
     options: dict[str, Any] = {"cleanup": policy, "timeout": timeout, "poll_interval": poll_interval}

@@ -102,7 +102,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.ready_timeout = ready_timeout
         self.delete_timeout = delete_timeout
         self.expiry = expiry
-        self.cluster_pool = pool_options(cluster_pool)
+        self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
 
     def target(self, context: Context) -> RunTarget:
         """A cluster of the run's own: every check here, no API call (the run creates it)."""

@@ -64,3 +64,23 @@ def test_the_janitor_deletes_idle_expired_pools_only_never_one_with_a_live_lease
     assert said == [f"Forgot pool {name} (no cluster)" for name in deleted]
     assert pool_names(LocalBackend()) == ["dead-lately", "deleting", "fresh", "held"]
     assert LocalBackend().lease_store().read("expired") == (None, {})
+
+
+def test_a_poll_interval_not_below_the_pools_heartbeat_is_refused_before_any_work(
+    local_registry: Any,
+) -> None:
+    """A run renews its lease at its looks: looks further apart than ``lease_ttl / 4`` would let it lapse.
+    Refused in one line naming both fields, by ``launch.run`` and the one-task operator, before any head."""
+    from airflow_ray_provider.launch import LocalHead, run
+    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+
+    problem = r"^poll_interval \(2 s\) must be below pool\.lease_ttl / 4 \(2 s\): .*raise pool\.lease_ttl$"
+    pool = {"name": "eval", "lease_ttl": 8}
+    assert pool_options(pool, 1.5) == PoolOptions("eval", lease_ttl=8)
+    with pytest.raises(RayInvalidInputError, match=problem):
+        pool_options(PoolOptions("eval", lease_ttl=8), 2)
+    with pytest.raises(RayInvalidInputError, match=problem):
+        run("python job.py", target=LocalHead(), pool=pool, poll_interval=2)
+    with pytest.raises(RayInvalidInputError, match=problem):
+        EphemeralRayJobOperator(task_id="t", entrypoint="python job.py", cluster_pool=pool, poll_interval=2)
+    assert not local_registry.exists()  # no head, no pool folder
