@@ -160,11 +160,10 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     assert RayClusterJanitorOperator(task_id="janitor", cluster_conn_id=kuberay_conn).execute({}) == []
 
     calls = _provider_calls(kube_emulator, since)
-    verbs = {"POST": "create", "DELETE": "delete"}  # the provider never patches (the janitor lists pools)
+    verbs = {"POST": "create", "DELETE": "delete"}  # the provider never patches
     for _, method, path in calls:
         match = re.fullmatch(
-            rf"/(?:apis/(ray\.io|coordination\.k8s\.io)/v1|api/v1)/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?",
-            path,
+            rf"/(?:apis/(ray\.io)/v1|api/v1)/namespaces/{TEST_NAMESPACE}/(\w+)(/[^/]+)?", path
         )
         assert match, f"call outside the namespace or to an unexpected path: {method} {path}"
         group, resource, named = match.group(1) or "", match.group(2), match.group(3)
