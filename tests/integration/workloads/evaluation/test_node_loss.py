@@ -8,12 +8,14 @@ and the exact merge makes the result identical to the same evaluation computed w
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import shutil
 import tempfile
 import threading
 import time
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -98,6 +100,15 @@ def _nodes_with_scoring_actors() -> set[str]:
     }
 
 
+def _print_ray_errors(temp: str) -> None:
+    """The error lines of the cluster's Ray logs, shown with a failure (the temp dir goes right after)."""
+    for path in sorted(glob.glob(os.path.join(temp, "session_*", "logs", "*"))):
+        with contextlib.suppress(OSError), open(path, errors="replace") as lines:
+            errors = [line for line in lines if " E " in line[:40] or "Error" in line or "died" in line]
+        if errors:
+            print(f"--- {os.path.basename(path)}", *errors[-20:], sep="\n")
+
+
 def test_removing_a_worker_node_mid_run_gives_identical_metrics(
     eval_config: Callable[..., dict[str, Any]],
     eval_sample: dict[str, str],
@@ -144,8 +155,8 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
                 try:
                     cfg = _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "b"), 0.4)
                     result["doc"] = run_evaluation({**cfg, "write_predictions": True})
-                except BaseException as exc:  # surfaced below
-                    result["error"] = exc
+                except BaseException as exc:  # surfaced below, with its cause
+                    result["error"] = "".join(traceback.format_exception(exc))
 
             thread = threading.Thread(target=run)
             thread.start()
@@ -173,6 +184,9 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
             assert doc["metrics"] == expected["metrics"]
             assert doc["slices"]["rows"] == expected["slice_rows"]
             assert doc["deltas"] == expected["deltas"]
+        except AssertionError:
+            _print_ray_errors(temp)
+            raise
         finally:
             if thread is not None and thread.is_alive():
                 thread.join(timeout=150)  # a run still going would start Ray again under the shutdown
