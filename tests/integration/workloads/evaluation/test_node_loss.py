@@ -4,12 +4,18 @@ A real multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``): t
 two worker nodes do it; mid-run the worker hosting a scoring actor is removed (its raylet and workers
 are killed), like a reclaimed spot node. Reads are retried, actors restarted, lost blocks recomputed,
 and the exact merge makes the result identical to the same evaluation computed without Ray at all.
+
+The cluster and the run live in a fresh interpreter (``spawn``), as a Ray job's driver does: a pytest
+worker that ran other Ray sessions before this one is no place for it (in full suites the scoring actors of
+such a worker died before their first task with "all references to the actor were removed").
 """
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import json
+import multiprocessing
 import os
 import shutil
 import tempfile
@@ -109,30 +115,21 @@ def _print_ray_errors(temp: str) -> None:
             print(f"--- {os.path.basename(path)}", *errors[-20:], sep="\n")
 
 
-def test_removing_a_worker_node_mid_run_gives_identical_metrics(
-    eval_config: Callable[..., dict[str, Any]],
-    eval_sample: dict[str, str],
-    tmp_path: Any,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def _remove_a_node_mid_run(cfg: dict[str, Any], staging: str, report: str) -> None:
+    """In a fresh interpreter: a 3-node cluster, the run in a thread, the busy worker node removed mid-run.
+
+    Writes ``report`` (JSON): ``doc`` (the run's artifact) or ``error`` (its traceback), and what was seen
+    when the node went (``alive``, ``scored``).
+    """
     import ray
     from ray.cluster_utils import Cluster
 
-    data = make_eval_dataset(
-        str(tmp_path / "data"),
-        24_000,
-        zones=4,
-        features=6,
-        group_size=10,
-        seed=5,
-        rows_per_file=6000,
-        row_group_size=1000,
-    )
     temp = tempfile.mkdtemp(prefix="arpnl", dir="/tmp")
     # Cluster() records its head in Ray's default temp dir ($RAY_TMPDIR/ray/ray_current_cluster), where
-    # a bare ray.init() on this machine would find it: keep that file in this test's own folder.
-    monkeypatch.setenv("RAY_TMPDIR", temp)
+    # a bare ray.init() on this machine would find it: keep that file in this run's own folder.
+    os.environ["RAY_TMPDIR"] = temp
     os.makedirs(os.path.join(temp, "ray"))
+    out: dict[str, Any] = {}
     cluster = None
     thread: threading.Thread | None = None
     with quiet_private_ray():  # the workloads' environment for a local Ray: its own token, nothing in ~/.ray
@@ -149,44 +146,34 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
             cluster.add_node(num_cpus=2)
             cluster.add_node(num_cpus=2)
             ray.init(address=cluster.address, log_to_driver=False)
-            result: dict[str, Any] = {}
 
             def run() -> None:
                 try:
-                    cfg = _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "b"), 0.4)
-                    result["doc"] = run_evaluation({**cfg, "write_predictions": True})
-                except BaseException as exc:  # surfaced below, with its cause
-                    result["error"] = "".join(traceback.format_exception(exc))
+                    out["doc"] = run_evaluation(cfg)
+                except BaseException as exc:  # reported below, with its cause
+                    out["error"] = "".join(traceback.format_exception(exc))
 
             thread = threading.Thread(target=run)
             thread.start()
             # Worker start-up decides when the first block is scored: about 5 s on a quiet machine, over
-            # 90 s at load 20. The wait costs nothing once it is over; the assertion below is what counts.
+            # 90 s at load 20. The wait costs nothing once it is over; the test's assertions are what count.
             deadline = time.monotonic() + 240
             # (The driver scores blocks itself until an actor is ready: wait for the actors' blocks.)
             busy: set[str] = set()
             while time.monotonic() < deadline and thread.is_alive():
-                busy = _nodes_with_scoring_actors() if _scored_blocks(tmp_path / "b") else set()
+                busy = _nodes_with_scoring_actors() if _scored_blocks(staging) else set()
                 if busy:
                     break
                 time.sleep(0.1)
             # Blocks are being scored on the worker: now the "spot node" goes away.
-            assert thread.is_alive(), result.get("error") or "the run finished before the node was removed"
-            assert 0 < _scored_blocks(tmp_path / "b") < 24
-            spot = next(node for node in cluster.worker_nodes if node.node_id in busy)
-            cluster.remove_node(spot)
-            thread.join(timeout=150)
-            assert not thread.is_alive(), "the evaluation did not recover from the node loss"
-            assert "error" not in result, result.get("error")
-            doc = result["doc"]
-            expected = _without_ray(_config(eval_config, data, eval_sample["challenger_uri"], "unused", 0.0))
-            assert doc["data"]["rows"] == 24_000
-            assert doc["metrics"] == expected["metrics"]
-            assert doc["slices"]["rows"] == expected["slice_rows"]
-            assert doc["deltas"] == expected["deltas"]
-        except AssertionError:
-            _print_ray_errors(temp)
-            raise
+            out["alive"], out["scored"] = thread.is_alive(), _scored_blocks(staging)
+            spot = next((node for node in cluster.worker_nodes if node.node_id in busy), None)
+            if out["alive"] and spot is not None:
+                cluster.remove_node(spot)
+                thread.join(timeout=150)
+                out["recovered"] = not thread.is_alive()
+            if "error" in out or not out.get("recovered"):
+                _print_ray_errors(temp)
         finally:
             if thread is not None and thread.is_alive():
                 thread.join(timeout=150)  # a run still going would start Ray again under the shutdown
@@ -194,3 +181,45 @@ def test_removing_a_worker_node_mid_run_gives_identical_metrics(
             if cluster is not None:
                 cluster.shutdown()
             shutil.rmtree(temp, ignore_errors=True)
+            with open(report, "w") as file:
+                json.dump(out, file)
+
+
+def test_removing_a_worker_node_mid_run_gives_identical_metrics(
+    eval_config: Callable[..., dict[str, Any]],
+    eval_sample: dict[str, str],
+    tmp_path: Any,
+) -> None:
+    data = make_eval_dataset(
+        str(tmp_path / "data"),
+        24_000,
+        zones=4,
+        features=6,
+        group_size=10,
+        seed=5,
+        rows_per_file=6000,
+        row_group_size=1000,
+    )
+    cfg = _config(eval_config, data, eval_sample["challenger_uri"], str(tmp_path / "b"), 0.4)
+    report = tmp_path / "report.json"
+    process = multiprocessing.get_context("spawn").Process(
+        target=_remove_a_node_mid_run,
+        args=({**cfg, "write_predictions": True}, str(tmp_path / "b"), str(report)),
+    )
+    process.start()
+    process.join(timeout=600)
+    if process.is_alive():
+        process.kill()
+        process.join()
+    assert process.exitcode == 0 and report.exists(), f"the run's process ended with {process.exitcode}"
+    out = json.loads(report.read_text())
+    assert out["alive"], out.get("error") or "the run finished before the node was removed"
+    assert 0 < out["scored"] < 24
+    assert out.get("recovered"), "the evaluation did not recover from the node loss"
+    assert "error" not in out, out["error"]
+    doc = out["doc"]
+    expected = _without_ray(_config(eval_config, data, eval_sample["challenger_uri"], "unused", 0.0))
+    assert doc["data"]["rows"] == 24_000
+    assert doc["metrics"] == expected["metrics"]
+    assert doc["slices"]["rows"] == expected["slice_rows"]
+    assert doc["deltas"] == expected["deltas"]
