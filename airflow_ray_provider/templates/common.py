@@ -40,13 +40,13 @@ RUN_INFO = {
 
 
 #: How a template runs its Ray work (:attr:`ClusterSettings.mode`).
-Mode = Literal["ephemeral", "rayjob", "standing", "one_task"]
+Mode = Literal["ephemeral", "rayjob", "standing", "one_task", "pool"]
 MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    """Where and how the template's Ray jobs run; ``mode`` switches between the four ways.
+    """Where and how the template's Ray jobs run; ``mode`` switches between the five ways.
 
     * ``ephemeral`` (the default): a cluster per run (per application for zone training), created by a
       setup task and deleted by a teardown task; a **local** Ray head without ``conn_id``, a **KubeRay**
@@ -58,9 +58,14 @@ class ClusterSettings:
       ``attach_cluster`` task), or ``ray_conn_id`` (a ``ray`` connection, e.g. the Ray head of
       ``docker-compose.yaml``);
     * ``one_task``: every Ray job is one task that creates its cluster, runs the job and deletes the
-      cluster (``EphemeralRayJobOperator``; local without ``conn_id``, KubeRay with it).
+      cluster (``EphemeralRayJobOperator``; local without ``conn_id``, KubeRay with it);
+    * ``pool``: every Ray job is one task on the shared cluster named by ``pool`` (``EphemeralRayJobOperator``
+      with ``cluster_pool``): the first task that needs it creates it from ``spec``, the others (of this run,
+      later runs, other DAGs and laptop runs naming the pool) lease it, and it is deleted ``idle_ttl``
+      seconds after its last lease ends.
 
-    Without ``mode``: ``standing`` when ``ray_conn_id`` or ``cluster_name`` is set, else ``ephemeral``.
+    Without ``mode``: ``standing`` when ``ray_conn_id`` or ``cluster_name`` is set, ``pool`` when ``pool``
+    is, else ``ephemeral``.
 
     :param conn_id: ``kuberay`` connection (``None``: local backend).
     :param spec: cluster spec dict (image, head, worker groups, ...); the local backend sizes itself from it.
@@ -70,7 +75,7 @@ class ClusterSettings:
     :param create_kwargs: extra keyword arguments for :class:`CreateRayClusterOperator`.
     :param python: interpreter used in job entrypoints; default ``python`` on a cluster, and the
         interpreter running Airflow for the local backend (the local head shares its environment).
-    :param mode: ``ephemeral``, ``rayjob``, ``standing`` or ``one_task`` (see above).
+    :param mode: ``ephemeral``, ``rayjob``, ``standing``, ``one_task`` or ``pool`` (see above).
     :param cluster_name: the standing cluster to attach (``standing`` mode).
     :param job_kwargs: extra keyword arguments of every job operator of the mode (e.g. ``backoff_limit``
         or ``ttl_seconds_after_finished`` of a RayJob, ``ready_timeout`` of one task).
@@ -86,6 +91,7 @@ class ClusterSettings:
     mode: Mode | None = None
     cluster_name: str | None = None
     job_kwargs: dict[str, Any] = field(default_factory=dict)
+    pool: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.mode is not None and self.mode not in MODES:
@@ -108,13 +114,19 @@ class ClusterSettings:
                 "mode='rayjob' runs each job as a KubeRay RayJob: set conn_id to a kuberay connection (and "
                 "drop local_options); for a local run use mode='one_task' or 'ephemeral'"
             )
+        if mode == "pool" and not (self.pool or {}).get("name"):
+            raise ValueError("mode='pool' needs pool={'name': ...}: the name of the cluster its jobs share")
+        if mode != "pool" and self.pool:
+            raise ValueError(f"pool names a shared cluster, but mode={mode!r}: use mode='pool' or drop pool")
 
     @property
     def resolved_mode(self) -> Mode:
         """The mode in effect (``mode``, else derived from ``ray_conn_id`` / ``cluster_name``)."""
         if self.mode is not None:
             return self.mode
-        return "standing" if self.ray_conn_id or self.cluster_name else "ephemeral"
+        if self.ray_conn_id or self.cluster_name:
+            return "standing"
+        return "pool" if self.pool else "ephemeral"
 
     @property
     def ephemeral(self) -> bool:
@@ -183,7 +195,8 @@ def create_cluster_task(
 
 def setup_task(settings: ClusterSettings, *, spec: Any = None) -> BaseOperator | None:
     """The task the mode's jobs run after: create the cluster (``ephemeral``), attach it (``standing`` by
-    name), or none (``rayjob``, ``one_task`` and ``ray_conn_id``: each job brings or names its cluster)."""
+    name), or none (``rayjob``, ``one_task``, ``pool`` and ``ray_conn_id``: each job brings or names its
+    cluster)."""
     mode = settings.resolved_mode
     if mode == "ephemeral":
         return create_cluster_task(settings, spec=spec)
@@ -210,7 +223,7 @@ def job_operator_class(settings: ClusterSettings) -> type[BaseOperator]:
         from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 
         return KubeRayJobOperator
-    if mode == "one_task":
+    if mode in ("one_task", "pool"):
         from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 
         return EphemeralRayJobOperator
@@ -237,10 +250,11 @@ def ray_job_task(
 
     ``ephemeral`` / ``standing``: :class:`SubmitRayJobOperator` on the setup's cluster (or the ``ray``
     connection); ``rayjob``: :class:`KubeRayJobOperator` with ``spec`` (``job_timeout`` becomes
-    ``activeDeadlineSeconds``); ``one_task``: :class:`EphemeralRayJobOperator` with ``spec``.
+    ``activeDeadlineSeconds``); ``one_task``: :class:`EphemeralRayJobOperator` with ``spec``; ``pool``: the
+    same on the pool's cluster.
 
-    :param spec: this job's cluster spec (``rayjob``, ``one_task``; default ``settings.spec``); may be an
-        upstream XCom.
+    :param spec: this job's cluster spec (``rayjob``, ``one_task``, ``pool``; default ``settings.spec``);
+        may be an upstream XCom.
     :param operator_class: a subclass of the mode's operator to use instead (see :func:`job_operator_class`).
     """
     cls = operator_class or job_operator_class(settings)
@@ -256,10 +270,12 @@ def ray_job_task(
         kwargs.update(cluster_conn_id=settings.conn_id, spec=chosen)
         if job_timeout:
             kwargs["active_deadline_seconds"] = math.ceil(job_timeout)
-    elif mode == "one_task":
+    elif mode in ("one_task", "pool"):
         kwargs.update(
             cluster_conn_id=settings.conn_id, cluster_spec=chosen, local_options=settings.local_options
         )
+        if settings.pool:
+            kwargs["cluster_pool"] = settings.pool
         if job_timeout:
             kwargs["job_timeout"] = job_timeout
     else:

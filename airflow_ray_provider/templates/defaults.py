@@ -6,8 +6,10 @@
 ``AIRFLOW_RAY_CONN_ID``          run on this existing Ray cluster (a ``ray`` connection), no setup/teardown
 ``AIRFLOW_RAY_CLUSTER_CONN_ID``  create ephemeral KubeRay clusters through this ``kuberay`` connection
 ``AIRFLOW_RAY_MODE``             ``ephemeral`` (default), ``rayjob`` (KubeRay RayJobs; needs the
-                                 connection above), ``standing`` (with ``AIRFLOW_RAY_CLUSTER_NAME``) or
-                                 ``one_task`` (see :class:`~.common.ClusterSettings`)
+                                 connection above), ``standing`` (with ``AIRFLOW_RAY_CLUSTER_NAME``),
+                                 ``one_task`` or ``pool`` (see :class:`~.common.ClusterSettings`)
+``AIRFLOW_RAY_POOL``             the shared cluster of ``pool`` mode (setting it selects that mode)
+``AIRFLOW_RAY_POOL_IDLE_TTL``    seconds the pool's cluster stays after its last lease (default 600)
 ``AIRFLOW_RAY_CLUSTER_NAME``     the standing RayCluster (or local head) to run on, never deleted
 ``AIRFLOW_RAY_CLUSTER_SPEC``     the cluster spec as JSON (e.g. ``{"worker_groups": [...]}``) for the
                                  clusters the DAGs create
@@ -55,11 +57,13 @@ def cluster_settings() -> ClusterSettings:
     mode, conn_id = _env("AIRFLOW_RAY_MODE"), _env("AIRFLOW_RAY_CLUSTER_CONN_ID")
     name = _env("AIRFLOW_RAY_CLUSTER_NAME")
     cpus = int(_env("AIRFLOW_RAY_LOCAL_CPUS") or 4)
-    local = {"num_cpus": cpus} if not conn_id and mode in (None, "ephemeral", "one_task") else None
+    local = {"num_cpus": cpus} if not conn_id and mode in (None, "ephemeral", "one_task", "pool") else None
     spec = json.loads(_env("AIRFLOW_RAY_CLUSTER_SPEC") or "null")
+    pool_name = _env("AIRFLOW_RAY_POOL")
+    pool = {"name": pool_name, "idle_ttl": _seconds("AIRFLOW_RAY_POOL_IDLE_TTL", 600.0, zero=True)}
     return ClusterSettings(
         conn_id=conn_id, spec=spec, local_options=local, mode=mode,  # type: ignore[arg-type]
-        cluster_name=name, python=_env("AIRFLOW_RAY_PYTHON"),
+        cluster_name=name, python=_env("AIRFLOW_RAY_PYTHON"), pool=pool if pool_name else None,
     )  # fmt: skip
 
 
@@ -78,11 +82,20 @@ def poll_interval() -> float:
 
     :raises ValueError: when it is not a positive number (named, when the DAG file is parsed).
     """
-    raw = _env("AIRFLOW_RAY_POLL_INTERVAL")
+    return _seconds("AIRFLOW_RAY_POLL_INTERVAL", 2.0)
+
+
+def _seconds(name: str, default: float, *, zero: bool = False) -> float:
+    """The environment variable ``name`` as seconds (``default`` when unset), positive (or 0 with ``zero``).
+
+    :raises ValueError: naming the variable, when the DAG file is parsed.
+    """
+    raw = _env(name)
     try:
-        seconds = float(raw) if raw else 2.0
+        seconds = float(raw) if raw else default
     except ValueError:
         seconds = -1.0
-    if not seconds > 0:
-        raise ValueError(f"AIRFLOW_RAY_POLL_INTERVAL must be a positive number of seconds, got {raw!r}")
+    if not (seconds >= 0 if zero else seconds > 0):
+        kind = "0 or more" if zero else "a positive number of"
+        raise ValueError(f"{name} must be {kind} seconds, got {raw!r}")
     return seconds

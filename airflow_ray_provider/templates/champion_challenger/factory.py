@@ -14,7 +14,8 @@ decision promotes at most one (:mod:`.decision`).
 
 in the default ``ephemeral`` mode; ``ClusterSettings(mode=...)`` runs ``prepare`` and ``evaluate`` as
 KubeRay RayJobs (``rayjob``: no create/delete tasks, KubeRay cleans up), on a standing cluster
-(``standing``: an ``attach_cluster`` task, nothing deleted) or as one task each (``one_task``).
+(``standing``: an ``attach_cluster`` task, nothing deleted), as one task each (``one_task``) or as one task
+each on a shared pool cluster (``pool``: warm across runs, deleted once idle).
 
 Call :func:`build_champion_challenger_dag` from a DAG file; see ``dags/nightly_model_validation.py``.
 """
@@ -200,7 +201,8 @@ def build_champion_challenger_dag(
     :param deferrable: wait for the Ray job in the triggerer instead of a worker slot.
     :param poll_interval: seconds between Ray job status polls.
     :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments above); its
-        ``mode`` runs the Ray jobs as an ephemeral cluster, RayJobs, on a standing cluster or one task each.
+        ``mode`` runs the Ray jobs as an ephemeral cluster, RayJobs, on a standing cluster, one task each or
+        on a pool.
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments (``start_date``, ``default_args``, ...).
     :raises RayInvalidInputError: on a policy that names metrics the evaluation does not compute.
     """

@@ -10,8 +10,8 @@ By default every application gets its **own ephemeral cluster** (its own image, 
 resource sizing, as at Instacart); ``shared_cluster=True`` runs every application's job on one cluster
 created once for the run. ``ClusterSettings(mode=...)`` runs each Ray job (``prepare``, ``train``,
 ``retry_failed``) as a KubeRay RayJob (``rayjob``: no create/delete tasks), on a standing cluster
-(``standing``) or as one task with its own cluster (``one_task``). Call :func:`build_zone_training_dag`
-from a DAG file (``dags/zone_training.py``).
+(``standing``), as one task with its own cluster (``one_task``) or as one task on a shared pool cluster
+(``pool``). Call :func:`build_zone_training_dag` from a DAG file (``dags/zone_training.py``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def build_zone_training_dag(
     :param deferrable: wait for Ray jobs in the triggerer.
     :param poll_interval: seconds between Ray job status polls.
     :param cluster: full :class:`ClusterSettings` (overrides the three cluster arguments); its ``mode``
-        runs the jobs on ephemeral clusters, as RayJobs, on a standing cluster or one task each.
+        runs the jobs on ephemeral clusters, as RayJobs, on a standing cluster, one task each or on a pool.
     :param dag_kwargs: extra :class:`~airflow.sdk.DAG` arguments.
     :raises RayInvalidInputError: on empty or duplicate applications, bad names, bad fractions.
     """
@@ -79,10 +79,15 @@ def build_zone_training_dag(
     if not 0.0 <= max_failed_fraction_after_retry <= 1.0:
         raise RayInvalidInputError("max_failed_fraction_after_retry must be in [0, 1]")
     settings = cluster or ClusterSettings(conn_id=cluster_conn_id, spec=cluster_spec, ray_conn_id=ray_conn_id)
-    if shared_cluster and settings.resolved_mode in ("rayjob", "one_task"):
+    if shared_cluster and settings.resolved_mode in ("rayjob", "one_task", "pool"):
         raise RayInvalidInputError(
             f"shared_cluster=True creates one cluster for the run, but mode={settings.resolved_mode!r} gives "
-            "every job a cluster of its own: use mode='ephemeral' (or 'standing') to share one"
+            "every job a cluster of its own (or the pool's): use mode='ephemeral' or 'standing' to share one"
+        )
+    if settings.resolved_mode == "pool" and any(a.cluster_spec for a in apps):
+        raise RayInvalidInputError(
+            "mode='pool' runs every application on the pool's one cluster: move per-application cluster_spec "
+            "into the DAG's cluster_spec, or use a pool per spec (one DAG each)"
         )
     if shared_cluster and any(a.cluster_spec for a in apps):
         raise RayInvalidInputError(

@@ -106,12 +106,13 @@ class RetryFailedZonesRayJobOperator(_SkipWithoutEntrypoint, KubeRayJobOperator)
 
 
 class RetryFailedZonesOneTaskOperator(_SkipWithoutEntrypoint, EphemeralRayJobOperator):
-    """The retry job on a cluster of its own, in one task (``one_task`` mode)."""
+    """The retry job on a cluster of its own, or the pool's, in one task (``one_task`` and ``pool`` modes)."""
 
 
 RETRY_OPERATORS: dict[str, type[BaseOperator]] = {
     "ephemeral": RetryFailedZonesOperator, "standing": RetryFailedZonesOperator,
     "rayjob": RetryFailedZonesRayJobOperator, "one_task": RetryFailedZonesOneTaskOperator,
+    "pool": RetryFailedZonesOneTaskOperator,
 }  # fmt: skip
 
 

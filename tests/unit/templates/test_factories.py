@@ -291,3 +291,27 @@ def test_the_shipped_dags_poll_interval_comes_from_the_environment(monkeypatch: 
         monkeypatch.setenv("AIRFLOW_RAY_POLL_INTERVAL", bad)
         with pytest.raises(ValueError, match="AIRFLOW_RAY_POLL_INTERVAL must be a positive number"):
             defaults.poll_interval()
+
+
+def test_the_shipped_dags_run_on_a_pool_named_in_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``AIRFLOW_RAY_POOL`` selects ``pool`` mode (a local head); ``AIRFLOW_RAY_POOL_IDLE_TTL`` is checked."""
+    from airflow_ray_provider.templates import defaults
+
+    for name in (
+        "AIRFLOW_RAY_CONN_ID",
+        "AIRFLOW_RAY_MODE",
+        "AIRFLOW_RAY_CLUSTER_CONN_ID",
+        "AIRFLOW_RAY_CLUSTER_NAME",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AIRFLOW_RAY_POOL", "nightly")
+    monkeypatch.setenv("AIRFLOW_RAY_POOL_IDLE_TTL", "0")
+    settings = defaults.cluster_settings()
+    assert settings.resolved_mode == "pool" and settings.pool == {"name": "nightly", "idle_ttl": 0.0}
+    assert settings.local_options == {"num_cpus": 4}
+    monkeypatch.delenv("AIRFLOW_RAY_POOL_IDLE_TTL")
+    assert defaults.cluster_settings().pool == {"name": "nightly", "idle_ttl": 600.0}
+    for bad in ("-1", "later"):
+        monkeypatch.setenv("AIRFLOW_RAY_POOL_IDLE_TTL", bad)
+        with pytest.raises(ValueError, match="AIRFLOW_RAY_POOL_IDLE_TTL must be 0 or more seconds"):
+            defaults.cluster_settings()

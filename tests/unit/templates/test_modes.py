@@ -1,4 +1,5 @@
-"""One ``ClusterSettings.mode`` switches both templates between ephemeral, RayJob, standing and one task."""
+"""One ``ClusterSettings.mode`` switches both templates between ephemeral, RayJob, standing, one task and
+pool."""
 
 from __future__ import annotations
 
@@ -62,6 +63,17 @@ def test_champion_challenger_in_every_mode():
     ephemeral = _cc(ClusterSettings())
     assert {"create_cluster", "delete_cluster"} <= set(ephemeral.task_ids)
 
+    pooled = _cc(ClusterSettings(pool={"name": "nightly", "idle_ttl": 900}, spec=SPEC))
+    assert _kinds(pooled) == {"prepare": "EphemeralRayJobOperator", "evaluate": "EphemeralRayJobOperator"}
+    assert not {"create_cluster", "delete_cluster", "attach_cluster"} & set(pooled.task_ids)
+    for task_id in ("prepare", "evaluate"):  # both jobs lease the one pool, of the DAG's spec
+        task = pooled.get_task(task_id)
+        assert (task.cluster_pool.name, task.cluster_pool.idle_ttl, task.cluster_spec) == (
+            "nightly",
+            900,
+            SPEC,
+        )
+
 
 def test_zone_training_in_every_mode():
     rayjob = _zones(ClusterSettings(mode="rayjob", conn_id="kuberay_prod", spec=SPEC))
@@ -80,6 +92,23 @@ def test_zone_training_in_every_mode():
     with pytest.raises(RayInvalidInputError, match="shared_cluster=True creates one cluster"):
         _zones(ClusterSettings(mode="rayjob", conn_id="kuberay_prod"), shared_cluster=True)
 
+    pooled = _zones(ClusterSettings(mode="pool", pool={"name": "zones"}))
+    assert _kinds(pooled) == {"application.train": "EphemeralRayJobOperator",
+                              "application.retry_failed": "RetryFailedZonesOneTaskOperator"}  # fmt: skip
+    assert pooled.get_task("application.retry_failed").cluster_pool.name == "zones"
+    assert "application.create_cluster" not in pooled.task_ids
+    with pytest.raises(RayInvalidInputError, match="shared_cluster=True creates one cluster"):
+        _zones(ClusterSettings(pool={"name": "zones"}), shared_cluster=True)
+
+
+def test_zone_training_on_a_pool_refuses_per_application_specs_when_built():
+    apps = [ZoneApplication(name="eta", data_uri="s3://z/eta.parquet", label_column="y", cluster_spec=SPEC)]
+    with pytest.raises(RayInvalidInputError, match="mode='pool' runs every application on the pool's one"):
+        build_zone_training_dag(
+            dag_id="zone_pool", applications=apps, output_uri="s3://out",
+            cluster=ClusterSettings(pool={"name": "zones"}),
+        )  # fmt: skip
+
 
 @pytest.mark.parametrize(
     ("kwargs", "expected"),
@@ -91,6 +120,9 @@ def test_zone_training_in_every_mode():
         ({"mode": "one_task", "cluster_name": "x"}, "makes its own clusters"),
         ({"mode": "serverless"}, "mode must be one of"),
         ({"ray_conn_id": "ray", "cluster_name": "x"}, "ray_conn_id submits to an existing cluster"),
+        ({"mode": "pool"}, r"mode='pool' needs pool=\{'name': ...\}"),
+        ({"mode": "one_task", "pool": {"name": "p"}}, "use mode='pool' or drop pool"),
+        ({"pool": {"name": "p"}, "cluster_name": "x"}, "but mode='standing': use mode='pool'"),
     ],
 )
 def test_settings_a_mode_cannot_run_are_refused(kwargs, expected):
@@ -102,3 +134,4 @@ def test_the_mode_defaults_from_what_is_set():
     assert ClusterSettings().resolved_mode == "ephemeral"
     assert ClusterSettings(ray_conn_id="ray").resolved_mode == "standing"
     assert ClusterSettings(cluster_name="team-ray").resolved_mode == "standing"
+    assert ClusterSettings(pool={"name": "p"}).resolved_mode == "pool"
