@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -86,11 +87,7 @@ def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
 
     :raises RayInvalidInputError: naming the argument.
     """
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    uris = tuple(value)
+    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
     for uri in uris:
         problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
         if problem or not dataset_name(uri)[1]:
@@ -145,8 +142,6 @@ def check_lineage_namespaces(io: JobIO) -> None:
 def dataset_name(uri: str) -> tuple[str, str]:
     """OpenLineage's ``(namespace, name)`` of a URI: ``s3://bucket`` + ``key``, ``file`` + absolute path."""
     if "://" not in uri:
-        import os
-
         return "file", os.path.abspath(uri) if uri else ""
     parts = urlsplit(uri)
     if parts.scheme == "file":

@@ -260,6 +260,7 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     prices = parse_prices(request.prices)
+    top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
     record = {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
@@ -275,7 +276,7 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         "job_status": job.get("status"),
         "ended_by": request.ended_by,
         "times": window.times(),
-        "allocated_cpu_s_by_function": counted.top_functions(),
+        "allocated_cpu_s_by_function": {name: round(held, 3) for name, held in top},
         "schema": SCHEMA,
     }
     return {**record, "utilisation": utilisation(record)}
