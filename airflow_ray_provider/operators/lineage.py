@@ -48,22 +48,16 @@ class JobIO:
     artifact_uri: str | None = None
 
 
-def _arguments(entrypoint: str | Sequence[str]) -> list[str]:
-    if isinstance(entrypoint, str):
-        try:
-            return shlex.split(entrypoint)
-        except ValueError:
-            return []
-    return [str(a) for a in entrypoint]
-
-
 def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
 def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
     """What a workload entrypoint reads and writes (empty for any other entrypoint)."""
-    args = _arguments(entrypoint)
+    try:
+        args = shlex.split(entrypoint) if isinstance(entrypoint, str) else [str(a) for a in entrypoint]
+    except ValueError:  # unbalanced quotes: not a workload entrypoint
+        return JobIO()
     module, text = _after(args, "-m"), _after(args, "--config-json")
     if module not in (EVALUATE_MODULE, ZONE_MODULE) or text is None:
         return JobIO()
