@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 from collections.abc import Iterable, Sequence
@@ -47,22 +48,16 @@ class JobIO:
     artifact_uri: str | None = None
 
 
-def _arguments(entrypoint: str | Sequence[str]) -> list[str]:
-    if isinstance(entrypoint, str):
-        try:
-            return shlex.split(entrypoint)
-        except ValueError:
-            return []
-    return [str(a) for a in entrypoint]
-
-
 def _after(args: list[str], flag: str) -> str | None:
     return args[args.index(flag) + 1] if flag in args and args.index(flag) + 1 < len(args) else None
 
 
 def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
     """What a workload entrypoint reads and writes (empty for any other entrypoint)."""
-    args = _arguments(entrypoint)
+    try:
+        args = shlex.split(entrypoint) if isinstance(entrypoint, str) else [str(a) for a in entrypoint]
+    except ValueError:  # unbalanced quotes: not a workload entrypoint
+        return JobIO()
     module, text = _after(args, "-m"), _after(args, "--config-json")
     if module not in (EVALUATE_MODULE, ZONE_MODULE) or text is None:
         return JobIO()
@@ -86,11 +81,7 @@ def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
 
     :raises RayInvalidInputError: naming the argument.
     """
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        value = [value]
-    uris = tuple(value)
+    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
     for uri in uris:
         problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
         if problem or not dataset_name(uri)[1]:
@@ -145,8 +136,6 @@ def check_lineage_namespaces(io: JobIO) -> None:
 def dataset_name(uri: str) -> tuple[str, str]:
     """OpenLineage's ``(namespace, name)`` of a URI: ``s3://bucket`` + ``key``, ``file`` + absolute path."""
     if "://" not in uri:
-        import os
-
         return "file", os.path.abspath(uri) if uri else ""
     parts = urlsplit(uri)
     if parts.scheme == "file":

@@ -29,58 +29,6 @@ SUMMARY_FILE = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
 
 
-def read_artifact_json(
-    artifact_uri: str, file_name: str, *, kind: str, required: Sequence[str], require_success: bool = True
-) -> dict[str, Any]:
-    """Read ``<artifact_uri>/<file_name>`` after checking that the artifact is complete, then check its
-    ``schema_version``, ``kind`` and required top-level keys.
-
-    :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
-        another schema.
-    """
-    from airflow_ray_provider.workloads.common import artifacts
-    from airflow_ray_provider.workloads.common.errors import ArtifactError
-
-    uri = artifacts.join(artifact_uri, file_name)
-
-    def error(problem: str, message: str) -> MetricsArtifactError:
-        return MetricsArtifactError(message, uri=uri, problem=problem)
-
-    try:
-        present, complete = artifacts.exists(uri), artifacts.is_complete(artifact_uri)
-    except ArtifactError as exc:
-        raise error("missing", f"cannot open artifact {artifact_uri!r}: {exc}") from exc
-    if not present:
-        hint = "the job wrote its _SUCCESS marker but no" if complete else "nothing was written there: no"
-        raise error("missing", f"artifact {artifact_uri!r} is missing: {hint} {file_name}. Check that the "
-                    f"job's output_uri is {artifact_uri!r} and that the job succeeded (its log names the "
-                    "folder it wrote).")  # fmt: skip
-    if require_success and not complete:
-        raise error("partial", f"artifact {artifact_uri!r} is partial: {file_name} exists but the "
-                    f"{SUCCESS_MARKER} marker does not, so the job did not finish writing it (crashed or "
-                    "still running). Re-run the job.")  # fmt: skip
-    try:
-        document = artifacts.read_json(uri)
-    except ArtifactError as exc:
-        raise error("corrupt", f"corrupt artifact file {uri!r}: {exc}") from exc
-    if not isinstance(document, dict):
-        got = type(document).__name__
-        raise error("corrupt", f"corrupt artifact file {uri!r}: expected a JSON object, got {got}")
-    version = document.get("schema_version")
-    if version not in SUPPORTED_SCHEMA_VERSIONS:
-        raise error("schema", f"{uri!r} has schema_version {version!r}; this provider reads "
-                    f"{list(SUPPORTED_SCHEMA_VERSIONS)}. Upgrade airflow-ray-provider on the Airflow side or "
-                    "pin the workload to a matching version.")  # fmt: skip
-    if document.get("kind", kind) != kind:
-        raise error("schema", f"{uri!r} is a {document.get('kind')!r} artifact, expected {kind!r}: wrong "
-                    "artifact_uri?")  # fmt: skip
-    missing = [key for key in required if key not in document]
-    if missing:
-        raise error("corrupt", f"{uri!r} lacks required keys {missing} (schema_version {version}): the file "
-                    "is incomplete or was written by something else.")  # fmt: skip
-    return document
-
-
 def summarize_evaluation(
     document: dict[str, Any],
     *,
@@ -170,7 +118,7 @@ def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -
 
 
 class _CollectArtifactOperator(BaseOperator):
-    """Read one JSON file of a job's artifact folder, checked by :func:`read_artifact_json`.
+    """Read one JSON file of a job's artifact folder, checked (:meth:`read`).
 
     :param artifact_uri: folder the job wrote (templated): local path, ``file://``, ``s3://``, ``gs://``.
     :param require_success_marker: refuse an artifact without its ``_SUCCESS`` marker (a partial write).
@@ -188,11 +136,54 @@ class _CollectArtifactOperator(BaseOperator):
         self.require_success_marker = require_success_marker
 
     def read(self) -> tuple[str, dict[str, Any]]:
-        """The file's URI and its checked document."""
-        marker = self.require_success_marker
-        document = read_artifact_json(self.artifact_uri, self.file_name, kind=self.kind,
-                                      required=self.required, require_success=marker)  # fmt: skip
-        return f"{self.artifact_uri.rstrip('/')}/{self.file_name}", document
+        """The file's URI and its document, read once the artifact is complete, with its
+        ``schema_version``, ``kind`` and required top-level keys checked.
+
+        :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
+            another schema.
+        """
+        from airflow_ray_provider.workloads.common import artifacts
+        from airflow_ray_provider.workloads.common.errors import ArtifactError
+
+        folder, name = self.artifact_uri, self.file_name
+        uri = artifacts.join(folder, name)
+
+        def error(problem: str, message: str) -> MetricsArtifactError:
+            return MetricsArtifactError(message, uri=uri, problem=problem)
+
+        try:
+            present, complete = artifacts.exists(uri), artifacts.is_complete(folder)
+        except ArtifactError as exc:
+            raise error("missing", f"cannot open artifact {folder!r}: {exc}") from exc
+        if not present:
+            hint = "the job wrote its _SUCCESS marker but no" if complete else "nothing was written there: no"
+            raise error("missing", f"artifact {folder!r} is missing: {hint} {name}. Check that the job's "
+                        f"output_uri is {folder!r} and that the job succeeded (its log names the folder it "
+                        "wrote).")  # fmt: skip
+        if self.require_success_marker and not complete:
+            raise error("partial", f"artifact {folder!r} is partial: {name} exists but the {SUCCESS_MARKER} "
+                        "marker does not, so the job did not finish writing it (crashed or still running). "
+                        "Re-run the job.")  # fmt: skip
+        try:
+            document = artifacts.read_json(uri)
+        except ArtifactError as exc:
+            raise error("corrupt", f"corrupt artifact file {uri!r}: {exc}") from exc
+        if not isinstance(document, dict):
+            got = type(document).__name__
+            raise error("corrupt", f"corrupt artifact file {uri!r}: expected a JSON object, got {got}")
+        version = document.get("schema_version")
+        if version not in SUPPORTED_SCHEMA_VERSIONS:
+            raise error("schema", f"{uri!r} has schema_version {version!r}; this provider reads "
+                        f"{list(SUPPORTED_SCHEMA_VERSIONS)}. Upgrade airflow-ray-provider on the Airflow "
+                        "side or pin the workload to a matching version.")  # fmt: skip
+        if document.get("kind", self.kind) != self.kind:
+            raise error("schema", f"{uri!r} is a {document.get('kind')!r} artifact, expected {self.kind!r}: "
+                        "wrong artifact_uri?")  # fmt: skip
+        missing = [key for key in self.required if key not in document]
+        if missing:
+            raise error("corrupt", f"{uri!r} lacks required keys {missing} (schema_version {version}): the "
+                        "file is incomplete or was written by something else.")  # fmt: skip
+        return uri, document
 
 
 class CollectRayMetricsOperator(_CollectArtifactOperator):
@@ -279,10 +270,7 @@ class CollectZoneTrainingOperator(_CollectArtifactOperator):
             why = f"{uri!r} belongs to application {document['application']!r}, expected {self.application!r}"
             raise MetricsArtifactError(why, uri=uri, problem="schema")
         counts = count_manifest(document["manifest"])
-        if (counts.get("failed", 0), counts.get("succeeded", 0)) != (
-            document["failed"],
-            document["succeeded"],
-        ):
+        if any(counts.get(status, 0) != document[status] for status in ("failed", "succeeded")):
             why = (f"{uri!r} says {document['succeeded']} succeeded / {document['failed']} failed but its "
                    f"manifest {document['manifest']!r} counts {counts}: the artifact is inconsistent "
                    "(partial rewrite?)")  # fmt: skip

@@ -117,11 +117,6 @@ class Allocation:
             held = resources["CPU"] * max(0.0, seconds)
             self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
 
-    def top_functions(self, limit: int = 20) -> dict[str, float]:
-        """The ``limit`` functions that held the most CPU-seconds, largest first."""
-        ranked = sorted(self.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:limit]
-        return {name: round(held, 3) for name, held in ranked}
-
 
 def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """A task attempt's ended ``task:execute`` profiling spans (the function's own run)."""

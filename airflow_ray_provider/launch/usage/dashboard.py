@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
@@ -268,8 +269,8 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
         return rows
 
     calls: dict[str, tuple[str, Callable[[], Any]]] = {
-        "nodes": ("/api/v0/nodes", lambda: read_nodes(reader)),
-        "actors": ("/logical/actors", lambda: logical_actors(reader)),
+        "nodes": ("/api/v0/nodes", partial(read_nodes, reader)),
+        "actors": ("/logical/actors", partial(logical_actors, reader)),
     }
     if ray_job_id:
         calls["tasks"] = ("/api/v0/tasks", lambda: job_rows("/api/v0/tasks", "tasks_truncated"))
@@ -279,14 +280,10 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
         futures = {key: pool.submit(_read, missing, key, route, call) for key, (route, call) in calls.items()}
     got = {key: future.result() for key, future in futures.items()}
-    every = got["actors"]
-    tasks = got.get("tasks", [])
+    every, tasks = got["actors"], got.get("tasks", [])  # no Ray job id: no tasks
     own: list[dict[str, Any]] | None = None if ray_job_id else []
-
-    def reread() -> list[dict[str, Any]] | None:
-        return _read(missing, "actors_reread", "/logical/actors", lambda: logical_actors(reader))
-
     if every is not None and ray_job_id:
+        reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
     supervisor = find_supervisor(reader, submission_id, every or [], missing)
     return JobReads(job, got["nodes"], tasks, own, supervisor, missing)

@@ -185,36 +185,30 @@ def usage_line(data: Mapping[str, Any]) -> str:
 
 def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
     """A record's dict with ``phases.teardown_s``: from the job's end to ``gone_at`` (the cluster gone)."""
-    ended = (data.get("times") or {}).get("ended")
-    if not ended:
-        return data
-    phases = {**data.get("phases", {}), "teardown_s": round(max(0.0, gone_at - ended), 3)}
+    phases = {**data["phases"], "teardown_s": round(max(0.0, gone_at - data["times"]["ended"]), 3)}
     missing = {k: v for k, v in (data.get("not_available") or {}).items() if k != "teardown"}
     return {**data, "phases": phases, "not_available": missing}
 
 
-def _task_notes(reads: JobReads, counted: Allocation) -> dict[str, str]:
-    """What the record says about task attempts whose events Ray did not deliver."""
-    notes = {}
-    left = counted.unsettled if (reads.job or {}).get("end_time") else 0
-    if left:
-        notes["tasks_unsettled"] = (
-            f"{left} task attempt(s) had no end or no task:execute span (Ray did not deliver them): "
-            "counted from their start to their end, else to their worker's next task attempt, else to "
-            "the job's end"
-        )
-    if counted.timed_by_owner:
-        notes["tasks_timed_by_owner"] = (
-            f"{counted.timed_by_owner} ended task attempt(s) had neither a start event nor a task:execute "
-            "span (Ray lost their worker's events): counted from their owner's SUBMITTED_TO_WORKER to their "
-            "end, an upper bound"
-        )
-    if counted.startless:
-        notes["tasks_without_start"] = (
-            f"{counted.startless} ended task attempt(s) had neither a start event, a task:execute span nor "
-            "their owner's SUBMITTED_TO_WORKER (Ray lost them): not counted"
-        )
-    return notes
+#: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
+#: :class:`~.allocation.Allocation` counter that counts them.
+TASK_NOTES = {
+    "unsettled": (
+        "tasks_unsettled",
+        "task attempt(s) had no end or no task:execute span (Ray did not deliver them): counted from their "
+        "start to their end, else to their worker's next task attempt, else to the job's end",
+    ),
+    "timed_by_owner": (
+        "tasks_timed_by_owner",
+        "ended task attempt(s) had neither a start event nor a task:execute span (Ray lost their worker's "
+        "events): counted from their owner's SUBMITTED_TO_WORKER to their end, an upper bound",
+    ),
+    "startless": (
+        "tasks_without_start",
+        "ended task attempt(s) had neither a start event, a task:execute span nor their owner's "
+        "SUBMITTED_TO_WORKER (Ray lost them): not counted",
+    ),
+}
 
 
 def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
@@ -244,7 +238,11 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
             node_groups=groups,
             driver_group=groups.get(str(job.get("driver_node_id") or ""), HEAD_GROUP),
         )
-    missing.update(_task_notes(reads, counted))
+    if not job.get("end_time"):  # a job that has not ended has attempts still running
+        counted.unsettled = 0
+    for counter, (key, text) in TASK_NOTES.items():
+        if getattr(counted, counter):
+            missing[key] = f"{getattr(counted, counter)} {text}"
     if request.own_cluster and reads.nodes is not None:
         basis, reserved = "cluster", reserved_by_group(reads.nodes, window)
     else:
@@ -262,6 +260,7 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
     if request.teardown_note:
         missing["teardown"] = request.teardown_note
     prices = parse_prices(request.prices)
+    top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
     record = {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
@@ -277,7 +276,7 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         "job_status": job.get("status"),
         "ended_by": request.ended_by,
         "times": window.times(),
-        "allocated_cpu_s_by_function": counted.top_functions(),
+        "allocated_cpu_s_by_function": {name: round(held, 3) for name, held in top},
         "schema": SCHEMA,
     }
     return {**record, "utilisation": utilisation(record)}
