@@ -17,11 +17,13 @@ for its URL), and the UI reads them back by key: the job operators push the URL 
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
+from airflow_ray_provider.clusters import TaskIdentity
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref, validate_runtime_env
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
@@ -68,6 +70,21 @@ def positive(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def task_identity(context: Context) -> TaskIdentity:
+    """Who runs, read from the task context (the try number is not part of it)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return TaskIdentity(
+        ti.dag_id, context.get("run_id") or ti.run_id, ti.task_id, -1 if map_index is None else map_index
+    )
+
+
+def base_id(context: Context) -> str:
+    """The task instance's base submission id (a RayJob's job id, a pool lease's holder too)."""
+    identity = task_identity(context)
+    return base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
 
 
 def connection_prices(conn_id: str | None) -> Prices | None:
@@ -276,10 +293,7 @@ class RunOperator(BaseOperator):
     # ----------------------------------------------------------------- what subclasses say
     def job(self, context: Context) -> JobSpec:
         """The rendered job, checked (bad input fails here, before any cluster or job exists); no I/O."""
-        ti = context["ti"]
-        map_index = -1 if ti.map_index is None else ti.map_index
-        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": map_index,
-                "try_number": ti.try_number}  # fmt: skip
+        keys = {**dataclasses.asdict(task_identity(context)), "try_number": context["ti"].try_number}
         return JobSpec(
             entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
             metadata=build_metadata(self.metadata, task_instance=keys), **self.job_reservation(),
@@ -331,12 +345,8 @@ class RunOperator(BaseOperator):
         }
         if state:
             return JobRun.from_state(state, target, **callbacks)
-        ti = context["ti"]
-        base = base_submission_id(
-            ti.dag_id, ti.run_id, ti.task_id, -1 if ti.map_index is None else ti.map_index
-        )
         return JobRun(
-            target, job=job, base_id=base, cleanup=self.cleanup, timeout=self.job_timeout,
+            target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
             poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
             usage=self.usage(target),
             **callbacks,

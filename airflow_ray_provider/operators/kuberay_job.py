@@ -24,7 +24,6 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import (
     Cleanup,
     RayJobRequest,
@@ -34,8 +33,7 @@ from airflow_ray_provider.launch import (
     plan_rayjob,
 )
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
-from airflow_ray_provider.operators.base import RunOperator, connection_prices
-from airflow_ray_provider.operators.ray_cluster import task_identity
+from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -217,12 +215,8 @@ class KubeRayJobOperator(RunOperator):
         return {}
 
     def _request(self, context: Context, job: JobSpec) -> RayJobRequest:
-        ti = context["ti"]
-        job_id = base_submission_id(
-            ti.dag_id, ti.run_id, ti.task_id, -1 if ti.map_index is None else ti.map_index
-        )
         env, metadata = dict(job.runtime_env), dict(job.metadata)
-        options = self._options(job.entrypoint, runtime_env=env, metadata=metadata, job_id=job_id)
+        options = self._options(job.entrypoint, runtime_env=env, metadata=metadata, job_id=base_id(context))
         try:
             spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
         except ValueError as exc:
