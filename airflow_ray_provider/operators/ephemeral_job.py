@@ -17,7 +17,6 @@ lease (:mod:`airflow_ray_provider.launch.pool`).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -29,12 +28,12 @@ from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.launch import Cleanup, ClusterTarget, PoolLease, pool_options, pool_plan, spec_of
 from airflow_ray_provider.operators.base import base_id, task_identity
 from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
-from airflow_ray_provider.operators.ray_job import TEARDOWN_NOTES, SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget, UsageOptions
+    from airflow_ray_provider.launch import RunTarget
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -123,12 +122,3 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout, pool=lease,
                              spec=spec_of(request), delete_timeout=self.delete_timeout, ref=ref,
                              connect=connect)  # fmt: skip
-
-    def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The one-task record, or a pool's: a shared cluster, not the task's own."""
-        options = super().usage(target)
-        if options is None or self.cluster_pool is None:
-            return options
-        return dataclasses.replace(
-            options, mode="pool", own_cluster=False, teardown_note=TEARDOWN_NOTES["pool"]
-        )

@@ -89,13 +89,15 @@ class SubmitRayJobOperator(RunOperator):
         return job_api_target(self.cluster, self.ray_conn_id, retry_attempts=self.retry_attempts)
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``."""
+        """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``, a pool's
+        cluster is shared (``pool``), not the task's own."""
         handle, plan = getattr(target, "handle", None), getattr(target, "plan", None)
-        own = bool(handle and handle.owned) or target.owned
+        pooled = getattr(target, "pool", None) is not None
+        own = not pooled and (bool(handle and handle.owned) or target.owned)
         ref = target.ref()
         name = handle.name if handle else plan.name if plan else str(ref.get("ray_conn_id"))
-        mode = self.usage_mode or ("ephemeral" if own else "standing")
-        note = "one_task" if target.owned else "ephemeral" if own else "standing"
+        mode = "pool" if pooled else self.usage_mode or ("ephemeral" if own else "standing")
+        note = "pool" if pooled else "one_task" if target.owned else "ephemeral" if own else "standing"
         conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
         return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
                                   teardown_note=TEARDOWN_NOTES[note])  # fmt: skip
