@@ -177,12 +177,10 @@ class StagedPackage:
     :param root: the temporary folder (remove it with :meth:`remove` once the job is submitted: Ray's
         client has uploaded it by then).
     :param path: the package folder inside it.
-    :param payload_bytes: size of the pickled call.
     """
 
     root: Path
     path: Path
-    payload_bytes: int
 
     def remove(self) -> None:
         """Delete the temporary folder."""
@@ -212,7 +210,7 @@ def stage_package(
         "inline_limit": inline_limit,
     }
     (package / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
-    return StagedPackage(root=root, path=package, payload_bytes=len(payload))
+    return StagedPackage(root=root, path=package)
 
 
 def _alive(pid: int) -> bool:

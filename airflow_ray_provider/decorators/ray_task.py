@@ -324,20 +324,14 @@ def ray_task(
     :param multiple_outputs: push each key of a returned dict as its own XCom.
     """
     check_decorator_arguments(kwargs)
-    operator_class = OneTaskRayTaskOperator if is_one_task(kwargs) else RayTaskOperator
-    if python_callable is not None:
-        check_function(python_callable)
     factory = task_decorator_factory(
-        python_callable=python_callable,
         multiple_outputs=multiple_outputs,
-        decorated_operator_class=operator_class,
+        decorated_operator_class=OneTaskRayTaskOperator if is_one_task(kwargs) else RayTaskOperator,
         **kwargs,
     )
-    if python_callable is not None:
-        return factory
 
     def decorate(function: Callable[..., Any]) -> Any:
         check_function(function)
         return cast("Callable[[Callable[..., Any]], Any]", factory)(function)
 
-    return cast("TaskDecorator", decorate)
+    return cast("TaskDecorator", decorate if python_callable is None else decorate(python_callable))

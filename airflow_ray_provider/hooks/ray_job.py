@@ -23,6 +23,7 @@ again from the JSON reference a deferred run carries (:func:`target_from_ref`), 
 
 from __future__ import annotations
 
+import copy
 import json
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -189,11 +190,7 @@ class RayJobHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Connection form behaviour (also declared as ``ui-field-behaviour`` in provider info)."""
-        return {
-            "hidden_fields": list(UI_FIELD_BEHAVIOUR["hidden-fields"]),
-            "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
-            "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
-        }
+        return {key.replace("-", "_"): copy.deepcopy(value) for key, value in UI_FIELD_BEHAVIOUR.items()}
 
     @cached_property
     def connection(self) -> Connection:

@@ -17,14 +17,24 @@ for its URL), and the UI reads them back by key: the job operators push the URL 
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
+from airflow_ray_provider.clusters import TaskIdentity
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref, validate_runtime_env
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
-from airflow_ray_provider.jobs.submission import JobSpec, base_submission_id, build_entrypoint, build_metadata
+from airflow_ray_provider.jobs.submission import (
+    JobSpec,
+    base_submission_id,
+    build_entrypoint,
+    build_metadata,
+    check_entrypoint_reservation,
+    check_runtime_env,
+)
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, UsageOptions
 from airflow_ray_provider.launch.usage import Prices, check_prices_on_cluster, parse_prices
 from airflow_ray_provider.operators.lineage import (
@@ -48,6 +58,8 @@ JOB_URL_XCOM_KEY = "ray_job_url"
 #: process resumed a deferred task (whose first process pushed the URL).
 LINK_ATTRIBUTE = "_ray_job_url"
 RESUMED_ATTRIBUTE = "_resumed_from_trigger"
+#: The entrypoint's reservation, as the job carries it.
+RESERVATION = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
 def positive(value: float, name: str) -> float:
@@ -58,6 +70,21 @@ def positive(value: float, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def task_identity(context: Context) -> TaskIdentity:
+    """Who runs, read from the task context (the try number is not part of it)."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return TaskIdentity(
+        ti.dag_id, context.get("run_id") or ti.run_id, ti.task_id, -1 if map_index is None else map_index
+    )
+
+
+def base_id(context: Context) -> str:
+    """The task instance's base submission id (a RayJob's job id, a pool lease's holder too)."""
+    identity = task_identity(context)
+    return base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
 
 
 def connection_prices(conn_id: str | None) -> Prices | None:
@@ -92,13 +119,16 @@ def is_literal(value: Any) -> bool:
     return value is None or (isinstance(value, int | float | str) and not is_template(value))
 
 
-def rendered_number(value: Any, name: str, *, integer: bool = False) -> int | float | None:
+def rendered_number(value: Any, name: str, kind: str = "float") -> int | float | None:
     """``value`` as a number (``None`` stays ``None``); a rendered string such as ``"30"`` is parsed.
 
     :param name: the operator argument, for the error.
-    :param integer: require a whole number (returned as ``int``).
-    :raises RayInvalidInputError: naming ``name`` when the value is not a number.
+    :param kind: ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (a positive
+        number; a ``timedelta`` gives its seconds).
+    :raises RayInvalidInputError: naming ``name`` when the value is not such a number.
     """
+    if kind == "seconds" and isinstance(value, timedelta):
+        value = value.total_seconds()
     if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
         number = value
     elif isinstance(value, str):
@@ -112,8 +142,10 @@ def rendered_number(value: Any, name: str, *, integer: bool = False) -> int | fl
             ) from None
     else:
         raise RayInvalidInputError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    if number is None or not integer:
+    if number is None or kind == "float":
         return number
+    if kind == "seconds":
+        return positive(number, name)
     if float(number) != int(number):
         raise RayInvalidInputError(f"{name} must be a whole number, got {value!r}")
     return int(number)
@@ -180,9 +212,12 @@ class RunOperator(BaseOperator):
     operator_extra_links = (RayJobLink(),)
     #: ``cleanup`` when none is given.
     default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
-    #: Attributes that may be Jinja numbers: floats / whole numbers once rendered (naming a bad one).
-    templated_floats: ClassVar[tuple[str, ...]] = ("entrypoint_num_cpus", "entrypoint_num_gpus")
-    templated_integers: ClassVar[tuple[str, ...]] = ()
+    #: Attributes that may be Jinja numbers, each made a number of its kind once rendered (naming a bad
+    #: one; :func:`rendered_number`).
+    templated_numbers: ClassVar[dict[str, str]] = {
+        "entrypoint_num_cpus": "float",
+        "entrypoint_num_gpus": "float",
+    }
     #: Return once the job is submitted (``SubmitRayJobOperator(wait_for_completion=False)``).
     wait_for_completion: bool = True
     #: Seconds from the job's start before the run gives up on it (``None``: no limit).
@@ -233,18 +268,32 @@ class RunOperator(BaseOperator):
     def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
         """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
         super().render_template_fields(context, jinja_env)
-        for name in self.templated_floats:
-            setattr(self, name, rendered_number(getattr(self, name), name))
-        for name in self.templated_integers:
-            setattr(self, name, rendered_number(getattr(self, name), name, integer=True))
+        for name, kind in self.templated_numbers.items():
+            setattr(self, name, rendered_number(getattr(self, name), name, kind))
+
+    def literal(self, name: str) -> Any:
+        """The argument ``name`` as written in the DAG file, or ``None`` when it holds Jinja or an upstream
+        value (checked once rendered)."""
+        value = getattr(self, name)
+        return value if is_literal(value) else None
+
+    def check_literals(self) -> None:
+        """Check the job arguments written in the DAG file as they are: they fail when the DAG is parsed.
+
+        Jinja strings and upstream values (XComs) are checked once rendered, before anything is
+        submitted (:meth:`job`); a local ``working_dir`` then too: it must exist where the task runs.
+        """
+        if self.literal("entrypoint") is not None:
+            build_entrypoint(self.entrypoint)
+        if self.literal("runtime_env") is not None:
+            check_runtime_env(self.runtime_env, local_paths=False)
+        build_metadata(self.literal("metadata"))
+        check_entrypoint_reservation(*map(self.literal, RESERVATION))
 
     # ----------------------------------------------------------------- what subclasses say
     def job(self, context: Context) -> JobSpec:
         """The rendered job, checked (bad input fails here, before any cluster or job exists); no I/O."""
-        ti = context["ti"]
-        map_index = -1 if ti.map_index is None else ti.map_index
-        keys = {"dag_id": ti.dag_id, "run_id": ti.run_id, "task_id": ti.task_id, "map_index": map_index,
-                "try_number": ti.try_number}  # fmt: skip
+        keys = {**dataclasses.asdict(task_identity(context)), "try_number": context["ti"].try_number}
         return JobSpec(
             entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
             metadata=build_metadata(self.metadata, task_instance=keys), **self.job_reservation(),
@@ -252,8 +301,7 @@ class RunOperator(BaseOperator):
 
     def job_reservation(self) -> dict[str, Any]:
         """The entrypoint's reservation the job carries (checked with it)."""
-        names = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in RESERVATION}
 
     def target(self, context: Context) -> RunTarget:
         """Where the job goes (no I/O yet)."""
@@ -297,12 +345,8 @@ class RunOperator(BaseOperator):
         }
         if state:
             return JobRun.from_state(state, target, **callbacks)
-        ti = context["ti"]
-        base = base_submission_id(
-            ti.dag_id, ti.run_id, ti.task_id, -1 if ti.map_index is None else ti.map_index
-        )
         return JobRun(
-            target, job=job, base_id=base, cleanup=self.cleanup, timeout=self.job_timeout,
+            target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
             poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
             usage=self.usage(target),
             **callbacks,

@@ -17,7 +17,6 @@ lease (:mod:`airflow_ray_provider.launch.pool`).
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -26,15 +25,15 @@ from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, P
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import Cleanup, ClusterTarget, PoolLease, pool_options, pool_plan, spec_of
-from airflow_ray_provider.operators.ray_cluster import check_spec_when_parsed, task_identity
-from airflow_ray_provider.operators.ray_job import TEARDOWN_NOTES, SubmitRayJobOperator
+from airflow_ray_provider.operators.base import base_id, task_identity
+from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget, UsageOptions
+    from airflow_ray_provider.launch import RunTarget
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -87,11 +86,8 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             )
         if kwargs.get("wait_for_completion") is False:
             raise RayInvalidInputError("wait_for_completion=False would delete the cluster under the job")
-        if cluster_spec is not None and manifest is not None:
-            raise RayInvalidInputError("pass either cluster_spec or manifest, not both")
-        if ready_timeout <= 0 or delete_timeout <= 0:
-            raise RayInvalidInputError("ready_timeout and delete_timeout must be positive")
-        check_spec_when_parsed(cluster_spec, cluster_conn_id)
+        check_cluster_arguments(cluster_spec, manifest, cluster_conn_id, spec_name="cluster_spec",
+                                ready_timeout=ready_timeout, delete_timeout=delete_timeout)  # fmt: skip
         super().__init__(**kwargs)
         self.cluster_conn_id = cluster_conn_id
         self.cluster_spec = cluster_spec
@@ -111,16 +107,13 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
         )  # fmt: skip
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        lease, identity = None, task_identity(context)
+        lease = None
         try:
             if self.cluster_pool is not None:
-                holder = base_submission_id(
-                    identity.dag_id, identity.run_id, identity.task_id, identity.map_index
-                )
-                lease = PoolLease(backend, self.cluster_pool, holder)
+                lease = PoolLease(backend, self.cluster_pool, base_id(context))
                 plan = pool_plan(backend, request, self.cluster_pool)
             else:
-                plan = backend.plan(request, identity)
+                plan = backend.plan(request, task_identity(context))
         except BaseException:
             backend.close()
             raise
@@ -129,12 +122,3 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout, pool=lease,
                              spec=spec_of(request), delete_timeout=self.delete_timeout, ref=ref,
                              connect=connect)  # fmt: skip
-
-    def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The one-task record, or a pool's: a shared cluster, not the task's own."""
-        options = super().usage(target)
-        if options is None or self.cluster_pool is None:
-            return options
-        return dataclasses.replace(
-            options, mode="pool", own_cluster=False, teardown_note=TEARDOWN_NOTES["pool"]
-        )

@@ -24,7 +24,6 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import (
     Cleanup,
     RayJobRequest,
@@ -34,8 +33,7 @@ from airflow_ray_provider.launch import (
     plan_rayjob,
 )
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
-from airflow_ray_provider.operators.base import RunOperator, connection_prices, is_template
-from airflow_ray_provider.operators.ray_cluster import task_identity
+from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -43,9 +41,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch import RunTarget, UsageOptions
 
-_TEMPLATED_INTEGERS = (
-    "ttl_seconds_after_finished", "active_deadline_seconds", "backoff_limit", "pre_running_deadline_seconds",
-)  # fmt: skip
 #: The :class:`RayJobOptions` fields that are arguments of the operator as they are.
 _OPTIONS = tuple(
     f.name
@@ -54,8 +49,6 @@ _OPTIONS = tuple(
 )
 #: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
 TEARDOWN_WAIT_S = 30.0
-#: Numbers that may be Jinja (``"{{ params.cpus }}"``): numbers once rendered, checked with the options then.
-TEMPLATED_NUMBERS = (*RunOperator.templated_floats, *_TEMPLATED_INTEGERS)
 
 
 def _standing_name(cluster: Any) -> str | None:
@@ -131,9 +124,17 @@ class KubeRayJobOperator(RunOperator):
         it (KubeRay deletes its cluster and keeps the RayJob; the next try resumes it).
     """
 
+    #: Numbers that may be Jinja (``"{{ params.cpus }}"``), checked with the options once rendered.
+    templated_numbers: ClassVar[dict[str, str]] = {
+        **RunOperator.templated_numbers,
+        "ttl_seconds_after_finished": "int",
+        "active_deadline_seconds": "int",
+        "backoff_limit": "int",
+        "pre_running_deadline_seconds": "int",
+    }
     template_fields = (
         "entrypoint", "runtime_env", "metadata", "spec", "manifest", "cluster", "rayjob_name", "namespace",
-        "entrypoint_resources", "queue_name", "artifact_uri", *TEMPLATED_NUMBERS,
+        "entrypoint_resources", "queue_name", "artifact_uri", *templated_numbers,
     )  # fmt: skip
     template_fields_renderers = {
         "runtime_env": "json",
@@ -143,7 +144,6 @@ class KubeRayJobOperator(RunOperator):
     }
     ui_color = "#d6f0ff"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
-    templated_integers: ClassVar[tuple[str, ...]] = _TEMPLATED_INTEGERS
 
     def __init__(
         self,
@@ -197,11 +197,8 @@ class KubeRayJobOperator(RunOperator):
                 "RayCluster, by name or handle), not several"
             )
         standing = self.cluster is not None
-        literal = self._options("-", runtime_env={}, metadata={})  # a Jinja number is checked once rendered
-        as_none: dict[str, Any] = {
-            name: None for name in TEMPLATED_NUMBERS if is_template(getattr(self, name))
-        }
-        check_options(dataclasses.replace(literal, **as_none), standing=standing)
+        literal = {name: self.literal(name) for name in _OPTIONS}  # Jinja is checked once rendered
+        check_options(RayJobOptions("-", runtime_env={}, metadata={}, **literal), standing=standing)
         if self.suspend_on_kill and (standing or not self.shutdown_after_job_finishes):
             raise RayInvalidInputError(
                 "suspend_on_kill needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends "
@@ -218,12 +215,8 @@ class KubeRayJobOperator(RunOperator):
         return {}
 
     def _request(self, context: Context, job: JobSpec) -> RayJobRequest:
-        ti = context["ti"]
-        job_id = base_submission_id(
-            ti.dag_id, ti.run_id, ti.task_id, -1 if ti.map_index is None else ti.map_index
-        )
         env, metadata = dict(job.runtime_env), dict(job.metadata)
-        options = self._options(job.entrypoint, runtime_env=env, metadata=metadata, job_id=job_id)
+        options = self._options(job.entrypoint, runtime_env=env, metadata=metadata, job_id=base_id(context))
         try:
             spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
         except ValueError as exc:

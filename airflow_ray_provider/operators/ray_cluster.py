@@ -24,7 +24,6 @@ from airflow_ray_provider.clusters import (
     LocalClusterOptions,
     RayClusterHandle,
     RayClusterSpec,
-    TaskIdentity,
     check_spec,
     event_for,
     validate_event,
@@ -32,7 +31,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
 from airflow_ray_provider.launch import delete_idle_pools, pool_names, ready_handle, wait_until_ready
-from airflow_ray_provider.operators.base import is_literal
+from airflow_ray_provider.operators.base import is_literal, task_identity
 
 if TYPE_CHECKING:
     import jinja2
@@ -45,17 +44,16 @@ if TYPE_CHECKING:
 DEFAULT_EXPIRY = timedelta(hours=24)
 
 
-def task_identity(context: Context) -> TaskIdentity:
-    """Who asks for the cluster, read from the task context (the try number is not part of it)."""
-    ti = context["ti"]
-    map_index = getattr(ti, "map_index", -1)
-    return TaskIdentity(
-        ti.dag_id, context.get("run_id") or ti.run_id, ti.task_id, -1 if map_index is None else map_index
-    )
-
-
-def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster_conn_id: str | None) -> None:
-    """Check a cluster spec when the DAG is parsed, unless it holds Jinja (then it is checked at run time).
+def check_cluster_arguments(
+    spec: RayClusterSpec | dict[str, Any] | None,
+    manifest: Any,
+    cluster_conn_id: str | None,
+    *,
+    spec_name: str = "spec",
+    **seconds: float,
+) -> None:
+    """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``,
+    and the spec itself unless it holds Jinja (then it is checked at run time).
 
     Every rule that does not depend on the connection applies: unknown or malformed fields, and KubeRay's
     controller rules (on both backends). The auth rules assume the local backend's token auth when there
@@ -63,6 +61,10 @@ def check_spec_when_parsed(spec: RayClusterSpec | dict[str, Any] | None, cluster
 
     :raises RayInvalidInputError: naming the bad field.
     """
+    if spec is not None and manifest is not None:
+        raise RayInvalidInputError(f"pass either {spec_name} or manifest, not both")
+    if any(value <= 0 for value in seconds.values()):
+        raise RayInvalidInputError(f"{' and '.join(seconds)} must be positive")
     if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
         return  # nothing, an upstream XCom or a template: checked once it is rendered
     check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
@@ -128,11 +130,8 @@ class CreateRayClusterOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if spec is not None and manifest is not None:
-            raise RayInvalidInputError("pass either spec or manifest, not both")
-        check_spec_when_parsed(spec, cluster_conn_id)  # a spec without Jinja fails when the DAG is parsed
-        if ready_timeout <= 0 or poll_interval <= 0:
-            raise RayInvalidInputError("ready_timeout and poll_interval must be positive")
+        check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
+                                poll_interval=poll_interval)  # fmt: skip
         self.cluster_conn_id = cluster_conn_id
         # Kept as plain data: templates render it and the DAG serializer stores it.
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec

@@ -12,30 +12,12 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
-from airflow_ray_provider.jobs.submission import (
-    build_entrypoint,
-    build_metadata,
-    check_entrypoint_reservation,
-    check_runtime_env,
-)
-from airflow_ray_provider.operators.base import (
-    RunOperator,
-    is_literal,
-    is_template,
-    positive,
-    rendered_number,
-)
+from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_ray_provider.launch import RunTarget, UsageOptions
-
-
-def _seconds(value: float | timedelta | None, name: str) -> float | None:
-    if value is None:
-        return None
-    return positive(value.total_seconds() if isinstance(value, timedelta) else value, name)
 
 
 #: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
@@ -72,7 +54,11 @@ class SubmitRayJobOperator(RunOperator):
     ui_color = "#d6e9ff"
     #: The usage record's ``mode``; ``None``: ``ephemeral`` on a cluster a DAG task made, else ``standing``.
     usage_mode: ClassVar[str | None] = None
-    templated_integers: ClassVar[tuple[str, ...]] = ("entrypoint_memory",)
+    templated_numbers: ClassVar[dict[str, str]] = {
+        **RunOperator.templated_numbers,
+        "entrypoint_memory": "int",
+        "job_timeout": "seconds",
+    }
 
     def __init__(
         self,
@@ -92,49 +78,26 @@ class SubmitRayJobOperator(RunOperator):
         self.entrypoint_memory = entrypoint_memory
         self.wait_for_completion = wait_for_completion
         # a Jinja string stays one until rendered; render_template_fields makes it seconds
-        self.job_timeout = (
-            cast("float", job_timeout) if is_template(job_timeout) else _seconds(job_timeout, "job_timeout")
-        )
+        if not is_template(job_timeout):
+            job_timeout = rendered_number(job_timeout, "job_timeout", "seconds")
+        self.job_timeout = cast("float | None", job_timeout)
         self.retry_attempts = retry_attempts
-        self._check_literals()
-
-    def _check_literals(self) -> None:
-        """Check the job arguments written in the DAG file as they are: they fail when the DAG is parsed.
-
-        Jinja strings and upstream values (XComs) are checked once rendered, before anything is
-        submitted (:meth:`job`); a local ``working_dir`` then too: it must exist where the task runs.
-        """
-
-        def literal(value: Any) -> Any:
-            return value if is_literal(value) else None
-
-        if literal(self.entrypoint) is not None:
-            build_entrypoint(self.entrypoint)
-        if literal(self.runtime_env) is not None:
-            check_runtime_env(self.runtime_env, local_paths=False)
-        build_metadata(literal(self.metadata))
-        check_entrypoint_reservation(
-            literal(self.entrypoint_num_cpus), literal(self.entrypoint_num_gpus),
-            literal(self.entrypoint_memory), literal(self.entrypoint_resources),
-        )  # fmt: skip
-
-    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
-        """Render the templated fields, then make the templated numbers numbers (naming a bad one)."""
-        super().render_template_fields(context, jinja_env)
-        self.job_timeout = _seconds(rendered_number(self.job_timeout, "job_timeout"), "job_timeout")
+        self.check_literals()
 
     def target(self, context: Context) -> RunTarget:
         """The cluster handle's Job API, or the ``ray`` connection's."""
         return job_api_target(self.cluster, self.ray_conn_id, retry_attempts=self.retry_attempts)
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``."""
+        """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``, a pool's
+        cluster is shared (``pool``), not the task's own."""
         handle, plan = getattr(target, "handle", None), getattr(target, "plan", None)
-        own = bool(handle and handle.owned) or target.owned
+        pooled = getattr(target, "pool", None) is not None
+        own = not pooled and (bool(handle and handle.owned) or target.owned)
         ref = target.ref()
         name = handle.name if handle else plan.name if plan else str(ref.get("ray_conn_id"))
-        mode = self.usage_mode or ("ephemeral" if own else "standing")
-        note = "one_task" if target.owned else "ephemeral" if own else "standing"
+        mode = "pool" if pooled else self.usage_mode or ("ephemeral" if own else "standing")
+        note = "pool" if pooled else "one_task" if target.owned else "ephemeral" if own else "standing"
         conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
         return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
                                   teardown_note=TEARDOWN_NOTES[note])  # fmt: skip
