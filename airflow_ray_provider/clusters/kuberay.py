@@ -2,8 +2,7 @@
 
 Ready means the head pod is ready (:func:`airflow_ray_provider.kuberay.status.readiness`) AND its
 dashboard answers with the token. Every call goes through the typed client of
-:mod:`airflow_ray_provider.kuberay.client`, within the namespaced Role of
-:mod:`airflow_ray_provider.kuberay.rbac`.
+:mod:`airflow_ray_provider.kuberay.client`, within its namespaced Role (``role_manifest``).
 """
 
 from __future__ import annotations
@@ -277,9 +276,9 @@ class KubeRayBackend(ClusterBackend):
         except KubeRayNotFoundError:
             message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
-        verdict = readiness(status)
-        if verdict.verdict != "ready":
-            return self._not_ready(status, namespace, verdict.verdict, verdict.message)
+        verdict, message = readiness(status)
+        if verdict != "ready":
+            return self._not_ready(status, namespace, verdict, message)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:

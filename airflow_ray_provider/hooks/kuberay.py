@@ -116,10 +116,7 @@ class KubeRayHook(BaseHook):
         extras, context = self.extras, self.extras.get("context") or None
         if _as_bool(extras.get("in_cluster")):
             configuration = client.Configuration()
-            config.incluster_config.InClusterConfigLoader(
-                token_filename=config.incluster_config.SERVICE_TOKEN_FILENAME,
-                cert_filename=config.incluster_config.SERVICE_CERT_FILENAME,
-            ).load_and_set(configuration)
+            config.load_incluster_config(client_configuration=configuration)  # its token refreshed
             return client.ApiClient(configuration)
         if extras.get("kube_config"):
             return config.new_client_from_config_dict(

@@ -296,17 +296,6 @@ class RayJobClient(_CustomObjects):
 
     KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
 
-    def create_owned_secret(
-        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
-    ) -> None:
-        """Create an Opaque Secret owned by a RayJob (with its labels): Kubernetes deletes it with the RayJob.
-
-        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
-        """
-        owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": self.KIND, **owner}
-        labels = dict((owner.get("metadata") or {}).get("labels") or {})
-        self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)
-
 
 class KubeRayClient(_CustomObjects):
     """RayClusters (create / get / find / delete / list / wait until gone; deleting one is foreground: its
@@ -391,7 +380,7 @@ class KubeRayClient(_CustomObjects):
     ) -> None:
         """Create an Opaque Secret; one an earlier try created is kept.
 
-        :param owner: a ``ray.io`` object as the API returned it: Kubernetes deletes the Secret with it.
+        :param owner: an object as the API returned it (a RayJob): Kubernetes deletes the Secret with it.
         """
         ns = namespace or self.namespace
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}

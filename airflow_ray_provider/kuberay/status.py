@@ -113,31 +113,20 @@ class ClusterStatus:
         return "; ".join(parts)
 
 
-@dataclass(frozen=True)
-class Readiness:
-    """Verdict of one look at a cluster's status: ``ready``, ``failed`` (terminal) or ``waiting``.
-
-    The values are those of :data:`airflow_ray_provider.clusters.readiness.Verdict` (this layer cannot
-    import it).
-    """
-
-    verdict: Literal["ready", "waiting", "failed"]
-    message: str
-
-
-def readiness(status: ClusterStatus) -> Readiness:
-    """Decide from one status whether the head is ready, failed for good, or still coming up.
+def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
+    """Decide from one status whether the head is ready, failed for good, or still coming up: the verdict
+    (a :data:`airflow_ray_provider.clusters.readiness.Verdict`, which this layer cannot import) and why.
 
     ``ReplicaFailure=True`` is not terminal (KubeRay retries pod creation, e.g. after a quota frees up);
     only ``state=failed`` is. The caller's timeout bounds the wait either way.
     """
     if status.deleting:
-        return Readiness("failed", f"RayCluster {status.name} is being deleted")
+        return "failed", f"RayCluster {status.name} is being deleted"
     if status.state == STATE_FAILED:
-        return Readiness("failed", f"RayCluster {status.name} failed: {status.summary()}")
+        return "failed", f"RayCluster {status.name} failed: {status.summary()}"
     if status.head_ready:
-        return Readiness("ready", f"head of RayCluster {status.name} is ready")
-    return Readiness("waiting", status.summary())
+        return "ready", f"head of RayCluster {status.name} is ready"
+    return "waiting", status.summary()
 
 
 def dashboard_url(status: ClusterStatus, template: str | None = None) -> str:

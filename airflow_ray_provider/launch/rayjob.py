@@ -291,9 +291,10 @@ class RayJobTarget(RunTarget):
             self._check_ours(created)
             return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
-            rayjobs.create_owned_secret(
-                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, owner=created, namespace=ns
-            )
+            self.backend.client.create_secret(
+                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, namespace=ns, owner=created,
+                labels=dict(created["metadata"].get("labels") or {}),
+            )  # fmt: skip
         log.info("Created %s", plan.where)
         return self._submitted(choice, action, RayJobStatus.from_object(created))
 
@@ -335,7 +336,7 @@ class RayJobTarget(RunTarget):
         if found is None:
             return RayJobLook(status, cluster_gone=status.is_final)
         cluster = ClusterStatus.from_object(found)
-        if readiness(cluster).verdict != "ready":
+        if readiness(cluster)[0] != "ready":
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
         handle = kuberay_handle(
