@@ -234,7 +234,6 @@ class RayJobStatus:
     :param job_id: ``status.jobId``: the Ray submission id.
     :param cluster_name: ``status.rayClusterName``.
     :param start_time: ``status.startTime``.
-    :param end_time: ``status.endTime``.
     :param failed: ``status.failed``: failed attempts so far.
     :param suspend: ``spec.suspend``.
     :param deleting: the object has a ``deletionTimestamp``.
@@ -249,7 +248,6 @@ class RayJobStatus:
     job_id: str = ""
     cluster_name: str = ""
     start_time: str = ""
-    end_time: str = ""
     failed: int = 0
     suspend: bool = False
     deleting: bool = False
@@ -268,7 +266,6 @@ class RayJobStatus:
             job_id=status.get("jobId") or spec.get("jobId") or "",
             cluster_name=status.get("rayClusterName") or "",
             start_time=status.get("startTime") or "",
-            end_time=status.get("endTime") or "",
             failed=int(status.get("failed") or 0),
             suspend=bool(spec.get("suspend")),
             deleting=bool(meta.get("deletionTimestamp")),

@@ -116,23 +116,21 @@ class RayJobLook:
 
     :param status: its typed status.
     :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
-    :param cluster_gone: the RayJob names a cluster that no longer exists (KubeRay deleted it).
     """
 
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
-    cluster_gone: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The look as JSON."""
         cluster = self.cluster.to_dict() if self.cluster is not None else None
-        return {"status": self.status.to_dict(), "cluster": cluster, "gone": self.cluster_gone}
+        return {"status": self.status.to_dict(), "cluster": cluster}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
         """The look of :meth:`to_dict`."""
         cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        return cls(RayJobStatus.from_dict(data["status"]), cluster, bool(data.get("gone")))
+        return cls(RayJobStatus.from_dict(data["status"]), cluster)
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
@@ -333,10 +331,7 @@ class RayJobTarget(RunTarget):
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
         found = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
-        if found is None:
-            return RayJobLook(status, cluster_gone=status.is_final)
-        cluster = ClusterStatus.from_object(found)
-        if readiness(cluster)[0] != "ready":
+        if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
         handle = kuberay_handle(
@@ -348,7 +343,7 @@ class RayJobTarget(RunTarget):
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
             return Observation(time.time())
-        kept = RayJobLook(look.status, look.cluster or self.cluster, look.cluster_gone)
+        kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
     def _refresh(self) -> RayJobLook | None:
