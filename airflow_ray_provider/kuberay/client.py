@@ -182,14 +182,6 @@ def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_
     }
 
 
-def allowed(rules: list[dict[str, Any]], *, group: str, resource: str, verb: str) -> bool:
-    """Whether ``rules`` grant ``verb`` on ``group``/``resource``."""
-    return any(
-        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
-        for rule in rules
-    )
-
-
 def is_transient(exc: BaseException) -> bool:
     """Whether a Kubernetes call failed in a way worth retrying (no answer, 408, 429, 5xx)."""
     from kubernetes.client.exceptions import ApiException

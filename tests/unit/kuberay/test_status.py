@@ -12,7 +12,6 @@ from airflow_ray_provider.kuberay import (
     LABEL_CREATED_BY,
     LABEL_RUN_HASH,
     ClusterStatus,
-    allowed,
     dashboard_url,
     is_expired,
     matches,
@@ -22,6 +21,7 @@ from airflow_ray_provider.kuberay import (
     role_manifest,
 )
 from airflow_ray_provider.kuberay.client import SECRET_MODE_RULES
+from tests.fixtures.kuberay import allowed
 
 
 def _obj(status: dict | None = None, **meta: object) -> dict:
