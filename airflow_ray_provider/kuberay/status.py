@@ -236,7 +236,6 @@ class RayJobStatus:
     :param start_time: ``status.startTime``.
     :param failed: ``status.failed``: failed attempts so far.
     :param suspend: ``spec.suspend``.
-    :param deleting: the object has a ``deletionTimestamp``.
     """
 
     name: str
@@ -250,7 +249,6 @@ class RayJobStatus:
     start_time: str = ""
     failed: int = 0
     suspend: bool = False
-    deleting: bool = False
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> RayJobStatus:
@@ -268,7 +266,6 @@ class RayJobStatus:
             start_time=status.get("startTime") or "",
             failed=int(status.get("failed") or 0),
             suspend=bool(spec.get("suspend")),
-            deleting=bool(meta.get("deletionTimestamp")),
         )
 
     @property

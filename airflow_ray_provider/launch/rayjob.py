@@ -262,10 +262,10 @@ class RayJobTarget(RunTarget):
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
         if existing is not None:
-            self._check_ours(existing)
+            self._check_ours(existing)  # refuses one being deleted too
             status = RayJobStatus.from_object(existing)
             annotations = (existing.get("metadata") or {}).get("annotations") or {}
-            if not status.deleting and not (status.is_final and not status.is_success):
+            if not status.is_final or status.is_success:
                 choice, action = Choice.ATTACH, "attached"
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
                     resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
@@ -275,11 +275,8 @@ class RayJobTarget(RunTarget):
                 else:
                     log.info("Re-attaching to %s of an earlier try (%s)", plan.where, status.summary())
                 return self._submitted(choice, action, RayJobStatus.from_object(existing))
-            if not status.deleting:
-                log.info(
-                    "%s of an earlier try ended badly (%s); running it again", plan.where, status.summary()
-                )
-                rayjobs.delete(plan.name, namespace=ns)
+            log.info("%s of an earlier try ended badly (%s); running it again", plan.where, status.summary())
+            rayjobs.delete(plan.name, namespace=ns)
             rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
             action = "recreated"
         try:
