@@ -262,7 +262,7 @@ class RayJobTarget(RunTarget):
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
         if existing is not None:
-            self._check_ours(existing)  # refuses one being deleted too
+            check_ours(existing, plan.labels)  # refuses one being deleted too
             status = RayJobStatus.from_object(existing)
             annotations = (existing.get("metadata") or {}).get("annotations") or {}
             if not status.is_final or status.is_success:
@@ -283,7 +283,7 @@ class RayJobTarget(RunTarget):
             created = rayjobs.create(plan.body, namespace=ns)
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
             created = rayjobs.get(plan.name, namespace=ns)
-            self._check_ours(created)
+            check_ours(created, plan.labels)
             return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
             self.backend.client.create_secret(
@@ -299,10 +299,6 @@ class RayJobTarget(RunTarget):
             choice = Choice.DONE
         self.final = status.is_final
         return choice, self.plan.name, RayJobLook(status)
-
-    def _check_ours(self, obj: dict[str, Any]) -> None:
-        plan = self.plan
-        check_ours(obj, plan.where, plan.labels, "rayjob_name", name=plan.name, namespace=plan.namespace)
 
     def _take(self, look: RayJobLook) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
