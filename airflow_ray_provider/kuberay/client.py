@@ -161,14 +161,7 @@ class KubeRayConflictError(KubeRayApiError):
 
 
 class KubeRayTimeoutError(KubeRayError):
-    """A wait ran out of time; carries the last conditions seen.
-
-    :param conditions: the RayCluster's last ``status.conditions``.
-    """
-
-    def __init__(self, message: str, *, conditions: list[dict] | None = None) -> None:
-        super().__init__(message)
-        self.conditions = conditions or []
+    """A wait ran out of time (an object still there after its delete)."""
 
 
 def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
