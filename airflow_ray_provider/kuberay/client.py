@@ -261,10 +261,8 @@ class _CustomObjects:
         result = self._run("list", namespace, None, **kwargs)
         return [item for item in result.get("items", []) if matches(item, labels or {})]
 
-    def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 0.5
-    ) -> None:
-        """Poll until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
+    def wait_until_gone(self, name: str, *, namespace: str | None = None, timeout: float = 300.0) -> None:
+        """Poll (twice a second) until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
         ns = namespace or self.kube.namespace
         deadline = time.monotonic() + timeout
         while self.find(name, namespace=ns) is not None:
@@ -273,7 +271,7 @@ class _CustomObjects:
                     f"{self.KIND} {ns}/{name} still exists {timeout:.0f}s after delete; check its "
                     f"finalizers: kubectl describe {self.KIND.lower()} {name} -n {ns}"
                 )
-            time.sleep(poll_interval)
+            time.sleep(0.5)
 
 
 class RayJobClient(_CustomObjects):
