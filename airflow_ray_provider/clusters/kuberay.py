@@ -2,8 +2,7 @@
 
 Ready means the head pod is ready (:func:`airflow_ray_provider.kuberay.status.readiness`) AND its
 dashboard answers with the token. Every call goes through the typed client of
-:mod:`airflow_ray_provider.kuberay.client`, within the namespaced Role of
-:mod:`airflow_ray_provider.kuberay.rbac`.
+:mod:`airflow_ray_provider.kuberay.client`, within its namespaced Role (``role_manifest``).
 """
 
 from __future__ import annotations
@@ -244,7 +243,7 @@ class KubeRayBackend(ClusterBackend):
         namespace = self._namespace(plan)
         existing = self.client.find_cluster(plan.name, namespace=namespace)
         if existing is not None:
-            self._check_ours(existing, plan)
+            check_ours(existing, plan.labels)
             log.info("Reusing RayCluster %s/%s created by an earlier try", namespace, plan.name)
             return False
         ref = plan.token_ref
@@ -258,15 +257,10 @@ class KubeRayBackend(ClusterBackend):
         try:
             self.client.create_cluster(plan.body, namespace=namespace)
         except KubeRayConflictError:  # created concurrently (e.g. a zombie try): reuse if ours
-            self._check_ours(self.client.get_cluster(plan.name, namespace=namespace), plan)
+            check_ours(self.client.get_cluster(plan.name, namespace=namespace), plan.labels)
             return False
         log.info("Created RayCluster %s/%s", namespace, plan.name)
         return True
-
-    @staticmethod
-    def _check_ours(obj: dict[str, Any], plan: ClusterPlan) -> None:
-        check_ours(obj, f"RayCluster {plan.namespace}/{plan.name}", plan.labels, "cluster_name",
-                   name=plan.name, namespace=plan.namespace)  # fmt: skip
 
     # ----------------------------------------------------------------- wait
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
@@ -277,9 +271,9 @@ class KubeRayBackend(ClusterBackend):
         except KubeRayNotFoundError:
             message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
-        verdict = readiness(status)
-        if verdict.verdict != "ready":
-            return self._not_ready(status, namespace, verdict.verdict, verdict.message)
+        verdict, message = readiness(status)
+        if verdict != "ready":
+            return self._not_ready(status, namespace, verdict, message)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:
@@ -427,23 +421,18 @@ class KubeRayBackend(ClusterBackend):
             self.client.api_client.close()
 
 
-def check_ours(
-    obj: dict[str, Any],
-    where: str,
-    labels: dict[str, str],
-    name_field: str,
-    *,
-    name: str,
-    namespace: str | None,
-) -> None:
-    """Refuse an existing object (RayCluster, RayJob) this task did not create, or one being deleted: a
-    retry may adopt only its own."""
+def check_ours(obj: dict[str, Any], labels: dict[str, str]) -> None:
+    """Refuse an existing RayCluster or RayJob (as the API returned it) this task did not create, or one being
+    deleted: a retry may adopt only its own."""
+    meta, kind = obj.get("metadata") or {}, obj.get("kind")
+    name, namespace = str(meta.get("name")), meta.get("namespace")
+    where, name_field = f"{kind} {namespace}/{name}", "rayjob_name" if kind == "RayJob" else "cluster_name"
     if not matches(obj, labels):
         raise RayClusterError(
             f"{where} already exists and was not created by this task (labels {selector(labels)}); choose "
             f"another {name_field} or delete it", name=name, namespace=namespace,
         )  # fmt: skip
-    if (obj.get("metadata") or {}).get("deletionTimestamp"):
+    if meta.get("deletionTimestamp"):
         raise RayClusterError(
             f"{where} is being deleted; retry once it is gone", name=name, namespace=namespace
         )

@@ -35,10 +35,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.kuberay import KubeRayClient
 
 
-def _as_bool(value: Any) -> bool:
-    return value is True or str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
 class KubeRayHook(BaseHook):
     """Reach RayClusters through a ``kuberay`` connection.
 
@@ -114,12 +110,9 @@ class KubeRayHook(BaseHook):
         from kubernetes import client, config
 
         extras, context = self.extras, self.extras.get("context") or None
-        if _as_bool(extras.get("in_cluster")):
+        if str(extras.get("in_cluster")).strip().lower() in ("1", "true", "yes", "on"):  # a form's or JSON's
             configuration = client.Configuration()
-            config.incluster_config.InClusterConfigLoader(
-                token_filename=config.incluster_config.SERVICE_TOKEN_FILENAME,
-                cert_filename=config.incluster_config.SERVICE_CERT_FILENAME,
-            ).load_and_set(configuration)
+            config.load_incluster_config(client_configuration=configuration)  # its token refreshed
             return client.ApiClient(configuration)
         if extras.get("kube_config"):
             return config.new_client_from_config_dict(

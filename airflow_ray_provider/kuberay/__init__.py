@@ -1,12 +1,7 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
-:mod:`.spec` is the typed RayCluster spec and :mod:`.builder` the body, built from a spec (images, pods,
-token Secret) or taken from a user's manifest; :mod:`.rayjob` builds RayJobs. :mod:`.validation` holds
-what Kubernetes and KubeRay's controller refuse (and the base errors), :mod:`.status` what KubeRay reports
-(status, events, RayJob status) and :mod:`.client` the clients, their API errors, the RBAC Role, and the
-name, ownership labels and expiry that tie a cluster to its task; :mod:`.leases` keeps pools (a shared
-cluster's lock, record and leases) in ``coordination.k8s.io`` Leases. Importing it stays light:
-``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
+Each module's docstring says what it holds. Importing it stays light: ``kubernetes`` is imported only when
+a client call needs it, so DAG parsing never loads it.
 """
 
 from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of
@@ -25,7 +20,6 @@ from airflow_ray_provider.kuberay.client import (
     KubeRayNotFoundError,
     KubeRayTimeoutError,
     RayJobClient,
-    allowed,
     expires_at,
     generate_name,
     is_expired,
@@ -103,7 +97,6 @@ __all__ = [
     "RayJobStatus",
     "TokenRef",
     "WorkerGroup",
-    "allowed",
     "build_body",
     "build_rayjob_body",
     "check_cluster_name",

@@ -161,14 +161,7 @@ class KubeRayConflictError(KubeRayApiError):
 
 
 class KubeRayTimeoutError(KubeRayError):
-    """A wait ran out of time; carries the last conditions seen.
-
-    :param conditions: the RayCluster's last ``status.conditions``.
-    """
-
-    def __init__(self, message: str, *, conditions: list[dict] | None = None) -> None:
-        super().__init__(message)
-        self.conditions = conditions or []
+    """A wait ran out of time (an object still there after its delete)."""
 
 
 def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
@@ -180,14 +173,6 @@ def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_
         "metadata": {"name": name, "namespace": namespace},
         "rules": rules,
     }
-
-
-def allowed(rules: list[dict[str, Any]], *, group: str, resource: str, verb: str) -> bool:
-    """Whether ``rules`` grant ``verb`` on ``group``/``resource``."""
-    return any(
-        group in rule["apiGroups"] and resource in rule["resources"] and verb in rule["verbs"]
-        for rule in rules
-    )
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -276,10 +261,8 @@ class _CustomObjects:
         result = self._run("list", namespace, None, **kwargs)
         return [item for item in result.get("items", []) if matches(item, labels or {})]
 
-    def wait_until_gone(
-        self, name: str, *, namespace: str | None = None, timeout: float = 300.0, poll_interval: float = 0.5
-    ) -> None:
-        """Poll until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
+    def wait_until_gone(self, name: str, *, namespace: str | None = None, timeout: float = 300.0) -> None:
+        """Poll (twice a second) until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
         ns = namespace or self.kube.namespace
         deadline = time.monotonic() + timeout
         while self.find(name, namespace=ns) is not None:
@@ -288,24 +271,13 @@ class _CustomObjects:
                     f"{self.KIND} {ns}/{name} still exists {timeout:.0f}s after delete; check its "
                     f"finalizers: kubectl describe {self.KIND.lower()} {name} -n {ns}"
                 )
-            time.sleep(poll_interval)
+            time.sleep(0.5)
 
 
 class RayJobClient(_CustomObjects):
     """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
 
     KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
-
-    def create_owned_secret(
-        self, name: str, *, data: dict[str, str], owner: dict[str, Any], namespace: str | None = None
-    ) -> None:
-        """Create an Opaque Secret owned by a RayJob (with its labels): Kubernetes deletes it with the RayJob.
-
-        :param owner: the RayJob object as the API returned it (its ``uid`` is needed).
-        """
-        owner = {"apiVersion": f"{GROUP}/{VERSION}", "kind": self.KIND, **owner}
-        labels = dict((owner.get("metadata") or {}).get("labels") or {})
-        self.kube.create_secret(name, data=data, labels=labels, namespace=namespace, owner=owner)
 
 
 class KubeRayClient(_CustomObjects):
@@ -391,7 +363,7 @@ class KubeRayClient(_CustomObjects):
     ) -> None:
         """Create an Opaque Secret; one an earlier try created is kept.
 
-        :param owner: a ``ray.io`` object as the API returned it: Kubernetes deletes the Secret with it.
+        :param owner: an object as the API returned it (a RayJob): Kubernetes deletes the Secret with it.
         """
         ns = namespace or self.namespace
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}

@@ -113,31 +113,20 @@ class ClusterStatus:
         return "; ".join(parts)
 
 
-@dataclass(frozen=True)
-class Readiness:
-    """Verdict of one look at a cluster's status: ``ready``, ``failed`` (terminal) or ``waiting``.
-
-    The values are those of :data:`airflow_ray_provider.clusters.readiness.Verdict` (this layer cannot
-    import it).
-    """
-
-    verdict: Literal["ready", "waiting", "failed"]
-    message: str
-
-
-def readiness(status: ClusterStatus) -> Readiness:
-    """Decide from one status whether the head is ready, failed for good, or still coming up.
+def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
+    """Decide from one status whether the head is ready, failed for good, or still coming up: the verdict
+    (a :data:`airflow_ray_provider.clusters.readiness.Verdict`, which this layer cannot import) and why.
 
     ``ReplicaFailure=True`` is not terminal (KubeRay retries pod creation, e.g. after a quota frees up);
     only ``state=failed`` is. The caller's timeout bounds the wait either way.
     """
     if status.deleting:
-        return Readiness("failed", f"RayCluster {status.name} is being deleted")
+        return "failed", f"RayCluster {status.name} is being deleted"
     if status.state == STATE_FAILED:
-        return Readiness("failed", f"RayCluster {status.name} failed: {status.summary()}")
+        return "failed", f"RayCluster {status.name} failed: {status.summary()}"
     if status.head_ready:
-        return Readiness("ready", f"head of RayCluster {status.name} is ready")
-    return Readiness("waiting", status.summary())
+        return "ready", f"head of RayCluster {status.name} is ready"
+    return "waiting", status.summary()
 
 
 def dashboard_url(status: ClusterStatus, template: str | None = None) -> str:
@@ -245,10 +234,8 @@ class RayJobStatus:
     :param job_id: ``status.jobId``: the Ray submission id.
     :param cluster_name: ``status.rayClusterName``.
     :param start_time: ``status.startTime``.
-    :param end_time: ``status.endTime``.
     :param failed: ``status.failed``: failed attempts so far.
     :param suspend: ``spec.suspend``.
-    :param deleting: the object has a ``deletionTimestamp``.
     """
 
     name: str
@@ -260,10 +247,8 @@ class RayJobStatus:
     job_id: str = ""
     cluster_name: str = ""
     start_time: str = ""
-    end_time: str = ""
     failed: int = 0
     suspend: bool = False
-    deleting: bool = False
 
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> RayJobStatus:
@@ -279,10 +264,8 @@ class RayJobStatus:
             job_id=status.get("jobId") or spec.get("jobId") or "",
             cluster_name=status.get("rayClusterName") or "",
             start_time=status.get("startTime") or "",
-            end_time=status.get("endTime") or "",
             failed=int(status.get("failed") or 0),
             suspend=bool(spec.get("suspend")),
-            deleting=bool(meta.get("deletionTimestamp")),
         )
 
     @property

@@ -116,23 +116,21 @@ class RayJobLook:
 
     :param status: its typed status.
     :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
-    :param cluster_gone: the RayJob names a cluster that no longer exists (KubeRay deleted it).
     """
 
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
-    cluster_gone: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """The look as JSON."""
         cluster = self.cluster.to_dict() if self.cluster is not None else None
-        return {"status": self.status.to_dict(), "cluster": cluster, "gone": self.cluster_gone}
+        return {"status": self.status.to_dict(), "cluster": cluster}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
         """The look of :meth:`to_dict`."""
         cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        return cls(RayJobStatus.from_dict(data["status"]), cluster, bool(data.get("gone")))
+        return cls(RayJobStatus.from_dict(data["status"]), cluster)
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
@@ -264,10 +262,10 @@ class RayJobTarget(RunTarget):
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
         if existing is not None:
-            self._check_ours(existing)
+            check_ours(existing, plan.labels)  # refuses one being deleted too
             status = RayJobStatus.from_object(existing)
             annotations = (existing.get("metadata") or {}).get("annotations") or {}
-            if not status.deleting and not (status.is_final and not status.is_success):
+            if not status.is_final or status.is_success:
                 choice, action = Choice.ATTACH, "attached"
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
                     resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
@@ -277,23 +275,21 @@ class RayJobTarget(RunTarget):
                 else:
                     log.info("Re-attaching to %s of an earlier try (%s)", plan.where, status.summary())
                 return self._submitted(choice, action, RayJobStatus.from_object(existing))
-            if not status.deleting:
-                log.info(
-                    "%s of an earlier try ended badly (%s); running it again", plan.where, status.summary()
-                )
-                rayjobs.delete(plan.name, namespace=ns)
+            log.info("%s of an earlier try ended badly (%s); running it again", plan.where, status.summary())
+            rayjobs.delete(plan.name, namespace=ns)
             rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
             action = "recreated"
         try:
             created = rayjobs.create(plan.body, namespace=ns)
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
             created = rayjobs.get(plan.name, namespace=ns)
-            self._check_ours(created)
+            check_ours(created, plan.labels)
             return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
-            rayjobs.create_owned_secret(
-                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, owner=created, namespace=ns
-            )
+            self.backend.client.create_secret(
+                plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, namespace=ns, owner=created,
+                labels=dict(created["metadata"].get("labels") or {}),
+            )  # fmt: skip
         log.info("Created %s", plan.where)
         return self._submitted(choice, action, RayJobStatus.from_object(created))
 
@@ -303,10 +299,6 @@ class RayJobTarget(RunTarget):
             choice = Choice.DONE
         self.final = status.is_final
         return choice, self.plan.name, RayJobLook(status)
-
-    def _check_ours(self, obj: dict[str, Any]) -> None:
-        plan = self.plan
-        check_ours(obj, plan.where, plan.labels, "rayjob_name", name=plan.name, namespace=plan.namespace)
 
     def _take(self, look: RayJobLook) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
@@ -332,10 +324,7 @@ class RayJobTarget(RunTarget):
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
         found = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
-        if found is None:
-            return RayJobLook(status, cluster_gone=status.is_final)
-        cluster = ClusterStatus.from_object(found)
-        if readiness(cluster).verdict != "ready":
+        if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
         handle = kuberay_handle(
@@ -347,7 +336,7 @@ class RayJobTarget(RunTarget):
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
             return Observation(time.time())
-        kept = RayJobLook(look.status, look.cluster or self.cluster, look.cluster_gone)
+        kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
     def _refresh(self) -> RayJobLook | None:

@@ -124,12 +124,13 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     kube_emulator, kuberay_controller, kuberay_conn, ray_head, ray_head_token
 ):
     from airflow_ray_provider.hooks.kuberay import KubeRayHook
-    from airflow_ray_provider.kuberay import BASE_RULES, allowed
+    from airflow_ray_provider.kuberay import BASE_RULES
     from airflow_ray_provider.operators.ray_cluster import (
         CreateRayClusterOperator,
         DeleteRayClusterOperator,
         RayClusterJanitorOperator,
     )
+    from tests.fixtures.kuberay import allowed
 
     since = len(kube_emulator.calls)
     kwargs = {"cluster_conn_id": kuberay_conn, "poll_interval": 0.2, "ready_timeout": 60}

@@ -91,7 +91,8 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd, tmp_path
 ):
     from airflow_ray_provider.jobs.submission import base_submission_id
-    from airflow_ray_provider.kuberay import BASE_RULES, allowed
+    from airflow_ray_provider.kuberay import BASE_RULES
+    from tests.fixtures.kuberay import allowed
 
     since = len(kube_emulator.calls)
     ti = StandInTI(dag_id="rayjob_e2e", task_id="success")

@@ -192,3 +192,21 @@ def test_no_backend_deletes_through_an_unowned_handle() -> None:
 
     assert LocalBackend().delete(local, wait=True, timeout=1) is False
     assert _jobs().delete(kube, wait=True, timeout=1) is False
+
+
+@pytest.mark.parametrize(("kind", "field"), [("RayCluster", "cluster_name"), ("RayJob", "rayjob_name")])
+def test_a_retry_adopts_only_its_own_object_and_never_one_being_deleted(kind: str, field: str) -> None:
+    from airflow_ray_provider.clusters.kuberay import check_ours
+    from airflow_ray_provider.exceptions import RayClusterError
+
+    obj = {"apiVersion": "ray.io/v1", "kind": kind, "metadata": {"name": "n1", "namespace": "ml"}}
+    obj["metadata"]["labels"] = {"team": "other"}
+    refused = rf"{kind} ml/n1 already exists and was not created by this task \(labels team=ml\); choose "
+    refused += f"another {field} or delete it"
+    with pytest.raises(RayClusterError, match=refused) as err:
+        check_ours(obj, {"team": "ml"})
+    assert (err.value.name, err.value.namespace) == ("n1", "ml")
+    obj["metadata"].update(labels={"team": "ml"}, deletionTimestamp="2026-01-01T00:00:00Z")
+    with pytest.raises(RayClusterError, match=f"{kind} ml/n1 is being deleted; retry once it is gone"):
+        check_ours(obj, {"team": "ml"})
+    check_ours({**obj, "metadata": {**obj["metadata"], "deletionTimestamp": None}}, {"team": "ml"})

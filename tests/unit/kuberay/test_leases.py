@@ -6,8 +6,9 @@ import re
 
 import pytest
 
-from airflow_ray_provider.kuberay import BASE_RULES, allowed, role_manifest
+from airflow_ray_provider.kuberay import BASE_RULES, role_manifest
 from airflow_ray_provider.kuberay.leases import NAME_MAX, expiry, lease_name, micro_time
+from tests.fixtures.kuberay import allowed
 from tests.fixtures.kuberay_emulator import selects
 
 SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")

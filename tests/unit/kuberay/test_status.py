@@ -12,7 +12,6 @@ from airflow_ray_provider.kuberay import (
     LABEL_CREATED_BY,
     LABEL_RUN_HASH,
     ClusterStatus,
-    allowed,
     dashboard_url,
     is_expired,
     matches,
@@ -22,6 +21,7 @@ from airflow_ray_provider.kuberay import (
     role_manifest,
 )
 from airflow_ray_provider.kuberay.client import SECRET_MODE_RULES
+from tests.fixtures.kuberay import allowed
 
 
 def _obj(status: dict | None = None, **meta: object) -> dict:
@@ -53,7 +53,7 @@ READY = {
     ],
 )
 def test_readiness_verdicts(obj, verdict):
-    assert readiness(ClusterStatus.from_object(obj)).verdict == verdict
+    assert readiness(ClusterStatus.from_object(obj))[0] == verdict
 
 
 @pytest.mark.unit
@@ -68,7 +68,7 @@ def test_summary_names_every_condition():
         )
     )
     assert status.summary() == "state=<none>; ReplicaFailure=True (Quota: no gpu)"
-    assert not status.head_ready and readiness(status).verdict == "waiting"  # KubeRay retries pod creation
+    assert not status.head_ready and readiness(status)[0] == "waiting"  # KubeRay retries pod creation
 
 
 @pytest.mark.unit
