@@ -24,7 +24,7 @@ from airflow_ray_provider.launch.rayjob import (
     plan_rayjob,
 )
 from airflow_ray_provider.launch.run import JobRun, RunTarget
-from airflow_ray_provider.launch.runner import RunResult, job_spec, run
+from airflow_ray_provider.launch.runner import RunResult, run
 from airflow_ray_provider.launch.targets import (
     ClusterTarget,
     Connection,
@@ -80,7 +80,6 @@ __all__ = [
     "apoll",
     "check_options",
     "delete_idle_pools",
-    "job_spec",
     "kuberay_backend",
     "plan_rayjob",
     "pool_names",

@@ -55,21 +55,6 @@ def _say(message: str) -> None:
     print(f"airflow-ray: {message}", file=sys.stderr, flush=True)
 
 
-def job_spec(
-    entrypoint: str | list[str], *, runtime_env: Any = None, working_dir: str | Path | None = None, name: str
-) -> JobSpec:
-    """Check the job before anything starts: entrypoint, runtime env, working dir (shipped by Ray)."""
-    env = check_runtime_env(runtime_env)
-    if working_dir is not None:
-        folder = Path(working_dir)
-        if not folder.is_dir():
-            raise RayInvalidInputError(f"working_dir {str(working_dir)!r} is not a folder")
-        env["working_dir"] = str(folder.resolve())
-    return JobSpec(
-        entrypoint=build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name}
-    )
-
-
 def _with_deadline(target: Target, timeout: float | None) -> Target:
     """A RayJob's ``timeout`` is its ``activeDeadlineSeconds`` (KubeRay enforces it; whole seconds)."""
     if timeout is None or not isinstance(target, KubeRayJob):
@@ -116,7 +101,12 @@ def run(
     """
     policy = Cleanup.parse(cleanup)
     name = name or f"run-{uuid.uuid4().hex[:8]}"  # a rerun with the same name re-attaches
-    spec = job_spec(entrypoint, runtime_env=runtime_env, working_dir=working_dir, name=name)
+    env = check_runtime_env(runtime_env)
+    if working_dir is not None:  # a local folder Ray ships with the job
+        if not Path(working_dir).is_dir():
+            raise RayInvalidInputError(f"working_dir {str(working_dir)!r} is not a folder")
+        env["working_dir"] = str(Path(working_dir).resolve())
+    spec = JobSpec(build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name})
     target = _with_deadline(target, timeout)
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
