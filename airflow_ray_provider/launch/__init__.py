@@ -24,19 +24,20 @@ from airflow_ray_provider.launch.rayjob import (
     plan_rayjob,
 )
 from airflow_ray_provider.launch.run import JobRun, RunTarget
-from airflow_ray_provider.launch.runner import RunResult, run
-from airflow_ray_provider.launch.targets import (
-    ClusterTarget,
+from airflow_ray_provider.launch.runner import (
     Connection,
     KubeRayCluster,
     KubeRayJob,
     LocalHead,
     RayAddress,
+    RunResult,
     StandingCluster,
     Target,
     kuberay_backend,
     resolve,
+    run,
 )
+from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
     Observation,
