@@ -232,18 +232,13 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
     if isinstance(target, RayAddress):
         token = target.token if target.token is not None else ray_token_from_environment()
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
-    if isinstance(target, StandingCluster):
-        backend: ClusterBackend = (
-            LocalBackend() if target.namespace is None
-            else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-        )  # fmt: skip
-        return ClusterTarget(backend=backend, standing=target.name)
     if isinstance(target, KubeRayJob):
         return _rayjob_target(target, name, job)
-    backend = (
-        LocalBackend() if isinstance(target, LocalHead)
-        else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    )  # fmt: skip
+    backend: ClusterBackend = LocalBackend()
+    if not isinstance(target, LocalHead) and target.namespace is not None:
+        backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+    if isinstance(target, StandingCluster):
+        return ClusterTarget(backend=backend, standing=target.name)
     try:
         request = cluster_request(target)
         if pool is not None:
