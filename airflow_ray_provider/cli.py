@@ -26,7 +26,6 @@ terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import signal
@@ -215,14 +214,7 @@ def _kube_target(args: argparse.Namespace) -> Target:
             context, namespace, spec, submission_mode=args.submission_mode or "K8sJobMode",
             ttl_seconds_after_finished=args.ttl_seconds_after_finished, dashboard_url_template=template,
         )  # fmt: skip
-    target = KubeRayCluster(context, namespace, spec, template)
-    from airflow_ray_provider.launch.targets import cluster_request
-
-    try:
-        cluster_request(target)  # the spec's fields, checked as KubeRay would
-    except ValueError as exc:
-        raise BadInput(f"--spec: {exc}") from exc
-    return target
+    return KubeRayCluster(context, namespace, spec, template)  # its spec is checked by launch.run
 
 
 def _pool(args: argparse.Namespace) -> Any:
@@ -248,31 +240,22 @@ def _pool(args: argparse.Namespace) -> Any:
         raise BadInput(f"--{'idle-ttl' if 'idle_ttl' in str(exc) else 'pool'}: {exc}") from exc
 
 
-def _check_rayjob(target: Target, job: Any, args: argparse.Namespace) -> None:
-    """A RayJob's spec and job, checked as KubeRay would (no API call): bad input names its flag (a local
-    folder is refused: KubeRay submits from inside the cluster)."""
-    from airflow_ray_provider.exceptions import RayInvalidInputError
-    from airflow_ray_provider.launch import KubeRayJob, resolve
+def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
+    """A bad-input error ``launch.run`` found before it created anything, with the flag it names: the
+    runtime env (a RayJob cannot ship a local folder: KubeRay submits from inside the cluster), a
+    cluster's spec, or a standing cluster that does not exist."""
+    from airflow_ray_provider.launch import KubeRayCluster, KubeRayJob, StandingCluster
 
-    if not isinstance(target, KubeRayJob):
-        return
-    try:
-        resolve(target, args.name or "x", job).close()
-    except RayInvalidInputError as exc:
-        text = str(exc)
+    text, flag = str(exc), ""
+    if "runtime_env" in text:
+        flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
+    elif isinstance(target, StandingCluster):
+        flag = "--local-cluster" if target.namespace is None else "--cluster"
+    elif isinstance(target, (KubeRayJob, KubeRayCluster)):
         flag = "--spec"
-        if "runtime_env" in text:
-            flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
-        raise BadInput(f"{flag}: {text}") from exc
-
-
-def _named(target: Target, exc: Exception) -> str:
-    """A bad-input error found on the way (a standing cluster that does not exist), with its flag."""
-    from airflow_ray_provider.launch import StandingCluster
-
-    if isinstance(target, StandingCluster):
-        return f"{'--local-cluster' if target.namespace is None else '--cluster'}: {exc}"
-    return str(exc)
+    elif "entrypoint" in text:
+        flag = "ENTRYPOINT"
+    return f"{flag}: {text}" if flag else text
 
 
 def _airflow_client(conn_id: str) -> Any:
@@ -326,16 +309,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     target = run_target(args)
 
     from airflow_ray_provider.exceptions import RayInvalidInputError
-    from airflow_ray_provider.launch import job_spec, run
+    from airflow_ray_provider.launch import run
 
-    try:
-        job = job_spec(
-            entrypoint, runtime_env=runtime_env, working_dir=args.working_dir, name=args.name or "x"
-        )
-    except RayInvalidInputError as exc:
-        flag = "--runtime-env" if "runtime_env" in str(exc) else "ENTRYPOINT"
-        raise BadInput(f"{flag}: {exc}") from exc
-    _check_rayjob(target, job, args)
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         result = run(
@@ -343,7 +318,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval, pool=pool,
         )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
-        raise BadInput(_named(target, exc)) from exc
+        raise BadInput(_named(target, exc, args)) from exc
     print(
         f"airflow-ray: Ray job {result.state.submission_id} SUCCEEDED (run {result.name!r})", file=sys.stderr
     )
@@ -381,11 +356,13 @@ def cmd_clusters(args: argparse.Namespace) -> int:
             from datetime import datetime, timedelta, timezone
 
             far = datetime.now(timezone.utc) + timedelta(days=36500)
+            runs = {owned.handle.name: f"{owned.dag_id}/{owned.run_id}" for owned in backend.owned_runs()}
             for handle in backend.expired(far):  # every cluster of this provider, expired or not
-                print(f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}")
-        elif args.action == "delete":
-            handle = backend.attach(args.name)
-            deleted = backend.delete(dataclasses.replace(handle, owned=True), wait=True, timeout=300)
+                expires = (handle.extra or {}).get("expires_at") or "-"
+                where = f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}"
+                print(f"{where}\trun {runs.get(handle.name, '-')}\texpires {expires}")
+        elif args.action == "delete":  # by name, also a cluster still starting (never ready)
+            deleted = backend.delete(backend.find(args.name), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
         else:
             from airflow_ray_provider.launch import delete_idle_pools

@@ -258,8 +258,9 @@ class ClusterBackend(Protocol):
 
     def lease_store(self) -> LeaseStore:
         """Where this backend's pools keep their locks, records and leases
-        (:mod:`airflow_ray_provider.clusters.pool`); :class:`RayInvalidInputError` where it keeps none."""
-        raise RayInvalidInputError(f"the {self.kind} backend cannot keep pools")
+        (:mod:`airflow_ray_provider.clusters.pool`); a pool's cluster goes by its leases and idle TTL,
+        never by an expiry or the DAG run that created it."""
+        ...
 
     def close(self) -> None:
         """Release clients; the backend is not used afterwards."""

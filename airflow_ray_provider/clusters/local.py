@@ -71,11 +71,13 @@ def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
     return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
 
 
-def _handle_of(info: LocalHeadInfo | dict[str, Any]) -> RayClusterHandle:
+def _handle_of(info: LocalHeadInfo | dict[str, Any], expires_at: str | None = None) -> RayClusterHandle:
+    """The handle of a head (a listed one's ``extra`` has its ``expires_at`` too, for ``clusters list``)."""
     info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
+    extra = {**info.to_dict(), "expires_at": expires_at} if expires_at else info.to_dict()
     return RayClusterHandle(
         backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
-        extra=info.to_dict(),
+        extra=extra,
     )  # fmt: skip
 
 
@@ -173,7 +175,7 @@ class LocalBackend(ClusterBackend):
         now = now or datetime.now(timezone.utc)
         owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
         expired = [r for r in owned if r.get("expires_at") and datetime.fromisoformat(r["expires_at"]) <= now]
-        return [_handle_of(r["info"]) for r in expired]
+        return [_handle_of(r["info"], r["expires_at"]) for r in expired]
 
     def owned_runs(self) -> list[RunCluster]:
         """Registered heads of this provider with the DAG run that started them (when recorded)."""

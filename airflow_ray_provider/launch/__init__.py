@@ -9,7 +9,6 @@ from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending,
 from airflow_ray_provider.launch.pool import (
     PoolLease,
     delete_idle_pools,
-    pool_names,
     pool_options,
     pool_plan,
     spec_of,
@@ -24,19 +23,20 @@ from airflow_ray_provider.launch.rayjob import (
     plan_rayjob,
 )
 from airflow_ray_provider.launch.run import JobRun, RunTarget
-from airflow_ray_provider.launch.runner import RunResult, job_spec, run
-from airflow_ray_provider.launch.targets import (
-    ClusterTarget,
+from airflow_ray_provider.launch.runner import (
     Connection,
     KubeRayCluster,
     KubeRayJob,
     LocalHead,
     RayAddress,
+    RunResult,
     StandingCluster,
     Target,
     kuberay_backend,
     resolve,
+    run,
 )
+from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
     Observation,
@@ -80,10 +80,8 @@ __all__ = [
     "apoll",
     "check_options",
     "delete_idle_pools",
-    "job_spec",
     "kuberay_backend",
     "plan_rayjob",
-    "pool_names",
     "pool_options",
     "pool_plan",
     "ready_handle",

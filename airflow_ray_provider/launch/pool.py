@@ -115,15 +115,6 @@ def deleting(record: PoolRecord) -> dict[str, Any]:
     return dataclasses.replace(record, deleting=True, deleting_since=time.time()).to_dict()
 
 
-def pool_names(backend: ClusterBackend) -> list[str]:
-    """The pools of ``backend`` (none where it keeps none): their clusters go by their leases and idle
-    TTL, never by an expiry or the DAG run that created them."""
-    try:
-        return backend.lease_store().pools()
-    except RayInvalidInputError:  # a backend that keeps no pools
-        return []
-
-
 def delete_idle_pools(
     backend: ClusterBackend,
     say: Callable[[str], None] = log.info,
@@ -136,8 +127,8 @@ def delete_idle_pools(
     last lease expired; a deletion whose deleter died (marked ``STALE_DELETION_S`` ago) is resumed. A pool
     whose lock stays busy for ``lock_timeout`` is left for the next look."""
     found: list[str] = []
-    for name in pool_names(backend):
-        store = backend.lease_store()
+    store = backend.lease_store()
+    for name in store.pools():
         try:
             expired = _mark_idle_expired(store, name, dry_run, lock_timeout)
         except TimeoutError:

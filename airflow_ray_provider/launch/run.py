@@ -230,7 +230,7 @@ class JobRun:
                 self.say(f"Re-attached: the job log's first {offset} characters are in the earlier try's log")
         start = getattr(self.subject, "start_time", None)  # Ray's milliseconds; the job's, not ours
         start = start / 1000.0 if isinstance(start, (int, float)) and start else time.time()
-        self.plan = WaitPlan(start, self.timeout, offset, self.stream_logs, self.missing_ok, self.cleanup)
+        self.plan = dataclasses.replace(self.plan, start_time=start, log_offset=offset)
 
     def _announce(self) -> None:
         """Hand the job's dashboard page to ``on_link`` the first time it is known."""
@@ -421,8 +421,8 @@ class JobRun:
             usage=UsageOptions.from_dict(state.get("usage")), **kwargs,
         )  # fmt: skip
         run.choice = Choice(state["choice"]) if state.get("choice") else None
-        run.plan = WaitPlan(state["start_time"], run.timeout, state["log_offset"], run.stream_logs,
-                            run.missing_ok, run.cleanup)  # fmt: skip
+        start, offset = state["start_time"], state["log_offset"]
+        run.plan = dataclasses.replace(run.plan, start_time=start, log_offset=offset)
         if state.get("subject") is not None:
             run.subject = target.restore(state["subject"])
         if state.get("step"):

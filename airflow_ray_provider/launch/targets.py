@@ -1,30 +1,11 @@
-"""Where a run's job goes: the Job API of a Ray cluster, and the targets a laptop run names.
+"""Where a run's job goes through the Ray Job API: :class:`ClusterTarget`.
 
 :class:`ClusterTarget` is the :class:`~airflow_ray_provider.launch.run.RunTarget` of every job that goes
 through the Ray Job API: on a cluster given ready (a ``ray`` connection, an address, a cluster handle),
 attached by name (never deleted), or created for the run through a
 :class:`~airflow_ray_provider.clusters.ClusterBackend` (owned: cleanup deletes it, even half-started).
-A KubeRay RayJob is the other kind (:mod:`.rayjob`).
-
-``launch.run`` and the CLI name their target with the plain descriptions below; :func:`resolve` turns one
-into a run target:
-
-==========================  ===============================================  ========================
-target                      cluster                                          owned (cleanup deletes)
-==========================  ===============================================  ========================
-:class:`LocalHead`          an ephemeral Ray head on this machine            yes
-:class:`KubeRayCluster`     an ephemeral RayCluster through a kube context   yes
-:class:`KubeRayJob`         a KubeRay RayJob through a kube context: KubeRay  the RayJob (a stopped
-                            creates its cluster and deletes it after the job  run deletes it)
-:class:`StandingCluster`    a running cluster by name: a local head this     no
-                            provider started, or a KubeRay RayCluster
-:class:`RayAddress`         any running cluster's dashboard (``ray start``)  no
-:class:`Connection`         a ready Job API client (an Airflow ``ray``       no
-                            connection, through the CLI's ``--conn``)
-==========================  ===============================================  ========================
-
-A cluster or RayJob the run owns is named after the run's ``name``, so a rerun with the same name finds
-it (if cleanup kept it) and, through the submission id, the same job. No Airflow imports.
+A KubeRay RayJob is the other kind (:mod:`.rayjob`); what a laptop run names is :mod:`.runner`'s. No
+Airflow imports.
 """
 
 from __future__ import annotations
@@ -33,37 +14,23 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from airflow_ray_provider.clusters import (
-    ClusterRequest,
-    LocalBackend,
-    LocalClusterOptions,
-    PoolOptions,
-    RayClusterSpec,
-    RayJobOptions,
-    TaskIdentity,
-)
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
+from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
-from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, KubeRayBackend, RayClusterHandle
+    from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, RayClusterHandle
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.pool import PoolLease
 
 log = logging.getLogger(__name__)
-
-#: The identity every CLI run's cluster and submission id derive from (``run_id`` is the run's name).
-CLI_DAG_ID, CLI_TASK_ID = "cli", "run"
 
 
 def observed(state: JobState | None, text: str | None) -> Observation:
@@ -248,216 +215,3 @@ class ClusterTarget(RunTarget):
         """Release the backend's clients."""
         if self.backend is not None:
             self.backend.close()
-
-
-# --------------------------------------------------------------------------- what a laptop run names
-@dataclass(frozen=True)
-class LocalHead:
-    """An ephemeral local Ray head, started for the run.
-
-    :param options: its options (CPUs, GPUs, environment).
-    """
-
-    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
-
-
-@dataclass(frozen=True)
-class KubeRayCluster:
-    """An ephemeral KubeRay RayCluster, created through a kube context.
-
-    :param context: the kubeconfig context (``None``: the current one).
-    :param namespace: its namespace.
-    :param spec: its spec (``RayClusterSpec`` fields; ``None``: the defaults).
-    :param dashboard_url_template: how to reach its dashboard from here, e.g. ``http://{name}-head-svc...``.
-    """
-
-    context: str | None
-    namespace: str
-    spec: dict[str, Any] | None = None
-    dashboard_url_template: str | None = None
-
-
-@dataclass(frozen=True)
-class KubeRayJob:
-    """A KubeRay RayJob through a kube context: KubeRay creates its cluster, submits the job, and deletes
-    the cluster when the job ends; a run that gives up (a timeout, Ctrl-C) deletes the RayJob.
-
-    :param context: the kubeconfig context (``None``: the current one).
-    :param namespace: its namespace.
-    :param spec: its cluster's spec (``RayClusterSpec`` fields; ``None``: the defaults).
-    :param submission_mode: ``K8sJobMode``, ``HTTPMode`` or ``SidecarMode``.
-    :param active_deadline_seconds: KubeRay fails the RayJob after this many seconds
-        (``launch.run``'s ``timeout`` sets it, rounded up).
-    :param ttl_seconds_after_finished: seconds KubeRay keeps the cluster after the job (``None``: 30).
-    :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
-    :param dashboard_url_template: how to reach its cluster's dashboard from here (for the log).
-    """
-
-    context: str | None
-    namespace: str
-    spec: dict[str, Any] | None = None
-    submission_mode: str = "K8sJobMode"
-    active_deadline_seconds: int | None = None
-    ttl_seconds_after_finished: int | None = None
-    backoff_limit: int | None = None
-    dashboard_url_template: str | None = None
-
-    def __post_init__(self) -> None:
-        check_options(self.options("-", job_id=None), standing=False)  # modes and numbers, as KubeRay
-
-    def options(self, entrypoint: str, *, job_id: str | None, **job: Any) -> RayJobOptions:
-        """The RayJob's options for ``entrypoint`` (``job``: runtime env and metadata)."""
-        return RayJobOptions(
-            entrypoint=entrypoint, job_id=job_id, submission_mode=self.submission_mode,
-            active_deadline_seconds=self.active_deadline_seconds,
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished, backoff_limit=self.backoff_limit,
-            **job,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class StandingCluster:
-    """A running cluster by name, attached and never deleted (a Ctrl-C stops the job only).
-
-    :param name: the cluster's name.
-    :param namespace: a KubeRay RayCluster in this namespace (``None``: a local head this provider
-        started on this machine, e.g. ``airflow-ray run --local --cleanup never`` or another DAG's).
-    :param context: with ``namespace``: the kubeconfig context (``None``: the current one).
-    :param dashboard_url_template: with ``namespace``: how to reach its dashboard from here.
-    """
-
-    name: str
-    namespace: str | None = None
-    context: str | None = None
-    dashboard_url_template: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.name or not self.name.strip():
-            raise RayInvalidInputError("a standing cluster needs its name")
-        if self.namespace is None and (self.context or self.dashboard_url_template):
-            raise RayInvalidInputError(
-                "context and dashboard_url_template go with namespace (a KubeRay RayCluster); without a "
-                "namespace the standing cluster is a local head"
-            )
-
-
-@dataclass(frozen=True)
-class RayAddress:
-    """A running cluster by its dashboard address (e.g. a head started with ``ray start --head``).
-
-    :param dashboard_url: ``http(s)://host:port`` of its dashboard.
-    :param token: its Ray auth token (``None``: read it as Ray's own CLI does, from ``$RAY_AUTH_TOKEN``
-        or ``~/.ray/auth_token``, else no token).
-    """
-
-    dashboard_url: str
-    token: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.dashboard_url.startswith(("http://", "https://")):
-            raise RayInvalidInputError(
-                f"a Ray address must be the dashboard's http(s)://host:port, got {self.dashboard_url!r}"
-            )
-
-
-@dataclass(frozen=True)
-class Connection:
-    """A ready Job API client (the one of an Airflow ``ray`` connection, say).
-
-    :param client: the client.
-    """
-
-    client: JobClient
-
-
-Target = LocalHead | KubeRayCluster | KubeRayJob | StandingCluster | RayAddress | Connection
-
-
-def kuberay_backend(context: str | None, namespace: str, template: str | None = None) -> KubeRayBackend:
-    """A KubeRay backend through a kube context (the ``kubernetes`` package's own kubeconfig loading)."""
-    from kubernetes import config
-
-    from airflow_ray_provider.clusters import KubeRayBackend, KubeRaySettings
-    from airflow_ray_provider.kuberay import KubeRayClient
-
-    api_client = config.new_client_from_config(context=context)
-    settings = KubeRaySettings(
-        conn_id=f"kube-context:{context or 'current'}", namespace=namespace, dashboard_url_template=template
-    )
-    return KubeRayBackend(settings, lambda: KubeRayClient(api_client, namespace=namespace))
-
-
-def cluster_request(target: LocalHead | KubeRayCluster) -> ClusterRequest:
-    """The request of an owned cluster (every check, no I/O)."""
-    if isinstance(target, LocalHead):
-        return ClusterRequest(local_options=target.options, name_prefix="ray-cli")
-    return ClusterRequest.from_arguments(
-        spec=target.spec if target.spec is not None else {}, local_options=None, name_prefix="ray-cli",
-        namespace=target.namespace, dashboard_url_template=target.dashboard_url_template,
-    )  # fmt: skip
-
-
-def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = None) -> RunTarget:
-    """The run target of a laptop run's ``target`` (every check; a KubeRay API client at most, no call).
-
-    :param pool: run on this pool's cluster, of ``target``'s spec (a local head or a KubeRay cluster).
-
-    :raises RayInvalidInputError: naming the field (a RayJob's spec, or a local ``working_dir``, which
-        KubeRay cannot ship: it submits from inside the cluster).
-    """
-    if pool is not None and not isinstance(target, (LocalHead, KubeRayCluster)):
-        raise RayInvalidInputError(
-            f"pool: a pool's cluster is a local head or a KubeRay cluster, not a {type(target).__name__}"
-        )
-    if isinstance(target, Connection):
-        return ClusterTarget(client=target.client)
-    if isinstance(target, RayAddress):
-        token = target.token if target.token is not None else ray_token_from_environment()
-        return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
-    if isinstance(target, StandingCluster):
-        backend: ClusterBackend = (
-            LocalBackend() if target.namespace is None
-            else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-        )  # fmt: skip
-        return ClusterTarget(backend=backend, standing=target.name)
-    if isinstance(target, KubeRayJob):
-        return _rayjob_target(target, name, job)
-    backend = (
-        LocalBackend() if isinstance(target, LocalHead)
-        else kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    )  # fmt: skip
-    try:
-        request = cluster_request(target)
-        if pool is not None:
-            from airflow_ray_provider.jobs.submission import base_submission_id
-            from airflow_ray_provider.launch.pool import PoolLease, pool_plan, spec_of
-
-            lease = PoolLease(backend, pool, base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID))
-            return ClusterTarget(backend=backend, plan=pool_plan(backend, request, pool), pool=lease,
-                                 spec=spec_of(request))  # fmt: skip
-        plan = backend.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID))
-        return ClusterTarget(backend=backend, plan=plan)
-    except BaseException:
-        backend.close()
-        raise
-
-
-def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
-    from airflow_ray_provider.jobs.submission import base_submission_id
-
-    try:
-        spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
-    except ValueError as exc:
-        raise RayInvalidInputError(f"spec: {exc}") from exc
-    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
-    options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
-                             metadata=dict(job.metadata))  # fmt: skip
-    request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
-                            dashboard_url_template=target.dashboard_url_template)  # fmt: skip
-    backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
-    try:
-        return RayJobTarget(backend, plan_rayjob(backend, request, identity))
-    except BaseException:
-        backend.close()
-        raise

@@ -3,7 +3,7 @@
 :mod:`.head` starts one head (own session and temp dir, token auth) and :mod:`.running` finds and stops
 it; :mod:`.cluster` names heads and keeps the registry through which any process finds and stops them,
 and knows their expiry; :mod:`.leases` keeps the locks, records and leases of pools of heads.
-``python -m airflow_ray_provider.local list | stop NAME`` (:mod:`.__main__`) does both from a shell.
+``airflow-ray clusters list | delete NAME`` lists and stops them from a shell.
 """
 
 from airflow_ray_provider.local.cluster import (

@@ -47,20 +47,37 @@ def _record_path(name: str) -> Path:
     return registry_dir() / f"{name}.json"
 
 
-def _write_record(record: dict[str, Any]) -> None:
-    path = _record_path(record["info"]["name"])
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` atomically (a unique temporary file renamed over it): a reader never
+    sees half a file."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=True))
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(record: dict[str, Any]) -> None:
+    write_json(_record_path(record["info"]["name"]), record)
 
 
 def read_record(name: str) -> dict[str, Any] | None:
     """The registry record of a cluster (``info``, ``labels``, ``expires_at``, ``state``), or ``None``."""
-    try:
-        return json.loads(_record_path(name).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(_record_path(name))
 
 
 def find_cluster(name: str) -> LocalHeadInfo | None:

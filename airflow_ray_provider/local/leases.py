@@ -11,41 +11,17 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from airflow_ray_provider.local.cluster import registry_dir
+from airflow_ray_provider.local.cluster import read_json, registry_dir, write_json
 
 #: Seconds between tries of a lock another holder has.
 LOCK_RETRY_S = 0.05
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` atomically (a unique temporary file renamed over it)."""
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
 
 
 class LocalLeaseStore:
@@ -91,15 +67,15 @@ class LocalLeaseStore:
         """The pool's record (``None``: none) and every lease's expiry, expired ones too."""
         leases: dict[str, float] = {}
         for path in sorted((self._folder(pool) / "leases").glob("*.json")):
-            lease = _read_json(path)
+            lease = read_json(path)
             if lease is not None:
                 leases[str(lease["holder"])] = float(lease["expires"])
-        return _read_json(self._folder(pool) / "record.json"), leases
+        return read_json(self._folder(pool) / "record.json"), leases
 
     def write(self, pool: str, record: dict[str, Any] | None) -> None:
         """Replace the pool's record; ``None`` forgets the pool and its leases (the lock file stays)."""
         if record is not None:
-            _write_json(self._folder(pool) / "record.json", record)
+            write_json(self._folder(pool) / "record.json", record)
             return
         for path in (self._folder(pool) / "leases").glob("*.json"):
             path.unlink(missing_ok=True)
@@ -107,7 +83,7 @@ class LocalLeaseStore:
 
     def renew(self, pool: str, holder: str, expires: float) -> None:
         """Take or renew ``holder``'s lease until ``expires`` (epoch seconds)."""
-        _write_json(self._lease_path(pool, holder), {"holder": holder, "expires": expires})
+        write_json(self._lease_path(pool, holder), {"holder": holder, "expires": expires})
 
     def release(self, pool: str, holder: str) -> None:
         """End ``holder``'s lease (nothing if it has none)."""

@@ -30,7 +30,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
-from airflow_ray_provider.launch import delete_idle_pools, pool_names, ready_handle, wait_until_ready
+from airflow_ray_provider.launch import delete_idle_pools, ready_handle, wait_until_ready
 from airflow_ray_provider.operators.base import is_literal, task_identity
 
 if TYPE_CHECKING:
@@ -337,7 +337,7 @@ class RayClusterJanitorOperator(BaseOperator):
         """Return the names of the expired clusters and idle pools (deleted unless ``list_only``)."""
         verb = "Would delete" if self.list_only else "Deleting"
         with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
-            pools = set(pool_names(backend))
+            pools = set(backend.lease_store().pools())
             expired = [(handle, "its expiry has passed") for handle in backend.expired()
                        if handle.name not in pools]  # fmt: skip
             if self.orphans_of_finished_runs:

@@ -1,5 +1,5 @@
 """Local heads nothing else would stop: the janitor stops those whose DAG run is gone or finished, and
-``python -m airflow_ray_provider.local stop NAME`` stops one by name. Real local Ray heads throughout."""
+``airflow-ray clusters delete NAME`` stops one by name. Real local Ray heads throughout."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _start_head(dag_id: str, run_id: str) -> Any:
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    command = [sys.executable, "-m", "airflow_ray_provider.local", *args]
+    command = [sys.executable, "-m", "airflow_ray_provider.cli", "clusters", *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -72,11 +72,13 @@ def test_a_documented_command_lists_and_stops_a_named_head(local_registry):
         assert listed.returncode == 0 and head.name in listed.stdout
         assert "run tasks_test_dag/manual__cli" in listed.stdout
 
-        stopped = _cli("stop", head.name)
+        assert "expires 20" in listed.stdout  # its ISO expiry
+
+        stopped = _cli("delete", head.name)
 
         assert stopped.returncode == 0, stopped.stderr
         assert not is_running(head) and not Path(head.temp_dir).exists()
-        missing = _cli("stop", head.name)
+        missing = _cli("delete", head.name)
         assert missing.returncode == 2 and "no local Ray head named" in missing.stderr
     finally:
         stop_cluster(head)

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_ray_provider.clusters import LocalBackend, PoolOptions, PoolRecord
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch import delete_idle_pools, pool_names, pool_options
+from airflow_ray_provider.launch import delete_idle_pools, pool_options
 
 pytestmark = pytest.mark.unit
 
@@ -58,11 +58,11 @@ def test_the_janitor_deletes_idle_expired_pools_only_never_one_with_a_live_lease
 
     deleted = ["abandoned", "all-dead", "expired"]
     assert delete_idle_pools(LocalBackend(), said.append, dry_run=True) == deleted
-    assert said == [] and len(pool_names(LocalBackend())) == 7
+    assert said == [] and len(LocalBackend().lease_store().pools()) == 7
 
     assert delete_idle_pools(LocalBackend(), said.append) == deleted
     assert said == [f"Forgot pool {name} (no cluster)" for name in deleted]
-    assert pool_names(LocalBackend()) == ["dead-lately", "deleting", "fresh", "held"]
+    assert LocalBackend().lease_store().pools() == ["dead-lately", "deleting", "fresh", "held"]
     assert LocalBackend().lease_store().read("expired") == (None, {})
 
 

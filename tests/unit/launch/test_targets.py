@@ -93,6 +93,7 @@ def test_the_flags_name_the_rayjob_and_standing_targets(kubeconfig: Path, tmp_pa
         ([*KUBE, "--rayjob", "--spec", "/no/such/spec.yaml"], "--spec"),
         ([*KUBE, "--rayjob", "--spec", "LIST"], "--spec"),
         ([*KUBE, "--rayjob", "--spec", "BADFIELD"], "--spec"),
+        ([*KUBE, "--spec", "BADFIELD"], "--spec"),
         ([*KUBE, "--rayjob", "--working-dir", "DIR"], "--working-dir"),
         ([*KUBE, "--rayjob", "--runtime-env", "LOCAL_ENV"], "--runtime-env"),
         (["--local-cluster", "no-such-head"], "--local-cluster"),

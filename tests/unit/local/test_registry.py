@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_ray_provider.cli import main
 from airflow_ray_provider.local import find_cluster, list_clusters, read_record, registry_dir
-from airflow_ray_provider.local.__main__ import main
 
 
 @pytest.mark.unit
@@ -16,7 +16,10 @@ def test_reading_a_registry_that_does_not_exist_finds_nothing_and_creates_no_fol
     assert find_cluster("no-such-head") is None
     assert read_record("no-such-head") is None
     assert list_clusters() == [] and list_clusters({"app": "x"}) == []
-    assert main(["list"]) == 0 and main(["stop", "no-such-head"]) == 2
+    assert main(["clusters", "list"]) == 0
+    with pytest.raises(SystemExit) as exited:
+        main(["clusters", "delete", "no-such-head"])
+    assert exited.value.code == 2
 
     assert "no local Ray head named 'no-such-head'" in capsys.readouterr().err
     assert not local_registry.exists()
