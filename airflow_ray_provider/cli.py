@@ -6,7 +6,8 @@
                      | --kuberay-context CTX --namespace NS [--spec FILE] [--rayjob] [--cluster NAME]
                      | --ray-address URL | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR]
                      [--name NAME] [--cleanup never|on_exception|always] [--timeout SECONDS]
-                     [--pool NAME [--idle-ttl SECONDS] [--replace-pool]] -- ENTRYPOINT...
+                     [--pool NAME [--idle-ttl SECONDS] [--replace-pool]]
+                     [--entrypoint-num-cpus N] [--entrypoint-num-gpus N] -- ENTRYPOINT...
     airflow-ray jobs list|logs ID|stop ID (--ray-address URL | --conn CONN_ID | --local-cluster NAME)
     airflow-ray clusters list|delete NAME|janitor [--kuberay-context CTX --namespace NS]
 
@@ -15,9 +16,10 @@ Ctrl-C stops the job and deletes the cluster it created (exit 130). ``--rayjob``
 RayJob (cleanup deletes the RayJob, and KubeRay its cluster); ``--cluster`` / ``--local-cluster`` run it
 on a standing cluster by name, which is never deleted; ``--pool`` runs it on the pool's cluster (a local
 head, or a RayCluster of ``--spec``), shared with every run of the pool and deleted ``--idle-ttl`` seconds
-after the last one ends (by the next run or ``clusters janitor``). A rerun with the same ``--name``
-re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag, before any
-cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
+after the last one ends (by the next run or ``clusters janitor``); ``--entrypoint-num-cpus`` makes a job
+wait in Ray's queue until its CPUs are free (jobs beyond a pool's capacity queue). A rerun with the same
+``--name`` re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag,
+before any cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
 
 This module imports neither Airflow nor the lifecycle when it is imported (``--help`` is instant); the
 terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
@@ -89,6 +91,8 @@ RUN_FLAGS: dict[str, dict[str, Any]] = {
     "--pool": {"metavar": "NAME", "help": "run on this pool's shared cluster (--local or --kuberay-context)"},
     "--idle-ttl": {"metavar": "SECONDS", "type": float, "help": "with --pool: keep it this long idle (600)"},
     "--replace-pool": {"action": "store_true", "help": "with --pool: replace a cluster of another spec"},
+    "--entrypoint-num-cpus": {"metavar": "N", "type": float, "help": "CPUs the job holds (it queues)"},
+    "--entrypoint-num-gpus": {"metavar": "N", "type": float, "help": "GPUs the job holds (it queues)"},
     "--poll-interval": {"metavar": "SECONDS", "type": float, "default": 1.0, "help": argparse.SUPPRESS},
 }
 
@@ -249,6 +253,8 @@ def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
     text, flag = str(exc), ""
     if "runtime_env" in text:
         flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
+    elif "entrypoint_num_" in text:
+        flag = "--entrypoint-num-gpus" if "entrypoint_num_gpus" in text else "--entrypoint-num-cpus"
     elif isinstance(target, StandingCluster):
         flag = "--local-cluster" if target.namespace is None else "--cluster"
     elif isinstance(target, (KubeRayJob, KubeRayCluster)):
@@ -316,6 +322,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         result = run(
             entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
             cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval, pool=pool,
+            entrypoint_num_cpus=args.entrypoint_num_cpus, entrypoint_num_gpus=args.entrypoint_num_gpus,
         )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
         raise BadInput(_named(target, exc, args)) from exc

@@ -311,6 +311,8 @@ def run(
     timeout: float | None = None,
     poll_interval: float = 1.0,
     pool: PoolOptions | dict[str, Any] | None = None,
+    entrypoint_num_cpus: float | None = None,
+    entrypoint_num_gpus: float | None = None,
     emit: Callable[[list[str]], None] = print_lines,
     say: Callable[[str], None] = _say,
 ) -> RunResult:
@@ -328,6 +330,9 @@ def run(
     :param pool: run on this pool's cluster (``PoolOptions`` or its fields, e.g. ``{"name": "eval",
         "idle_ttl": 600}``), of ``target``'s spec, shared with every run that names the pool; the cluster
         stays ``idle_ttl`` seconds after the last run ends (docs/launch.md, "Pools").
+    :param entrypoint_num_cpus: CPUs the entrypoint reserves: the job waits in Ray's queue until they are
+        free (jobs beyond a pool's capacity queue rather than share its cores).
+    :param entrypoint_num_gpus: GPUs the entrypoint reserves.
     :param emit: writes job-log lines (default: stdout).
     :param say: writes status lines (default: stderr).
     :returns: the succeeded run.
@@ -342,7 +347,10 @@ def run(
         if not Path(working_dir).is_dir():
             raise RayInvalidInputError(f"working_dir {str(working_dir)!r} is not a folder")
         env["working_dir"] = str(Path(working_dir).resolve())
-    spec = JobSpec(build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name})
+    spec = JobSpec(
+        build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name},
+        entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
+    )  # fmt: skip
     target = _with_deadline(target, timeout)
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)

@@ -206,3 +206,35 @@ def test_replace_waits_for_the_last_holder_then_starts_the_cluster_of_the_new_sp
     record = _state(pool)[0]
     assert record is not None and record.fingerprint["local.num_cpus"] == "2"
     assert len(_heads()) == 1 and _heads() != first
+
+
+def test_jobs_beyond_the_pools_capacity_queue_in_ray_until_their_cpus_are_free(
+    pool: str, tmp_path: Path
+) -> None:
+    """Two runs started together on a 1-CPU pool, each entrypoint holding 1 CPU: the second job's driver
+    starts only once the first has ended (it waits in Ray's queue; both succeed on the one cluster)."""
+    code = (
+        "import sys, time; s = time.time(); time.sleep(3); open(sys.argv[1], 'w').write(f'{s} {time.time()}')"
+    )
+    results: dict[str, Any] = {}
+
+    def one(name: str) -> None:
+        try:
+            results[name] = run(
+                [sys.executable, "-c", code, str(tmp_path / name)], target=ONE_CPU, name=name,
+                pool={"name": pool, "idle_ttl": 3, "lease_ttl": 4}, poll_interval=0.5, entrypoint_num_cpus=1,
+                emit=lambda lines: None, say=lambda line: None,
+            )  # fmt: skip
+        except BaseException as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=one, args=(f"q{i}",)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=240)
+
+    assert all(result.state.status.value == "SUCCEEDED" for result in results.values()), results
+    assert len(_heads()) == 1
+    first, second = sorted(tuple(map(float, (tmp_path / n).read_text().split())) for n in ("q0", "q1"))
+    assert second[0] >= first[1] - 0.05, (first, second)  # never both on the one CPU at once

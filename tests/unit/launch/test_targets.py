@@ -104,6 +104,8 @@ def test_the_flags_name_the_rayjob_and_standing_targets(kubeconfig: Path, tmp_pa
         (["--pool", "p", "--local-cluster", "x"], "--pool"),
         (["--pool", "p", "--ray-address", "http://127.0.0.1:1"], "--pool"),
         ([*KUBE, "--pool", "p", "--rayjob"], "--pool"),
+        (["--entrypoint-num-cpus", "-1"], "--entrypoint-num-cpus"),
+        (["--pool", "p", "--entrypoint-num-gpus", "-0.5"], "--entrypoint-num-gpus"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flag(
