@@ -6,13 +6,7 @@ shells.
 
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
-from airflow_ray_provider.launch.pool import (
-    PoolLease,
-    delete_idle_pools,
-    pool_options,
-    pool_plan,
-    spec_of,
-)
+from airflow_ray_provider.launch.pool import PoolLease, cluster_target, delete_idle_pools, pool_options
 from airflow_ray_provider.launch.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
     RayJobLook,
@@ -79,15 +73,14 @@ __all__ = [
     "actions_for",
     "apoll",
     "check_options",
+    "cluster_target",
     "delete_idle_pools",
     "kuberay_backend",
     "plan_rayjob",
     "pool_options",
-    "pool_plan",
     "ready_handle",
     "resolve",
     "run",
-    "spec_of",
     "step",
     "wait_until_ready",
 ]

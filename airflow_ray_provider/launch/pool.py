@@ -31,6 +31,8 @@ from airflow_ray_provider.clusters import (
     live_holders,
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.wait import wait_until_ready
 
 if TYPE_CHECKING:
@@ -89,6 +91,27 @@ def pool_plan(backend: ClusterBackend, request: ClusterRequest, options: PoolOpt
     no expiry; the same for every run of the pool, so any of them may create it."""
     request = dataclasses.replace(request, cluster_name=options.name, expiry=POOL_EXPIRY)
     return backend.plan(request, TaskIdentity("pool", options.name, "cluster"))
+
+
+def cluster_target(
+    backend: ClusterBackend,
+    request: ClusterRequest,
+    identity: TaskIdentity,
+    pool: PoolOptions | None = None,
+    **options: Any,
+) -> ClusterTarget:
+    """A cluster of the run's own, or with ``pool`` a lease on the pool's, held by the run's base submission
+    id (a retry renews it); ``options`` go to :class:`ClusterTarget`. No API call; closes ``backend`` on
+    errors."""
+    try:
+        if pool is None:
+            return ClusterTarget(backend=backend, plan=backend.plan(request, identity), **options)
+        holder = base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
+        lease, plan = PoolLease(backend, pool, holder), pool_plan(backend, request, pool)
+        return ClusterTarget(backend=backend, plan=plan, pool=lease, spec=spec_of(request), **options)
+    except BaseException:
+        backend.close()
+        raise
 
 
 def spec_of(request: ClusterRequest) -> dict[str, str]:

@@ -57,7 +57,7 @@ from airflow_ray_provider.jobs.submission import (
     check_runtime_env,
 )
 from airflow_ray_provider.launch.cleanup import Cleanup
-from airflow_ray_provider.launch.pool import PoolLease, pool_options, pool_plan, spec_of
+from airflow_ray_provider.launch.pool import cluster_target, pool_options
 from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget
@@ -241,15 +241,10 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
         return ClusterTarget(backend=backend, standing=target.name)
     try:
         request = cluster_request(target)
-        if pool is not None:
-            lease = PoolLease(backend, pool, base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID))
-            return ClusterTarget(backend=backend, plan=pool_plan(backend, request, pool), pool=lease,
-                                 spec=spec_of(request))  # fmt: skip
-        plan = backend.plan(request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID))
-        return ClusterTarget(backend=backend, plan=plan)
     except BaseException:
         backend.close()
         raise
+    return cluster_target(backend, request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID), pool)
 
 
 def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:

@@ -48,9 +48,9 @@ class ClusterTarget(RunTarget):
     :param backend: the backend that reaches ``handle``, attaches ``standing`` or creates ``plan``.
     :param plan: a cluster to create for the run (or find, on a rerun): the run owns it.
     :param standing: a standing cluster's name (attached, never deleted).
-    :param pool: with ``plan`` (the pool's cluster, :func:`~.pool.pool_plan`) and ``spec`` (its
-        fingerprint, :func:`~.pool.spec_of`): the run leases the pool's cluster, renews the lease at
-        every look, and releases it at its end; cleanup never deletes the cluster.
+    :param pool: with ``plan`` (the pool's cluster) and ``spec`` (its fingerprint), all three made by
+        :func:`~.pool.cluster_target`: the run leases the pool's cluster, renews the lease at every look,
+        and releases it at its end; cleanup never deletes the cluster.
     :param owned: cleanup may delete the cluster (set with ``plan``, or with the handle of one the
         run created before a deferral).
     :param ready_timeout: seconds to wait for a created cluster.

@@ -25,8 +25,8 @@ from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, P
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.launch import Cleanup, ClusterTarget, PoolLease, pool_options, pool_plan, spec_of
-from airflow_ray_provider.operators.base import base_id, task_identity
+from airflow_ray_provider.launch import Cleanup, cluster_target, pool_options
+from airflow_ray_provider.operators.base import task_identity
 from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
@@ -107,18 +107,8 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
         )  # fmt: skip
         backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        lease = None
-        try:
-            if self.cluster_pool is not None:
-                lease = PoolLease(backend, self.cluster_pool, base_id(context))
-                plan = pool_plan(backend, request, self.cluster_pool)
-            else:
-                plan = backend.plan(request, task_identity(context))
-        except BaseException:
-            backend.close()
-            raise
         ref = {"cluster_conn_id": self.cluster_conn_id, "retry_attempts": self.retry_attempts}
         connect = partial(handle_client, conn_id=self.cluster_conn_id, retry_attempts=self.retry_attempts)
-        return ClusterTarget(backend=backend, plan=plan, ready_timeout=self.ready_timeout, pool=lease,
-                             spec=spec_of(request), delete_timeout=self.delete_timeout, ref=ref,
-                             connect=connect)  # fmt: skip
+        return cluster_target(backend, request, task_identity(context), self.cluster_pool,
+                              ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout, ref=ref,
+                              connect=connect)  # fmt: skip
