@@ -64,7 +64,8 @@ def test_nightly_dag_in_pool_mode_runs_both_jobs_on_one_warm_cluster(
     assert xcom_value(dag_run, "decide")["outcome"] == "promote"
     for task_id in ("prepare", "evaluate"):
         usage = xcom_value(dag_run, task_id, "usage")
-        assert (usage["mode"], usage["cluster"]) == ("pool", pool_env), usage
+        assert (usage["mode"], usage["cluster"], usage["basis"]) == ("pool", pool_env, "job requests"), usage
+        assert usage["phases"]["queued_s"] is not None or "queued" in usage["not_available"], usage
     heads = list_clusters()
     assert [record["info"]["name"] for record in heads] == [pool_env]  # one head for both jobs
     assert is_running(LocalHeadInfo.from_dict(heads[0]["info"]))  # warm for the next run (idle_ttl)
