@@ -121,7 +121,7 @@ class ClusterSettings:
 
     @property
     def resolved_mode(self) -> Mode:
-        """The mode in effect (``mode``, else derived from ``ray_conn_id`` / ``cluster_name``)."""
+        """The mode in effect (``mode``, else derived from ``ray_conn_id`` / ``cluster_name`` / ``pool``)."""
         if self.mode is not None:
             return self.mode
         if self.ray_conn_id or self.cluster_name:
