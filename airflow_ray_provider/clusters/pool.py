@@ -34,12 +34,15 @@ class PoolOptions:
         times per ``lease_ttl``).
     :param replace: when the pool's cluster runs another spec, replace it once no lease holds it (the
         run waits) instead of failing.
+    :param prices: the pool's price table (``Prices.to_dict()``): the run that creates the cluster keeps it
+        in the pool's record, and every job on that cluster is priced by it, whatever its task says.
     """
 
     name: str
     idle_ttl: float = 600.0
     lease_ttl: float = 60.0
     replace: bool = False
+    prices: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         try:
@@ -67,6 +70,7 @@ class PoolRecord:
     :param deleting: a deletion is under way: no lease may be taken until the cluster is gone.
     :param idle_ttl: the idle TTL of the run that last released it (what the janitor goes by).
     :param deleting_since: when the deletion began (a deletion whose deleter died is resumed later).
+    :param prices: the pool's price table, from the run that created the cluster.
     """
 
     cluster: str
@@ -75,6 +79,7 @@ class PoolRecord:
     deleting: bool = False
     idle_ttl: float = 600.0
     deleting_since: float | None = None
+    prices: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The record as the stores keep it (JSON)."""

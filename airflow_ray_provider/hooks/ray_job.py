@@ -8,7 +8,8 @@ A ``ray`` connection holds:
 * **Extra** (JSON): ``dashboard_url`` (the dashboard as a browser reaches it, for the "Ray job" link,
   when Host is an address only Airflow can reach), ``headers`` and ``cookies`` (objects, or JSON text),
   ``verify`` (bool, default ``true``), ``ca_bundle`` (path of a CA bundle), ``metadata`` (default job
-  metadata), ``request_timeout`` (seconds per HTTP call, default 30).
+  metadata), ``request_timeout`` (seconds per HTTP call, default 30), ``prices`` (the usage record's),
+  ``pool`` (instead of Host: a pool whose cluster the task leases, :func:`connection_pool`).
 
 The hook adds the connection and nothing else: every call goes through
 :class:`~airflow_ray_provider.jobs.client.JobClient`. Secrets (token, cookies, credential headers) are
@@ -30,15 +31,20 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
+from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
 from airflow_ray_provider.clusters.handle import InvalidClusterHandleError, RayClusterHandle
 from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
 from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.kuberay import backend_for_handle, rayjobs_for_connection
+from airflow_ray_provider.hooks.kuberay import (
+    backend_for_connection,
+    backend_for_handle,
+    rayjobs_for_connection,
+)
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.submission import check_runtime_env
-from airflow_ray_provider.launch import ClusterTarget
+from airflow_ray_provider.launch import ClusterTarget, cluster_target, pool_options
 
 if TYPE_CHECKING:
     import logging
@@ -88,14 +94,18 @@ def masked(client: JobClient) -> JobClient:
     return client
 
 
+def _json_value(text: str, name: str, source: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise RayInvalidInputError(f"{source}: extra '{name}' is not valid JSON") from exc
+
+
 def _json_object(value: Any, name: str, source: str) -> dict[str, str]:
     if value in (None, ""):
         return {}
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise RayInvalidInputError(f"{source}: extra '{name}' is not valid JSON") from exc
+        value = _json_value(value, name, source)
     if not isinstance(value, dict):
         raise RayInvalidInputError(f"{source}: extra '{name}' must be a JSON object")
     return {str(k): str(v) for k, v in value.items()}
@@ -254,21 +264,98 @@ def check_target_arguments(cluster: Any, ray_conn_id: str | None) -> None:
         raise RayInvalidInputError("pass either cluster (a cluster handle) or ray_conn_id, not both")
 
 
-def job_api_target(cluster: Any, ray_conn_id: str | None, *, retry_attempts: int = 5) -> ClusterTarget:
+def job_api_target(
+    cluster: Any,
+    ray_conn_id: str | None,
+    *,
+    identity: TaskIdentity | None = None,
+    poll_interval: float | None = None,
+    retry_attempts: int = 5,
+) -> ClusterTarget:
     """The Job API target of a task with ``cluster`` (a handle) or ``ray_conn_id`` (default
-    ``ray_default``); nothing is called yet.
+    ``ray_default``); nothing is called yet. A ``ray`` connection whose extra holds ``pool`` names a pool
+    (:func:`connection_pool`): the target leases the pool's cluster for ``identity``'s task instance.
 
-    :raises RayInvalidInputError: for both, or a malformed handle.
+    :raises RayInvalidInputError: for both, a malformed handle, or a malformed pool.
     """
     check_target_arguments(cluster, ray_conn_id)
     if cluster is None:
-        return target_from_ref({"ray_conn_id": ray_conn_id or RayJobHook.default_conn_name,
-                                "retry_attempts": retry_attempts})  # fmt: skip
+        conn_id = ray_conn_id or RayJobHook.default_conn_name
+        settings = connection_pool(RayJobHook(conn_id).connection)
+        if settings is not None and identity is not None:
+            return own_cluster_target(identity, **settings, poll_interval=poll_interval, ray_conn_id=conn_id,
+                                      retry_attempts=retry_attempts)  # fmt: skip
+        return target_from_ref({"ray_conn_id": conn_id, "retry_attempts": retry_attempts})
     try:
         handle = RayClusterHandle.from_dict(cluster)
     except InvalidClusterHandleError as exc:
         raise RayInvalidInputError(str(exc)) from exc
     return target_from_ref({"handle": handle.to_dict(), "retry_attempts": retry_attempts})
+
+
+#: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made.
+POOL_CLUSTER_KEYS = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")
+
+
+def connection_pool(conn: Connection) -> dict[str, Any] | None:
+    """The pool a ``ray`` connection names in its ``pool`` extra (``None``: a plain connection), as
+    :func:`own_cluster_target`'s arguments: the pool's fields (``name``, ``idle_ttl``, ``lease_ttl``,
+    ``replace``, ``prices``, default the connection's ``prices`` extra) and its cluster's
+    (:data:`POOL_CLUSTER_KEYS`: a local head of ``local_options`` by default).
+
+    :raises RayInvalidInputError: for a ``pool`` extra that is not an object, naming the connection.
+    """
+    extra = conn.extra_dejson or {}
+    value = extra.get("pool")
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = _json_value(value, "pool", f"connection {conn.conn_id!r}")
+    if not isinstance(value, dict):
+        raise RayInvalidInputError(f"connection {conn.conn_id!r}: extra 'pool' must be a JSON object")
+    pool = {key: item for key, item in value.items() if key not in POOL_CLUSTER_KEYS}
+    pool.setdefault("prices", extra.get("prices"))
+    cluster = {key: value[key] for key in POOL_CLUSTER_KEYS if key in value}
+    return {"pool": pool, "source": f"connection {conn.conn_id!r} extra 'pool'", **cluster}
+
+
+def own_cluster_target(
+    identity: TaskIdentity,
+    *,
+    cluster_conn_id: str | None = None,
+    cluster_spec: Any = None,
+    local_options: Any = None,
+    manifest: Any = None,
+    namespace: str | None = None,
+    pool: PoolOptions | dict[str, Any] | None = None,
+    poll_interval: float | None = None,
+    source: str = "",
+    ray_conn_id: str | None = None,
+    retry_attempts: int = 5,
+    **request: Any,
+) -> ClusterTarget:
+    """A cluster the run creates through ``cluster_conn_id``'s backend (a local head by default), or with
+    ``pool`` the pool's; every check here, no API call (the run creates or leases it).
+
+    :param request: the other :class:`~airflow_ray_provider.clusters.ClusterRequest` fields
+        (``name_prefix``, ``expiry``) and :class:`ClusterTarget`'s timeouts.
+    :param source: where the arguments come from, for messages (a connection's ``pool`` extra).
+    :raises RayInvalidInputError: naming the field.
+    """
+    timeouts = {key: request.pop(key) for key in ("ready_timeout", "delete_timeout") if key in request}
+    ref = {"cluster_conn_id": cluster_conn_id, "retry_attempts": retry_attempts, "ray_conn_id": ray_conn_id}
+    connect = partial(handle_client, conn_id=cluster_conn_id, retry_attempts=retry_attempts)
+    try:
+        options = pool_options(pool, poll_interval)
+        cluster = ClusterRequest.from_arguments(
+            spec=cluster_spec, local_options=local_options, manifest=manifest, namespace=namespace, **request
+        )
+        backend = backend_for_connection(cluster_conn_id, namespace=namespace)
+        return cluster_target(backend, cluster, identity, options, ref=ref, connect=connect, **timeouts)
+    except RayInvalidInputError as exc:
+        if not source:
+            raise
+        raise RayInvalidInputError(f"{source}: {exc}") from exc
 
 
 def target_from_ref(ref: dict[str, Any]) -> Any:

@@ -33,6 +33,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch.targets import ClusterTarget
+from airflow_ray_provider.launch.usage import parse_prices
 from airflow_ray_provider.launch.wait import wait_until_ready
 
 if TYPE_CHECKING:
@@ -80,8 +81,9 @@ def _parse_pool(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | Non
         raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
     if "name" not in value:
         raise RayInvalidInputError("pool.name is required")
+    prices = parse_prices(value.get("prices"), source="pool.prices")
     try:
-        return PoolOptions(**value)
+        return PoolOptions(**{**value, "prices": prices.to_dict() if prices else None})
     except TypeError as exc:
         raise RayInvalidInputError(f"pool: {exc}") from exc
 
@@ -195,10 +197,13 @@ class PoolLease:
         self.store = backend.lease_store()
         self.held = held
         self.renewed = 0.0
+        #: The pool's price table: its record's once leased (a rebuilt lease has it in ``options``).
+        self.prices = options.prices
 
     def ref(self) -> dict[str, Any]:
-        """How a deferred run's target makes this lease again (JSON)."""
-        return {"pool": dataclasses.asdict(self.options), "holder": self.holder}
+        """How a deferred run's target makes this lease again (JSON), with the pool's prices."""
+        return {"pool": dataclasses.asdict(dataclasses.replace(self.options, prices=self.prices)),
+                "holder": self.holder}  # fmt: skip
 
     def renew(self) -> None:
         """Take or renew the lease for ``lease_ttl`` seconds."""
@@ -256,12 +261,14 @@ class PoolLease:
             self.store.write(name, deleting(record))
         elif step is PoolStep.USE and record is not None:
             self.renew()
+            self.prices = record.prices
             if record.idle_since is not None:
                 self.store.write(name, dataclasses.replace(record, idle_since=None).to_dict())
             say(f"Leased pool {name}'s running Ray cluster ({len(live_holders(leases, time.time()))} "
                 "other live lease(s))")  # fmt: skip
         elif step is PoolStep.CREATE:
-            self.store.write(name, PoolRecord(name, spec, idle_ttl=self.options.idle_ttl).to_dict())
+            record = PoolRecord(name, spec, idle_ttl=self.options.idle_ttl, prices=self.options.prices)
+            self.store.write(name, record.to_dict())
             self.store.renew(name, self.holder, time.time() + start_time + self.options.lease_ttl)
             self.held = True
             try:

@@ -92,6 +92,11 @@ class RunTarget(Protocol):
         """End what the run holds on a shared cluster (a pool's lease); by default nothing."""
         return None
 
+    def prices(self) -> dict[str, Any] | None:
+        """The price table that holds for every job on the reached cluster (a pool's), over the run's own;
+        by default none."""
+        return None
+
     def logs(self, submission_id: str) -> str:
         """The job's whole log, best effort (``""`` when it cannot be read)."""
 
@@ -212,6 +217,8 @@ class JobRun:
         self.times["reach"] = time.time()
         self.target.reach(self.say)
         self.times["ready"] = time.time()
+        if self.usage is not None and (prices := self.target.prices()) is not None:
+            self.usage = dataclasses.replace(self.usage, prices=prices)
 
     def submit(self) -> None:
         """Submit the job, or re-attach to the run's job, or find it finished (or watch the given one)."""

@@ -205,6 +205,10 @@ class ClusterTarget(RunTarget):
         if self.pool is not None:
             self.pool.release(say)
 
+    def prices(self) -> dict[str, Any] | None:
+        """The pool's price table, kept in its record (``None`` off a pool, or a pool without one)."""
+        return self.pool.prices if self.pool is not None else None
+
     def keep(self, say: Callable[[str], None]) -> None:
         """Say that the run's own cluster is kept."""
         what = self.handle or self.plan

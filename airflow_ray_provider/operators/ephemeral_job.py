@@ -18,14 +18,12 @@ lease (:mod:`airflow_ray_provider.launch.pool`).
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, PoolOptions, RayClusterSpec
+from airflow_ray_provider.clusters import LocalClusterOptions, PoolOptions, RayClusterSpec
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.kuberay import backend_for_connection
-from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.launch import Cleanup, cluster_target, pool_options
+from airflow_ray_provider.hooks.ray_job import own_cluster_target
+from airflow_ray_provider.launch import Cleanup, pool_options
 from airflow_ray_provider.operators.base import task_identity
 from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
@@ -101,14 +99,11 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
 
     def target(self, context: Context) -> RunTarget:
-        """A cluster of the run's own: every check here, no API call (the run creates it)."""
-        request = ClusterRequest.from_arguments(
-            spec=self.cluster_spec, local_options=self.local_options, manifest=self.manifest,
-            name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
+        """A cluster of the run's own (or the pool's): every check here, no API call (the run creates it)."""
+        return own_cluster_target(
+            task_identity(context), cluster_conn_id=self.cluster_conn_id, cluster_spec=self.cluster_spec,
+            local_options=self.local_options, manifest=self.manifest, namespace=self.namespace,
+            pool=self.cluster_pool, name_prefix=self.name_prefix, expiry=self.expiry,
+            ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout,
+            retry_attempts=self.retry_attempts,
         )  # fmt: skip
-        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
-        ref = {"cluster_conn_id": self.cluster_conn_id, "retry_attempts": self.retry_attempts}
-        connect = partial(handle_client, conn_id=self.cluster_conn_id, retry_attempts=self.retry_attempts)
-        return cluster_target(backend, request, task_identity(context), self.cluster_pool,
-                              ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout, ref=ref,
-                              connect=connect)  # fmt: skip

@@ -11,8 +11,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
-from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number
+from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -38,7 +39,8 @@ class SubmitRayJobOperator(RunOperator):
     ``deferrable``, ``poll_interval``, ``stream_logs``, ``prices``, ``artifact_uri``, lineage) too.
 
     :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``).
-    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
+    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given); one whose
+        extra names a ``pool`` runs the job on the pool's shared cluster (docs/operators.md).
     :param entrypoint_memory: bytes reserved for the entrypoint.
     :param wait_for_completion: wait for the job; ``False`` returns once it is submitted.
     :param job_timeout: seconds (or timedelta) from the job's start; on expiry the task fails and the
@@ -85,8 +87,19 @@ class SubmitRayJobOperator(RunOperator):
         self.check_literals()
 
     def target(self, context: Context) -> RunTarget:
-        """The cluster handle's Job API, or the ``ray`` connection's."""
-        return job_api_target(self.cluster, self.ray_conn_id, retry_attempts=self.retry_attempts)
+        """The cluster handle's Job API, or the ``ray`` connection's (a pool's cluster, leased for this task
+        instance, when the connection names a pool)."""
+        target = job_api_target(
+            self.cluster, self.ray_conn_id, identity=task_identity(context),
+            poll_interval=self.poll_interval, retry_attempts=self.retry_attempts,
+        )  # fmt: skip
+        if target.pool is not None and not self.wait_for_completion:
+            target.close()
+            raise RayInvalidInputError(
+                "wait_for_completion=False: a pool's lease ends with the task, so its cluster could be "
+                "deleted under the job; wait for it, or use a standing cluster's connection"
+            )
+        return target
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``, a pool's

@@ -56,8 +56,9 @@ from datetime import datetime
 from airflow.sdk import DAG, task
 
 from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 
-POOL = {{"name": "{pool}", "idle_ttl": 3, "lease_ttl": 4}}
+POOL = {{"name": "{pool}", "idle_ttl": 3, "lease_ttl": 4, "prices": {{"CPU": 0.1, "currency": "USD"}}}}
 
 with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
     waits = EphemeralRayJobOperator(
@@ -73,14 +74,31 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
     def answer():
         return 42
 
-    waits >> deferred >> answer()
+    by_connection = SubmitRayJobOperator(
+        task_id="by_connection", ray_conn_id="ray_pool", poll_interval=0.5, prices={{"CPU": 9.0}},
+        entrypoint=[sys.executable, "-c", "print('by connection')"],
+    )
+
+    waits >> deferred >> answer() >> by_connection
 """
 
+#: A ``ray`` connection that names the pool: ``SubmitRayJobOperator`` leases its cluster.
+POOL_CONNECTION = {
+    "conn_type": "ray",
+    "extra": {"pool": {"name": "dagpool", "idle_ttl": 3, "lease_ttl": 4, "local_options": {"num_cpus": 1}}},
+}
 
-def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(airflow_db, local_registry):
-    """Three tasks of one spec (waiting in the worker, deferred, ``@task.ray``) lease one head; each
-    releases its lease at its end (the deferred one in ``execute_complete``), and the head stays idle. The
-    deferred job outlives its 4 s lease: the trigger renews it (no lease is ever seen expired)."""
+
+def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
+    airflow_db, local_registry, monkeypatch
+):
+    """Four tasks of one spec (waiting in the worker, deferred, ``@task.ray``, ``SubmitRayJobOperator``
+    through a connection that names the pool) lease one head; each releases its lease at its end (the
+    deferred one in ``execute_complete``), and the head stays idle. The deferred job outlives its 4 s
+    lease: the trigger renews it (no lease is ever seen expired). Every job is priced by the pool's prices,
+    which its first task kept in the pool's record, over a task's own."""
+    import json
+
     from airflow_ray_provider.clusters import LocalBackend, PoolRecord
     from airflow_ray_provider.launch import delete_idle_pools
     from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
@@ -94,6 +112,7 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
             seen.update(leases)
             lapsed.extend(holder for holder, expires in leases.items() if expires < now)
 
+    monkeypatch.setenv("AIRFLOW_CONN_RAY_POOL", json.dumps(POOL_CONNECTION))
     sampler = threading.Thread(target=sample)
     sampler.start()
     try:
@@ -102,17 +121,21 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
         finally:
             done.set()
             sampler.join()
-        assert len(seen) == 3 and lapsed == []
+        assert len(seen) == 4 and lapsed == []
 
-        assert task_states(dag_run) == {"waits": "success", "deferred": "success", "answer": "success"}
+        tasks = ("waits", "deferred", "answer", "by_connection")
+        assert task_states(dag_run) == dict.fromkeys(tasks, "success")
         assert xcom_value(dag_run, "answer") == 42
         assert xcom_value(dag_run, "deferred", key="usage")["mode"] == "pool"
+        on_connection = xcom_value(dag_run, "by_connection", key="usage")
+        assert on_connection["mode"] == "pool" and on_connection["cluster"] == "dagpool"
+        assert on_connection["cost"]["prices"]["CPU"] == 0.1  # the pool's, not the task's 9.0
         assert [record["info"]["name"] for record in list_clusters()] == ["dagpool"]  # one head for all
         raw, leases = LocalBackend().lease_store().read("dagpool")
         assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
         backend = LocalBackend()
         jobs = backend.job_client(backend.attach("dagpool")).list_jobs()
-        assert len(jobs) == 3 and {job.status.value for job in jobs} == {"SUCCEEDED"}
+        assert len(jobs) == 4 and {job.status.value for job in jobs} == {"SUCCEEDED"}
         eventually(
             lambda: delete_idle_pools(LocalBackend()) == ["dagpool"], timeout=10, what="idle pool gone"
         )

@@ -84,3 +84,56 @@ def test_a_poll_interval_not_below_the_pools_heartbeat_is_refused_before_any_wor
     with pytest.raises(RayInvalidInputError, match=problem):
         EphemeralRayJobOperator(task_id="t", entrypoint="python job.py", cluster_pool=pool, poll_interval=2)
     assert not local_registry.exists()  # no head, no pool folder
+
+
+def test_a_pools_prices_are_checked_and_kept_as_a_table() -> None:
+    """The pool's price table is checked as any (naming ``pool.prices``) and kept in its plain form."""
+    options = pool_options({"name": "eval", "prices": {"CPU": 0.1, "currency": "USD"}})
+    assert options is not None and options.prices is not None and options.prices["CPU"] == 0.1
+    with pytest.raises(RayInvalidInputError, match="pool.prices"):
+        pool_options({"name": "eval", "prices": {"CPU": -1}})
+
+
+@pytest.mark.parametrize(
+    ("pool", "problem"),
+    [
+        ("[1]", "connection 'ray_pool': extra 'pool' must be a JSON object"),
+        ("{nope", "connection 'ray_pool': extra 'pool' is not valid JSON"),
+        ({"idle_ttl": 5}, "connection 'ray_pool' extra 'pool': pool.name is required"),
+        ({"name": "eval", "cluster_spec": {"head": {"cpu": "x"}}}, "connection 'ray_pool' extra 'pool': "),
+    ],
+)
+def test_a_connection_that_names_a_bad_pool_fails_before_any_work(
+    pool: Any, problem: str, local_registry: Any
+) -> None:
+    """``SubmitRayJobOperator`` on a ``ray`` connection whose ``pool`` extra is bad: one line naming the
+    connection and the field, before any head or pool folder exists."""
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from tests.fixtures.ray_job import StandInTI, context_for, drop_connection, set_connection
+
+    set_connection("ray_pool", extra={"pool": pool})
+    try:
+        operator = SubmitRayJobOperator(task_id="t", ray_conn_id="ray_pool", entrypoint="python job.py")
+        with pytest.raises(RayInvalidInputError) as caught:
+            operator.execute(context_for(StandInTI(dag_id="d", task_id="t")))
+    finally:
+        drop_connection("ray_pool")
+    assert str(caught.value).startswith(problem)
+    assert not local_registry.exists()
+
+
+def test_a_pools_connection_without_a_wait_is_refused_before_any_work(local_registry: Any) -> None:
+    """A pool's lease ends with its task: a job left running after it could lose its cluster."""
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from tests.fixtures.ray_job import StandInTI, context_for, drop_connection, set_connection
+
+    set_connection("ray_pool", extra={"pool": {"name": "eval"}})
+    try:
+        operator = SubmitRayJobOperator(
+            task_id="t", ray_conn_id="ray_pool", entrypoint="python job.py", wait_for_completion=False
+        )
+        with pytest.raises(RayInvalidInputError, match=r"^wait_for_completion=False: a pool's lease"):
+            operator.execute(context_for(StandInTI(dag_id="d", task_id="t")))
+    finally:
+        drop_connection("ray_pool")
+    assert not local_registry.exists()
