@@ -158,3 +158,43 @@ def test_a_run_of_another_spec_fails_before_submitting_naming_the_field(
     other_sid = base_submission_id("cli", f"{pool}-other", "run")
     assert not [j for j in ray_job_hook.list_jobs() if j.submission_id.startswith(other_sid)]
     assert kuberay_client.find_cluster(pool) is not None  # the pool's cluster is untouched
+
+
+def test_submit_operator_on_a_pool_connection_leases_the_pools_raycluster(
+    pool: str, kuberay_conn: str, kuberay_client: Any, kube_context: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``SubmitRayJobOperator`` on a ``ray`` connection that names a KubeRay pool: it creates the pool's
+    RayCluster, runs its job there, releases its Lease, and leaves the cluster for its idle TTL; its usage
+    record is the pool's (``mode: pool``) at the pool's prices."""
+    import json
+
+    from airflow_ray_provider.launch import kuberay_backend
+    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from tests.fixtures.ray_job import StandInTI, context_for
+
+    settings = {
+        "name": pool,
+        "idle_ttl": 30,
+        "lease_ttl": 4,
+        "cluster_conn_id": kuberay_conn,
+        "cluster_spec": SHARED,
+    }
+    conn = {"conn_type": "ray", "extra": {"pool": settings, "prices": {"CPU": 0.2, "currency": "USD"}}}
+    monkeypatch.setenv("AIRFLOW_CONN_RAY_KUBERAY_POOL", json.dumps(conn))
+    operator = SubmitRayJobOperator(
+        task_id="on_pool", ray_conn_id="ray_kuberay_pool", poll_interval=0.5,
+        entrypoint=[sys.executable, "-c", "print('kuberay-pool-operator')"],
+    )  # fmt: skip
+    ti = StandInTI(dag_id="kuberay_pool_connection", task_id="on_pool")
+
+    assert operator.execute(context_for(ti))["status"] == "SUCCEEDED"
+
+    usage = ti.xcoms["usage"]
+    assert usage["mode"] == "pool" and usage["cluster"] == pool and usage["cost"]["prices"]["CPU"] == 0.2
+    assert kuberay_client.find_cluster(pool) is not None  # it stays its idle TTL
+    backend = kuberay_backend(kube_context, TEST_NAMESPACE)
+    try:
+        raw, leases = backend.lease_store().read(pool)
+        assert raw is not None and leases == {}  # the task released its Lease
+    finally:
+        backend.close()
