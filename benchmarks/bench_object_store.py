@@ -13,7 +13,11 @@ figure is each side's median and their ratio. moto keeps objects in its memory a
 loopback HTTP from one Python process, so this measures pyarrow's S3 client and the HTTP path, not a
 real store's latency or bandwidth.
 
-Run: ``python -m benchmarks.bench_object_store [--rows 2000000] [--runs 3] [--engine auto]``; writes
+With ``--pin`` the S3 server runs on CPU 1 and every evaluation process, on both sides, on CPU 0: on a
+2-core machine this keeps the server's CPU off the workload's core, so the ratio is the cost of the S3
+path as a job sees it (a real store serves from other machines), not a loopback server's own work.
+
+Run: ``python -m benchmarks.bench_object_store [--rows 2000000] [--runs 3] [--engine auto] [--pin]``; writes
 ``benchmarks/out/bench_object_store.json`` and prints a Markdown table.
 """
 
@@ -47,7 +51,13 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def _run(config: dict[str, Any], env: dict[str, str]) -> float:
+def _pin(pid: int, cpu: int) -> None:
+    """Pin every thread of process ``pid`` (and so the threads it starts later) to ``cpu``."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), {cpu})
+
+
+def _run(config: dict[str, Any], env: dict[str, str], cpu: int | None = None) -> float:
     argv = [
         sys.executable,
         "-m",
@@ -56,7 +66,8 @@ def _run(config: dict[str, Any], env: dict[str, str]) -> float:
         json.dumps(config),
     ]
     started = time.monotonic()
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, preexec_fn=pin)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"evaluation failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -69,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="auto", choices=("auto", "local", "ray"))
+    parser.add_argument("--pin", action="store_true", help="the S3 server on CPU 1, the evaluations on CPU 0")
     args = parser.parse_args(argv)
     from tests.fixtures.s3 import AWS_VARIABLES, start_s3_server, stop_s3_server
 
@@ -76,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     data, champion, challenger = dataset(args.rows)
     work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     proc, server = start_s3_server(work)
+    if args.pin:
+        _pin(server.pid, 1)
     try:
         bucket = server.make_bucket("bench")
         started = time.monotonic()
@@ -112,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "progress_interval_s": 5,
                 }
                 before = _cpu_s(server.pid)
-                walls[name].append(_run(config, env))
+                walls[name].append(_run(config, env, 0 if args.pin else None))
                 if name == "s3":
                     server_cpu.append(_cpu_s(server.pid) - before)
                 print(
@@ -126,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = {
         "rows": args.rows,
         "engine": args.engine,
+        "pinned": args.pin,
         "dataset_bytes": sum(f.stat().st_size for f in Path(data).rglob("*.parquet")),
         "upload_s": round(upload_s, 1),
         "walls_s": {name: [round(w, 2) for w in ws] for name, ws in walls.items()},
