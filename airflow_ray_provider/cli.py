@@ -204,26 +204,6 @@ def _kube_target(args: argparse.Namespace) -> Target:
     return KubeRayCluster(context, namespace, spec, template)  # its spec is checked by launch.run
 
 
-def _pool(args: argparse.Namespace) -> Any:
-    """``--pool`` and its flags, checked (``None`` without ``--pool``)."""
-    from airflow_ray_provider.launch import pool_options
-
-    if not args.pool:
-        return None
-    where = _given(args, ("local_cluster", "ray_address", "conn", "rayjob", "cluster"))
-    if where:
-        raise BadInput(
-            f"--pool: a pool's cluster is a local head or a --kuberay-context cluster, not {where}"
-        )
-    fields = {"name": args.pool, "replace": args.replace_pool}
-    if args.idle_ttl is not None:
-        fields["idle_ttl"] = args.idle_ttl
-    try:
-        return pool_options(fields)
-    except ValueError as exc:
-        raise BadInput(f"--{'idle-ttl' if 'idle_ttl' in str(exc) else 'pool'}: {exc}") from exc
-
-
 def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
     """A bad-input error ``launch.run`` found before it created anything, with the flag it names."""
     from airflow_ray_provider.launch import KubeRayCluster, KubeRayJob, StandingCluster
@@ -235,6 +215,8 @@ def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
         flag = "--runtime-env"
     elif "entrypoint_num_" in text:
         flag = "--entrypoint-num-gpus" if "entrypoint_num_gpus" in text else "--entrypoint-num-cpus"
+    elif text.startswith("pool"):
+        flag = "--idle-ttl" if "idle_ttl" in text else "--pool"
     elif isinstance(target, StandingCluster):
         flag = "--local-cluster" if target.namespace is None else "--cluster"
     elif isinstance(target, (KubeRayJob, KubeRayCluster)):
@@ -290,7 +272,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise BadInput(f"--timeout: must be positive, got {args.timeout:g}")
     runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
     target = run_target(args)
-    pool = _pool(args)
+    pool = {"name": args.pool, "replace": args.replace_pool} if args.pool else None
+    if pool is not None and args.idle_ttl is not None:
+        pool["idle_ttl"] = args.idle_ttl
 
     from airflow_ray_provider.exceptions import RayInvalidInputError
     from airflow_ray_provider.launch import run
