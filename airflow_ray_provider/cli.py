@@ -1,28 +1,10 @@
 """``airflow-ray``: launch a Ray job from a laptop the way a DAG does, through the same lifecycle.
 
-::
-
-    airflow-ray run [--local | --local-cluster NAME
-                     | --kuberay-context CTX --namespace NS [--spec FILE] [--rayjob] [--cluster NAME]
-                     | --ray-address URL | --conn CONN_ID] [--runtime-env FILE] [--working-dir DIR]
-                     [--name NAME] [--cleanup never|on_exception|always] [--timeout SECONDS]
-                     [--pool NAME [--idle-ttl SECONDS] [--replace-pool]]
-                     [--entrypoint-num-cpus N] [--entrypoint-num-gpus N] -- ENTRYPOINT...
-    airflow-ray jobs list|logs ID|stop ID (--ray-address URL | --conn CONN_ID | --local-cluster NAME)
-    airflow-ray clusters list|delete NAME|janitor [--kuberay-context CTX --namespace NS]
-
-``run`` streams the job's log, exits with the job's outcome (0, or 1 with the log's last lines), and on
-Ctrl-C stops the job and deletes the cluster it created (exit 130). ``--rayjob`` runs it as a KubeRay
-RayJob (cleanup deletes the RayJob, and KubeRay its cluster); ``--cluster`` / ``--local-cluster`` run it
-on a standing cluster by name, which is never deleted; ``--pool`` runs it on the pool's cluster (a local
-head, or a RayCluster of ``--spec``), shared with every run of the pool and deleted ``--idle-ttl`` seconds
-after the last one ends (by the next run or ``clusters janitor``); ``--entrypoint-num-cpus`` makes a job
-wait in Ray's queue until its CPUs are free (jobs beyond a pool's capacity queue). A rerun with the same
-``--name`` re-attaches instead of submitting twice. Bad input exits 2 with one line naming the flag,
-before any cluster exists. It needs no Airflow configuration: only ``--conn`` reads an Airflow connection.
-
-This module imports neither Airflow nor the lifecycle when it is imported (``--help`` is instant); the
-terminal concerns (flags, Ctrl-C, exit codes) are all it holds.
+Subcommands ``run``, ``jobs list|logs|stop`` and ``clusters list|delete|janitor`` (``--help``).
+``run`` streams the job's log and exits with its outcome (0, or 1 with the log's last lines); Ctrl-C or
+SIGTERM stops the job and deletes the cluster it created (exit 130). A rerun with the same ``--name``
+re-attaches; bad input exits 2 with one line naming the flag, before any cluster exists (docs/launch.md).
+Nothing is imported at import time (``--help`` is instant) and Airflow only for ``--conn``.
 """
 
 from __future__ import annotations
@@ -43,9 +25,12 @@ EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 CLEANUP_WORDS = ("never", "on_exception", "always")
 #: KubeRay's ``submissionMode`` values (``clusters.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
-#: Flags that only go with ``--kuberay-context``, and those that only go with ``--rayjob``.
-KUBE_FLAGS = ("namespace", "spec", "dashboard_url_template", "rayjob", "cluster")
-RAYJOB_FLAGS = ("submission_mode", "ttl_seconds_after_finished")
+#: Flags that only go with another: dest -> the dest it needs.
+NEEDS = {
+    **dict.fromkeys(("namespace", "spec", "dashboard_url_template", "rayjob", "cluster"), "kuberay_context"),
+    **dict.fromkeys(("submission_mode", "ttl_seconds_after_finished"), "rayjob"),
+    **dict.fromkeys(("idle_ttl", "replace_pool"), "pool"),
+}
 
 
 class BadInput(Exception):
@@ -175,9 +160,10 @@ def run_target(args: argparse.Namespace) -> Target:
     """The target the flags name; every check, before any cluster exists."""
     from airflow_ray_provider.launch import Connection, LocalHead, RayAddress, StandingCluster
 
-    kube_flag = _given(args, KUBE_FLAGS + RAYJOB_FLAGS)
-    if kube_flag and not args.kuberay_context:
-        raise BadInput(f"{kube_flag}: only with --kuberay-context")
+    for dest, needed in NEEDS.items():
+        flag = _given(args, (dest,))
+        if flag and not getattr(args, needed):
+            raise BadInput(f"{flag}: only with --{needed.replace('_', '-')}")
     if args.kuberay_context:
         return _kube_target(args)
     if args.local_cluster:
@@ -198,9 +184,6 @@ def _kube_target(args: argparse.Namespace) -> Target:
 
     if not args.namespace:
         raise BadInput("--namespace: needed with --kuberay-context")
-    rayjob_flag = _given(args, RAYJOB_FLAGS)
-    if rayjob_flag and not args.rayjob:
-        raise BadInput(f"{rayjob_flag}: only with --rayjob")
     if args.cluster and (args.spec or args.rayjob):
         other = "--spec" if args.spec else "--rayjob"
         raise BadInput(f"--cluster: a standing cluster runs the job over its Job API; drop {other}")
@@ -221,40 +204,19 @@ def _kube_target(args: argparse.Namespace) -> Target:
     return KubeRayCluster(context, namespace, spec, template)  # its spec is checked by launch.run
 
 
-def _pool(args: argparse.Namespace) -> Any:
-    """``--pool`` and its flags, checked (``None`` without ``--pool``)."""
-    from airflow_ray_provider.launch import pool_options
-
-    other = _given(args, ("idle_ttl", "replace_pool"))
-    if not args.pool:
-        if other:
-            raise BadInput(f"{other}: only with --pool")
-        return None
-    where = _given(args, ("local_cluster", "ray_address", "conn", "rayjob", "cluster"))
-    if where:
-        raise BadInput(
-            f"--pool: a pool's cluster is a local head or a --kuberay-context cluster, not {where}"
-        )
-    fields = {"name": args.pool, "replace": args.replace_pool}
-    if args.idle_ttl is not None:
-        fields["idle_ttl"] = args.idle_ttl
-    try:
-        return pool_options(fields)
-    except ValueError as exc:
-        raise BadInput(f"--{'idle-ttl' if 'idle_ttl' in str(exc) else 'pool'}: {exc}") from exc
-
-
 def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
-    """A bad-input error ``launch.run`` found before it created anything, with the flag it names: the
-    runtime env (a RayJob cannot ship a local folder: KubeRay submits from inside the cluster), a
-    cluster's spec, or a standing cluster that does not exist."""
+    """A bad-input error ``launch.run`` found before it created anything, with the flag it names."""
     from airflow_ray_provider.launch import KubeRayCluster, KubeRayJob, StandingCluster
 
     text, flag = str(exc), ""
-    if "runtime_env" in text:
-        flag = "--working-dir" if args.working_dir and "working_dir" in text else "--runtime-env"
+    if "working_dir" in text and args.working_dir:
+        flag = "--working-dir"
+    elif "runtime_env" in text:
+        flag = "--runtime-env"
     elif "entrypoint_num_" in text:
         flag = "--entrypoint-num-gpus" if "entrypoint_num_gpus" in text else "--entrypoint-num-cpus"
+    elif text.startswith("pool"):
+        flag = "--idle-ttl" if "idle_ttl" in text else "--pool"
     elif isinstance(target, StandingCluster):
         flag = "--local-cluster" if target.namespace is None else "--cluster"
     elif isinstance(target, (KubeRayJob, KubeRayCluster)):
@@ -306,13 +268,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     entrypoint = [part for part in args.entrypoint if not (dashes and part == "--")]
     if not entrypoint:
         raise BadInput("ENTRYPOINT: pass the command after --, e.g. airflow-ray run --local -- python job.py")
-    if args.working_dir and not Path(args.working_dir).is_dir():
-        raise BadInput(f"--working-dir: {args.working_dir!r} is not a folder")
     if args.timeout is not None and args.timeout <= 0:
         raise BadInput(f"--timeout: must be positive, got {args.timeout:g}")
     runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
-    pool = _pool(args)
     target = run_target(args)
+    pool = {"name": args.pool, "replace": args.replace_pool} if args.pool else None
+    if pool is not None and args.idle_ttl is not None:
+        pool["idle_ttl"] = args.idle_ttl
 
     from airflow_ray_provider.exceptions import RayInvalidInputError
     from airflow_ray_provider.launch import run
@@ -346,8 +308,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_clusters(args: argparse.Namespace) -> int:
-    """``airflow-ray clusters list|delete|janitor`` (local heads, or KubeRay through a context); the
-    janitor deletes expired clusters and idle pools whose idle TTL is over, never a pool a run holds."""
+    """``airflow-ray clusters list|delete|janitor`` (local heads, or KubeRay through a context)."""
     from airflow_ray_provider.clusters import ClusterBackend, LocalBackend
 
     backend: ClusterBackend

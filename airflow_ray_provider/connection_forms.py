@@ -7,18 +7,14 @@ providers manager may call ``get_provider_info()`` while Airflow itself is still
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
 
-# How Airflow 3.3's connection form renders these (its React "FlexibleForm"): ``description`` is the help
-# text under a field, and the only hint inside an empty extra field; a ``placeholders`` entry in
-# ``ui-field-behaviour`` is shown for the standard fields (host, password, ...) but never for an extra
-# field. ``examples`` turns a text field into one with suggestions (a datalist). ``format: "multiline"``
-# is a textarea (newlines kept), ``format: "password"`` a one-line masked input. A ``default`` is
-# pre-filled and saved into every new connection, so only switches carry one. An ``enum`` is a dropdown
-# whose labels come from ``values_display`` (a ``None`` entry showed as a literal ``null``; clearing the
-# dropdown leaves the field empty).
+# Airflow 3.3's form (docs/running_in_airflow.md): ``description`` is a field's help text and the only hint
+# an empty extra field shows (``placeholders`` reach the standard fields only); a ``default`` is saved into
+# every new connection, so only switches carry one; an ``enum`` is a dropdown labelled by ``values_display``.
 
 
 def _field(label: str, description: str = "", kind: str = "string", **schema: Any) -> dict[str, Any]:
@@ -117,11 +113,6 @@ KUBERAY_CONN_FIELDS: dict[str, dict[str, Any]] = {
         values_display=dict(RAY_AUTH_CHOICES),
     ),
 }
-KUBERAY_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden-fields": ["host", "schema", "login", "password", "port"],
-    "relabeling": {},
-    "placeholders": {},
-}
 
 
 def _connection_type(
@@ -132,11 +123,19 @@ def _connection_type(
             "ui-field-behaviour": ui}  # fmt: skip
 
 
+def ui_field_behaviour(connection_type: dict[str, Any]) -> dict[str, Any]:
+    """A hook's ``get_ui_field_behaviour()``: its entry's ``ui-field-behaviour``, keys with underscores."""
+    return {
+        key.replace("-", "_"): copy.deepcopy(value)
+        for key, value in connection_type["ui-field-behaviour"].items()
+    }
+
+
 RAY_CONNECTION_TYPE = _connection_type(
     "ray", "airflow_ray_provider.hooks.ray_job.RayJobHook", "Ray (Job API)", RAY_CONN_FIELDS,
     RAY_UI_FIELD_BEHAVIOUR,
 )  # fmt: skip
 KUBERAY_CONNECTION_TYPE = _connection_type(
     "kuberay", "airflow_ray_provider.hooks.kuberay.KubeRayHook", "KubeRay (Kubernetes)", KUBERAY_CONN_FIELDS,
-    KUBERAY_UI_FIELD_BEHAVIOUR,
+    {"hidden-fields": ["host", "schema", "login", "password", "port"], "relabeling": {}, "placeholders": {}},
 )  # fmt: skip

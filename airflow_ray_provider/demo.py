@@ -52,10 +52,8 @@ def configure_environment(root: Path, rows: int, verbose: bool) -> None:
     quiet_dependency_warnings()
 
 
-#: Warnings of Airflow's own dependencies, nothing a user of the demo can act on: on ``dag.test()``,
-#: Airflow's execution API imports ``starlette.testclient``, which warns about the ``httpx`` Airflow pins;
-#: parsing the DAG folder reads ``.airflowignore`` with pathspec's ``GitWildMatchPattern``, which
-#: pathspec 1.0 deprecated.
+#: Warnings of Airflow's own dependencies (``dag.test()`` imports ``starlette.testclient``; the DAG folder's
+#: ``.airflowignore`` is read with pathspec's deprecated ``GitWildMatchPattern``).
 DEPENDENCY_WARNINGS = (
     "Using `httpx` with `starlette.testclient` is deprecated",
     "GitWildMatchPattern ('gitwildmatch') is deprecated",
@@ -63,10 +61,7 @@ DEPENDENCY_WARNINGS = (
 
 
 def quiet_dependency_warnings() -> None:
-    """Silence the warnings of Airflow's own dependencies that the demo's user cannot act on.
-
-    In this process (a filter) and in its child processes (``PYTHONWARNINGS``, a literal message prefix).
-    """
+    """Silence them in this process (a filter) and its children (``PYTHONWARNINGS``, a message prefix)."""
     import re
     import warnings
 
@@ -91,12 +86,8 @@ def demo_fernet_key(airflow_home: Path) -> str:
 
 
 def load_dag(dag_file: Path) -> Any:
-    """Import the DAG file and return its ``dag``.
-
-    Importing Airflow puts its own rule in front of the warning filters (show its modules' deprecation
-    warnings, when Python was given no ``-W``/``PYTHONWARNINGS``), which would show pathspec's warning
-    again: :func:`quiet_dependency_warnings` is applied once more after the import.
-    """
+    """Import the DAG file and return its ``dag`` (then quiet the warnings again: importing Airflow puts its
+    own rule in front of the filters)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("arp_demo_nightly", dag_file)

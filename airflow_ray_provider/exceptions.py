@@ -1,31 +1,9 @@
 """Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import.
 
-Each carries the fields a user needs to act on it (declared as dataclass fields, passed by keyword), and
-its message says what to do next. The tree imports no Airflow, so the run lifecycle, the ``airflow-ray``
-CLI and the operators raise the same plain errors. The KubeRay client layer
-(:mod:`airflow_ray_provider.kuberay.errors`) and the code inside Ray jobs
-(:mod:`airflow_ray_provider.workloads.common.errors`) keep their own errors; the layers above wrap them in
-these, raised ``from`` the original.
-
-Hierarchy::
-
-    RayProviderError
-    ├── RayInvalidInputError (also ValueError): bad input, found before anything was created
-    │   ├── InvalidClusterHandleError
-    │   └── PolicyError
-    ├── RayDashboardUnreachableError
-    ├── RayJobApiError
-    │   └── RayJobAlreadyExistsError
-    ├── RayJobError
-    │   ├── RayJobFailedError
-    │   ├── RayJobStoppedError
-    │   ├── RayJobTimeoutError
-    │   ├── KubeRayJobError
-    │   └── RayTaskError (a ``@task.ray`` job could not run or return its function)
-    │       └── RayTaskFunctionError (the function raised)
-    ├── RayClusterError
-    │   └── RayClusterNotReadyError
-    └── MetricsArtifactError
+Each carries the fields a user needs to act on it (dataclass fields, passed by keyword), and its message
+says what to do next; the lifecycle, the CLI and the operators raise the same plain errors
+(docs/architecture.md). ``RayInvalidInputError`` (also a ``ValueError``) is bad input, found before
+anything was created.
 """
 
 from __future__ import annotations
@@ -58,11 +36,8 @@ class PolicyError(RayInvalidInputError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayDashboardUnreachableError(RayProviderError):
-    """The Ray dashboard (Job API) did not answer after retries.
-
-    :param url: the dashboard URL that was tried.
-    :param conn_id: the connection (or cluster handle) the URL came from.
-    """
+    """The Ray dashboard (Job API) at ``url`` did not answer after retries; ``conn_id`` is the connection
+    (or cluster handle) the URL came from."""
 
     url: str
     conn_id: str | None = None
@@ -70,11 +45,8 @@ class RayDashboardUnreachableError(RayProviderError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayJobApiError(RayProviderError):
-    """The Ray Job API answered with an error that retrying will not fix (e.g. 400, 401, 404).
-
-    :param http_status: the HTTP status code the Job API answered with.
-    :param url: the URL that was called (never carries credentials).
-    """
+    """The Ray Job API answered ``url`` (never carrying credentials) with an error that retrying will not fix
+    (e.g. 400, 401, 404)."""
 
     http_status: int
     url: str
@@ -86,12 +58,7 @@ class RayJobAlreadyExistsError(RayJobApiError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayJobError(RayProviderError):
-    """A Ray job ended badly.
-
-    :param submission_id: the job's submission id.
-    :param status: its final Ray ``JobStatus`` value.
-    :param log_tail: the last lines of its driver log.
-    """
+    """A Ray job ended badly: its final ``JobStatus`` value and the last lines of its driver log."""
 
     submission_id: str
     status: str
@@ -116,14 +83,9 @@ class RayJobTimeoutError(RayJobError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class KubeRayJobError(RayJobError):
-    """A KubeRay RayJob ended without success: ``Failed`` (its reason says why: ``AppFailed``,
+    """A KubeRay RayJob ended without success: ``Failed`` (its ``reason`` says why: ``AppFailed``,
     ``DeadlineExceeded``, ``SubmissionFailed``, ...) or ``Complete`` with a Ray job that did not succeed.
-
-    :param name: the RayJob's name.
-    :param namespace: its namespace.
-    :param deployment_status: its final ``status.jobDeploymentStatus``.
-    :param reason: its ``status.reason``.
-    """
+    ``deployment_status`` is its final ``status.jobDeploymentStatus``."""
 
     name: str
     namespace: str
@@ -137,9 +99,8 @@ class RayTaskError(RayJobError):
 
     :param stage: where it failed in the job: ``setup`` (interpreter mismatch, unpickling), ``function``
         or ``result`` (the value could not travel back); ``""`` when the job left no message.
-    :param remote_type: the exception's type in the job (``ValueError``, ``mypkg.MyError``).
-    :param remote_message: its message.
-    :param remote_traceback: its formatted traceback, as the job printed it.
+    :param remote_type: the exception's type in the job (``ValueError``, ``mypkg.MyError``), with its
+        ``remote_message`` and ``remote_traceback`` as the job printed them.
     """
 
     status: str = "FAILED"
@@ -155,11 +116,7 @@ class RayTaskFunctionError(RayTaskError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterError(RayProviderError):
-    """A Ray cluster could not be created, reached or deleted.
-
-    :param name: the cluster's name.
-    :param namespace: its Kubernetes namespace (``None`` for the local backend).
-    """
+    """A Ray cluster could not be created, reached or deleted (``namespace`` is ``None`` for a local one)."""
 
     name: str
     namespace: str | None = None
@@ -174,11 +131,7 @@ class RayClusterNotReadyError(RayClusterError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class MetricsArtifactError(RayProviderError):
-    """An artifact is missing, partial, corrupt or of an unsupported schema.
-
-    :param uri: the file or folder that was read.
-    :param problem: a short tag: ``missing``, ``partial``, ``corrupt``, ``schema``.
-    """
+    """The artifact at ``uri`` is unusable; ``problem``: ``missing``, ``partial``, ``corrupt``, ``schema``."""
 
     uri: str
     problem: str

@@ -1,10 +1,8 @@
 """Pack a ``@task.ray`` call for its Ray job: cloudpickle it, name what cannot be pickled, stage the package.
 
-The package (an importable folder) goes to the cluster as a ``py_modules`` entry of the job's runtime
-env, which Ray's Job API client uploads: no file system shared with the cluster, no size limit of
-environment variables or command lines. Functions and classes from the DAG file's folder (the DAG module
-itself and the helpers it imports from there) are pickled *by value*, since the cluster cannot import
-them; installed libraries go by reference and must exist on the cluster.
+The package goes to the cluster as a ``py_modules`` entry that Ray's Job API client uploads. Modules
+from the DAG file's folder are pickled *by value* (the cluster cannot import them); installed libraries
+go by reference and must exist on the cluster.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, FunctionType, ModuleType
 from typing import Any
@@ -47,27 +44,20 @@ def function_name(function: Callable[..., Any]) -> str:
     return f"{getattr(function, '__module__', '?')}.{getattr(function, '__qualname__', repr(function))}"
 
 
-def local_modules(roots: Iterable[str | Path]) -> list[ModuleType]:
-    """Imported modules whose file lies under one of ``roots`` (the DAG file's folder)."""
-    folders = [Path(root).resolve() for root in roots if root]
-    found = []
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if not file or not folders:
-            continue
-        path = Path(file).resolve()
-        installed = "site-packages" in path.parts or "dist-packages" in path.parts
-        if not installed and any(path.is_relative_to(folder) for folder in folders):
-            found.append(module)
-    return found
-
-
 @contextmanager
 def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iterator[Any]:
     """Ray's cloudpickle with the function's module and the DAG folder's modules registered by value."""
     from ray import cloudpickle
 
-    modules = {m.__name__: m for m in local_modules(roots)}
+    folders = [Path(root).resolve() for root in roots if root]
+    modules: dict[str, ModuleType] = {}
+    for module in list(sys.modules.values()) if folders else []:
+        file = getattr(module, "__file__", None)
+        path = Path(file).resolve() if file else None
+        if path is None or "site-packages" in path.parts or "dist-packages" in path.parts:
+            continue
+        if any(path.is_relative_to(folder) for folder in folders):  # the DAG folder's modules
+            modules[module.__name__] = module
     home = sys.modules.get(getattr(function, "__module__", "") or "")
     if home is not None and home.__name__ not in ("__main__", "builtins"):
         modules.setdefault(home.__name__, home)
@@ -170,27 +160,11 @@ def dumps_call(
     return data
 
 
-@dataclass(frozen=True)
-class StagedPackage:
-    """The task package in a temporary folder, ready for ``runtime_env["py_modules"]``.
-
-    :param root: the temporary folder (remove it with :meth:`remove` once the job is submitted: Ray's
-        client has uploaded it by then).
-    :param path: the package folder inside it.
-    """
-
-    root: Path
-    path: Path
-
-    def remove(self) -> None:
-        """Delete the temporary folder."""
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
 def stage_package(
     payload: bytes, *, function: str, result_uri: str | None, inline_limit: int = INLINE_RESULT_LIMIT
-) -> StagedPackage:
-    """Write the task package: driver, protocol, pickled call and manifest (versions, result options)."""
+) -> Path:
+    """Write the task package (driver, protocol, pickled call, manifest) as ``PACKAGE_NAME`` in a new
+    temporary folder, returned: remove it once the job is submitted (Ray's client has uploaded it)."""
     from airflow_ray_provider.workloads import function as shipped
 
     remove_orphaned_stages()
@@ -202,15 +176,10 @@ def stage_package(
     for target, origin in _SHIPPED.items():
         shutil.copyfile(source / origin, package / target)
     (package / PAYLOAD_FILE).write_bytes(payload)
-    manifest = {
-        "format": 1,
-        "function": function,
-        "versions": runtime_versions(),
-        "result_uri": result_uri,
-        "inline_limit": inline_limit,
-    }
+    manifest = {"format": 1, "function": function, "versions": runtime_versions(), "result_uri": result_uri,
+                "inline_limit": inline_limit}  # fmt: skip
     (package / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
-    return StagedPackage(root=root, path=package)
+    return root
 
 
 def _alive(pid: int) -> bool:

@@ -1,13 +1,10 @@
 """``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
 
-Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` (``cluster=`` or
-``ray_conn_id=``) and :class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`
-(``cluster_spec=`` / ``cluster_conn_id=``: cluster and job in one task), so submission ids, re-attach,
-waiting, deferral, timeouts, log streaming and cleanup are the run's. This module adds what a function
-needs: its input rules (checked when the DAG is parsed), the call cloudpickled into a package that Ray's
-Job API uploads (:mod:`.payload`), and the framed outcome read back from the job's last log message
-(:mod:`airflow_ray_provider.workloads.function.protocol`): a retried task that finds its job succeeded
-returns the same value without running the function again.
+Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` and
+:class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`, so the run (re-attach,
+deferral, cleanup, ...) is theirs. This module adds the function's input rules (checked when the DAG is
+parsed), its package (:mod:`.payload`) and the value read back from the job's last log message: a retried
+task that finds its job succeeded returns the same value without running the function again.
 """
 
 from __future__ import annotations
@@ -15,19 +12,15 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import os
+import shutil
 from collections.abc import Callable, Collection, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from airflow_ray_provider.decorators.payload import (
-    PACKAGE_NAME,
-    StagedPackage,
-    dumps_call,
-    function_name,
-    stage_package,
-)
+from airflow_ray_provider.decorators.payload import PACKAGE_NAME, dumps_call, function_name, stage_package
 from airflow_ray_provider.exceptions import (
     RayInvalidInputError,
     RayJobFailedError,
@@ -39,7 +32,6 @@ from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
     KIND_ERROR,
-    KIND_URI,
     KIND_VALUE,
     Message,
     ResultTransportError,
@@ -98,10 +90,7 @@ def check_decorator_arguments(arguments: Mapping[str, Any]) -> None:
 
 
 def check_result_uri(uri: Any) -> str | None:
-    """A ``result_uri`` is a folder path or URI without credentials (they come from the environment).
-
-    :returns: the URI (``None`` when not set).
-    """
+    """``uri``, checked: a folder path or URI without credentials (they come from the environment)."""
     if uri is None:
         return None
     if not isinstance(uri, str) or not uri.strip():
@@ -123,11 +112,8 @@ def call_arguments(
     op_kwargs: Mapping[str, Any],
     context: Mapping[str, Any],
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The call's arguments: the task's (XComs resolved), plus context values the function names.
-
-    Unlike ``@task``, a ``**kwargs`` parameter does not receive the whole context: only named context
-    keys (``ds``, ``params``, ...) travel to the job.
-    """
+    """The call's arguments: the task's (XComs resolved), plus the context values the function names (unlike
+    ``@task``, a ``**kwargs`` parameter does not receive the whole context)."""
     args = tuple(op_args)
     kwargs = dict(op_kwargs)
     parameters = inspect.signature(function).parameters
@@ -183,19 +169,11 @@ def task_value(message: Message | None, submission_id: str) -> Any:
         raise task_error(message, submission_id, status="SUCCEEDED")
     if message.kind == KIND_VALUE:
         return message.data
-    if message.kind == KIND_URI:
-        try:
-            return read_result_file(message.data)
-        except ResultTransportError as exc:
-            raise RayTaskError(
-                f"Ray job {submission_id}: {exc}",
-                submission_id=submission_id,
-                status="SUCCEEDED",
-                stage="result",
-            ) from exc
-    raise RayTaskError(
-        f"Ray job {submission_id}: unknown result kind {message.kind!r}", submission_id=submission_id
-    )
+    try:  # a result file (``last_message`` reads no other kind)
+        return read_result_file(message.data)
+    except ResultTransportError as exc:
+        raise RayTaskError(f"Ray job {submission_id}: {exc}", submission_id=submission_id, status="SUCCEEDED",
+                           stage="result") from exc  # fmt: skip
 
 
 class _RayTaskBase(DecoratedOperator):
@@ -224,14 +202,9 @@ class _RayTaskBase(DecoratedOperator):
         check_decorator_arguments({**kwargs, "result_uri": result_uri})
         self.result_uri = result_uri
         self.python = python
-        self._staged: StagedPackage | None = None
-        super().__init__(
-            python_callable=python_callable,
-            op_args=op_args,
-            op_kwargs=op_kwargs,
-            entrypoint=[python, "-m", PACKAGE_NAME],
-            **kwargs,
-        )
+        self._staged: Path | None = None
+        super().__init__(python_callable=python_callable, op_args=op_args, op_kwargs=op_kwargs,
+                         entrypoint=[python, "-m", PACKAGE_NAME], **kwargs)  # fmt: skip
 
     def execute(self, context: Context) -> Any:
         """Run the function as this task's Ray job (or re-attach to it) and return its value."""
@@ -246,7 +219,7 @@ class _RayTaskBase(DecoratedOperator):
 
     def _remove_staged(self) -> None:
         if self._staged is not None:
-            self._staged.remove()
+            shutil.rmtree(self._staged, ignore_errors=True)
             self._staged = None
 
     def job(self, context: Context) -> Any:
@@ -254,10 +227,10 @@ class _RayTaskBase(DecoratedOperator):
         spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
         staged = self._stage(context)
         runtime_env = dict(spec.runtime_env)
-        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(staged.path)]
+        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(staged / PACKAGE_NAME)]
         return dataclasses.replace(spec, runtime_env=runtime_env)
 
-    def _stage(self, context: Context) -> StagedPackage:
+    def _stage(self, context: Context) -> Path:
         if self._staged is None:
             result_uri = check_result_uri(self.result_uri)
             args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
@@ -311,14 +284,12 @@ def ray_task(
     multiple_outputs: bool | None = None,
     **kwargs: Any,
 ) -> TaskDecorator:
-    """Run the decorated function as a Ray job; its return value is the task's XCom.
+    """Run the decorated function as a Ray job; its return value is the task's XCom (docs/task_ray.md).
 
-    Where: ``cluster=`` (a cluster handle, e.g. ``create_cluster.output``) or ``ray_conn_id=`` (a
-    ``ray`` connection; ``ray_default`` when neither is given), or ``cluster_spec=`` /
+    Where: ``cluster=`` or ``ray_conn_id=`` (default ``ray_default``), or ``cluster_spec=`` /
     ``cluster_conn_id=`` for a cluster of the task's own. Every other keyword is an argument of
-    :class:`SubmitRayJobOperator` (``runtime_env``, ``entrypoint_num_cpus``, ``deferrable``,
-    ``job_timeout``, ``stream_logs``, ``cleanup``, ...) or :class:`EphemeralRayJobOperator`, plus
-    ``result_uri`` and ``python`` (see :class:`_RayTaskBase`).
+    :class:`SubmitRayJobOperator` or :class:`EphemeralRayJobOperator`, plus ``result_uri`` and ``python``
+    (see :class:`_RayTaskBase`).
 
     :param python_callable: the function (when used as ``@task.ray`` without parentheses).
     :param multiple_outputs: push each key of a returned dict as its own XCom.

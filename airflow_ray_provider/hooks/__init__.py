@@ -1,8 +1,5 @@
-"""Airflow hooks: the ``ray`` connection (Ray Job API) and the ``kuberay`` connection (Kubernetes API).
-
-Besides the two hooks: which cluster backend a cluster connection or handle means (:mod:`.kuberay`), which
-run target a task's arguments or a deferred run's reference mean (:mod:`.ray_job`), runtime_env checks.
-"""
+"""Airflow hooks: the ``ray`` connection (Ray Job API) and the ``kuberay`` connection (Kubernetes API), and
+which cluster backend or run target a task's arguments mean."""
 
 from airflow_ray_provider.hooks.kuberay import (
     KubeRayHook,
@@ -13,12 +10,9 @@ from airflow_ray_provider.hooks.kuberay import (
 from airflow_ray_provider.hooks.ray_job import (
     RayJobHook,
     check_target_arguments,
-    client_of_connection,
-    connection_link_url,
     emit_lines,
     handle_client,
     job_api_target,
-    masked,
     target_from_ref,
     validate_runtime_env,
 )
@@ -29,12 +23,9 @@ __all__ = [
     "backend_for_connection",
     "backend_for_handle",
     "check_target_arguments",
-    "client_of_connection",
-    "connection_link_url",
     "emit_lines",
     "handle_client",
     "job_api_target",
-    "masked",
     "rayjobs_for_connection",
     "target_from_ref",
     "validate_runtime_env",

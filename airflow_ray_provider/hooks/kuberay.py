@@ -1,30 +1,26 @@
 """The ``kuberay`` connection type: how Airflow reaches the Kubernetes API that KubeRay watches.
 
-A ``kuberay`` connection's Extra (JSON) holds one way to authenticate, never loaded globally:
-
-* ``in_cluster``: ``true`` to use the pod's service account (Airflow running in Kubernetes);
-* ``kube_config_path``: path of a kubeconfig file;
-* ``kube_config``: an inline kubeconfig (YAML/JSON text or an object);
-
-plus ``context`` (kubeconfig context), ``namespace`` (empty: ``default``), ``default_image`` (Ray image
-when a spec names none), ``dashboard_url_template`` (how to reach the head's dashboard, see
-:func:`airflow_ray_provider.kuberay.status.dashboard_url`) and ``ray_auth`` (``auth_options`` for
-KubeRay >= 1.5.1, ``secret`` for older KubeRay, or ``disabled``).
+Its Extra (JSON) holds one way to authenticate, never loaded globally (``in_cluster``, ``kube_config_path``
+or an inline ``kube_config``), plus ``context``, ``namespace``, ``default_image``,
+``dashboard_url_template``, ``link_url_template`` and ``ray_auth`` (see :mod:`..connection_forms`).
 """
 
 from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseHook
 
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
-from airflow_ray_provider.connection_forms import KUBERAY_CONN_FIELDS as CONN_FIELDS
-from airflow_ray_provider.connection_forms import KUBERAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.connection_forms import (
+    KUBERAY_CONN_FIELDS,
+    KUBERAY_CONNECTION_TYPE,
+    ui_field_behaviour,
+)
 from airflow_ray_provider.exceptions import RayInvalidInputError
 
 if TYPE_CHECKING:
@@ -38,10 +34,9 @@ if TYPE_CHECKING:
 class KubeRayHook(BaseHook):
     """Reach RayClusters through a ``kuberay`` connection.
 
-    :param kuberay_conn_id: the connection id.
     :param namespace: overrides the connection's namespace.
     :param api_client: an already configured ``kubernetes.client.ApiClient`` (skips the connection's auth).
-    :param connection: an already fetched connection (triggers fetch it asynchronously).
+    :param connection: an already fetched connection.
     """
 
     conn_name_attr = "kuberay_conn_id"
@@ -79,9 +74,8 @@ class KubeRayHook(BaseHook):
     def settings(self) -> KubeRaySettings:
         """What the connection says about the clusters it creates (the backend's settings).
 
-        :raises RayInvalidInputError: naming the connection and the extra, for a ``ray_auth`` that is not
-            a mode or a ``link_url_template`` that is not an http(s) template of ``{name}`` and
-            ``{namespace}`` (checked before any cluster exists).
+        :raises RayInvalidInputError: naming the connection and the extra, for a bad ``ray_auth`` or
+            ``link_url_template`` (checked before any cluster exists).
         """
         from airflow_ray_provider.clusters import cluster_link_url
         from airflow_ray_provider.kuberay import AUTH_MODES
@@ -191,26 +185,18 @@ class KubeRayHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Hide the fields a ``kuberay`` connection does not use."""
-        return {
-            "hidden_fields": UI_FIELD_BEHAVIOUR["hidden-fields"],
-            "relabeling": {},
-            "placeholders": UI_FIELD_BEHAVIOUR["placeholders"],
-        }
+        return ui_field_behaviour(KUBERAY_CONNECTION_TYPE)
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Form widgets for Airflow < 3.2 (no ``conn-fields``); empty when wtforms is not installed.
-
-        Same labels and help texts as :data:`~airflow_ray_provider.connection_forms.KUBERAY_CONN_FIELDS`;
-        the inline kubeconfig is a text area (pasted YAML keeps its newlines).
-        """
+        """Form widgets for Airflow < 3.2 (no ``conn-fields``), from the same table; none without wtforms."""
         try:
             from flask_appbuilder.fieldwidgets import BS3TextAreaFieldWidget, BS3TextFieldWidget
             from wtforms import BooleanField, StringField
         except ImportError:
             return {}
         fields: dict[str, Any] = {}
-        for name, spec in CONN_FIELDS.items():
+        for name, spec in KUBERAY_CONN_FIELDS.items():
             label, description = spec["label"], spec.get("description", "")
             if spec["schema"]["type"][0] == "boolean":
                 fields[name] = BooleanField(label, description=description)
@@ -222,7 +208,15 @@ class KubeRayHook(BaseHook):
 
 
 # ------------------------------------------------------------- which backend a connection or handle means
-def _kuberay(conn_id: str, connection: Connection, namespace: str | None) -> KubeRayBackend:
+def backend_for_connection(conn_id: str | None, *, namespace: str | None = None) -> ClusterBackend:
+    """The backend of a cluster connection: ``None`` is the local backend, a ``kuberay`` one KubeRay.
+
+    :param namespace: overrides the connection's namespace (KubeRay).
+    :raises RayInvalidInputError: for a connection of another type.
+    """
+    if conn_id is None:
+        return LocalBackend()
+    connection = KubeRayHook.get_connection(conn_id)
     if connection.conn_type != KubeRayHook.conn_type:
         raise RayInvalidInputError(
             f"cluster_conn_id {conn_id!r} has type {connection.conn_type!r}; use a connection of type "
@@ -232,22 +226,9 @@ def _kuberay(conn_id: str, connection: Connection, namespace: str | None) -> Kub
     return KubeRayBackend(hook.settings, lambda: hook.client)
 
 
-def backend_for_connection(conn_id: str | None, *, namespace: str | None = None) -> ClusterBackend:
-    """The backend of a cluster connection: ``None`` is the local backend, a ``kuberay`` one KubeRay.
-
-    :param conn_id: the cluster connection id, or ``None``.
-    :param namespace: overrides the connection's namespace (KubeRay).
-    :raises RayInvalidInputError: for a connection of another type.
-    """
-    if conn_id is None:
-        return LocalBackend()
-    return _kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace)
-
-
 def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) -> ClusterBackend:
     """The backend that created the cluster of a handle.
 
-    :param handle: the create task's handle.
     :param conn_id: the connection to use when a KubeRay handle names none.
     :raises RayInvalidInputError: for a KubeRay handle without any connection.
     """
@@ -269,4 +250,4 @@ def rayjobs_for_connection(conn_id: str | None, *, namespace: str | None = None)
             "a KubeRay RayJob needs cluster_conn_id, a connection of type 'kuberay'; to run on this "
             "machine, use EphemeralRayJobOperator or CreateRayClusterOperator with cluster_conn_id=None"
         )
-    return _kuberay(conn_id, KubeRayHook.get_connection(conn_id), namespace)
+    return cast("KubeRayBackend", backend_for_connection(conn_id, namespace=namespace))

@@ -1,30 +1,16 @@
 """``RayJobHook``: the ``ray`` connection type, turned into the provider's one Job API client.
 
-A ``ray`` connection holds:
-
-* **Host**: the dashboard URL, e.g. ``http://ray-head:8265`` (or a host name with Schema ``https`` and
-  Port ``8265``);
-* **Password**: the Ray auth token (sent as ``Authorization: Bearer <token>``);
-* **Extra** (JSON): ``dashboard_url`` (the dashboard as a browser reaches it, for the "Ray job" link,
-  when Host is an address only Airflow can reach), ``headers`` and ``cookies`` (objects, or JSON text),
-  ``verify`` (bool, default ``true``), ``ca_bundle`` (path of a CA bundle), ``metadata`` (default job
-  metadata), ``request_timeout`` (seconds per HTTP call, default 30), ``prices`` (the usage record's),
-  ``pool`` (instead of Host: a pool whose cluster the task leases, :func:`connection_pool`).
-
-The hook adds the connection and nothing else: every call goes through
-:class:`~airflow_ray_provider.jobs.client.JobClient`. Secrets (token, cookies, credential headers) are
-registered with Airflow's secrets masker as soon as they are read and are never put into trigger
-state, XCom or messages: triggers carry the connection id or the cluster handle and resolve the token
-themselves.
-
-Which run target a task's arguments mean (a ``ray`` connection, a cluster handle) is decided here too, and
-again from the JSON reference a deferred run carries (:func:`target_from_ref`), so the trigger and
-``execute_complete`` reach the same cluster, with the token read where they run.
+A ``ray`` connection holds the dashboard URL as Host (or a host name with Schema and Port), the Ray auth
+token as Password, and in its Extra ``dashboard_url`` (for the "Ray job" link), ``headers``, ``cookies``,
+``verify``, ``ca_bundle``, ``metadata``, ``request_timeout``, ``prices`` and ``pool`` (instead of Host: a
+pool whose cluster the task leases, :func:`connection_pool`; see :mod:`..connection_forms`). Secrets
+are registered with Airflow's secrets masker as soon as they are read and never put into trigger state,
+XCom or messages. Also here: which run target a task's arguments, or a deferred run's JSON reference
+(:func:`target_from_ref`), mean.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
@@ -33,8 +19,11 @@ from airflow.sdk import BaseHook
 
 from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
 from airflow_ray_provider.clusters.handle import InvalidClusterHandleError, RayClusterHandle
-from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
-from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.connection_forms import (
+    DEFAULT_REQUEST_TIMEOUT,
+    RAY_CONNECTION_TYPE,
+    ui_field_behaviour,
+)
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.kuberay import (
     backend_for_connection,
@@ -53,13 +42,8 @@ if TYPE_CHECKING:
 
 
 def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
-    """Write job-log lines into the task log, one record per line, each through the secrets masker.
-
-    Masked here, not only in the log pipeline: a job that prints the token is masked even where no
-    masking log processor is configured (``dag.test()``, a bare triggerer test).
-    """
-    if not lines:
-        return
+    """Write job-log lines into the task log, one record per line, each through the secrets masker (also
+    where no masking log processor is configured: ``dag.test()``, a bare triggerer test)."""
     from airflow.sdk.log import redact
 
     for line in lines:
@@ -67,11 +51,8 @@ def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
 
 
 def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
-    """Check a runtime_env before submitting; returns a copy.
-
-    Checks shapes first (:func:`~airflow_ray_provider.jobs.submission.check_runtime_env`: clear
-    messages, no Ray import), then lets Ray's ``RuntimeEnv`` (lazily imported) catch unknown plugins
-    and bad field types.
+    """A copy of a runtime_env, checked: its shapes first (clear messages, no Ray import), then by Ray's
+    ``RuntimeEnv`` (unknown plugins, bad field types).
 
     :raises RayInvalidInputError: naming the field to fix.
     """
@@ -166,13 +147,10 @@ def client_of_connection(
 
 
 class RayJobHook(BaseHook):
-    """The Ray Job API of a ``ray`` connection, or of a cluster handle.
+    """The Ray Job API of a ``ray`` connection, or of a cluster handle; ``__init__`` does no I/O.
 
-    ``__init__`` does no I/O: the connection, the token and the client are resolved on first use.
-
-    :param ray_conn_id: a ``ray`` connection.
-    :param cluster: a cluster handle (``RayClusterHandle`` or its dict, e.g. the create-cluster XCom);
-        used instead of the connection when given.
+    :param cluster: a cluster handle (or its dict, e.g. the create-cluster XCom), used instead of the
+        connection when given.
     :param retry_attempts: attempts per API call on transient failures (1 = no retry).
     :param retry_max_wait: longest back-off between attempts, in seconds.
     """
@@ -200,14 +178,11 @@ class RayJobHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Connection form behaviour (also declared as ``ui-field-behaviour`` in provider info)."""
-        return {key.replace("-", "_"): copy.deepcopy(value) for key, value in UI_FIELD_BEHAVIOUR.items()}
+        return ui_field_behaviour(RAY_CONNECTION_TYPE)
 
     @cached_property
     def connection(self) -> Connection:
-        """The ``ray`` connection.
-
-        :raises RayInvalidInputError: when it is not defined, saying what to create.
-        """
+        """The ``ray`` connection; a missing one is a :class:`RayInvalidInputError` saying what to create."""
         if not self.ray_conn_id:
             raise RayInvalidInputError("pass a `ray` connection id (ray_conn_id) or a cluster handle")
         from airflow.exceptions import AirflowNotFoundException

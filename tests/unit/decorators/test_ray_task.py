@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -15,7 +16,12 @@ import pendulum
 import pytest
 
 from airflow_ray_provider.decorators import ray_task
-from airflow_ray_provider.decorators.payload import dumps_call, remove_orphaned_stages, stage_package
+from airflow_ray_provider.decorators.payload import (
+    PACKAGE_NAME,
+    dumps_call,
+    remove_orphaned_stages,
+    stage_package,
+)
 from airflow_ray_provider.decorators.ray_task import call_arguments, task_error, task_value
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayTaskError, RayTaskFunctionError
 from airflow_ray_provider.workloads.function import protocol
@@ -125,14 +131,15 @@ def test_closures_nested_functions_and_module_functions_pickle_by_value(tmp_path
     def f(x: int) -> int:
         return nested(x) + len(protocol.FRAME_PREFIX)
 
-    staged = stage_package(dumps_call(f, (2,), {}), function="f", result_uri=None)
+    root = stage_package(dumps_call(f, (2,), {}), function="f", result_uri=None)
+    package = root / PACKAGE_NAME
     try:
-        function, args, kwargs = cloudpickle.loads((staged.path / protocol.PAYLOAD_FILE).read_bytes())
+        function, args, kwargs = cloudpickle.loads((package / protocol.PAYLOAD_FILE).read_bytes())
         assert function(*args, **kwargs) == 6 + len(protocol.FRAME_PREFIX)
-        assert {p.name for p in staged.path.iterdir()} >= {"__main__.py", "protocol.py", "manifest.json"}
+        assert {p.name for p in package.iterdir()} >= {"__main__.py", "protocol.py", "manifest.json"}
     finally:
-        staged.remove()
-    assert not staged.root.exists()
+        shutil.rmtree(root)
+    assert not root.exists()
 
 
 def test_a_staged_folder_whose_process_died_is_removed_by_the_next_staging(tmp_path):
