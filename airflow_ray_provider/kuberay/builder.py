@@ -1,16 +1,7 @@
 """The RayCluster body sent to Kubernetes: built from a :class:`RayClusterSpec`, or a user's manifest.
 
-A built body gets every pod's image, checked against ``rayVersion``: KubeRay gates features (token auth)
-on ``rayVersion`` while the image decides what runs, so they must agree. A tag that starts with a version
-(``2.52.0``, ``2.52.0-py311-gpu``) is compared and a mismatch fails before creation; a tag without one
-(``latest``, a custom build) cannot be checked and is logged. GPU worker groups on the default image get
-the GPU build (``rayproject/ray:<version>-gpu``), as KubeRay's GPU samples do.
-
-A manifest (one RayCluster out of a multi-document file) is sent as written apart from ``metadata``: the
-per-run name (or the pinned ``cluster_name``), the target namespace, and the provider's ownership labels
-and annotations. Companion documents of a file (the ConfigMaps, Secrets and Services many KubeRay samples
-carry) are not created: they are named in a warning, to be applied beforehand. Either way every check runs
-before any API call, KubeRay's controller rules included (:func:`.validation.check_raycluster`).
+A manifest is sent as written apart from ``metadata`` (per-run name, namespace, ownership); the other
+documents of its file are named in a warning, not created. Every check runs before any API call.
 """
 
 from __future__ import annotations
@@ -205,7 +196,10 @@ def tag_version(image: str) -> str | None:
 
 
 def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, list[str]]:
-    """The Ray version, the head's image and each worker group's; raises when a tag disagrees."""
+    """The Ray version, the head's image and each worker group's (GPU groups on the default image: ``-gpu``).
+
+    KubeRay gates features on ``rayVersion`` while the image decides what runs: a tag that starts with a
+    version must agree with it; one without (``latest``) is logged."""
     cluster_image = spec.image or default_image
     where = "spec.image" if spec.image else "the connection's default_image"
     ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or default_ray_version()

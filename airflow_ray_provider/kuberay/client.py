@@ -1,14 +1,8 @@
 """Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
 
-The Kubernetes ``ApiClient`` is injected, so the caller decides how to authenticate (in-cluster,
-kubeconfig file or dict) and nothing global is loaded. Transient failures (no answer, 408, 429, 5xx) are
-retried; the rest become this layer's API errors. Every call stays inside the namespaced Role of
-:func:`role_manifest`: nothing cluster-wide, never the KubeRay operator itself.
-
-What ties a cluster to the task that created it: its per-task name, ownership labels and expiry. A
-retried task finds its cluster by the name; a janitor lists orphans by the labels and deletes them once
-the expiry annotation has passed. Label values are limited to 63 characters of ``[A-Za-z0-9._-]``, so a
-run id (``manual__2024-01-01T00:00:00+00:00``) is stored as a short hash, and in full in an annotation.
+The ``ApiClient`` is injected (nothing global is loaded) and transient failures are retried. A cluster is
+tied to its task by its per-task name (a retry finds it), ownership labels and an expiry annotation (a
+janitor lists orphans by the labels); a run id is too long for a label, so it is hashed there.
 """
 
 from __future__ import annotations
@@ -35,10 +29,8 @@ log = logging.getLogger(__name__)
 
 GROUP, VERSION = "ray.io", "v1"
 TRANSIENT_STATUS = frozenset({0, 408, 429, 500, 502, 503, 504})
-# RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
-# create / wait / re-attach / suspend (patch) / delete, reading the token Secret KubeRay generates, and
-# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event), and the
-# Leases that keep pools (their lock and record, one per run: :mod:`.leases`; a replace is ``update``).
+# The token Secret KubeRay generates is read; events are read because KubeRay refuses an invalid RayCluster
+# only by a Warning event; Leases keep pools (:mod:`.leases`; a replace is ``update``).
 BASE_RULES: list[dict[str, Any]] = [
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
     {
@@ -85,10 +77,7 @@ def _label_value(text: str) -> str:
 
 
 def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """A DNS-1035 name, stable for one task of one run (retries find the same cluster), unique across runs.
-
-    :param prefix: leading part, starts with a letter (e.g. ``ray``).
-    """
+    """A DNS-1035 name (``prefix`` starts with a letter), stable for one task of a run, unique across runs."""
     digest = _short_hash(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}")
     slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
     name = f"{slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
@@ -140,11 +129,7 @@ def expires_at(ttl: timedelta, now: datetime | None = None) -> datetime:
 
 
 class KubeRayApiError(KubeRayError):
-    """The Kubernetes API answered with an error that retrying will not fix.
-
-    :param status: the HTTP status code (``0`` when there was no answer).
-    :param reason: the API's reason text.
-    """
+    """The Kubernetes API answered with an error that retrying will not fix (``status`` 0: no answer)."""
 
     def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
         super().__init__(message)
@@ -205,11 +190,8 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
 
 
 class _CustomObjects:
-    """Create / get / find / patch / delete / list / wait until gone for one ``ray.io/v1`` kind, through a
-    :class:`KubeRayClient` (its API client, namespace, timeouts, transient-error retries and Role).
-
-    :param client: the typed RayCluster client to share.
-    """
+    """The verbs of one ``ray.io/v1`` kind, through a :class:`KubeRayClient` (its API client, namespace,
+    timeouts, retries and Role)."""
 
     KIND: str
     PLURAL: str
@@ -281,10 +263,8 @@ class RayJobClient(_CustomObjects):
 
 
 class KubeRayClient(_CustomObjects):
-    """RayClusters (create / get / find / delete / list / wait until gone; deleting one is foreground: its
-    pods go first), their events, and Secrets.
+    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets.
 
-    :param api_client: a configured ``kubernetes.client.ApiClient``.
     :param namespace: default namespace of every call.
     """
 
@@ -361,10 +341,8 @@ class KubeRayClient(_CustomObjects):
         namespace: str | None = None,
         owner: dict[str, Any] | None = None,
     ) -> None:
-        """Create an Opaque Secret; one an earlier try created is kept.
-
-        :param owner: an object as the API returned it (a RayJob): Kubernetes deletes the Secret with it.
-        """
+        """Create an Opaque Secret (deleted with ``owner``, an object as the API returned it); one an earlier
+        try created is kept."""
         ns = namespace or self.namespace
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}
         if owner is not None:

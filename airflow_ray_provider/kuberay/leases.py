@@ -1,18 +1,5 @@
-"""Pools on KubeRay: each pool's lock, record and leases as ``coordination.k8s.io/v1`` Lease objects.
-
-Every write is checked by ``resourceVersion``, so the API server, not a client, decides races:
-
-* The pool's Lease (``ray-pool.<pool>``) is its lock and carries its record in an annotation. A decider
-  takes it by a create (409: someone else did) or, once free or expired, a replace of the version it read
-  (409: someone else did first); it renews it while it holds it (a thread), and frees it on leaving (it
-  deletes it when the pool has no record). A decider that was killed stops renewing, so its lock expires
-  ``lock_ttl`` after its last renewal (``renewTime`` + ``leaseDurationSeconds``), as Kubernetes' own
-  leader election does; holders' clocks must agree within a few seconds.
-* Each run's lease is a Lease of its own (``ray-pool.<pool>.<holder>``, labelled with the pool), renewed
-  by replacing it and ended by deleting it; its expiry is ``renewTime`` + ``leaseDurationSeconds``.
-
-It speaks plain data (the pool interface's ``LeaseStore``), and every call goes through the typed
-client's retries, timeout and error mapping, inside the Role of :func:`.client.role_manifest`.
+"""Pools on KubeRay: each pool's lock and record (the Lease ``ray-pool.<pool>``) and each run's lease (the
+Lease ``ray-pool.<pool>.<holder>``), every write checked by ``resourceVersion`` (docs/architecture.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
 
-A RayJob either carries a ``rayClusterSpec`` (KubeRay creates the cluster, runs the job, and with
-``shutdownAfterJobFinishes`` deletes the cluster when the job ends, whatever happens to Airflow) or a
-``clusterSelector`` naming a standing RayCluster (KubeRay never deletes that one). Every rule KubeRay's
-controller checks (``ValidateRayJobSpec`` / ``ValidateRayJobMetadata`` in its ``utils/validation.go``) is
-checked here first: KubeRay answers a bad RayJob with a Warning event and no status, so a caller that
-sent one would wait forever. Everything raises :class:`KubeRaySpecError` naming the field and the fix.
+It carries a ``rayClusterSpec`` (KubeRay creates the cluster and, with ``shutdownAfterJobFinishes``, deletes
+it) or a ``clusterSelector`` naming a standing RayCluster. KubeRay's ``ValidateRayJobSpec`` rules are
+checked here first, each raising :class:`KubeRaySpecError` naming the field and the fix.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The typed RayCluster spec (what to provision, pod options included) and its validation.
 
-:mod:`airflow_ray_provider.kuberay.builder` turns a spec into the ``ray.io/v1`` RayCluster body; the
-local backend summarises it into CPUs and GPUs. Everything here is checked before any API call: a bad
-name, a negative replica count or an unknown field raises :class:`KubeRaySpecError` naming the field and
-what to change.
+:mod:`.builder` turns it into a RayCluster body; the local backend summarises it into CPUs and GPUs.
 """
 
 from __future__ import annotations
@@ -60,10 +57,7 @@ class _PodGroup:
 
 @dataclass(frozen=True)
 class HeadGroup(_PodGroup):
-    """The head pod (the fields of every pod, and its Service's type).
-
-    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
-    """
+    """The head pod: the fields of every pod, and its Service's type (``ClusterIP``, ``NodePort``, ...)."""
 
     service_type: str | None = None
 
@@ -73,8 +67,6 @@ class WorkerGroup(_PodGroup):
     """One worker group (the fields of every pod, and these); several groups make a heterogeneous cluster
     (e.g. CPU and spot GPU).
 
-    :param name: group name (DNS-1123 label).
-    :param replicas: initial replicas.
     :param min_replicas: lower bound for the autoscaler (default: ``replicas``).
     :param max_replicas: upper bound for the autoscaler (default: ``max(replicas, min_replicas)``).
     :param gpu: ``nvidia.com/gpu`` per pod (0: none).
@@ -133,15 +125,12 @@ class RayClusterSpec:
     :param worker_groups: zero or more worker groups.
     :param enable_autoscaling: enable KubeRay's in-tree autoscaler.
     :param autoscaler_idle_timeout_seconds: idle seconds before the autoscaler removes a worker.
-    :param env: environment variables for every Ray container.
-    :param service_account: service account of every Ray pod.
     :param labels: extra labels on the RayCluster (ownership labels are added).
     :param annotations: extra annotations on the RayCluster.
     :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
         creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
         connection's ``ray_auth`` (default ``auth_options``).
-    :param pods: options of every pod (:class:`PodOptions`: pod labels
-        and annotations, env from Secrets, image pull secrets, priority class, volumes and mounts).
+    :param pods: options of every pod (:class:`PodOptions`).
     :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
         starts it once admitted.
     """
@@ -163,24 +152,19 @@ class RayClusterSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | RayClusterSpec) -> RayClusterSpec:
         """Build a spec from a plain dict (e.g. rendered from a template); unknown keys are rejected."""
-        if isinstance(data, RayClusterSpec):
-            return data
-        if not isinstance(data, dict):
-            raise KubeRaySpecError(f"spec must be a dict or RayClusterSpec, got {type(data).__name__}")
-        values = _known_keys(cls, data, "spec")
-        if "head" in values:
-            values["head"] = _to_dataclass(HeadGroup, values["head"], "spec.head")
-        if "pods" in values:
-            values["pods"] = _to_dataclass(PodOptions, values["pods"], "spec.pods")
-        if "worker_groups" in values:
-            groups = values["worker_groups"]
-            if not isinstance(groups, list):
-                raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
-            values["worker_groups"] = [
-                _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
-                for i, g in enumerate(groups)
-            ]
-        return cls(**values)
+        spec = _to_dataclass(cls, data, "spec")
+        if not isinstance(spec.worker_groups, list):
+            raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
+        groups = [
+            _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
+            for i, g in enumerate(spec.worker_groups)
+        ]
+        return dataclasses.replace(
+            spec,
+            head=_to_dataclass(HeadGroup, spec.head, "spec.head"),
+            pods=_to_dataclass(PodOptions, spec.pods, "spec.pods"),
+            worker_groups=groups,
+        )
 
     @property
     def total_cpus(self) -> float:
@@ -194,15 +178,7 @@ class RayClusterSpec:
         return sum(g.gpu * g.replicas for g in self.worker_groups)
 
 
-_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions)
-
-
-def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    allowed = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
-    return dict(data)
+_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions, RayClusterSpec)
 
 
 def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
@@ -210,7 +186,11 @@ def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
         return data
     if not isinstance(data, dict):
         raise KubeRaySpecError(f"{where} must be a dict, got {type(data).__name__}")
-    return cls(**_known_keys(cls, data, where))
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
+    return cls(**data)
 
 
 #: Worker-group counts that a templated (Jinja) spec renders as strings such as ``"3"``.
@@ -265,7 +245,6 @@ def validate_spec(spec: RayClusterSpec) -> None:
 
 
 def _validate_pod_group(group: _PodGroup, where: str) -> None:
-    """What head and worker pods share: resources, ``ray start`` parameters, placement."""
     v.check_quantity(group.cpu, f"{where}.cpu")
     v.check_quantity(group.memory, f"{where}.memory")
     v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
@@ -308,7 +287,6 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
 
 
 def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:
-    """Check pod options; raises :class:`KubeRaySpecError` naming the field."""
     v.check_labels(options.labels, f"{where}.labels")
     v.check_string_map(options.annotations, f"{where}.annotations")
     v.check_env({name: "" for name in options.secret_env}, f"{where}.secret_env")

@@ -1,17 +1,8 @@
 """What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them.
 
-:func:`readiness` says whether a RayCluster's head pod is ready, failed for good or still coming up; the
-KubeRay cluster backend's readiness check starts from it and then probes the dashboard. When KubeRay's
-controller refuses a RayCluster it records a Warning event and writes no status at all, so a caller sees
-``state=<none>`` until its timeout: :func:`refusal_event` finds that event, and :func:`warning_summary`
-puts the recent Warning events into wait and timeout messages.
-
-A RayJob's ``status.jobDeploymentStatus`` moves through ``""`` (new) -> ``Initializing`` (cluster being
-created) -> ``Running`` (job submitted) -> ``Complete`` or ``Failed``; ``Suspending`` -> ``Suspended``
-while ``spec.suspend`` is set, and ``Retrying`` -> new again while ``backoffLimit`` allows.
-``status.jobStatus`` mirrors Ray's own job status once the job exists. Only ``Complete`` and ``Failed`` are
-final (KubeRay turns a retryable ``Failed`` into ``Retrying`` in the same reconcile, so a reader never
-sees it); a RayJob succeeded only when it is ``Complete`` *and* its Ray job ``SUCCEEDED``.
+KubeRay's controller refuses an invalid RayCluster only by a Warning event and writes no status, so a
+waiting caller would see ``state=<none>`` until its timeout: :func:`refusal_event` finds that event.
+A RayJob's lifecycle is in docs/architecture.md ("KubeRay client layer").
 """
 
 from __future__ import annotations
@@ -48,17 +39,10 @@ class HeadInfo(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class ClusterStatus:
-    """A RayCluster's status, typed.
+    """A RayCluster's status, typed (:meth:`from_object` says where each field comes from).
 
-    :param name: ``metadata.name``.
-    :param namespace: ``metadata.namespace``.
-    :param state: ``status.state`` (``ready``, ``suspended``, ``failed`` or empty while provisioning).
-    :param reason: ``status.reason`` (why the state is what it is, when KubeRay says).
-    :param conditions: ``status.conditions``.
-    :param head: ``status.head``.
-    :param endpoints: ``status.endpoints``: service port name to port number (strings).
-    :param deleting: the object has a ``deletionTimestamp``.
-    :param uid: ``metadata.uid`` (tells this cluster's events from those of an earlier one of that name).
+    :param state: ``ready``, ``suspended``, ``failed`` or empty while provisioning.
+    :param uid: tells this cluster's events from those of an earlier one of that name.
     """
 
     name: str
@@ -159,15 +143,7 @@ REFUSAL_REASONS = frozenset({"InvalidRayClusterMetadata", "InvalidRayClusterSpec
 
 @dataclass(frozen=True)
 class ClusterEvent:
-    """One ``core/v1`` Event about a RayCluster.
-
-    :param type: ``Normal`` or ``Warning``.
-    :param reason: a CamelCase reason such as ``InvalidRayClusterSpec``.
-    :param message: the controller's text.
-    :param count: how often it happened.
-    :param uid: ``involvedObject.uid`` (which incarnation of the name it is about).
-    :param last_seen: when it last happened.
-    """
+    """One ``core/v1`` Event about a RayCluster (``uid``: which incarnation of the name it is about)."""
 
     type: str
     reason: str
@@ -223,19 +199,11 @@ LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 
 @dataclass(frozen=True)
 class RayJobStatus:
-    """A RayJob's status, typed.
+    """A RayJob's status, typed (:meth:`from_object` says where each field comes from).
 
-    :param name: ``metadata.name``.
-    :param namespace: ``metadata.namespace``.
-    :param deployment_status: ``status.jobDeploymentStatus`` (``""`` before KubeRay looked at it).
-    :param job_status: ``status.jobStatus``: Ray's job status (``""`` before the job exists).
-    :param reason: ``status.reason`` (``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...).
-    :param message: ``status.message``.
-    :param job_id: ``status.jobId``: the Ray submission id.
-    :param cluster_name: ``status.rayClusterName``.
-    :param start_time: ``status.startTime``.
-    :param failed: ``status.failed``: failed attempts so far.
-    :param suspend: ``spec.suspend``.
+    :param deployment_status: ``""`` before KubeRay looked at it.
+    :param job_status: Ray's job status (``""`` before the job exists).
+    :param reason: ``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...
     """
 
     name: str

@@ -1,11 +1,7 @@
 """What Kubernetes and KubeRay refuse, checked before any API call; and the layer's base errors.
 
-Field syntax (names, quantities, labels, environment) is Kubernetes'. The CRD schema is not all KubeRay
-checks: its controller (``ray-operator/controllers/ray/utils/validation.go`` of KubeRay 1.7) refuses more,
-and then records a Warning event and writes **no status**, so a caller waiting for a status waits out
-its timeout. :func:`check_raycluster` applies every such rule to a final body (built or a user's
-manifest), pod rules included (a pod KubeRay cannot create leaves the cluster waiting just the same).
-Each broken rule raises :class:`KubeRaySpecError` naming the field and what to change.
+Field syntax is Kubernetes'. :func:`check_raycluster` applies the rules of KubeRay's controller
+(``ray-operator/controllers/ray/utils/validation.go``, 1.7), pod rules included, to a final body.
 """
 
 from __future__ import annotations
