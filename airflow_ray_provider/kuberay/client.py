@@ -23,7 +23,7 @@ from airflow_ray_provider.kuberay.status import ClusterEvent
 from airflow_ray_provider.kuberay.validation import KubeRayError, check_cluster_name
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+    from kubernetes.client import ApiClient, CoreV1Api
 
 log = logging.getLogger(__name__)
 
@@ -189,22 +189,35 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
     return KubeRayApiError(message, status=status, reason=reason)
 
 
-class _CustomObjects:
-    """The verbs of one ``ray.io/v1`` kind, through a :class:`KubeRayClient` (its API client, namespace,
-    timeouts, retries and Role)."""
+class _Objects:
+    """The verbs of one namespaced kind, through a :class:`KubeRayClient` (its API client, timeouts, retries
+    and Role); answers are plain data.
+
+    :param namespace: default namespace of every call (default: the client's).
+    """
 
     KIND: str
-    PLURAL: str
-    PROPAGATION: str  # what a delete does with what the object owns
+    PLURAL = ""  # a ray.io/v1 kind's plural; empty: a built-in kind, served by API
+    API = "CustomObjectsApi"
+    PROPAGATION = "Background"  # what a delete does with what the object owns
 
-    def __init__(self, client: KubeRayClient) -> None:
+    def __init__(self, client: KubeRayClient, namespace: str | None = None) -> None:
         self.kube = client
+        self.namespace: str = namespace or client.namespace
 
     def _run(self, verb: str, ns: str | None, name: str | None, *args: Any, **kwargs: Any) -> Any:
-        ns = ns or self.kube.namespace
+        import kubernetes.client
+
+        ns = ns or self.namespace
         what = f"{verb} {self.KIND} {ns}/{name}" if name else f"{verb} {self.KIND}s in {ns}"
-        method = getattr(self.kube._custom(), f"{verb}_namespaced_custom_object")
-        return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *args, **kwargs)
+        api = getattr(kubernetes.client, self.API)(self.kube.api_client)
+        named = (name,) if name and verb != "create" else ()
+        if self.PLURAL:
+            method = getattr(api, f"{verb}_namespaced_custom_object")
+            return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *named, *args, **kwargs)
+        method = getattr(api, f"{'read' if verb == 'get' else verb}_namespaced_{self.KIND.lower()}")
+        answer = self.kube._call(what, method, *named, ns, *args, **kwargs)
+        return self.kube.api_client.sanitize_for_serialization(answer)
 
     def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create one; raises :class:`KubeRayConflictError` when the name is taken."""
@@ -213,7 +226,7 @@ class _CustomObjects:
 
     def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Read one; raises :class:`KubeRayNotFoundError` when absent."""
-        return self._run("get", namespace, name, name)
+        return self._run("get", namespace, name)
 
     def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """Read one, or ``None`` when it does not exist."""
@@ -224,12 +237,16 @@ class _CustomObjects:
 
     def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Merge-patch one (``spec.suspend``, annotations)."""
-        return self._run("patch", namespace, name, name, patch)
+        return self._run("patch", namespace, name, patch)
 
-    def delete(self, name: str, *, namespace: str | None = None) -> bool:
+    def replace(self, name: str, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Replace one; raises :class:`KubeRayConflictError` when it changed since ``body`` was read."""
+        return self._run("replace", namespace, name, body)
+
+    def delete(self, name: str, *, namespace: str | None = None, **options: Any) -> bool:
         """Delete one (and, by :attr:`PROPAGATION`, what it owns); ``False`` if it was already gone."""
         try:
-            self._run("delete", namespace, name, name, propagation_policy=self.PROPAGATION)
+            self._run("delete", namespace, name, propagation_policy=self.PROPAGATION, **options)
         except KubeRayNotFoundError:
             return False
         return True
@@ -245,7 +262,7 @@ class _CustomObjects:
 
     def wait_until_gone(self, name: str, *, namespace: str | None = None, timeout: float = 300.0) -> None:
         """Poll (twice a second) until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        ns = namespace or self.kube.namespace
+        ns = namespace or self.namespace
         deadline = time.monotonic() + timeout
         while self.find(name, namespace=ns) is not None:
             if time.monotonic() >= deadline:
@@ -256,13 +273,17 @@ class _CustomObjects:
             time.sleep(0.5)
 
 
-class RayJobClient(_CustomObjects):
+class RayJobClient(_Objects):
     """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
 
     KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
 
 
-class KubeRayClient(_CustomObjects):
+class _Secrets(_Objects):
+    KIND, API = "Secret", "CoreV1Api"
+
+
+class KubeRayClient(_Objects):
     """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets.
 
     :param namespace: default namespace of every call.
@@ -271,21 +292,16 @@ class KubeRayClient(_CustomObjects):
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
     RETRIES = 4  # attempts for transient failures
-    create_cluster = _CustomObjects.create
-    get_cluster = _CustomObjects.get
-    find_cluster = _CustomObjects.find
-    delete_cluster = _CustomObjects.delete
-    list_clusters = _CustomObjects.list_labelled
+    create_cluster = _Objects.create
+    get_cluster = _Objects.get
+    find_cluster = _Objects.find
+    delete_cluster = _Objects.delete
+    list_clusters = _Objects.list_labelled
 
     def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
-        super().__init__(self)
-        self.api_client = api_client
-        self.namespace = namespace
-
-    def _custom(self) -> CustomObjectsApi:
-        from kubernetes.client import CustomObjectsApi
-
-        return CustomObjectsApi(self.api_client)
+        self.api_client, self.namespace = api_client, namespace
+        super().__init__(self, namespace)
+        self.secrets = _Secrets(self)
 
     def _core(self) -> CoreV1Api:
         from kubernetes.client import CoreV1Api
@@ -325,11 +341,10 @@ class KubeRayClient(_CustomObjects):
 
     def read_secret_value(self, name: str, *, key: str, namespace: str | None = None) -> str:
         """Read one key of a Secret, decoded; raises :class:`KubeRayError` when the key is missing."""
-        ns = namespace or self.namespace
-        secret = self._call(f"read Secret {ns}/{name}", self._core().read_namespaced_secret, name, ns)
-        data = secret.data or {}
+        data = self.secrets.get(name, namespace=namespace).get("data") or {}
         if key not in data:
-            raise KubeRayError(f"Secret {ns}/{name} has no key {key!r} (keys: {sorted(data)})")
+            where = f"{namespace or self.namespace}/{name}"
+            raise KubeRayError(f"Secret {where} has no key {key!r} (keys: {sorted(data)})")
         return base64.b64decode(data[key]).decode()
 
     def create_secret(
@@ -358,15 +373,10 @@ class KubeRayClient(_CustomObjects):
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
         }
         try:
-            self._call(f"create Secret {ns}/{name}", self._core().create_namespaced_secret, ns, body)
+            self.secrets.create(body)
         except KubeRayConflictError:
             log.info("Secret %s/%s already exists (an earlier try created it); keeping it", ns, name)
 
     def delete_secret(self, name: str, *, namespace: str | None = None) -> bool:
         """Delete a Secret; ``False`` if it was already gone."""
-        ns = namespace or self.namespace
-        try:
-            self._call(f"delete Secret {ns}/{name}", self._core().delete_namespaced_secret, name, ns)
-        except KubeRayNotFoundError:
-            return False
-        return True
+        return self.secrets.delete(name, namespace=namespace)

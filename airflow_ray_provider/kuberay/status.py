@@ -98,12 +98,8 @@ class ClusterStatus:
 
 
 def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
-    """Decide from one status whether the head is ready, failed for good, or still coming up: the verdict
-    (a :data:`airflow_ray_provider.clusters.readiness.Verdict`, which this layer cannot import) and why.
-
-    ``ReplicaFailure=True`` is not terminal (KubeRay retries pod creation, e.g. after a quota frees up);
-    only ``state=failed`` is. The caller's timeout bounds the wait either way.
-    """
+    """Whether the head is ready, failed for good, or still coming up, and why (``ReplicaFailure=True`` is
+    not terminal: KubeRay retries pod creation, e.g. after a quota frees up)."""
     if status.deleting:
         return "failed", f"RayCluster {status.name} is being deleted"
     if status.state == STATE_FAILED:
