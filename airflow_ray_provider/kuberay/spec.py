@@ -34,16 +34,9 @@ def default_ray_version() -> str:
 
 @dataclass(frozen=True)
 class _PodGroup:
-    """What head and worker pods share (keyword-only).
-
-    :param cpu: CPU request and limit per pod (Kubernetes quantity).
-    :param memory: memory request and limit per pod (Kubernetes quantity).
-    :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
-    :param node_selector: node selector, e.g. ``{"cloud.google.com/gke-spot": "true"}``.
-    :param tolerations: Kubernetes toleration dicts, e.g. the taint of a spot or GPU pool.
-    :param affinity: Kubernetes affinity (``nodeAffinity``, ``podAffinity``, ``podAntiAffinity``).
-    :param resources: extended resources per pod, e.g. ``{"google.com/tpu": "4"}`` (requests = limits).
-    """
+    """What head and worker pods share (keyword-only): ``cpu`` and ``memory`` are the request and limit per
+    pod (Kubernetes quantities), ``ray_start_params`` values are strings (``{"num-cpus": "0"}``) and
+    ``resources`` are extended resources per pod (``{"google.com/tpu": "4"}``, requests = limits)."""
 
     _: KW_ONLY
     cpu: str = "2"
@@ -64,13 +57,12 @@ class HeadGroup(_PodGroup):
 
 @dataclass(frozen=True)
 class WorkerGroup(_PodGroup):
-    """One worker group (the fields of every pod, and these); several groups make a heterogeneous cluster
-    (e.g. CPU and spot GPU).
+    """One worker group; several make a heterogeneous cluster (e.g. CPU and spot GPU).
 
     :param min_replicas: lower bound for the autoscaler (default: ``replicas``).
     :param max_replicas: upper bound for the autoscaler (default: ``max(replicas, min_replicas)``).
-    :param gpu: ``nvidia.com/gpu`` per pod (0: none).
-    :param image: image override for this group (default: the cluster's image; ``-gpu`` for GPU groups).
+    :param gpu: ``nvidia.com/gpu`` per pod.
+    :param image: default: the cluster's image (``-gpu`` for GPU groups on the default image).
     """
 
     name: str
@@ -93,17 +85,8 @@ class WorkerGroup(_PodGroup):
 
 @dataclass(frozen=True)
 class PodOptions:
-    """Options of every Ray pod (head and workers).
-
-    :param labels: labels on every pod (``spec.labels`` stay on the RayCluster object).
-    :param annotations: annotations on every pod.
-    :param secret_env: environment variables read from Secrets: ``{"VAR": "secret-name/key"}``.
-    :param env_from_secrets: Secrets whose every key becomes an environment variable (``envFrom``).
-    :param image_pull_secrets: names of ``kubernetes.io/dockerconfigjson`` Secrets.
-    :param priority_class_name: the pods' PriorityClass.
-    :param volumes: Kubernetes volume dicts, e.g. ``{"name": "shm", "emptyDir": {"medium": "Memory"}}``.
-    :param volume_mounts: mounts into every Ray container, e.g. ``{"name": "shm", "mountPath": "/dev/shm"}``.
-    """
+    """Options of every Ray pod (docs/operators.md, "Production pods"): ``labels`` and ``annotations`` go
+    on the pods, ``secret_env`` is ``{"VAR": "secret-name/key"}``, ``env_from_secrets`` become ``envFrom``."""
 
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -119,20 +102,11 @@ class PodOptions:
 class RayClusterSpec:
     """What to provision; the same spec drives KubeRay and (summarised) the local backend.
 
-    :param image: Ray image (default: the connection's default image, else ``rayproject/ray:<ray_version>``).
-    :param ray_version: Ray version of the image (default: the Ray installed here).
-    :param head: the head pod.
-    :param worker_groups: zero or more worker groups.
-    :param enable_autoscaling: enable KubeRay's in-tree autoscaler.
-    :param autoscaler_idle_timeout_seconds: idle seconds before the autoscaler removes a worker.
-    :param labels: extra labels on the RayCluster (ownership labels are added).
-    :param annotations: extra annotations on the RayCluster.
-    :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
-        creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
-        connection's ``ray_auth`` (default ``auth_options``).
-    :param pods: options of every pod (:class:`PodOptions`).
-    :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
-        starts it once admitted.
+    :param image: default: the connection's default image, else ``rayproject/ray:<ray_version>``.
+    :param ray_version: default: the image tag's version, else the Ray installed here.
+    :param auth: ``auth_options``, ``secret`` or ``disabled`` (docs/operators.md, "Token auth is on");
+        ``None``: the connection's ``ray_auth``.
+    :param queue_name: a Kueue LocalQueue: the cluster is created suspended and Kueue starts it once admitted.
     """
 
     image: str | None = None

@@ -11,12 +11,6 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
-CONDITION_HEAD_POD_READY = "HeadPodReady"
-STATE_READY = "ready"
-STATE_FAILED = "failed"
-DASHBOARD_PORT_NAME = "dashboard"
-DEFAULT_DASHBOARD_PORT = 8265
-
 
 class Condition(TypedDict, total=False):
     """A ``metav1.Condition`` as KubeRay writes it."""
@@ -75,14 +69,14 @@ class ClusterStatus:
     @property
     def head_ready(self) -> bool:
         """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        found = next((c for c in self.conditions if c.get("type") == CONDITION_HEAD_POD_READY), None)
-        return found.get("status") == "True" if found is not None else self.state == STATE_READY
+        found = next((c for c in self.conditions if c.get("type") == "HeadPodReady"), None)
+        return found.get("status") == "True" if found is not None else self.state == "ready"
 
     @property
     def dashboard_port(self) -> int:
         """The dashboard port KubeRay published in ``status.endpoints`` (8265 by default)."""
-        raw = self.endpoints.get(DASHBOARD_PORT_NAME)
-        return int(raw) if raw and str(raw).isdigit() else DEFAULT_DASHBOARD_PORT
+        raw = self.endpoints.get("dashboard")
+        return int(raw) if raw and str(raw).isdigit() else 8265
 
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""
@@ -102,7 +96,7 @@ def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "faile
     not terminal: KubeRay retries pod creation, e.g. after a quota frees up)."""
     if status.deleting:
         return "failed", f"RayCluster {status.name} is being deleted"
-    if status.state == STATE_FAILED:
+    if status.state == "failed":
         return "failed", f"RayCluster {status.name} failed: {status.summary()}"
     if status.head_ready:
         return "ready", f"head of RayCluster {status.name} is ready"
@@ -187,8 +181,6 @@ def _latest(events: list[ClusterEvent]) -> list[ClusterEvent]:
     return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0, reverse=True)
 
 
-DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED = "Complete", "Failed"
-DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED = "Suspending", "Suspended"
 #: KubeRay's label on the RayCluster a RayJob created (``ray.io/originated-from-crd: RayJob``).
 LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 
@@ -235,17 +227,17 @@ class RayJobStatus:
     @property
     def is_final(self) -> bool:
         """KubeRay will not change this RayJob again: ``Complete`` or ``Failed``."""
-        return self.deployment_status in (DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED)
+        return self.deployment_status in ("Complete", "Failed")
 
     @property
     def is_success(self) -> bool:
         """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
-        return self.deployment_status == DEPLOYMENT_COMPLETE and self.job_status == "SUCCEEDED"
+        return self.deployment_status == "Complete" and self.job_status == "SUCCEEDED"
 
     @property
     def is_suspended(self) -> bool:
         """Suspended, or on its way there (its cluster is being deleted)."""
-        return self.deployment_status in (DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED)
+        return self.deployment_status in ("Suspending", "Suspended")
 
     def summary(self) -> str:
         """One line for logs and errors: deployment status, job status, reason and message."""
