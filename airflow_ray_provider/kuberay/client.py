@@ -32,19 +32,14 @@ TRANSIENT_STATUS = frozenset({0, 408, 429, 500, 502, 503, 504})
 # The token Secret KubeRay generates is read; events are read because KubeRay refuses an invalid RayCluster
 # only by a Warning event; Leases keep pools (:mod:`.leases`; a replace is ``update``).
 BASE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
-    {
-        "apiGroups": ["ray.io"],
-        "resources": ["rayjobs"],
-        "verbs": ["create", "get", "list", "patch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "verbs": ["create", "get", "list", "update", "delete"],
-    },
+    {"apiGroups": [group], "resources": [resource], "verbs": verbs}
+    for group, resource, verbs in (
+        ("ray.io", "rayclusters", ["create", "get", "list", "delete"]),
+        ("ray.io", "rayjobs", ["create", "get", "list", "patch", "delete"]),
+        ("", "secrets", ["get"]),
+        ("", "events", ["get", "list"]),
+        ("coordination.k8s.io", "leases", ["create", "get", "list", "update", "delete"]),
+    )
 ]
 # Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
 SECRET_MODE_RULES: list[dict[str, Any]] = [

@@ -208,8 +208,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
     v.check_string_map(spec.annotations, "spec.annotations")
     if spec.service_account is not None:
         v.check_dns_subdomain(spec.service_account, "spec.service_account")
-    if spec.autoscaler_idle_timeout_seconds is not None and spec.autoscaler_idle_timeout_seconds < 0:
-        raise KubeRaySpecError("spec.autoscaler_idle_timeout_seconds must be >= 0")
+    v.check_count(spec.autoscaler_idle_timeout_seconds, "spec.autoscaler_idle_timeout_seconds")
     seen: set[str] = set()
     for index, group in enumerate(spec.worker_groups):
         _validate_group(group, f"spec.worker_groups[{index}]")
