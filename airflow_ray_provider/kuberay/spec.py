@@ -25,11 +25,8 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def default_ray_version() -> str:
-    """The Ray version installed here (so the cluster matches the client), without importing ray."""
-    try:
-        return metadata.version("ray")
-    except metadata.PackageNotFoundError:
-        return "2.52.0"
+    """The Ray installed here (a dependency), so the cluster matches the client; ray is not imported."""
+    return metadata.version("ray")
 
 
 @dataclass(frozen=True)
