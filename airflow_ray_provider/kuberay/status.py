@@ -245,13 +245,8 @@ class RayJobStatus:
             f"jobDeploymentStatus={self.deployment_status or '<new>'}",
             f"jobStatus={self.job_status or '<none>'}",
         ]
-        if self.reason:
-            parts.append(f"reason={self.reason}")
-        if self.message:
-            parts.append(f"message={self.message}")
-        if self.failed:
-            parts.append(f"failed attempts={self.failed}")
-        return "; ".join(parts)
+        optional = (("reason", self.reason), ("message", self.message), ("failed attempts", self.failed))
+        return "; ".join(parts + [f"{label}={value}" for label, value in optional if value])
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (trigger events)."""
