@@ -1,8 +1,9 @@
 """Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
 
-The ``ApiClient`` is injected (nothing global is loaded) and transient failures are retried. A cluster is
-tied to its task by its per-task name (a retry finds it), ownership labels and an expiry annotation (a
-janitor lists orphans by the labels); a run id is too long for a label, so it is hashed there.
+The ``ApiClient`` is injected (nothing global is loaded), transient failures are retried, and every call
+stays inside the namespaced Role of :func:`role_manifest`. A cluster is tied to its task by its per-task
+name (a retry finds it), ownership labels and an expiry annotation (a janitor lists orphans by the labels);
+a run id is too long for a label, so it is hashed there.
 """
 
 from __future__ import annotations
