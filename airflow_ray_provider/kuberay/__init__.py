@@ -1,7 +1,6 @@
 """KubeRay client layer: RayCluster and RayJob CRs over the official ``kubernetes`` client (no Airflow).
 
-Each module's docstring says what it holds. Importing it stays light: ``kubernetes`` is imported only when
-a client call needs it, so DAG parsing never loads it.
+``kubernetes`` is imported only when a client call needs it, so DAG parsing never loads it.
 """
 
 from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of

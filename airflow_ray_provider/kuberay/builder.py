@@ -1,16 +1,7 @@
 """The RayCluster body sent to Kubernetes: built from a :class:`RayClusterSpec`, or a user's manifest.
 
-A built body gets every pod's image, checked against ``rayVersion``: KubeRay gates features (token auth)
-on ``rayVersion`` while the image decides what runs, so they must agree. A tag that starts with a version
-(``2.52.0``, ``2.52.0-py311-gpu``) is compared and a mismatch fails before creation; a tag without one
-(``latest``, a custom build) cannot be checked and is logged. GPU worker groups on the default image get
-the GPU build (``rayproject/ray:<version>-gpu``), as KubeRay's GPU samples do.
-
-A manifest (one RayCluster out of a multi-document file) is sent as written apart from ``metadata``: the
-per-run name (or the pinned ``cluster_name``), the target namespace, and the provider's ownership labels
-and annotations. Companion documents of a file (the ConfigMaps, Secrets and Services many KubeRay samples
-carry) are not created: they are named in a warning, to be applied beforehand. Either way every check runs
-before any API call, KubeRay's controller rules included (:func:`.validation.check_raycluster`).
+A manifest is sent as written apart from ``metadata`` (per-run name, namespace, ownership); the other
+documents of its file are named in a warning, not created. Every check runs before any API call.
 """
 
 from __future__ import annotations
@@ -69,12 +60,8 @@ def build_body(
     annotations: dict[str, str] | None = None,
     default_image: str | None = None,
 ) -> dict[str, Any]:
-    """Build a RayCluster body from a spec; validates first (no API call is made here).
-
-    :param labels: ownership labels, merged over ``spec.labels``.
-    :param annotations: ownership annotations, merged over ``spec.annotations``.
-    :param default_image: image to use when the spec has none (from the connection).
-    """
+    """Validate a spec and build its RayCluster body (no API call); ownership ``labels`` and ``annotations``
+    are merged over the spec's, ``default_image`` (the connection's) is used when the spec has none."""
     validate_spec(spec)
     v.check_cluster_name(name)
     v.check_dns_label(namespace, "namespace")
@@ -205,7 +192,10 @@ def tag_version(image: str) -> str | None:
 
 
 def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, list[str]]:
-    """The Ray version, the head's image and each worker group's; raises when a tag disagrees."""
+    """The Ray version, the head's image and each worker group's (GPU groups on the default image: ``-gpu``).
+
+    KubeRay gates features on ``rayVersion`` while the image decides what runs: a tag that starts with a
+    version must agree with it; one without (``latest``) is logged."""
     cluster_image = spec.image or default_image
     where = "spec.image" if spec.image else "the connection's default_image"
     ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or default_ray_version()
@@ -248,11 +238,8 @@ KNOWN_SPEC_FIELDS = frozenset(
 
 
 def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
-    """The one RayCluster of a manifest: a dict, YAML/JSON text, or a file path (absolute or relative).
-
-    A multi-document file may hold other objects (ConfigMaps, Secrets...): they are ignored with a warning
-    naming them. No RayCluster, or more than one, is an error.
-    """
+    """The one RayCluster of a manifest: a dict, YAML/JSON text, or a file path (absolute or relative);
+    other documents of the file are ignored with a warning naming them."""
     documents = _documents(manifest)
     clusters = [d for d in documents if d.get("kind") == KIND]
     if len(documents) == 1 and not clusters:
@@ -310,12 +297,8 @@ def prepare_manifest(
     labels: dict[str, str],
     annotations: dict[str, str],
 ) -> dict[str, Any]:
-    """Validate a user manifest; set its name and namespace and add the provider's ownership metadata.
-
-    :param name: the cluster's name (per run, or the pinned ``cluster_name``); it replaces the manifest's,
-        so two runs of one DAG never collide on a fixed name.
-    :param namespace: where it is created; a different ``metadata.namespace`` in the manifest is an error.
-    """
+    """Validate a user manifest; set its name (per run, or the pinned ``cluster_name``, so two runs never
+    collide on a fixed name) and namespace, and add the provider's ownership metadata."""
     body = load_manifest(manifest)
     if body.get("apiVersion") != API_VERSION or body.get("kind") != KIND:
         raise KubeRaySpecError(
@@ -345,12 +328,8 @@ def prepare_manifest(
 
 
 def check_supported_auth(spec: dict[str, Any]) -> None:
-    """Refuse ``authOptions.enableK8sTokenAuth``: the provider could never tell such a cluster is ready.
-
-    With it, the dashboard accepts only Kubernetes service-account tokens (checked by TokenReview), not the
-    Ray token from a Secret; the provider's readiness probe and job submissions send the Ray token, so the
-    dashboard would answer 401 until the timeout.
-    """
+    """Refuse ``authOptions.enableK8sTokenAuth``: its dashboard accepts only service-account tokens, so the
+    provider's probe and submissions (with the Ray token) would get 401 until the timeout."""
     if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
         raise KubeRaySpecError(
             "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "

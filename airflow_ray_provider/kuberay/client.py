@@ -1,14 +1,9 @@
 """Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
 
-The Kubernetes ``ApiClient`` is injected, so the caller decides how to authenticate (in-cluster,
-kubeconfig file or dict) and nothing global is loaded. Transient failures (no answer, 408, 429, 5xx) are
-retried; the rest become this layer's API errors. Every call stays inside the namespaced Role of
-:func:`role_manifest`: nothing cluster-wide, never the KubeRay operator itself.
-
-What ties a cluster to the task that created it: its per-task name, ownership labels and expiry. A
-retried task finds its cluster by the name; a janitor lists orphans by the labels and deletes them once
-the expiry annotation has passed. Label values are limited to 63 characters of ``[A-Za-z0-9._-]``, so a
-run id (``manual__2024-01-01T00:00:00+00:00``) is stored as a short hash, and in full in an annotation.
+The ``ApiClient`` is injected (nothing global is loaded), transient failures are retried, and every call
+stays inside the namespaced Role of :func:`role_manifest`. A cluster is tied to its task by its per-task
+name (a retry finds it), ownership labels and an expiry annotation (a janitor lists orphans by the labels);
+a run id is too long for a label, so it is hashed there.
 """
 
 from __future__ import annotations
@@ -29,30 +24,23 @@ from airflow_ray_provider.kuberay.status import ClusterEvent
 from airflow_ray_provider.kuberay.validation import KubeRayError, check_cluster_name
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient, CoreV1Api, CustomObjectsApi
+    from kubernetes.client import ApiClient, CoreV1Api
 
 log = logging.getLogger(__name__)
 
 GROUP, VERSION = "ray.io", "v1"
 TRANSIENT_STATUS = frozenset({0, 408, 429, 500, 502, 503, 504})
-# RayCluster verbs for create / wait / delete / janitor / attach to a standing cluster, RayJob verbs for
-# create / wait / re-attach / suspend (patch) / delete, reading the token Secret KubeRay generates, and
-# reading the cluster's events (KubeRay refuses an invalid RayCluster only by a Warning event), and the
-# Leases that keep pools (their lock and record, one per run: :mod:`.leases`; a replace is ``update``).
+# The token Secret KubeRay generates is read; events are read because KubeRay refuses an invalid RayCluster
+# only by a Warning event; Leases keep pools (:mod:`.leases`; a replace is ``update``).
 BASE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["create", "get", "list", "delete"]},
-    {
-        "apiGroups": ["ray.io"],
-        "resources": ["rayjobs"],
-        "verbs": ["create", "get", "list", "patch", "delete"],
-    },
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
-    {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
-    {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "verbs": ["create", "get", "list", "update", "delete"],
-    },
+    {"apiGroups": [group], "resources": [resource], "verbs": verbs}
+    for group, resource, verbs in (
+        ("ray.io", "rayclusters", ["create", "get", "list", "delete"]),
+        ("ray.io", "rayjobs", ["create", "get", "list", "patch", "delete"]),
+        ("", "secrets", ["get"]),
+        ("", "events", ["get", "list"]),
+        ("coordination.k8s.io", "leases", ["create", "get", "list", "update", "delete"]),
+    )
 ]
 # Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
 SECRET_MODE_RULES: list[dict[str, Any]] = [
@@ -85,10 +73,7 @@ def _label_value(text: str) -> str:
 
 
 def generate_name(*, prefix: str, dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
-    """A DNS-1035 name, stable for one task of one run (retries find the same cluster), unique across runs.
-
-    :param prefix: leading part, starts with a letter (e.g. ``ray``).
-    """
+    """A DNS-1035 name (``prefix`` starts with a letter), stable for one task of a run, unique across runs."""
     digest = _short_hash(f"{dag_id}\x00{run_id}\x00{task_id}\x00{map_index}")
     slug = re.sub(r"[^a-z0-9]+", "-", f"{prefix}-{dag_id}".lower()).strip("-")
     name = f"{slug[: GENERATED_NAME_MAX - len(digest) - 1].rstrip('-')}-{digest}"
@@ -140,11 +125,7 @@ def expires_at(ttl: timedelta, now: datetime | None = None) -> datetime:
 
 
 class KubeRayApiError(KubeRayError):
-    """The Kubernetes API answered with an error that retrying will not fix.
-
-    :param status: the HTTP status code (``0`` when there was no answer).
-    :param reason: the API's reason text.
-    """
+    """The Kubernetes API answered with an error that retrying will not fix (``status`` 0: no answer)."""
 
     def __init__(self, message: str, *, status: int = 0, reason: str = "") -> None:
         super().__init__(message)
@@ -204,25 +185,35 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
     return KubeRayApiError(message, status=status, reason=reason)
 
 
-class _CustomObjects:
-    """Create / get / find / patch / delete / list / wait until gone for one ``ray.io/v1`` kind, through a
-    :class:`KubeRayClient` (its API client, namespace, timeouts, transient-error retries and Role).
+class _Objects:
+    """The verbs of one namespaced kind, through a :class:`KubeRayClient` (its API client, timeouts, retries
+    and Role); answers are plain data.
 
-    :param client: the typed RayCluster client to share.
+    :param namespace: default namespace of every call (default: the client's).
     """
 
     KIND: str
-    PLURAL: str
-    PROPAGATION: str  # what a delete does with what the object owns
+    PLURAL = ""  # a ray.io/v1 kind's plural; empty: a built-in kind, served by API
+    API = "CustomObjectsApi"
+    PROPAGATION = "Background"  # what a delete does with what the object owns
 
-    def __init__(self, client: KubeRayClient) -> None:
+    def __init__(self, client: KubeRayClient, namespace: str | None = None) -> None:
         self.kube = client
+        self.namespace: str = namespace or client.namespace
 
     def _run(self, verb: str, ns: str | None, name: str | None, *args: Any, **kwargs: Any) -> Any:
-        ns = ns or self.kube.namespace
+        import kubernetes.client
+
+        ns = ns or self.namespace
         what = f"{verb} {self.KIND} {ns}/{name}" if name else f"{verb} {self.KIND}s in {ns}"
-        method = getattr(self.kube._custom(), f"{verb}_namespaced_custom_object")
-        return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *args, **kwargs)
+        api = getattr(kubernetes.client, self.API)(self.kube.api_client)
+        named = (name,) if name and verb != "create" else ()
+        if self.PLURAL:
+            method = getattr(api, f"{verb}_namespaced_custom_object")
+            return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *named, *args, **kwargs)
+        method = getattr(api, f"{'read' if verb == 'get' else verb}_namespaced_{self.KIND.lower()}")
+        answer = self.kube._call(what, method, *named, ns, *args, **kwargs)
+        return self.kube.api_client.sanitize_for_serialization(answer)
 
     def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Create one; raises :class:`KubeRayConflictError` when the name is taken."""
@@ -231,7 +222,7 @@ class _CustomObjects:
 
     def get(self, name: str, *, namespace: str | None = None) -> dict[str, Any]:
         """Read one; raises :class:`KubeRayNotFoundError` when absent."""
-        return self._run("get", namespace, name, name)
+        return self._run("get", namespace, name)
 
     def find(self, name: str, *, namespace: str | None = None) -> dict[str, Any] | None:
         """Read one, or ``None`` when it does not exist."""
@@ -242,12 +233,16 @@ class _CustomObjects:
 
     def patch(self, name: str, patch: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
         """Merge-patch one (``spec.suspend``, annotations)."""
-        return self._run("patch", namespace, name, name, patch)
+        return self._run("patch", namespace, name, patch)
 
-    def delete(self, name: str, *, namespace: str | None = None) -> bool:
+    def replace(self, name: str, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
+        """Replace one; raises :class:`KubeRayConflictError` when it changed since ``body`` was read."""
+        return self._run("replace", namespace, name, body)
+
+    def delete(self, name: str, *, namespace: str | None = None, **options: Any) -> bool:
         """Delete one (and, by :attr:`PROPAGATION`, what it owns); ``False`` if it was already gone."""
         try:
-            self._run("delete", namespace, name, name, propagation_policy=self.PROPAGATION)
+            self._run("delete", namespace, name, propagation_policy=self.PROPAGATION, **options)
         except KubeRayNotFoundError:
             return False
         return True
@@ -263,7 +258,7 @@ class _CustomObjects:
 
     def wait_until_gone(self, name: str, *, namespace: str | None = None, timeout: float = 300.0) -> None:
         """Poll (twice a second) until it no longer exists; raises :class:`KubeRayTimeoutError` otherwise."""
-        ns = namespace or self.kube.namespace
+        ns = namespace or self.namespace
         deadline = time.monotonic() + timeout
         while self.find(name, namespace=ns) is not None:
             if time.monotonic() >= deadline:
@@ -274,38 +269,35 @@ class _CustomObjects:
             time.sleep(0.5)
 
 
-class RayJobClient(_CustomObjects):
+class RayJobClient(_Objects):
     """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
 
     KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
 
 
-class KubeRayClient(_CustomObjects):
-    """RayClusters (create / get / find / delete / list / wait until gone; deleting one is foreground: its
-    pods go first), their events, and Secrets.
+class _Secrets(_Objects):
+    KIND, API = "Secret", "CoreV1Api"
 
-    :param api_client: a configured ``kubernetes.client.ApiClient``.
+
+class KubeRayClient(_Objects):
+    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets.
+
     :param namespace: default namespace of every call.
     """
 
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
     RETRIES = 4  # attempts for transient failures
-    create_cluster = _CustomObjects.create
-    get_cluster = _CustomObjects.get
-    find_cluster = _CustomObjects.find
-    delete_cluster = _CustomObjects.delete
-    list_clusters = _CustomObjects.list_labelled
+    create_cluster = _Objects.create
+    get_cluster = _Objects.get
+    find_cluster = _Objects.find
+    delete_cluster = _Objects.delete
+    list_clusters = _Objects.list_labelled
 
     def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
-        super().__init__(self)
-        self.api_client = api_client
-        self.namespace = namespace
-
-    def _custom(self) -> CustomObjectsApi:
-        from kubernetes.client import CustomObjectsApi
-
-        return CustomObjectsApi(self.api_client)
+        self.api_client, self.namespace = api_client, namespace
+        super().__init__(self, namespace)
+        self.secrets = _Secrets(self)
 
     def _core(self) -> CoreV1Api:
         from kubernetes.client import CoreV1Api
@@ -345,11 +337,10 @@ class KubeRayClient(_CustomObjects):
 
     def read_secret_value(self, name: str, *, key: str, namespace: str | None = None) -> str:
         """Read one key of a Secret, decoded; raises :class:`KubeRayError` when the key is missing."""
-        ns = namespace or self.namespace
-        secret = self._call(f"read Secret {ns}/{name}", self._core().read_namespaced_secret, name, ns)
-        data = secret.data or {}
+        data = self.secrets.get(name, namespace=namespace).get("data") or {}
         if key not in data:
-            raise KubeRayError(f"Secret {ns}/{name} has no key {key!r} (keys: {sorted(data)})")
+            where = f"{namespace or self.namespace}/{name}"
+            raise KubeRayError(f"Secret {where} has no key {key!r} (keys: {sorted(data)})")
         return base64.b64decode(data[key]).decode()
 
     def create_secret(
@@ -361,10 +352,8 @@ class KubeRayClient(_CustomObjects):
         namespace: str | None = None,
         owner: dict[str, Any] | None = None,
     ) -> None:
-        """Create an Opaque Secret; one an earlier try created is kept.
-
-        :param owner: an object as the API returned it (a RayJob): Kubernetes deletes the Secret with it.
-        """
+        """Create an Opaque Secret (deleted with ``owner``, an object as the API returned it); one an earlier
+        try created is kept."""
         ns = namespace or self.namespace
         metadata: dict[str, Any] = {"name": name, "namespace": ns, "labels": labels}
         if owner is not None:
@@ -380,15 +369,10 @@ class KubeRayClient(_CustomObjects):
             "data": {key: base64.b64encode(value.encode()).decode() for key, value in data.items()},
         }
         try:
-            self._call(f"create Secret {ns}/{name}", self._core().create_namespaced_secret, ns, body)
+            self.secrets.create(body)
         except KubeRayConflictError:
             log.info("Secret %s/%s already exists (an earlier try created it); keeping it", ns, name)
 
     def delete_secret(self, name: str, *, namespace: str | None = None) -> bool:
         """Delete a Secret; ``False`` if it was already gone."""
-        ns = namespace or self.namespace
-        try:
-            self._call(f"delete Secret {ns}/{name}", self._core().delete_namespaced_secret, name, ns)
-        except KubeRayNotFoundError:
-            return False
-        return True
+        return self.secrets.delete(name, namespace=namespace)

@@ -1,18 +1,5 @@
-"""Pools on KubeRay: each pool's lock, record and leases as ``coordination.k8s.io/v1`` Lease objects.
-
-Every write is checked by ``resourceVersion``, so the API server, not a client, decides races:
-
-* The pool's Lease (``ray-pool.<pool>``) is its lock and carries its record in an annotation. A decider
-  takes it by a create (409: someone else did) or, once free or expired, a replace of the version it read
-  (409: someone else did first); it renews it while it holds it (a thread), and frees it on leaving (it
-  deletes it when the pool has no record). A decider that was killed stops renewing, so its lock expires
-  ``lock_ttl`` after its last renewal (``renewTime`` + ``leaseDurationSeconds``), as Kubernetes' own
-  leader election does; holders' clocks must agree within a few seconds.
-* Each run's lease is a Lease of its own (``ray-pool.<pool>.<holder>``, labelled with the pool), renewed
-  by replacing it and ended by deleting it; its expiry is ``renewTime`` + ``leaseDurationSeconds``.
-
-It speaks plain data (the pool interface's ``LeaseStore``), and every call goes through the typed
-client's retries, timeout and error mapping, inside the Role of :func:`.client.role_manifest`.
+"""Pools on KubeRay: each pool's lock and record (the Lease ``ray-pool.<pool>``) and each run's lease (the
+Lease ``ray-pool.<pool>.<holder>``), every write checked by ``resourceVersion`` (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -27,7 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -36,9 +23,8 @@ from airflow_ray_provider.kuberay.client import (
     LABEL_CREATED_BY,
     KubeRayConflictError,
     KubeRayNotFoundError,
+    _Objects,
     _short_hash,
-    matches,
-    selector,
 )
 
 if TYPE_CHECKING:
@@ -79,11 +65,13 @@ def expiry(lease: dict[str, Any]) -> float:
     return renewed.timestamp() + float(spec.get("leaseDurationSeconds") or 0)
 
 
-class KubeRayLeaseStore:
-    """The pools of one namespace (the pool interface's ``LeaseStore``).
+class _Leases(_Objects):
+    KIND, API = "Lease", "CoordinationV1Api"
 
-    :param client: the typed client whose API client, namespace, timeout, retries and errors it shares.
-    :param namespace: where the Leases live (default: the client's).
+
+class KubeRayLeaseStore:
+    """The pools of one namespace (the pool interface's ``LeaseStore``), through ``client``'s calls.
+
     :param lock_ttl: seconds a pool's lock outlives its holder's last renewal (renewed every third of it).
     :param poll_interval: seconds between looks at a lock another decider holds.
     """
@@ -96,32 +84,17 @@ class KubeRayLeaseStore:
         lock_ttl: float = 15.0,
         poll_interval: float = 0.2,
     ) -> None:
-        self.kube = client
-        self.namespace = namespace or client.namespace
+        self.leases = _Leases(client, namespace)
+        self.namespace = self.leases.namespace
         self.lock_ttl = lock_ttl
         self.poll_interval = poll_interval
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
 
-    def _call(self, verb: str, name: str | None, *args: Any, **kwargs: Any) -> Any:
-        """One ``CoordinationV1Api`` call through the typed client; the answer as plain data (JSON)."""
-        from kubernetes.client import CoordinationV1Api
-
-        what = f"{verb} Lease {self.namespace}/{name}" if name else f"{verb} Leases in {self.namespace}"
-        method = getattr(CoordinationV1Api(self.kube.api_client), f"{verb}_namespaced_lease")
-        named = (name,) if name and verb != "create" else ()
-        answer = self.kube._call(what, method, *named, self.namespace, *args, **kwargs)
-        return self.kube.api_client.sanitize_for_serialization(answer)
-
     def _find(self, name: str) -> dict[str, Any] | None:
-        try:
-            return self._call("read", name)
-        except KubeRayNotFoundError:
-            return None
+        return self.leases.find(name)
 
     def _labelled(self, **labels: str) -> list[dict[str, Any]]:
-        labels = {LABEL_CREATED_BY: CREATED_BY, **labels}
-        items = self._call("list", None, label_selector=selector(labels)).get("items") or []
-        return [item for item in items if matches(item, labels)]  # again: a server may ignore the selector
+        return self.leases.list_labelled({LABEL_CREATED_BY: CREATED_BY, **labels})
 
     def _body(self, name: str, pool: str, role: str, spec: dict[str, Any], **annotations: str) -> dict:
         labels = {LABEL_CREATED_BY: CREATED_BY, LABEL_POOL: pool, LABEL_POOL_ROLE: role}
@@ -160,11 +133,11 @@ class KubeRayLeaseStore:
             taken.update(acquireTime=micro_time(now), renewTime=micro_time(now))
             try:
                 if lease is None:
-                    self._call("create", name, self._body(name, pool, "lock", taken))
+                    self.leases.create(self._body(name, pool, "lock", taken))
                     return
                 if expiry(lease) <= now:  # free, or its holder stopped renewing
                     transitions = lease["spec"].get("leaseTransitions", 0) + 1
-                    self._call("replace", name, {**lease, "spec": {**taken, "leaseTransitions": transitions}})
+                    self.leases.replace(name, {**lease, "spec": {**taken, "leaseTransitions": transitions}})
                     return
             except KubeRayConflictError:
                 continue  # another decider wrote first: look again
@@ -192,7 +165,7 @@ class KubeRayLeaseStore:
             assert lease is not None
             lease["spec"]["renewTime"] = micro_time(time.time())
             try:
-                self._call("replace", name, lease)
+                self.leases.replace(name, lease)
                 return True
             except KubeRayConflictError:
                 continue  # the record was written meanwhile: renew the new version
@@ -207,15 +180,13 @@ class KubeRayLeaseStore:
                 if ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
                     spec = lease["spec"]
                     lease["spec"] = {k: v for k, v in spec.items() if k == "leaseTransitions"}
-                    self._call("replace", name, lease)
+                    self.leases.replace(name, lease)
                 else:
                     preconditions = {"resourceVersion": lease["metadata"]["resourceVersion"]}
-                    self._call("delete", name, body={"preconditions": preconditions})
+                    self.leases.delete(name, body={"preconditions": preconditions})
                 return
-            except KubeRayConflictError:
-                continue
-            except KubeRayNotFoundError:
-                return
+            except (KubeRayConflictError, KubeRayNotFoundError):
+                continue  # written or deleted meanwhile: look again
 
     # ---------------------------------------------------------------- record
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
@@ -235,22 +206,19 @@ class KubeRayLeaseStore:
         name, text = lease_name(pool), json.dumps(record, sort_keys=True)
         if record is None:
             for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
-                with suppress(KubeRayNotFoundError):
-                    self._call("delete", item["metadata"]["name"])
+                self.leases.delete(item["metadata"]["name"])
         while True:
             lease = self._find(name)
             try:
                 if lease is None and record is not None:
-                    self._call(
-                        "create", name, self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text})
-                    )
+                    self.leases.create(self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text}))
                 elif lease is not None:
                     annotations = dict(lease["metadata"].get("annotations") or {})
                     annotations.pop(ANNOTATION_POOL_RECORD, None)
                     if record is not None:
                         annotations[ANNOTATION_POOL_RECORD] = text
                     lease["metadata"]["annotations"] = annotations
-                    self._call("replace", name, lease)
+                    self.leases.replace(name, lease)
                 return
             except KubeRayConflictError:
                 log.debug("pool %r: its Lease changed since it was read; writing the record again", pool)
@@ -276,15 +244,14 @@ class KubeRayLeaseStore:
                 if lease is None:
                     spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds}
                     spec.update(acquireTime=renewed, renewTime=renewed)
-                    self._call("create", name, self._body(name, pool, "holder", spec))
+                    self.leases.create(self._body(name, pool, "holder", spec))
                 else:
                     lease["spec"].update(renewTime=renewed, leaseDurationSeconds=seconds)
-                    self._call("replace", name, lease)
+                    self.leases.replace(name, lease)
                 return
             except KubeRayConflictError:
                 continue
 
     def release(self, pool: str, holder: str) -> None:
         """End ``holder``'s lease (nothing if it has none)."""
-        with suppress(KubeRayNotFoundError):
-            self._call("delete", lease_name(pool, holder))
+        self.leases.delete(lease_name(pool, holder))

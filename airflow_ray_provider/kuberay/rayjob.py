@@ -1,11 +1,8 @@
 """The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
 
-A RayJob either carries a ``rayClusterSpec`` (KubeRay creates the cluster, runs the job, and with
-``shutdownAfterJobFinishes`` deletes the cluster when the job ends, whatever happens to Airflow) or a
-``clusterSelector`` naming a standing RayCluster (KubeRay never deletes that one). Every rule KubeRay's
-controller checks (``ValidateRayJobSpec`` / ``ValidateRayJobMetadata`` in its ``utils/validation.go``) is
-checked here first: KubeRay answers a bad RayJob with a Warning event and no status, so a caller that
-sent one would wait forever. Everything raises :class:`KubeRaySpecError` naming the field and the fix.
+It carries a ``rayClusterSpec`` (KubeRay creates the cluster and, with ``shutdownAfterJobFinishes``, deletes
+it) or a ``clusterSelector`` naming a standing RayCluster. KubeRay's ``ValidateRayJobSpec`` rules are
+checked here first, each raising :class:`KubeRaySpecError` naming the field and the fix.
 """
 
 from __future__ import annotations
@@ -90,10 +87,7 @@ def _check_runtime_env(runtime_env: Any) -> None:
 
 
 def validate_options(options: RayJobOptions, *, selector: bool) -> None:
-    """Check the options the way KubeRay's controller would, and more (every field named).
-
-    :param selector: the RayJob targets a standing cluster (``clusterSelector``).
-    """
+    """Check the options as KubeRay's controller would, and more; ``selector``: on a standing cluster."""
     if not isinstance(options.entrypoint, str) or not options.entrypoint.strip():
         raise KubeRaySpecError("entrypoint is empty; pass a command such as 'python job.py'")
     if options.submission_mode not in SUBMISSION_MODES:
@@ -180,14 +174,8 @@ def _check_rule(rule: Any, where: str, *, selector: bool) -> tuple[str, str, int
 
 
 def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
-    """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``.
-
-    Per condition, each policy at most once, and TTLs that do not decrease from ``DeleteWorkers`` to
-    ``DeleteCluster`` to ``DeleteSelf`` (workers go first, the RayJob last).
-
-    :param shutdown: ``shutdown_after_job_finishes``; KubeRay refuses it together with deletion rules.
-    :param selector: the RayJob targets a standing cluster.
-    """
+    """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``:
+    per condition each policy at most once, TTLs not decreasing from ``DeleteWorkers`` to ``DeleteSelf``."""
     if shutdown:
         raise KubeRaySpecError(
             "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive (KubeRay refuses the "
@@ -283,13 +271,10 @@ def build_rayjob_body(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The RayJob body; validates first (no API call is made here).
+    """Validate and build the RayJob body (no API call).
 
     :param cluster_spec: the ``rayClusterSpec`` (a RayCluster body's ``spec``): KubeRay creates the cluster.
     :param cluster_name: instead, a standing RayCluster in ``namespace`` (``clusterSelector``).
-    :param labels: labels of the RayJob (KubeRay copies them onto the cluster it creates).
-    :param annotations: annotations of the RayJob (copied onto the cluster too).
-    :raises KubeRaySpecError: for both or neither cluster, and every rule of :func:`validate_options`.
     """
     if (cluster_spec is None) == (cluster_name is None):
         raise KubeRaySpecError(

@@ -1,9 +1,6 @@
 """The typed RayCluster spec (what to provision, pod options included) and its validation.
 
-:mod:`airflow_ray_provider.kuberay.builder` turns a spec into the ``ray.io/v1`` RayCluster body; the
-local backend summarises it into CPUs and GPUs. Everything here is checked before any API call: a bad
-name, a negative replica count or an unknown field raises :class:`KubeRaySpecError` naming the field and
-what to change.
+:mod:`.builder` turns it into a RayCluster body; the local backend summarises it into CPUs and GPUs.
 """
 
 from __future__ import annotations
@@ -28,25 +25,15 @@ _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
 
 
 def default_ray_version() -> str:
-    """The Ray version installed here (so the cluster matches the client), without importing ray."""
-    try:
-        return metadata.version("ray")
-    except metadata.PackageNotFoundError:
-        return "2.52.0"
+    """The Ray installed here (a dependency), so the cluster matches the client; ray is not imported."""
+    return metadata.version("ray")
 
 
 @dataclass(frozen=True)
 class _PodGroup:
-    """What head and worker pods share (keyword-only).
-
-    :param cpu: CPU request and limit per pod (Kubernetes quantity).
-    :param memory: memory request and limit per pod (Kubernetes quantity).
-    :param ray_start_params: extra ``ray start`` parameters (values are strings), e.g. ``{"num-cpus": "0"}``.
-    :param node_selector: node selector, e.g. ``{"cloud.google.com/gke-spot": "true"}``.
-    :param tolerations: Kubernetes toleration dicts, e.g. the taint of a spot or GPU pool.
-    :param affinity: Kubernetes affinity (``nodeAffinity``, ``podAffinity``, ``podAntiAffinity``).
-    :param resources: extended resources per pod, e.g. ``{"google.com/tpu": "4"}`` (requests = limits).
-    """
+    """What head and worker pods share (keyword-only): ``cpu`` and ``memory`` are the request and limit per
+    pod (Kubernetes quantities), ``ray_start_params`` values are strings (``{"num-cpus": "0"}``) and
+    ``resources`` are extended resources per pod (``{"google.com/tpu": "4"}``, requests = limits)."""
 
     _: KW_ONLY
     cpu: str = "2"
@@ -60,25 +47,19 @@ class _PodGroup:
 
 @dataclass(frozen=True)
 class HeadGroup(_PodGroup):
-    """The head pod (the fields of every pod, and its Service's type).
-
-    :param service_type: the head Service's type (``ClusterIP``, ``NodePort``, ``LoadBalancer``).
-    """
+    """The head pod: the fields of every pod, and its Service's type (``ClusterIP``, ``NodePort``, ...)."""
 
     service_type: str | None = None
 
 
 @dataclass(frozen=True)
 class WorkerGroup(_PodGroup):
-    """One worker group (the fields of every pod, and these); several groups make a heterogeneous cluster
-    (e.g. CPU and spot GPU).
+    """One worker group; several make a heterogeneous cluster (e.g. CPU and spot GPU).
 
-    :param name: group name (DNS-1123 label).
-    :param replicas: initial replicas.
     :param min_replicas: lower bound for the autoscaler (default: ``replicas``).
     :param max_replicas: upper bound for the autoscaler (default: ``max(replicas, min_replicas)``).
-    :param gpu: ``nvidia.com/gpu`` per pod (0: none).
-    :param image: image override for this group (default: the cluster's image; ``-gpu`` for GPU groups).
+    :param gpu: ``nvidia.com/gpu`` per pod.
+    :param image: default: the cluster's image (``-gpu`` for GPU groups on the default image).
     """
 
     name: str
@@ -101,17 +82,8 @@ class WorkerGroup(_PodGroup):
 
 @dataclass(frozen=True)
 class PodOptions:
-    """Options of every Ray pod (head and workers).
-
-    :param labels: labels on every pod (``spec.labels`` stay on the RayCluster object).
-    :param annotations: annotations on every pod.
-    :param secret_env: environment variables read from Secrets: ``{"VAR": "secret-name/key"}``.
-    :param env_from_secrets: Secrets whose every key becomes an environment variable (``envFrom``).
-    :param image_pull_secrets: names of ``kubernetes.io/dockerconfigjson`` Secrets.
-    :param priority_class_name: the pods' PriorityClass.
-    :param volumes: Kubernetes volume dicts, e.g. ``{"name": "shm", "emptyDir": {"medium": "Memory"}}``.
-    :param volume_mounts: mounts into every Ray container, e.g. ``{"name": "shm", "mountPath": "/dev/shm"}``.
-    """
+    """Options of every Ray pod (docs/operators.md, "Production pods"): ``labels`` and ``annotations`` go
+    on the pods, ``secret_env`` is ``{"VAR": "secret-name/key"}``, ``env_from_secrets`` become ``envFrom``."""
 
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
@@ -127,23 +99,11 @@ class PodOptions:
 class RayClusterSpec:
     """What to provision; the same spec drives KubeRay and (summarised) the local backend.
 
-    :param image: Ray image (default: the connection's default image, else ``rayproject/ray:<ray_version>``).
-    :param ray_version: Ray version of the image (default: the Ray installed here).
-    :param head: the head pod.
-    :param worker_groups: zero or more worker groups.
-    :param enable_autoscaling: enable KubeRay's in-tree autoscaler.
-    :param autoscaler_idle_timeout_seconds: idle seconds before the autoscaler removes a worker.
-    :param env: environment variables for every Ray container.
-    :param service_account: service account of every Ray pod.
-    :param labels: extra labels on the RayCluster (ownership labels are added).
-    :param annotations: extra annotations on the RayCluster.
-    :param auth: ``auth_options`` (KubeRay >= 1.5.1 generates the token Secret), ``secret`` (the provider
-        creates the Secret and wires ``RAY_AUTH_MODE``/``RAY_AUTH_TOKEN``) or ``disabled``; ``None``: the
-        connection's ``ray_auth`` (default ``auth_options``).
-    :param pods: options of every pod (:class:`PodOptions`: pod labels
-        and annotations, env from Secrets, image pull secrets, priority class, volumes and mounts).
-    :param queue_name: a Kueue LocalQueue: the cluster is created suspended with the queue label, and Kueue
-        starts it once admitted.
+    :param image: default: the connection's default image, else ``rayproject/ray:<ray_version>``.
+    :param ray_version: default: the image tag's version, else the Ray installed here.
+    :param auth: ``auth_options``, ``secret`` or ``disabled`` (docs/operators.md, "Token auth is on");
+        ``None``: the connection's ``ray_auth``.
+    :param queue_name: a Kueue LocalQueue: the cluster is created suspended and Kueue starts it once admitted.
     """
 
     image: str | None = None
@@ -163,24 +123,19 @@ class RayClusterSpec:
     @classmethod
     def from_dict(cls, data: dict[str, Any] | RayClusterSpec) -> RayClusterSpec:
         """Build a spec from a plain dict (e.g. rendered from a template); unknown keys are rejected."""
-        if isinstance(data, RayClusterSpec):
-            return data
-        if not isinstance(data, dict):
-            raise KubeRaySpecError(f"spec must be a dict or RayClusterSpec, got {type(data).__name__}")
-        values = _known_keys(cls, data, "spec")
-        if "head" in values:
-            values["head"] = _to_dataclass(HeadGroup, values["head"], "spec.head")
-        if "pods" in values:
-            values["pods"] = _to_dataclass(PodOptions, values["pods"], "spec.pods")
-        if "worker_groups" in values:
-            groups = values["worker_groups"]
-            if not isinstance(groups, list):
-                raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
-            values["worker_groups"] = [
-                _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
-                for i, g in enumerate(groups)
-            ]
-        return cls(**values)
+        spec = _to_dataclass(cls, data, "spec")
+        if not isinstance(spec.worker_groups, list):
+            raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
+        groups = [
+            _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
+            for i, g in enumerate(spec.worker_groups)
+        ]
+        return dataclasses.replace(
+            spec,
+            head=_to_dataclass(HeadGroup, spec.head, "spec.head"),
+            pods=_to_dataclass(PodOptions, spec.pods, "spec.pods"),
+            worker_groups=groups,
+        )
 
     @property
     def total_cpus(self) -> float:
@@ -194,15 +149,7 @@ class RayClusterSpec:
         return sum(g.gpu * g.replicas for g in self.worker_groups)
 
 
-_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions)
-
-
-def _known_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    allowed = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - allowed)
-    if unknown:
-        raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
-    return dict(data)
+_GroupT = TypeVar("_GroupT", HeadGroup, WorkerGroup, PodOptions, RayClusterSpec)
 
 
 def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
@@ -210,7 +157,11 @@ def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
         return data
     if not isinstance(data, dict):
         raise KubeRaySpecError(f"{where} must be a dict, got {type(data).__name__}")
-    return cls(**_known_keys(cls, data, where))
+    allowed = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
+    return cls(**data)
 
 
 #: Worker-group counts that a templated (Jinja) spec renders as strings such as ``"3"``.
@@ -254,8 +205,7 @@ def validate_spec(spec: RayClusterSpec) -> None:
     v.check_string_map(spec.annotations, "spec.annotations")
     if spec.service_account is not None:
         v.check_dns_subdomain(spec.service_account, "spec.service_account")
-    if spec.autoscaler_idle_timeout_seconds is not None and spec.autoscaler_idle_timeout_seconds < 0:
-        raise KubeRaySpecError("spec.autoscaler_idle_timeout_seconds must be >= 0")
+    v.check_count(spec.autoscaler_idle_timeout_seconds, "spec.autoscaler_idle_timeout_seconds")
     seen: set[str] = set()
     for index, group in enumerate(spec.worker_groups):
         _validate_group(group, f"spec.worker_groups[{index}]")
@@ -265,7 +215,6 @@ def validate_spec(spec: RayClusterSpec) -> None:
 
 
 def _validate_pod_group(group: _PodGroup, where: str) -> None:
-    """What head and worker pods share: resources, ``ray start`` parameters, placement."""
     v.check_quantity(group.cpu, f"{where}.cpu")
     v.check_quantity(group.memory, f"{where}.memory")
     v.check_string_map(group.ray_start_params, f"{where}.ray_start_params")
@@ -308,7 +257,6 @@ def _validate_group(group: WorkerGroup, where: str) -> None:
 
 
 def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:
-    """Check pod options; raises :class:`KubeRaySpecError` naming the field."""
     v.check_labels(options.labels, f"{where}.labels")
     v.check_string_map(options.annotations, f"{where}.annotations")
     v.check_env({name: "" for name in options.secret_env}, f"{where}.secret_env")

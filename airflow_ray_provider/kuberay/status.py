@@ -1,17 +1,8 @@
 """What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them.
 
-:func:`readiness` says whether a RayCluster's head pod is ready, failed for good or still coming up; the
-KubeRay cluster backend's readiness check starts from it and then probes the dashboard. When KubeRay's
-controller refuses a RayCluster it records a Warning event and writes no status at all, so a caller sees
-``state=<none>`` until its timeout: :func:`refusal_event` finds that event, and :func:`warning_summary`
-puts the recent Warning events into wait and timeout messages.
-
-A RayJob's ``status.jobDeploymentStatus`` moves through ``""`` (new) -> ``Initializing`` (cluster being
-created) -> ``Running`` (job submitted) -> ``Complete`` or ``Failed``; ``Suspending`` -> ``Suspended``
-while ``spec.suspend`` is set, and ``Retrying`` -> new again while ``backoffLimit`` allows.
-``status.jobStatus`` mirrors Ray's own job status once the job exists. Only ``Complete`` and ``Failed`` are
-final (KubeRay turns a retryable ``Failed`` into ``Retrying`` in the same reconcile, so a reader never
-sees it); a RayJob succeeded only when it is ``Complete`` *and* its Ray job ``SUCCEEDED``.
+KubeRay's controller refuses an invalid RayCluster only by a Warning event and writes no status, so a
+waiting caller would see ``state=<none>`` until its timeout: :func:`refusal_event` finds that event.
+A RayJob's lifecycle is in docs/architecture.md ("KubeRay client layer").
 """
 
 from __future__ import annotations
@@ -19,12 +10,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
-
-CONDITION_HEAD_POD_READY = "HeadPodReady"
-STATE_READY = "ready"
-STATE_FAILED = "failed"
-DASHBOARD_PORT_NAME = "dashboard"
-DEFAULT_DASHBOARD_PORT = 8265
 
 
 class Condition(TypedDict, total=False):
@@ -48,17 +33,10 @@ class HeadInfo(TypedDict, total=False):
 
 @dataclass(frozen=True)
 class ClusterStatus:
-    """A RayCluster's status, typed.
+    """A RayCluster's status, typed (:meth:`from_object` says where each field comes from).
 
-    :param name: ``metadata.name``.
-    :param namespace: ``metadata.namespace``.
-    :param state: ``status.state`` (``ready``, ``suspended``, ``failed`` or empty while provisioning).
-    :param reason: ``status.reason`` (why the state is what it is, when KubeRay says).
-    :param conditions: ``status.conditions``.
-    :param head: ``status.head``.
-    :param endpoints: ``status.endpoints``: service port name to port number (strings).
-    :param deleting: the object has a ``deletionTimestamp``.
-    :param uid: ``metadata.uid`` (tells this cluster's events from those of an earlier one of that name).
+    :param state: ``ready``, ``suspended``, ``failed`` or empty while provisioning.
+    :param uid: tells this cluster's events from those of an earlier one of that name.
     """
 
     name: str
@@ -91,14 +69,14 @@ class ClusterStatus:
     @property
     def head_ready(self) -> bool:
         """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        found = next((c for c in self.conditions if c.get("type") == CONDITION_HEAD_POD_READY), None)
-        return found.get("status") == "True" if found is not None else self.state == STATE_READY
+        found = next((c for c in self.conditions if c.get("type") == "HeadPodReady"), None)
+        return found.get("status") == "True" if found is not None else self.state == "ready"
 
     @property
     def dashboard_port(self) -> int:
         """The dashboard port KubeRay published in ``status.endpoints`` (8265 by default)."""
-        raw = self.endpoints.get(DASHBOARD_PORT_NAME)
-        return int(raw) if raw and str(raw).isdigit() else DEFAULT_DASHBOARD_PORT
+        raw = self.endpoints.get("dashboard")
+        return int(raw) if raw and str(raw).isdigit() else 8265
 
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""
@@ -114,15 +92,11 @@ class ClusterStatus:
 
 
 def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
-    """Decide from one status whether the head is ready, failed for good, or still coming up: the verdict
-    (a :data:`airflow_ray_provider.clusters.readiness.Verdict`, which this layer cannot import) and why.
-
-    ``ReplicaFailure=True`` is not terminal (KubeRay retries pod creation, e.g. after a quota frees up);
-    only ``state=failed`` is. The caller's timeout bounds the wait either way.
-    """
+    """Whether the head is ready, failed for good, or still coming up, and why (``ReplicaFailure=True`` is
+    not terminal: KubeRay retries pod creation, e.g. after a quota frees up)."""
     if status.deleting:
         return "failed", f"RayCluster {status.name} is being deleted"
-    if status.state == STATE_FAILED:
+    if status.state == "failed":
         return "failed", f"RayCluster {status.name} failed: {status.summary()}"
     if status.head_ready:
         return "ready", f"head of RayCluster {status.name} is ready"
@@ -159,15 +133,7 @@ REFUSAL_REASONS = frozenset({"InvalidRayClusterMetadata", "InvalidRayClusterSpec
 
 @dataclass(frozen=True)
 class ClusterEvent:
-    """One ``core/v1`` Event about a RayCluster.
-
-    :param type: ``Normal`` or ``Warning``.
-    :param reason: a CamelCase reason such as ``InvalidRayClusterSpec``.
-    :param message: the controller's text.
-    :param count: how often it happened.
-    :param uid: ``involvedObject.uid`` (which incarnation of the name it is about).
-    :param last_seen: when it last happened.
-    """
+    """One ``core/v1`` Event about a RayCluster (``uid``: which incarnation of the name it is about)."""
 
     type: str
     reason: str
@@ -215,27 +181,17 @@ def _latest(events: list[ClusterEvent]) -> list[ClusterEvent]:
     return sorted(events, key=lambda e: e.last_seen.timestamp() if e.last_seen else 0.0, reverse=True)
 
 
-DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED = "Complete", "Failed"
-DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED = "Suspending", "Suspended"
 #: KubeRay's label on the RayCluster a RayJob created (``ray.io/originated-from-crd: RayJob``).
 LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 
 
 @dataclass(frozen=True)
 class RayJobStatus:
-    """A RayJob's status, typed.
+    """A RayJob's status, typed (:meth:`from_object` says where each field comes from).
 
-    :param name: ``metadata.name``.
-    :param namespace: ``metadata.namespace``.
-    :param deployment_status: ``status.jobDeploymentStatus`` (``""`` before KubeRay looked at it).
-    :param job_status: ``status.jobStatus``: Ray's job status (``""`` before the job exists).
-    :param reason: ``status.reason`` (``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...).
-    :param message: ``status.message``.
-    :param job_id: ``status.jobId``: the Ray submission id.
-    :param cluster_name: ``status.rayClusterName``.
-    :param start_time: ``status.startTime``.
-    :param failed: ``status.failed``: failed attempts so far.
-    :param suspend: ``spec.suspend``.
+    :param deployment_status: ``""`` before KubeRay looked at it.
+    :param job_status: Ray's job status (``""`` before the job exists).
+    :param reason: ``AppFailed``, ``DeadlineExceeded``, ``SubmissionFailed``, ...
     """
 
     name: str
@@ -271,17 +227,17 @@ class RayJobStatus:
     @property
     def is_final(self) -> bool:
         """KubeRay will not change this RayJob again: ``Complete`` or ``Failed``."""
-        return self.deployment_status in (DEPLOYMENT_COMPLETE, DEPLOYMENT_FAILED)
+        return self.deployment_status in ("Complete", "Failed")
 
     @property
     def is_success(self) -> bool:
         """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
-        return self.deployment_status == DEPLOYMENT_COMPLETE and self.job_status == "SUCCEEDED"
+        return self.deployment_status == "Complete" and self.job_status == "SUCCEEDED"
 
     @property
     def is_suspended(self) -> bool:
         """Suspended, or on its way there (its cluster is being deleted)."""
-        return self.deployment_status in (DEPLOYMENT_SUSPENDING, DEPLOYMENT_SUSPENDED)
+        return self.deployment_status in ("Suspending", "Suspended")
 
     def summary(self) -> str:
         """One line for logs and errors: deployment status, job status, reason and message."""
@@ -289,13 +245,8 @@ class RayJobStatus:
             f"jobDeploymentStatus={self.deployment_status or '<new>'}",
             f"jobStatus={self.job_status or '<none>'}",
         ]
-        if self.reason:
-            parts.append(f"reason={self.reason}")
-        if self.message:
-            parts.append(f"message={self.message}")
-        if self.failed:
-            parts.append(f"failed attempts={self.failed}")
-        return "; ".join(parts)
+        optional = (("reason", self.reason), ("message", self.message), ("failed attempts", self.failed))
+        return "; ".join(parts + [f"{label}={value}" for label, value in optional if value])
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (trigger events)."""

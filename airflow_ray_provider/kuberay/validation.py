@@ -1,11 +1,7 @@
 """What Kubernetes and KubeRay refuse, checked before any API call; and the layer's base errors.
 
-Field syntax (names, quantities, labels, environment) is Kubernetes'. The CRD schema is not all KubeRay
-checks: its controller (``ray-operator/controllers/ray/utils/validation.go`` of KubeRay 1.7) refuses more,
-and then records a Warning event and writes **no status**, so a caller waiting for a status waits out
-its timeout. :func:`check_raycluster` applies every such rule to a final body (built or a user's
-manifest), pod rules included (a pod KubeRay cannot create leaves the cluster waiting just the same).
-Each broken rule raises :class:`KubeRaySpecError` naming the field and what to change.
+Field syntax is Kubernetes'. :func:`check_raycluster` applies the rules of KubeRay's controller
+(``ray-operator/controllers/ray/utils/validation.go``, 1.7), pod rules included, to a final body.
 """
 
 from __future__ import annotations
@@ -114,10 +110,7 @@ def is_qualified_name(key: Any) -> bool:
 
 
 def check_labels(value: Any, where: str, *, kuberay: bool = False) -> None:
-    """Labels or a node selector: qualified-name keys and label values.
-
-    :param kuberay: a rule KubeRay applies to the body (the message says it refuses it).
-    """
+    """Labels or a node selector; ``kuberay``: a rule KubeRay applies to the body (the message says so)."""
     error = _refuse if kuberay else _invalid
     if not isinstance(value, dict):
         raise error(where, "must map label keys to values")
@@ -186,10 +179,8 @@ def check_rayjob_name(name: Any) -> None:
 
 
 def kuberay_secret_name(cluster_name: str) -> str:
-    """The token Secret KubeRay generates for ``authOptions.mode: token`` (its ``utils.CheckName``).
-
-    Names over 50 characters lose their leading characters; a leading digit or punctuation becomes ``r``.
-    """
+    """The token Secret KubeRay generates for ``authOptions.mode: token`` (its ``utils.CheckName``: the last
+    50 characters; a leading digit or punctuation becomes ``r``)."""
     name = cluster_name[-SECRET_NAME_MAX:] if len(cluster_name) > SECRET_NAME_MAX else cluster_name
     if name and (name[0].isdigit() or not name[0].isalnum()):
         name = "r" + name[1:]
