@@ -6,14 +6,19 @@ ended), by :func:`collect_usage`, reading the cluster's dashboard through any :c
 before anything is submitted; :func:`with_teardown` adds the cluster's teardown once it is gone.
 """
 
-from airflow_ray_provider.launch.usage.allocation import HEAD_GROUP
 from airflow_ray_provider.launch.usage.dashboard import (
     DashboardReader,
     check_prices_on_cluster,
     collect_usage,
 )
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import SCHEMA, UsageOptions, usage_line, with_teardown
+from airflow_ray_provider.launch.usage.record import (
+    HEAD_GROUP,
+    SCHEMA,
+    UsageOptions,
+    usage_line,
+    with_teardown,
+)
 
 __all__ = [
     "HEAD_GROUP",

@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, dashboard, usage_line
-from airflow_ray_provider.launch.usage.allocation import Window, allocation
 from airflow_ray_provider.launch.usage.dashboard import job_actors, mend_job_actors, state_list
+from airflow_ray_provider.launch.usage.record import Window, allocation
 
 pytestmark = pytest.mark.unit
 
