@@ -1,12 +1,6 @@
-"""Read what a cluster's dashboard knows about one job, through a :class:`DashboardReader`, and make its
-record; check a price table against the cluster before submit.
-
-The reads: the job (``/api/jobs/{id}``), then at once the nodes (``/api/v0/nodes``), the actors
-(``/logical/actors``: the one actor list with start and end times), the job's tasks (``/api/v0/tasks``)
-and the job's actors as the GCS has them (``/api/v0/actors``). A read that fails never fails the job:
-the record names it in ``not_available``. The dashboard can store an actor from a state change alone
-(no job, class or resources: docs/usage.md, *Limits*), so the two actor lists are joined by actor id,
-and an actor it cannot time is counted from its creation task's end, an upper bound the record names.
+"""Read what a cluster's dashboard knows about one job (the routes of docs/usage.md), through a
+:class:`DashboardReader`, and make its record; check a price table against the cluster before submit.
+A read that fails never fails the job: the record names it in ``not_available``.
 """
 
 from __future__ import annotations
@@ -38,15 +32,10 @@ ACTOR_REREADS = 3
 
 
 class DashboardReader(Protocol):
-    """A cluster's dashboard, read-only: the record's one way in. The Job API client implements it with
-    the cluster's token, headers, cookies, TLS and a short timeout (a slow dashboard costs the record,
-    never the job). The record reads from several threads at once."""
+    """A cluster's dashboard, read-only, from several threads at once (the Job API client is one)."""
 
     def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
-        """``GET`` a dashboard path (``/api/v0/nodes``) with query ``params``; the JSON body.
-
-        :raises Exception: when the dashboard does not answer, answers an error status or no JSON.
-        """
+        """``GET`` a dashboard path with query ``params``: the JSON body; raises when there is none."""
 
 
 def _why(exc: Exception) -> str:
@@ -66,16 +55,10 @@ def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) 
 def state_list(
     reader: DashboardReader, route: str, where: tuple[str, str] | None = None
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """A state API list with every row's detail, and what it left out (``None``: every matching row).
-
-    Ray counts a list in stages (``ListApiResponse``): ``total`` rows of all jobs; ``num_after_truncation``
-    after the data source's cut (for tasks, ``total`` also holds the events Ray dropped); ``num_filtered``
-    after the filters; then the ``limit``. A filter (``job_id``) is not a cut.
-
-    :param route: ``/api/v0/nodes``, ``/api/v0/tasks``, ``/api/v0/actors``.
-    :param where: one equality filter, ``(key, value)`` (``("job_id", "02000000")``).
-    :raises ValueError: for an answer without a list (the reader raises when there is no answer).
-    """
+    """A state API list with every row's detail, and what it left out (``None``: every matching row),
+    filtered by one equality ``where``. Ray counts a list in stages (``ListApiResponse``): ``total`` rows
+    of all jobs; ``num_after_truncation`` after the source's cut (for tasks, ``total`` also holds the
+    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter is not a cut."""
     params = {"detail": "true", "limit": str(STATE_LIMIT)}
     if where is not None:
         params.update(filter_keys=where[0], filter_predicates="=", filter_values=where[1])
@@ -101,10 +84,8 @@ def read_nodes(reader: DashboardReader) -> list[Node]:
 
 
 def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
-    """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources.
-
-    ``nocache=1``: the dashboard otherwise answers this route from a 2 s cache, which a job that ended
-    within 2 s of an earlier read is missing from (its supervisor, hence ``queued_s``, not found)."""
+    """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources
+    (``nocache=1``: a 2 s cache would miss a job that ended within 2 s of an earlier read)."""
     body = reader.get_json("/logical/actors", {"nocache": "1"}) or {}
     return list(((body.get("data") or {}).get("actors") or {}).values())
 
@@ -112,11 +93,8 @@ def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
 def find_supervisor(
     reader: DashboardReader, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
 ) -> dict[str, Any] | None:
-    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is when the driver starts).
-
-    By name first; by name failing (a row stored from a state change can lack its name), by the id the
-    state API (``/api/v0/actors``) gives for that name.
-    """
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is the driver's start): by
+    name, else (a row stored from a state change can lack it) by the id ``/api/v0/actors`` gives it."""
     name = SUPERVISOR_PREFIX + submission_id
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
@@ -137,9 +115,8 @@ def find_supervisor(
 
 
 class JobActors(NamedTuple):
-    """The job's ``/logical/actors`` rows (``jobId``, ``className``, ``requiredResources`` filled from the
-    GCS's row where the dashboard lost them); the GCS's rows it does not time (not listed, or listed
-    without a start); class names of actors dead in the GCS that it holds without an end."""
+    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and
+    the classes of actors dead in the GCS that it holds without an end."""
 
     rows: list[dict[str, Any]]
     unlisted: list[dict[str, Any]]
@@ -158,7 +135,8 @@ def ran(gcs: Mapping[str, Any]) -> bool:
 def mend_job_actors(
     listed: list[dict[str, Any]], gcs_rows: list[dict[str, Any]], ray_job_id: str
 ) -> JobActors:
-    """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case)."""
+    """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case): the
+    dashboard can store an actor from a state change alone, without job, class or resources."""
     by_id = {str(row.get("actor_id")): row for row in gcs_rows}
     rows: list[dict[str, Any]] = []
     seen, unended = set(), []
@@ -176,10 +154,8 @@ def mend_job_actors(
 
 
 def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Actor id -> when the actor came alive (ms): its first creation task attempt's end, which is when
-    the GCS stamps an actor's ``startTime``. From the job's ``/api/v0/tasks`` rows: the owner (the driver)
-    reports a creation task's end, so it is there even when the actor's own worker was killed before it
-    reported its events (then the row has no start time)."""
+    """Actor id -> when the actor came alive (ms): its first creation task's end (when the GCS stamps its
+    ``startTime``), which the owner reports even when the actor's worker died before reporting its own."""
     starts: dict[str, float] = {}
     for task in tasks:
         if task.get("type") != "ACTOR_CREATION_TASK" or task.get("state") != "FINISHED":
@@ -191,8 +167,8 @@ def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
-    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from when its creation
-    task ended, no end (the record counts it to the job's end), job, class and resources from the GCS."""
+    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from its creation task's
+    end to the job's end."""
     row = {key: gcs.get(source) for key, source in _FROM_GCS}
     return {**row, "actorId": gcs.get("actor_id"), "requiredResources": row["requiredResources"] or {},
             "address": {"nodeId": gcs.get("node_id")}, "startTime": start_ms, "endTime": 0}  # fmt: skip
@@ -212,15 +188,9 @@ def job_actors(
 ) -> list[dict[str, Any]]:
     """The job's actors for the record; what stays unmatched is named in ``not_available``.
 
-    :param listed: ``/logical/actors``.
-    :param gcs_rows: the state API's actors of the job, ``None`` when it did not answer (then the
-        dashboard's rows are taken by their ``jobId`` alone).
-    :param reread: ``/logical/actors`` read again, up to :data:`ACTOR_REREADS` times, each after
-        :data:`ACTOR_UPDATES_SETTLE_S`, while the dashboard lacks one of the job's actors or an end the GCS
-        has (``None``: it did not answer, no more tries).
-    :param tasks: the job's ``/api/v0/tasks`` rows: an actor the dashboard still cannot time is counted
-        from its creation task's end to the job's end (``actors_timed_by_creation``), else not at all
-        (``actors_unlisted``).
+    :param gcs_rows: ``/api/v0/actors`` of the job; ``None`` (no answer): the dashboard's ``jobId`` decides.
+    :param reread: ``/logical/actors`` again (``None``: no answer), while it lacks an actor or an end.
+    :param tasks: the job's tasks: an actor still untimed counts from its creation task's end, if any.
     """
     if gcs_rows is None:
         return [a for a in listed if a.get("jobId") == ray_job_id]
@@ -256,8 +226,7 @@ def job_actors(
 
 def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     """Everything the record of one job is made of: the job first (its Ray job id filters the rest),
-    then four reads at once; a read that fails is ``None`` and named in ``missing``. A job without a
-    Ray job id has no tasks or actors: its driver never connected to Ray (``ray.init``)."""
+    then four reads at once. A job without a Ray job id never called ``ray.init``: no tasks or actors."""
     missing: dict[str, str] = {}
     path = f"/api/jobs/{quote(submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
@@ -290,28 +259,23 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
 
 
 def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
-    """The record of a finished job, or of one a timeout or a kill ended (``request.ended_by``), read
-    while its cluster still exists. Never raises for what the dashboard could not tell: the record names
-    it in ``not_available``.
-
-    :param reader: the cluster's dashboard.
-    :param request: what the caller knows.
-    """
+    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
+    exists; what the dashboard could not tell is named in ``not_available``."""
     record = make_record(read_job(reader, request.submission_id), request, now=time.time())
     log.debug("usage of %s: %s", request.submission_id, usage_line(record))
     return record
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
-    """Check a price table against the cluster's resources before submit.
+    """Check a price table against the cluster's resources before submit: ``None`` when checked, else
+    why it could not be (the dashboard did not answer).
 
-    :returns: ``None`` when checked, else why it could not be (the dashboard did not answer).
     :raises RayInvalidInputError: for a price of a resource the cluster does not have.
     """
-    missing: dict[str, str] = {}
-    nodes = _read(missing, "nodes", "/api/v0/nodes", lambda: read_nodes(reader))
-    if nodes is None:
-        return missing["nodes"]
+    try:
+        nodes = read_nodes(reader)
+    except Exception as exc:
+        return f"/api/v0/nodes did not answer: {_why(exc)}"
     groups: dict[str, set[str]] = {}
     for node in nodes:
         groups.setdefault(node.group, set()).update(node.resources)
