@@ -1,9 +1,5 @@
-"""What each job reserved, was allocated and cost: the usage record (docs/usage.md).
-
-Airflow-free and Ray-free: the record is made once, from the finished run (or one a timeout or a kill
-ended), by :func:`collect_usage`, reading the cluster's dashboard through any :class:`DashboardReader`
-(the Job API client is one). :func:`parse_prices` and :func:`check_prices_on_cluster` refuse bad prices
-before anything is submitted; :func:`with_teardown` adds the cluster's teardown once it is gone.
+"""What each job reserved, was allocated and cost: the usage record (docs/usage.md), made once from the
+finished run by :func:`collect_usage` through any :class:`DashboardReader`. Airflow-free and Ray-free.
 """
 
 from airflow_ray_provider.launch.usage.dashboard import (

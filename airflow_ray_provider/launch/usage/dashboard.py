@@ -5,7 +5,6 @@ A read that fails never fails the job: the record names it in ``not_available``.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,8 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, usage_line
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 #: The state API's largest page (``RAY_MAX_LIMIT_FROM_API_SERVER``'s default).
@@ -261,9 +259,7 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
 def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
     """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
     exists; what the dashboard could not tell is named in ``not_available``."""
-    record = make_record(read_job(reader, request.submission_id), request, now=time.time())
-    log.debug("usage of %s: %s", request.submission_id, usage_line(record))
-    return record
+    return make_record(read_job(reader, request.submission_id), request, now=time.time())
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:

@@ -1,8 +1,7 @@
 """The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
-(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, by
-:func:`usage_record`, at the first look that finds the job ended while its cluster still answers (KubeRay
-may delete a RayJob's cluster right after its job), else when the run ends (a timeout, a kill, an error);
-its teardown is added once the run's cluster is gone.
+(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, at the first
+look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster
+right after its job), else when the run ends (a timeout, a kill, an error).
 """
 
 from __future__ import annotations

@@ -77,20 +77,10 @@ class Node:
 
 @dataclass(frozen=True)
 class UsageOptions:
-    """What the record of a run's job is asked with: the operator's options, then what the run knows
-    that the dashboard does not (JSON-safe: it travels to a trigger).
-
-    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param own_cluster: the cluster is the run's own (reserved is then the whole cluster).
-    :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
-    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
-    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
-        or the run adds it once the cluster is gone, with :func:`with_teardown`).
-    :param submission_id: the job (the run fills it in, and the three below).
-    :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
-    :param cluster_ready: when that cluster answered.
-    :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
-    """
+    """What the record of a run's job is asked with (JSON-safe: it travels to a trigger): the operator's
+    options (``own_cluster``: reserved is the whole cluster; ``entrypoint``: its reservation in Ray names;
+    ``prices``: ``Prices.to_dict()``; ``teardown_note``: why ``phases.teardown_s`` stays out), then what
+    the run knows that the dashboard does not (the record's fields of the same names)."""
 
     mode: str
     cluster: str
@@ -165,20 +155,15 @@ class Window:
 
 @dataclass
 class Allocation:
-    """Resource-hours per worker group, and the attempts the rules could not time as Ray meant."""
+    """Resource-hours per worker group, CPU-seconds per task function / actor class, and the attempts the
+    rules could not time as Ray meant (:data:`TASK_NOTES` says what each counter counts)."""
 
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
-    #: Ended attempts with neither a start event, a ``task:execute`` span nor the owner's
-    #: ``SUBMITTED_TO_WORKER`` event: in no figure.
     startless: int = 0
-    #: Ended attempts whose worker's events were lost, timed by :func:`owner_seconds` (an upper bound).
     timed_by_owner: int = 0
-    #: Attempts that ran without an end or a ``task:execute`` span (counted to their worker's next
-    #: attempt or the job's end). Ray's task events are final once the Job API reports the end.
     unsettled: int = 0
-    #: CPU-seconds per task function / actor class (``entrypoint`` for the entrypoint's reservation).
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
     def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
@@ -367,7 +352,7 @@ def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
 
 
 #: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
-#: :class:`Allocation` counter that counts them.
+#: :class:`Allocation` counter that counts them (``unsettled``: none once the Job API reports the end).
 TASK_NOTES = {
     "unsettled": (
         "tasks_unsettled",
