@@ -2,7 +2,7 @@
 finished run by :func:`collect_usage` through any :class:`DashboardReader`. Airflow-free and Ray-free.
 """
 
-from airflow_ray_provider.launch.usage.dashboard import (
+from airflow_ray_provider.launch.usage.observer import (
     DashboardReader,
     check_prices_on_cluster,
     collect_usage,
