@@ -1,9 +1,7 @@
-"""The usage record as an observer of a run, from outside its wait: the run tells it what it saw
-(:func:`looked`), when it ends (:func:`record`) and that it deleted its cluster (:func:`deleted`). The
-record is made once, at the first look that finds the job ended while its cluster still answers (KubeRay
-may delete a RayJob's cluster right after its job), else when the run ends (a timeout, a kill, an error),
-from what the cluster's dashboard knows (the routes of docs/usage.md, through a :class:`DashboardReader`).
-A read that fails never fails the job: the record names it in ``not_available``.
+"""The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
+(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, at the first
+look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster
+right after its job), else when the run ends, from what the dashboard knows (docs/usage.md's routes).
 """
 
 from __future__ import annotations
@@ -21,13 +19,7 @@ from urllib.parse import quote
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.cleanup import Ending
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import (
-    JobReads,
-    Node,
-    UsageOptions,
-    make_record,
-    with_teardown,
-)
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, with_teardown
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
