@@ -21,7 +21,6 @@ if TYPE_CHECKING:
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "summary.json"
-SUCCESS_MARKER = "_SUCCESS"
 
 
 def summarize_evaluation(
@@ -125,11 +124,9 @@ class _CollectArtifactOperator(BaseOperator):
         self.require_success_marker = require_success_marker
 
     def read(self) -> tuple[str, dict[str, Any]]:
-        """The file's URI and its document, with its ``schema_version``, ``kind`` and required keys checked.
-
-        :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
-            another schema.
-        """
+        """The file's URI and its document, with its ``schema_version``, ``kind`` and required keys checked;
+        :class:`MetricsArtifactError` names the file and whether it is missing, partial, corrupt or of
+        another schema."""
         from airflow_ray_provider.workloads.common import artifacts
         from airflow_ray_provider.workloads.common.errors import ArtifactError
 
@@ -149,7 +146,7 @@ class _CollectArtifactOperator(BaseOperator):
                         f"output_uri is {folder!r} and that the job succeeded (its log names the folder it "
                         "wrote).")  # fmt: skip
         if self.require_success_marker and not complete:
-            raise error("partial", f"artifact {folder!r} is partial: {name} exists but the {SUCCESS_MARKER} "
+            raise error("partial", f"artifact {folder!r} is partial: {name} exists but the _SUCCESS "
                         "marker does not, so the job did not finish writing it (crashed or still running). "
                         "Re-run the job.")  # fmt: skip
         try:
@@ -261,13 +258,12 @@ class CollectZoneTrainingOperator(_CollectArtifactOperator):
                    "(partial rewrite?)")  # fmt: skip
             raise MetricsArtifactError(why, uri=uri, problem="corrupt")
         keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
-        summary = {k: document.get(k) for k in keys}
+        summary = {k: document.get(k) for k in (*keys, "duration_s")}
         run = document.get("run") or {}
         tasks = run.get("tasks") or {}
         summary.update(
             artifact_uri=self.artifact_uri,
             failed_zones=list(document.get("failed_zones") or ())[:100],
-            duration_s=document.get("duration_s"),
             trainer_cpu_s=run.get("trainer_cpu_s"),
             task_cpu_s=tasks.get("cpu_s"),
             usage=usage_summary(read_usage(self.artifact_uri, self.log), function=tasks.get("function")),

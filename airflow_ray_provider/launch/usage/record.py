@@ -106,7 +106,7 @@ class UsageOptions:
 @dataclass
 class JobReads:
     """What the dashboard told about one job (``/api/jobs/{id}``, the nodes, the job's task attempts,
-    its actors as :func:`~.dashboard.job_actors` counts them, its supervisor actor); ``None`` where a
+    its actors as :func:`~.observer.job_actors` counts them, its supervisor actor); ``None`` where a
     read failed, and ``missing`` says why (the record's ``not_available``)."""
 
     job: dict[str, Any] | None = None
@@ -231,15 +231,10 @@ def allocation(
     node_groups: Mapping[str, str],
     driver_group: str = HEAD_GROUP,
 ) -> Allocation:
-    """Resource-hours the job was allocated.
-
-    :param tasks: the job's ``/api/v0/tasks?detail=true`` rows (normal tasks count: an actor's tasks run
-        inside its lifetime allocation, and its creation task is the actor).
-    :param actors: the job's ``/logical/actors`` rows (``startTime``/``endTime`` in ms, lifetime
-        ``requiredResources``); an actor still alive counts to the job's end.
-    :param entrypoint: the entrypoint's reservation (record names), held while the driver ran.
-    :param node_groups: node id -> worker group.
-    """
+    """Resource-hours the job was allocated: its normal task attempts (an actor's tasks run inside its
+    lifetime allocation, and its creation task is the actor), its actors (``/logical/actors`` rows; one
+    still alive counts to the job's end) and the entrypoint's reservation (record names) while the driver
+    ran. ``node_groups``: node id -> worker group."""
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
