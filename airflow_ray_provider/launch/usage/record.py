@@ -1,10 +1,6 @@
-"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure:
-state API rows in, resource-hours out; hours throughout, ``memory_gib`` in GiB-hours): **reserved**
-(the task's own cluster's nodes over the task's window, else the job's own requests), **allocated**
-(Ray's accounting: each normal task attempt's request times its run, each actor's lifetime request
-times its life, the entrypoint's reservation times the driver's run) and, with prices, the cost. Ray's
-task events are lossy: the rules below time an attempt with missing events, and count those they could
-not time.
+"""The usage record of one Ray job (docs/usage.md, *The figures*), made from what the dashboard told and
+what the caller knows (pure: state API rows in, resource-hours out). Ray's task events are lossy: the
+rules below time an attempt with missing events, and count those they could not time.
 """
 
 from __future__ import annotations
