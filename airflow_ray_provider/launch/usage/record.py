@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -73,10 +73,10 @@ class Node:
 
 @dataclass(frozen=True)
 class UsageOptions:
-    """What the record of a run's job is asked with (JSON-safe: it travels to a trigger): the operator's
-    options (``own_cluster``: reserved is the whole cluster; ``entrypoint``: its reservation in Ray names;
-    ``prices``: ``Prices.to_dict()``; ``teardown_note``: why ``phases.teardown_s`` stays out), then what
-    the run knows that the dashboard does not (the record's fields of the same names)."""
+    """What the record of a run's job is asked with (JSON-safe: it travels to a trigger as its
+    ``dataclasses.asdict``): the operator's options (``own_cluster``: reserved is the whole cluster;
+    ``entrypoint``: its reservation in Ray names; ``prices``: ``Prices.to_dict()``; ``teardown_note``: why
+    ``phases.teardown_s`` stays out), then what the run knows that the dashboard does not."""
 
     mode: str
     cluster: str
@@ -88,15 +88,6 @@ class UsageOptions:
     task_started: float | None = None
     cluster_ready: float | None = None
     ended_by: str = "finished"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The options as JSON."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> UsageOptions | None:
-        """The options of :meth:`to_dict` (``None``: no record)."""
-        return cls(**data) if data else None
 
 
 @dataclass
