@@ -408,8 +408,8 @@ class JobRun:
             "subject": self.subject.to_dict() if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
             "stopped": self.stopped, "linked": self.linked, "times": self.times,
-            "usage": self.usage.to_dict() if self.usage is not None else None, "record": self.record,
-            "log_tail": tail(self.log_text),
+            "usage": dataclasses.asdict(self.usage) if self.usage is not None else None,
+            "record": self.record, "log_tail": tail(self.log_text),
         }  # fmt: skip
 
     @classmethod
@@ -425,7 +425,7 @@ class JobRun:
             cleanup=Cleanup.parse(state["cleanup"]), timeout=state["timeout"],
             poll_interval=state["poll_interval"], stream_logs=state["stream_logs"],
             missing_ok=state["missing_ok"], tail_lines=state["tail_lines"],
-            usage=UsageOptions.from_dict(state.get("usage")), **kwargs,
+            usage=UsageOptions(**state["usage"]) if state.get("usage") else None, **kwargs,
         )  # fmt: skip
         run.choice = Choice(state["choice"]) if state.get("choice") else None
         start, offset = state["start_time"], state["log_offset"]

@@ -1,16 +1,7 @@
-"""What a job task hands on when its run ends: the usage record's publication, and OpenLineage.
-
-The usage record is made by the run (:mod:`airflow_ray_provider.launch.usage`, Airflow-free); here it
-becomes the ``usage`` XCom, ``usage.json`` beside the job's artifacts and one log line (never failing the
-job). OpenLineage says what a job read and wrote, and a run facet names the job and carries its usage.
-
-Inputs and outputs come from the job's entrypoint when it runs one of this project's workloads
-(``python -m <workload> --config-json <json>``, as the templates build it): the evaluation reads its
-click log and the two models and writes its metrics artifact; zone training reads its zone data and
-writes its zone models and ``manifest.parquet``. An operator's ``lineage_inputs`` / ``lineage_outputs``
-(URIs) add to them for any other job. The run facet ``rayJob`` names the Ray job id, submission id,
-cluster, mode and carries the usage record. The OpenLineage provider is imported only when Airflow
-asks for lineage (it is optional at run time).
+"""What a job task hands on when its run ends: the usage record (made by the run) as the ``usage`` XCom,
+``usage.json`` and one log line; and OpenLineage: what the job read and wrote (from a workload
+entrypoint's config, plus ``lineage_inputs`` / ``lineage_outputs``) and the ``rayJob`` run facet. The
+OpenLineage provider is imported only when Airflow asks for lineage (it is optional at run time).
 """
 
 from __future__ import annotations
@@ -53,18 +44,14 @@ def _after(args: list[str], flag: str) -> str | None:
 
 
 def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
-    """What a workload entrypoint reads and writes (empty for any other entrypoint)."""
-    try:
+    """What a workload entrypoint (``python -m <workload> --config-json <json>``, as the templates build
+    it) reads and writes; empty for any other entrypoint."""
+    try:  # unbalanced quotes, bad JSON: not a workload entrypoint
         args = shlex.split(entrypoint) if isinstance(entrypoint, str) else [str(a) for a in entrypoint]
-    except ValueError:  # unbalanced quotes: not a workload entrypoint
-        return JobIO()
-    module, text = _after(args, "-m"), _after(args, "--config-json")
-    if module not in (EVALUATE_MODULE, ZONE_MODULE) or text is None:
-        return JobIO()
-    try:
-        config = json.loads(text)
+        module, text = _after(args, "-m"), _after(args, "--config-json")
+        config = json.loads(text) if module in (EVALUATE_MODULE, ZONE_MODULE) and text is not None else None
     except ValueError:
-        return JobIO()
+        config = None
     if not isinstance(config, dict) or not isinstance(config.get("output_uri"), str):
         return JobIO()
     out, models = config["output_uri"], config.get("models")
@@ -77,10 +64,7 @@ def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
 
 
 def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
-    """Check an operator's lineage URIs (strings with a path).
-
-    :raises RayInvalidInputError: naming the argument.
-    """
+    """Check an operator's lineage URIs (strings with a path), naming the argument ``name``."""
     uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
     for uri in uris:
         problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
@@ -118,10 +102,8 @@ def namespace_problem(uri: str) -> str | None:
 
 
 def check_lineage_namespaces(io: JobIO) -> None:
-    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit.
-
-    :raises RayInvalidInputError: naming the URI, why its namespace is malformed and the fix.
-    """
+    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit,
+    naming the URI, why its namespace is malformed and the fix."""
     for field_name, uris in (("inputs", io.inputs), ("outputs", io.outputs)):
         for uri in uris:
             problem = namespace_problem(uri)
@@ -163,13 +145,8 @@ def _facet_class() -> type:
 
 
 def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
-    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task.
-
-    :param io: what the job read and wrote.
-    :param mode: how the job ran (the record's ``mode``).
-    :param usage: the usage record, if any.
-    :param ids: the facet's ``submission_id``, ``ray_job_id``, ``cluster`` and ``dashboard_url``.
-    """
+    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task (``ids``:
+    the facet's ``submission_id``, ``ray_job_id``, ``cluster`` and ``dashboard_url``)."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -201,7 +178,6 @@ def publish_usage(
         uri = artifacts.join(artifact_uri, USAGE_FILE)
         try:
             artifacts.write_json_atomic(uri, data)
+            log.info("Usage record written to %s", uri)
         except Exception as exc:
             log.warning("Could not write %s: %s", uri, exc)
-            return
-        log.info("Usage record written to %s", uri)

@@ -1,11 +1,6 @@
-"""Read the artifacts a Ray job left behind and push a compact, validated summary to XCom.
-
-:class:`CollectRayMetricsOperator` reads an evaluation's ``metrics.json`` and
-:class:`CollectZoneTrainingOperator` a zone-training run's ``summary.json`` + ``manifest.parquet``,
-through ``pyarrow.fs`` (local paths, ``file://``, ``s3://``, ``gs://``). Both check the ``_SUCCESS``
-marker and the ``schema_version`` first; a missing, partial or corrupt artifact fails the task with a
-message that names the file and what is wrong with it. The usage record (``usage.json``) is read here
-too, for the reports, never failing the task.
+"""Read the artifacts a Ray job left behind (through ``pyarrow.fs``) and push a compact, validated summary
+to XCom; a missing, partial or corrupt artifact fails the task naming the file and what is wrong. The
+usage record (``usage.json``) is read here too, for the reports, never failing the task.
 """
 
 from __future__ import annotations
@@ -26,7 +21,6 @@ if TYPE_CHECKING:
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "summary.json"
-SUCCESS_MARKER = "_SUCCESS"
 
 
 def summarize_evaluation(
@@ -36,11 +30,8 @@ def summarize_evaluation(
     slice_metrics: Sequence[str] | None = None,
     max_slice_rows: int = 5000,
 ) -> dict[str, Any]:
-    """Shrink a validated ``metrics.json`` to what the decision and the report need (XCom-sized).
-
-    :param slice_metrics: keep only these metric columns in the slice rows (``None``: all).
-    :param max_slice_rows: keep at most this many slice rows (``truncated`` says when some were cut).
-    """
+    """Shrink a validated ``metrics.json`` to what the decision and the report need (XCom-sized): only
+    the ``slice_metrics`` columns (``None``: all) of at most ``max_slice_rows`` slice rows."""
     uri = f"{artifact_uri.rstrip('/')}/{METRICS_FILE}"
     metrics, baseline = document["metrics"], document["baseline"]
     if not isinstance(metrics, dict) or baseline not in metrics:
@@ -94,11 +85,8 @@ def read_usage(artifact_uri: str | None, log: logging.Logger | Any) -> dict[str,
 
 
 def usage_summary(data: dict[str, Any] | None, *, function: str | None = None) -> dict[str, Any] | None:
-    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line.
-
-    :param function: a task function whose allocated CPU-seconds to show as ``function_cpu_s`` (the
-        zone job's training tasks), from the record's ``allocated_cpu_s_by_function``.
-    """
+    """What a report shows of a usage record: CPU-hours reserved and allocated, utilisation, cost, line,
+    and ``function``'s allocated CPU-seconds as ``function_cpu_s`` (the zone job's training tasks)."""
     if not data:
         return None
     cost, missing = data.get("cost") or {}, data.get("not_available") or {}
@@ -136,12 +124,9 @@ class _CollectArtifactOperator(BaseOperator):
         self.require_success_marker = require_success_marker
 
     def read(self) -> tuple[str, dict[str, Any]]:
-        """The file's URI and its document, read once the artifact is complete, with its
-        ``schema_version``, ``kind`` and required top-level keys checked.
-
-        :raises MetricsArtifactError: naming the file and whether it is missing, partial, corrupt or of
-            another schema.
-        """
+        """The file's URI and its document, with its ``schema_version``, ``kind`` and required keys checked;
+        :class:`MetricsArtifactError` names the file and whether it is missing, partial, corrupt or of
+        another schema."""
         from airflow_ray_provider.workloads.common import artifacts
         from airflow_ray_provider.workloads.common.errors import ArtifactError
 
@@ -161,7 +146,7 @@ class _CollectArtifactOperator(BaseOperator):
                         f"output_uri is {folder!r} and that the job succeeded (its log names the folder it "
                         "wrote).")  # fmt: skip
         if self.require_success_marker and not complete:
-            raise error("partial", f"artifact {folder!r} is partial: {name} exists but the {SUCCESS_MARKER} "
+            raise error("partial", f"artifact {folder!r} is partial: {name} exists but the _SUCCESS "
                         "marker does not, so the job did not finish writing it (crashed or still running). "
                         "Re-run the job.")  # fmt: skip
         try:
@@ -222,10 +207,7 @@ class CollectRayMetricsOperator(_CollectArtifactOperator):
 
 
 def count_manifest(manifest_uri: str) -> dict[str, int]:
-    """Count zones per status in a ``manifest.parquet``.
-
-    :raises MetricsArtifactError: when the manifest is missing or unreadable.
-    """
+    """Count zones per status in a ``manifest.parquet``; :class:`MetricsArtifactError` when unreadable."""
     from airflow_ray_provider.workloads.common import artifacts
     from airflow_ray_provider.workloads.common.errors import ArtifactError
 
@@ -276,13 +258,12 @@ class CollectZoneTrainingOperator(_CollectArtifactOperator):
                    "(partial rewrite?)")  # fmt: skip
             raise MetricsArtifactError(why, uri=uri, problem="corrupt")
         keys = ("application", "manifest", "models", "zones_total", "succeeded", "failed", "failed_fraction")
-        summary = {k: document.get(k) for k in keys}
+        summary = {k: document.get(k) for k in (*keys, "duration_s")}
         run = document.get("run") or {}
         tasks = run.get("tasks") or {}
         summary.update(
             artifact_uri=self.artifact_uri,
             failed_zones=list(document.get("failed_zones") or ())[:100],
-            duration_s=document.get("duration_s"),
             trainer_cpu_s=run.get("trainer_cpu_s"),
             task_cpu_s=tasks.get("cpu_s"),
             usage=usage_summary(read_usage(self.artifact_uri, self.log), function=tasks.get("function")),

@@ -1,8 +1,7 @@
 """The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
-(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, by
-:func:`usage_record`, at the first look that finds the job ended while its cluster still answers (KubeRay
-may delete a RayJob's cluster right after its job), else when the run ends (a timeout, a kill, an error);
-its teardown is added once the run's cluster is gone.
+(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, at the first
+look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster
+right after its job), else when the run ends, from what the dashboard knows (docs/usage.md's routes).
 """
 
 from __future__ import annotations
@@ -10,28 +9,294 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from urllib.parse import quote
 
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.cleanup import Ending
-from airflow_ray_provider.launch.usage.dashboard import collect_usage
-from airflow_ray_provider.launch.usage.record import UsageOptions, with_teardown
+from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
+from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, with_teardown
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
     from airflow_ray_provider.launch.wait import Observation
 
+T = TypeVar("T")
 #: How the record names each ending.
 ENDED_BY = {Ending.TIMED_OUT: "timed_out", Ending.USER_KILL: "killed", Ending.WORKER_SIGTERM: "killed"}
 #: A RayJob's deadlines, which KubeRay enforces (its record then says ``timed_out``).
 DEADLINES = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
 
+#: The state API's largest page (``RAY_MAX_LIMIT_FROM_API_SERVER``'s default).
+STATE_LIMIT = 10_000
+#: The name Ray's job manager gives a job's supervisor actor (it starts the driver).
+SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
+#: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
+ACTOR_UPDATES_SETTLE_S = 1.0
+#: Re-reads of ``/logical/actors`` while it still lacks one of the job's actors or an end the GCS has, each
+#: :data:`ACTOR_UPDATES_SETTLE_S` after the last: a loaded head can take more than one. Only a record
+#: that would otherwise lose an actor waits.
+ACTOR_REREADS = 3
+
+
+class DashboardReader(Protocol):
+    """A cluster's dashboard, read-only, from several threads at once (the Job API client is one)."""
+
+    def get_json(self, path: str, params: dict[str, str] | None = None) -> Any:
+        """``GET`` a dashboard path with query ``params``: the JSON body; raises when there is none."""
+
+
+def _why(exc: Exception) -> str:
+    text = (str(exc).splitlines() or [""])[0][:200]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) -> T | None:
+    """``call()``, or ``None`` with why under ``missing[key]`` (the record names it; the job goes on)."""
+    try:
+        return call()
+    except Exception as exc:
+        missing[key] = f"{route} did not answer: {_why(exc)}"
+        return None
+
+
+def state_list(
+    reader: DashboardReader, route: str, where: tuple[str, str] | None = None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """A state API list with every row's detail, and what it left out (``None``: every matching row),
+    filtered by one equality ``where``. Ray counts a list in stages (``ListApiResponse``): ``total`` rows
+    of all jobs; ``num_after_truncation`` after the source's cut (for tasks, ``total`` also holds the
+    events Ray dropped); ``num_filtered`` after the filters; then the ``limit``. A filter is not a cut."""
+    params = {"detail": "true", "limit": str(STATE_LIMIT)}
+    if where is not None:
+        params.update(filter_keys=where[0], filter_predicates="=", filter_values=where[1])
+    body = reader.get_json(route, params) or {}
+    data = (body.get("data") or {}).get("result") or {}
+    if not body.get("result", True) or "result" not in data:
+        raise ValueError(f"{route} answered without a result: {body.get('msg')}")
+    rows = list(data["result"])
+    total = int(data.get("total") or 0)
+    kept = int(data.get("num_after_truncation", total) or 0)
+    matched = int(data.get("num_filtered", len(rows)) or 0)
+    notes = []
+    if matched > len(rows):
+        notes.append(f"{route} listed {len(rows)} of the {matched} matching rows (its limit)")
+    if total > kept:
+        notes.append(f"{route}'s source kept {kept} of {total} rows (cut there, or events Ray dropped)")
+    return rows, "; ".join(notes) or None
+
+
+def read_nodes(reader: DashboardReader) -> list[Node]:
+    """The cluster's nodes, alive and dead (``/api/v0/nodes``)."""
+    return [Node.from_state(row) for row in state_list(reader, "/api/v0/nodes")[0]]
+
+
+def logical_actors(reader: DashboardReader) -> list[dict[str, Any]]:
+    """Every actor the dashboard keeps, with ``startTime``/``endTime`` (ms) and lifetime resources
+    (``nocache=1``: a 2 s cache would miss a job that ended within 2 s of an earlier read)."""
+    body = reader.get_json("/logical/actors", {"nocache": "1"}) or {}
+    return list(((body.get("data") or {}).get("actors") or {}).values())
+
+
+def find_supervisor(
+    reader: DashboardReader, submission_id: str, actors: list[dict[str, Any]], missing: dict[str, str]
+) -> dict[str, Any] | None:
+    """The job's supervisor actor in ``/logical/actors`` (its ``startTime`` is the driver's start): by
+    name, else (a row stored from a state change can lack it) by the id ``/api/v0/actors`` gives it."""
+    name = SUPERVISOR_PREFIX + submission_id
+    found = next((a for a in actors if a.get("name") == name), None)
+    if found is not None or not actors:
+        return found
+    rows = _read(
+        missing, "queued", "/api/v0/actors", lambda: state_list(reader, "/api/v0/actors", ("name", name))[0]
+    )
+    if rows is None:
+        missing["queued"] = "the job's supervisor is not named in /logical/actors and " + missing["queued"]
+        return None
+    ids = {str(row.get("actor_id")) for row in rows}
+    found = next((a for a in actors if str(a.get("actorId")) in ids), None)
+    if found is None and ids:
+        missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
+    elif found is None:
+        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    return found
+
+
+class JobActors(NamedTuple):
+    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and
+    the classes of actors dead in the GCS that it holds without an end."""
+
+    rows: list[dict[str, Any]]
+    unlisted: list[dict[str, Any]]
+    unended: list[str]
+
+
+#: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
+_FROM_GCS = (("jobId", "job_id"), ("className", "class_name"), ("requiredResources", "required_resources"))
+
+
+def ran(gcs: Mapping[str, Any]) -> bool:
+    """The GCS's row is of an actor that came alive (a dead one keeps its pid; one that never ran has 0)."""
+    return gcs.get("state") in ("ALIVE", "RESTARTING") or bool(gcs.get("pid"))
+
+
+def mend_job_actors(
+    listed: list[dict[str, Any]], gcs_rows: list[dict[str, Any]], ray_job_id: str
+) -> JobActors:
+    """Join the dashboard's actors (camelCase) with the state API's actors of the job (snake_case): the
+    dashboard can store an actor from a state change alone, without job, class or resources."""
+    by_id = {str(row.get("actor_id")): row for row in gcs_rows}
+    rows: list[dict[str, Any]] = []
+    seen, unended = set(), []
+    for actor in listed:
+        gcs = by_id.get(str(actor.get("actorId")))
+        if gcs is None:
+            rows += [actor] if actor.get("jobId") == ray_job_id else []
+        elif actor.get("startTime") or not ran(gcs):  # one held without its start is timed as unlisted
+            seen.add(str(actor.get("actorId")))
+            rows.append({**actor, **{k: gcs[g] for k, g in _FROM_GCS if not actor.get(k) and gcs.get(g)}})
+            if gcs.get("state") == "DEAD" and not actor.get("endTime"):
+                unended.append(str(gcs.get("class_name") or "actor"))
+    unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
+    return JobActors(rows, unlisted, unended)
+
+
+def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Actor id -> when the actor came alive (ms): its first creation task's end (when the GCS stamps its
+    ``startTime``), which the owner reports even when the actor's worker died before reporting its own."""
+    starts: dict[str, float] = {}
+    for task in tasks:
+        if task.get("type") != "ACTOR_CREATION_TASK" or task.get("state") != "FINISHED":
+            continue
+        if task.get("actor_id") and task.get("end_time_ms"):
+            actor_id, alive = str(task["actor_id"]), float(task["end_time_ms"])
+            starts[actor_id] = min(alive, starts.get(actor_id, alive))
+    return starts
+
+
+def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
+    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from its creation task's
+    end to the job's end."""
+    row = {key: gcs.get(source) for key, source in _FROM_GCS}
+    return {**row, "actorId": gcs.get("actor_id"), "requiredResources": row["requiredResources"] or {},
+            "address": {"nodeId": gcs.get("node_id")}, "startTime": start_ms, "endTime": 0}  # fmt: skip
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
+
+
+def job_actors(
+    listed: list[dict[str, Any]],
+    gcs_rows: list[dict[str, Any]] | None,
+    ray_job_id: str,
+    missing: dict[str, str],
+    reread: Callable[[], list[dict[str, Any]] | None],
+    tasks: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """The job's actors for the record; what stays unmatched is named in ``not_available``.
+
+    :param gcs_rows: ``/api/v0/actors`` of the job; ``None`` (no answer): the dashboard's ``jobId`` decides.
+    :param reread: ``/logical/actors`` again (``None``: no answer), while it lacks an actor or an end.
+    :param tasks: the job's tasks: an actor still untimed counts from its creation task's end, if any.
+    """
+    if gcs_rows is None:
+        return [a for a in listed if a.get("jobId") == ray_job_id]
+    found = mend_job_actors(listed, gcs_rows, ray_job_id)
+    for _ in range(ACTOR_REREADS):
+        if not (found.unlisted or found.unended):
+            break
+        time.sleep(ACTOR_UPDATES_SETTLE_S)
+        again = reread()
+        if again is None:
+            break
+        found = mend_job_actors(again, gcs_rows, ray_job_id)
+    starts = creation_starts(tasks)
+    timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
+    lost = [row for row in found.unlisted if str(row.get("actor_id")) not in starts]
+    if timed:
+        missing["actors_timed_by_creation"] = (
+            f"{len(timed)} of the job's actors ({_names(timed)}) are in /api/v0/actors but not timed in "
+            "/logical/actors: counted from their creation task's end to the job's end (an upper bound)"
+        )
+    if lost:
+        missing["actors_unlisted"] = (
+            f"{len(lost)} of the job's actors ({_names(lost)}) are in /api/v0/actors but not timed in "
+            "/logical/actors, and no finished creation task in /api/v0/tasks: not counted"
+        )
+    if found.unended:
+        missing["actors_unended"] = (
+            f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
+            "have no end time in /logical/actors yet: counted to the job's end"
+        )
+    return found.rows + [timed_by_creation(row, starts[str(row.get("actor_id"))]) for row in timed]
+
+
+def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
+    """Everything the record of one job is made of: the job first (its Ray job id filters the rest),
+    then four reads at once. A job without a Ray job id never called ``ray.init``: no tasks or actors."""
+    missing: dict[str, str] = {}
+    path = f"/api/jobs/{quote(submission_id, safe='')}"
+    job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
+    ray_job_id = str((job or {}).get("job_id") or "")
+
+    def job_rows(route: str, cut_key: str) -> list[dict[str, Any]]:
+        rows, note = state_list(reader, route, ("job_id", ray_job_id))
+        missing.update({cut_key: note} if note else {})
+        return rows
+
+    calls: dict[str, tuple[str, Callable[[], Any]]] = {
+        "nodes": ("/api/v0/nodes", partial(read_nodes, reader)),
+        "actors": ("/logical/actors", partial(logical_actors, reader)),
+    }
+    if ray_job_id:
+        calls["tasks"] = ("/api/v0/tasks", lambda: job_rows("/api/v0/tasks", "tasks_truncated"))
+        calls["gcs_actors"] = ("/api/v0/actors", lambda: job_rows("/api/v0/actors", "gcs_actors_truncated"))
+    elif job is None:
+        missing["tasks"] = "not read: the job's Ray job id filters them, and the job could not be read"
+    with ThreadPoolExecutor(max_workers=len(calls), thread_name_prefix="usage-read") as pool:
+        futures = {key: pool.submit(_read, missing, key, route, call) for key, (route, call) in calls.items()}
+    got = {key: future.result() for key, future in futures.items()}
+    every, tasks = got["actors"], got.get("tasks", [])  # no Ray job id: no tasks
+    own: list[dict[str, Any]] | None = None if ray_job_id else []
+    if every is not None and ray_job_id:
+        reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
+        own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
+    supervisor = find_supervisor(reader, submission_id, every or [], missing)
+    return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
+
+
+def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
+    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
+    exists; what the dashboard could not tell is named in ``not_available``."""
+    return make_record(read_job(reader, request.submission_id), request, now=time.time())
+
+
+def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
+    """Check a price table against the cluster's resources before submit: ``None`` when checked, else
+    why it could not be (the dashboard did not answer).
+
+    :raises RayInvalidInputError: for a price of a resource the cluster does not have.
+    """
+    try:
+        nodes = read_nodes(reader)
+    except Exception as exc:
+        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    groups: dict[str, set[str]] = {}
+    for node in nodes:
+        groups.setdefault(node.group, set()).update(node.resources)
+    check_against_cluster(prices, groups)
+    return None
+
 
 def _epoch(stamp: str | None) -> float | None:
     """A Kubernetes timestamp (``2026-12-02T01:02:03Z``) in seconds since the epoch."""
     try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp() if stamp else None
+        return datetime.fromisoformat(stamp).timestamp() if stamp else None
     except ValueError:
         return None
 

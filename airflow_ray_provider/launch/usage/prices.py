@@ -1,14 +1,6 @@
-"""Prices per resource-hour: parsed and checked before a job is submitted, applied after it ended.
-
-A price table is a plain dict (an operator argument or the ``prices`` extra of the connection)::
-
-    {"CPU": 0.048, "GPU": 2.10, "memory_gib": 0.006, "currency": "USD",
-     "groups": {"spot-workers": {"CPU": 0.015, "memory_gib": 0.002}}}
-
-Top-level prices hold for every node; ``groups`` overrides them for the nodes of one worker group
-(KubeRay's ``ray.io/node-group`` node label; the head's group is ``headgroup``), so spot and on-demand
-groups cost differently. Keys are Ray resource names (``CPU``, ``GPU``, custom resources) and
-``memory_gib`` (Ray's ``memory`` resource, priced per GiB-hour). No Airflow imports.
+"""Prices per resource-hour (docs/usage.md, *Prices*): parsed and checked before a job is submitted,
+applied after it ended. Keys are Ray resource names and ``memory_gib``; ``groups`` overrides the
+top-level prices for one worker group's nodes. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -37,13 +29,8 @@ def resource_name(ray_name: str) -> str | None:
 
 @dataclass(frozen=True)
 class Prices:
-    """A checked price table.
-
-    :param default: price per resource-hour for every node.
-    :param groups: per worker group, prices that override ``default``.
-    :param currency: the currency's code (``USD``).
-    :param source: where the table came from, for messages.
-    """
+    """A checked price table: ``default`` for every node, ``groups`` overriding it per worker group;
+    ``source`` names where it came from, for messages."""
 
     default: dict[str, float] = field(default_factory=dict)
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
@@ -51,7 +38,7 @@ class Prices:
     source: str = "prices"
 
     def for_group(self, group: str | None) -> dict[str, float]:
-        """The prices of one worker group's nodes (the default table with the group's overrides)."""
+        """The prices of one worker group's nodes."""
         return {**self.default, **self.groups.get(group or "", {})}
 
     def format(self, amount: float) -> str:
@@ -72,7 +59,6 @@ class Prices:
 def _table(value: Any, where: str) -> dict[str, float]:
     if not isinstance(value, Mapping):
         raise RayInvalidInputError(f"{where} must be a mapping of resource name to price, got {value!r}")
-    table = {}
     for name, price in value.items():
         if not isinstance(name, str) or not name or name == "memory" or resource_name(name) is None:
             hint = " (price Ray's memory as memory_gib, per GiB-hour)" if name == "memory" else ""
@@ -81,21 +67,17 @@ def _table(value: Any, where: str) -> dict[str, float]:
             raise RayInvalidInputError(
                 f"{where}[{name!r}] must be a positive number (a price per resource-hour), got {price!r}"
             )
-        table[name] = float(price)
-    return table
+    return {name: float(price) for name, price in value.items()}
 
 
 def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
-    """Check a price table's shape and numbers (no cluster needed): before anything starts.
+    """Check a price table's shape and numbers (no cluster needed), before anything starts; ``None``
+    for no prices (the record shows no cost).
 
-    :param value: the table, or ``None`` (no prices: the record shows no cost).
-    :param source: where it came from (``"prices"``, ``"connection 'ray_default' extra 'prices'"``).
-    :raises RayInvalidInputError: naming the field, for a price that is not a positive number, a bad
-        resource name, or a malformed ``groups``/``currency``.
+    :param source: where it came from (``"connection 'ray_default' extra 'prices'"``).
+    :raises RayInvalidInputError: naming the field.
     """
-    if value is None:
-        return None
-    if isinstance(value, Prices):
+    if value is None or isinstance(value, Prices):
         return value
     if not isinstance(value, Mapping):
         raise RayInvalidInputError(f"{source} must be a mapping such as {{'CPU': 0.05}}, got {value!r}")
@@ -105,11 +87,11 @@ def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
         raise RayInvalidInputError(
             f"{source}['currency'] must be a currency code such as 'USD', got {currency!r}"
         )
-    groups_value = rest.pop("groups", {}) or {}
-    if not isinstance(groups_value, Mapping):
+    groups = rest.pop("groups", {}) or {}
+    if not isinstance(groups, Mapping):
         raise RayInvalidInputError(f"{source}['groups'] must map worker-group names to price tables")
-    groups = {str(g): _table(t, f"{source}['groups'][{g!r}]") for g, t in groups_value.items()}
-    prices = Prices(_table(rest, source), groups, currency.strip().upper(), source)
+    by_group = {str(g): _table(t, f"{source}['groups'][{g!r}]") for g, t in groups.items()}
+    prices = Prices(_table(rest, source), by_group, currency.strip().upper(), source)
     if not prices.default and not any(prices.groups.values()):
         raise RayInvalidInputError(f"{source} names no resource to price; e.g. {{'CPU': 0.05}}")
     return prices
@@ -118,23 +100,18 @@ def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
 def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -> None:
     """Fail before submit on a price for a resource the cluster does not have.
 
-    :param prices: the checked table.
-    :param groups: the record's names of the resources of each worker group that has nodes now; a
-        group's prices are checked only when it has nodes (an autoscaled group may have none yet).
+    :param groups: the record's resource names of each worker group that has nodes now; a group's own
+        prices are checked only when it has nodes (an autoscaled group may have none yet).
     :raises RayInvalidInputError: naming the field and the resources the cluster has.
     """
-    have = set().union(*groups.values())
-    missing = sorted(set(prices.default) - have)
-    if missing:
-        raise RayInvalidInputError(
-            f"{prices.source} prices {missing}, which the cluster does not have (it has {sorted(have)}); "
-            "drop those prices or fix their names"
-        )
+    tables = [(prices.source, prices.default, set().union(*groups.values()), "the cluster")]
     for group, table in prices.groups.items():
-        group_has = set(groups.get(group, ()))
-        lacking = sorted(set(table) - group_has) if group_has else []
+        where = f"{prices.source}['groups'][{group!r}]"
+        tables.append((where, table, set(groups.get(group, ())), f"worker group {group!r}"))
+    for where, table, have, whose in tables:
+        lacking = sorted(set(table) - have) if have or whose == "the cluster" else []
         if lacking:
             raise RayInvalidInputError(
-                f"{prices.source}['groups'][{group!r}] prices {lacking}, which that worker group's nodes do "
-                f"not have (they have {sorted(group_has)})"
+                f"{where} prices {lacking}, which {whose} does not have (it has {sorted(have)}); "
+                "drop those prices or fix their names"
             )

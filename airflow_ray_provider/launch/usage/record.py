@@ -1,33 +1,54 @@
-"""The usage record of one Ray job, made from what the dashboard told and what the caller knows (pure):
-**reserved** (the task's own cluster's nodes over the task's window, else the job's own requests),
-**allocated** (:mod:`.allocation`) and, with prices, each worker group's reserved hours at its prices.
+"""The usage record of one Ray job (docs/usage.md, *The figures*), made from what the dashboard told and
+what the caller knows (pure: state API rows in, resource-hours out). Ray's task events are lossy: the
+rules below time an attempt with missing events, and count those they could not time.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-from airflow_ray_provider.launch.usage.allocation import (
-    GROUP_LABEL,
-    HEAD_GROUP,
-    Allocation,
-    Window,
-    add_hours,
-    allocation,
-    record_resources,
-)
-from airflow_ray_provider.launch.usage.prices import Prices, parse_prices
+from airflow_ray_provider.launch.usage.prices import MEMORY, Prices, parse_prices, resource_name
 
 #: The record's schema; readers check it.
 SCHEMA = "airflow-ray-usage/2"
+#: KubeRay's node label naming a node's worker group.
+GROUP_LABEL = "ray.io/node-group"
+HEAD_GROUP = "headgroup"
+#: A placement group's resource name: ``CPU_group_<bundle>_<pg id>`` or ``CPU_group_<pg id>``.
+_PG_RESOURCE = re.compile(r"^(?P<base>.+?)_group_(?:\d+_)?[0-9a-f]{16,}$")
+_GIB = 1024.0**3
 #: Why allocated CPU is ``n/a`` for a job that ran while nothing in Ray's accounting held CPU: the driver
 #: runs in the job's supervisor process, which reserves nothing unless the entrypoint asks.
 DRIVER_NOT_COUNTED = (
     "the driver reserves no Ray resources: its work is not counted; set entrypoint_num_cpus to count it"
 )
+
+
+def record_resources(requests: Mapping[str, Any] | None) -> dict[str, float]:
+    """A Ray resource request in the record's names and units (memory in GiB; placement-group names
+    folded into their base resource; bookkeeping resources dropped)."""
+    out: dict[str, float] = {}
+    for raw, amount in (requests or {}).items():
+        match = _PG_RESOURCE.match(raw)
+        name = resource_name(match.group("base") if match else raw)
+        if name is not None and isinstance(amount, int | float) and amount > 0:
+            out[name] = out.get(name, 0.0) + (float(amount) / _GIB if name == MEMORY else float(amount))
+    return out
+
+
+def add_hours(total: dict[str, float], resources: Mapping[str, float], hours: float) -> None:
+    """Add ``resources`` held for ``hours`` to ``total`` (resource-hours)."""
+    for name, amount in resources.items():
+        total[name] = total.get(name, 0.0) + amount * hours
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 @dataclass(frozen=True)
@@ -52,21 +73,10 @@ class Node:
 
 @dataclass(frozen=True)
 class UsageOptions:
-    """What the record of a run's job is asked with: the operator's options, then what the run knows
-    that the dashboard does not (JSON-safe: it travels to a trigger).
-
-    :param mode: how the job runs (``ephemeral``, ``standing``, ``one_task``, ``task_ray``, ``rayjob``).
-    :param cluster: the cluster's name, as the task knows it.
-    :param own_cluster: the cluster is the run's own (reserved is then the whole cluster).
-    :param entrypoint: the entrypoint's reservation (Ray names: ``CPU``, ``GPU``, ``memory`` bytes, ...).
-    :param prices: the checked price table as a dict (``Prices.to_dict()``), if any.
-    :param teardown_note: why ``phases.teardown_s`` is not in this record (``None``: not applicable,
-        or the run adds it once the cluster is gone, with :func:`with_teardown`).
-    :param submission_id: the job (the run fills it in, and the three below).
-    :param task_started: when the task began waiting for its own cluster (seconds since the epoch).
-    :param cluster_ready: when that cluster answered.
-    :param ended_by: why the task stopped waiting (``finished``, ``timed_out``, ``killed``).
-    """
+    """What the record of a run's job is asked with (JSON-safe: it travels to a trigger as its
+    ``dataclasses.asdict``): the operator's options (``own_cluster``: reserved is the whole cluster;
+    ``entrypoint``: its reservation in Ray names; ``prices``: ``Prices.to_dict()``; ``teardown_note``: why
+    ``phases.teardown_s`` stays out), then what the run knows that the dashboard does not."""
 
     mode: str
     cluster: str
@@ -79,27 +89,12 @@ class UsageOptions:
     cluster_ready: float | None = None
     ended_by: str = "finished"
 
-    def to_dict(self) -> dict[str, Any]:
-        """The options as JSON."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any] | None) -> UsageOptions | None:
-        """The options of :meth:`to_dict` (``None``: no record)."""
-        return cls(**data) if data else None
-
 
 @dataclass
 class JobReads:
-    """What the dashboard told about one job; ``None`` where a read failed (``missing`` says why).
-
-    :param job: the Job API's details (``/api/jobs/{id}``).
-    :param nodes: the cluster's nodes, alive and dead.
-    :param tasks: the job's task attempts (``/api/v0/tasks``).
-    :param actors: the job's own actors, as :func:`~.dashboard.job_actors` counts them.
-    :param supervisor: the job's supervisor actor (its start is the driver's).
-    :param missing: what could not be read, and why (the record's ``not_available``).
-    """
+    """What the dashboard told about one job (``/api/jobs/{id}``, the nodes, the job's task attempts,
+    its actors as :func:`~.observer.job_actors` counts them, its supervisor actor); ``None`` where a
+    read failed, and ``missing`` says why (the record's ``not_available``)."""
 
     job: dict[str, Any] | None = None
     nodes: list[Node] | None = None
@@ -107,6 +102,154 @@ class JobReads:
     actors: list[dict[str, Any]] | None = None
     supervisor: dict[str, Any] | None = None
     missing: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Window:
+    """The times of one job, in seconds since the epoch: its submission and end (Job API ``start_time``,
+    ``end_time``: the collection time while it runs); when its supervisor (the driver) started; when the
+    task began waiting for its own cluster (RayJob: the RayJob's ``status.startTime``); when that
+    cluster answered (RayJob: the first look that found its head ready after one that did not; without
+    it the wait ends at the submission). ``None``: not seen or not applicable."""
+
+    submitted: float
+    ended: float
+    driver_started: float | None = None
+    task_started: float | None = None
+    cluster_ready: float | None = None
+
+    @property
+    def running_from(self) -> float:
+        """When the driver ran (its supervisor's start, else the submission)."""
+        return self.driver_started or self.submitted
+
+    def phases(self) -> dict[str, float | None]:
+        """Seconds per phase; ``None`` where it does not apply or was not seen."""
+        ready = self.cluster_ready or self.submitted
+        waiting = max(0.0, ready - self.task_started) if self.task_started else None
+        return {
+            "waiting_for_cluster_s": _round(waiting),
+            "queued_s": _round(self.driver_started - self.submitted) if self.driver_started else None,
+            "running_s": _round(max(0.0, self.ended - self.running_from)),
+            "teardown_s": None,
+        }
+
+    def times(self) -> dict[str, float | None]:
+        """The window's instants, for readers that line records up."""
+        names = ("task_started", "cluster_ready", "submitted", "driver_started", "ended")
+        return {name: _round(getattr(self, name)) for name in names}
+
+
+@dataclass
+class Allocation:
+    """Resource-hours per worker group, CPU-seconds per task function / actor class, and the attempts the
+    rules could not time as Ray meant (:data:`TASK_NOTES` says what each counter counts)."""
+
+    by_group: dict[str, dict[str, float]] = field(default_factory=dict)
+    tasks: int = 0
+    actors: int = 0
+    startless: int = 0
+    timed_by_owner: int = 0
+    unsettled: int = 0
+    cpu_s_by_function: dict[str, float] = field(default_factory=dict)
+
+    def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
+        """Count ``resources`` held for ``seconds`` on a node of ``group`` (by ``name``, its function)."""
+        add_hours(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
+        if resources.get("CPU") and name:
+            held = resources["CPU"] * max(0.0, seconds)
+            self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
+
+
+def execute_spans(task: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """A task attempt's ended ``task:execute`` profiling spans (the function's own run)."""
+    events = ((task.get("profiling_data") or {}).get("events")) or []
+    return [e for e in events if e.get("event_name") == "task:execute" and e.get("end_time")]
+
+
+def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | None = None) -> float:
+    """How long one attempt ran: its ``task:execute`` spans (without the worker's argument loading),
+    else ``RUNNING`` to its end, else to its worker's next attempt (``next_start``: a worker runs one
+    normal task at a time), else to the job's end."""
+    spans = execute_spans(task)
+    if spans:
+        return sum(float(e["end_time"]) - float(e["start_time"]) for e in spans) / 1000.0
+    if task.get("end_time_ms"):
+        end = float(task["end_time_ms"]) / 1000.0
+    else:
+        end = min(next_start, job_end) if next_start is not None else job_end
+    return end - float(task["start_time_ms"]) / 1000.0
+
+
+def owner_seconds(task: Mapping[str, Any]) -> float | None:
+    """How long an ended attempt whose worker's events were lost held its worker, by its owner's events:
+    from ``SUBMITTED_TO_WORKER`` to its end (the owner got the reply), an upper bound; ``None`` without
+    both events."""
+    submitted = [
+        float(event["created_ms"])
+        for event in task.get("events") or []
+        if event.get("state") == "SUBMITTED_TO_WORKER" and event.get("created_ms")
+    ]
+    if not submitted or not task.get("end_time_ms"):
+        return None
+    return max(0.0, float(task["end_time_ms"]) - max(submitted)) / 1000.0
+
+
+def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
+    """For each task attempt that started (by ``id()`` of its row), when its worker began its next one."""
+    by_worker: dict[str, list[Mapping[str, Any]]] = {}
+    for task in tasks:
+        if task.get("worker_id") and task.get("start_time_ms"):
+            by_worker.setdefault(str(task["worker_id"]), []).append(task)
+    out: dict[int, float] = {}
+    for rows in by_worker.values():
+        rows.sort(key=lambda row: float(row["start_time_ms"]))
+        for row, after in pairwise(rows):
+            out[id(row)] = float(after["start_time_ms"]) / 1000.0
+    return out
+
+
+def allocation(
+    *,
+    tasks: Iterable[Mapping[str, Any]],
+    actors: Iterable[Mapping[str, Any]],
+    entrypoint: Mapping[str, float],
+    window: Window,
+    node_groups: Mapping[str, str],
+    driver_group: str = HEAD_GROUP,
+) -> Allocation:
+    """Resource-hours the job was allocated: its normal task attempts (an actor's tasks run inside its
+    lifetime allocation, and its creation task is the actor), its actors (``/logical/actors`` rows; one
+    still alive counts to the job's end) and the entrypoint's reservation (record names) while the driver
+    ran. ``node_groups``: node id -> worker group."""
+    out = Allocation()
+    out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
+    tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
+    following = next_starts(tasks)
+    for task in tasks:
+        if task.get("start_time_ms") or execute_spans(task):
+            seconds = task_seconds(task, window.ended, following.get(id(task)))
+            settled = task.get("end_time_ms") and execute_spans(task)
+            out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
+        else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
+            by_owner = owner_seconds(task)
+            if by_owner is None:
+                out.startless += int(bool(task.get("end_time_ms")))
+                continue
+            seconds = by_owner
+            out.timed_by_owner += 1
+        group = node_groups.get(str(task.get("node_id")), "default")
+        name = str(task.get("func_or_class_name") or task.get("name") or "task")
+        out.add(group, record_resources(task.get("required_resources")), seconds, name)
+        out.tasks += 1
+    for actor in actors:
+        if actor.get("startTime"):
+            end = (actor.get("endTime") or window.ended * 1000.0) / 1000.0
+            group = node_groups.get(str((actor.get("address") or {}).get("nodeId")), "default")
+            seconds, name = end - actor["startTime"] / 1000.0, str(actor.get("className") or "actor")
+            out.add(group, record_resources(actor.get("requiredResources")), seconds, name)
+            out.actors += 1
+    return out
 
 
 def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[str, float]]:
@@ -191,7 +334,7 @@ def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
 
 
 #: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
-#: :class:`~.allocation.Allocation` counter that counts them.
+#: :class:`Allocation` counter that counts them (``unsettled``: none once the Job API reports the end).
 TASK_NOTES = {
     "unsettled": (
         "tasks_unsettled",
@@ -212,45 +355,31 @@ TASK_NOTES = {
 
 
 def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
-    """The job's record, the JSON object of docs/usage.md (XCom, ``usage.json``); what could not be read
-    stays out and is named in ``not_available``.
-
-    :param reads: what the dashboard told.
-    :param request: what the caller knows.
-    :param now: the collection time (the end of a job that has not ended).
-    """
+    """The job's record, the JSON object of docs/usage.md; what could not be read stays out and is named
+    in ``not_available``. ``now`` is the collection time (the end of a job that has not ended)."""
     job, missing = reads.job or {}, dict(reads.missing)
-    window = Window(
-        submitted=(job.get("start_time") or now * 1000.0) / 1000.0,
-        ended=(job.get("end_time") or now * 1000.0) / 1000.0,
-        driver_started=(reads.supervisor or {}).get("startTime", 0) / 1000.0 or None,
-        task_started=request.task_started,
-        cluster_ready=request.cluster_ready,
-    )
+    submitted, ended = ((job.get(key) or now * 1000.0) / 1000.0 for key in ("start_time", "end_time"))
+    driver_started = (reads.supervisor or {}).get("startTime", 0) / 1000.0 or None
+    window = Window(submitted, ended, driver_started, request.task_started, request.cluster_ready)
     groups = {node.node_id: node.group for node in reads.nodes or []}
     counted = Allocation()
     if reads.tasks is not None or reads.actors is not None:
-        counted = allocation(
-            tasks=reads.tasks or [],
-            actors=reads.actors or [],
-            entrypoint=record_resources(request.entrypoint),
-            window=window,
-            node_groups=groups,
-            driver_group=groups.get(str(job.get("driver_node_id") or ""), HEAD_GROUP),
-        )
+        driver_group = groups.get(str(job.get("driver_node_id") or ""), HEAD_GROUP)
+        counted = allocation(tasks=reads.tasks or [], actors=reads.actors or [], window=window,
+                             entrypoint=record_resources(request.entrypoint), node_groups=groups,
+                             driver_group=driver_group)  # fmt: skip
     if not job.get("end_time"):  # a job that has not ended has attempts still running
         counted.unsettled = 0
     for counter, (key, text) in TASK_NOTES.items():
         if getattr(counted, counter):
             missing[key] = f"{getattr(counted, counter)} {text}"
+    basis, reserved = "job requests", counted.by_group
     if request.own_cluster and reads.nodes is not None:
         basis, reserved = "cluster", reserved_by_group(reads.nodes, window)
-    else:
-        if request.own_cluster:
-            missing.setdefault(
-                "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
-            )
-        basis, reserved = "job requests", counted.by_group
+    elif request.own_cluster:
+        missing.setdefault(
+            "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
+        )
     allocated = total(counted.by_group)
     if not allocated.get("CPU") and window.ended > window.running_from:  # it ran: never 0 % for its work
         read = reads.tasks is not None and reads.actors is not None

@@ -118,8 +118,7 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
     # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
     from airflow_ray_provider.launch.usage import UsageOptions, collect_usage
-    from airflow_ray_provider.launch.usage.allocation import record_resources
-    from airflow_ray_provider.launch.usage.dashboard import (
+    from airflow_ray_provider.launch.usage.observer import (
         SUPERVISOR_PREFIX,
         creation_starts,
         find_supervisor,
@@ -127,6 +126,7 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
         logical_actors,
         state_list,
     )
+    from airflow_ray_provider.launch.usage.record import record_resources
 
     reader = op.run.target.dashboard().reader()  # the Job API client reads the record
     actors = logical_actors(reader)

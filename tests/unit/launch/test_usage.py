@@ -10,9 +10,15 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import UsageOptions, parse_prices, usage_line
-from airflow_ray_provider.launch.usage.allocation import Window, allocation, record_resources
 from airflow_ray_provider.launch.usage.prices import check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, make_record
+from airflow_ray_provider.launch.usage.record import (
+    JobReads,
+    Node,
+    Window,
+    allocation,
+    make_record,
+    record_resources,
+)
 
 pytestmark = pytest.mark.unit
 

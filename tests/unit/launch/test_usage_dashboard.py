@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, dashboard, usage_line
-from airflow_ray_provider.launch.usage.allocation import Window, allocation
-from airflow_ray_provider.launch.usage.dashboard import job_actors, mend_job_actors, state_list
+from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, observer, usage_line
+from airflow_ray_provider.launch.usage.observer import job_actors, mend_job_actors, state_list
+from airflow_ray_provider.launch.usage.record import Window, allocation
 
 pytestmark = pytest.mark.unit
 
@@ -23,7 +23,7 @@ T0_MS = 1_800_000_000_000.0
 
 @pytest.fixture(autouse=True)
 def _no_settle_wait(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(dashboard, "ACTOR_UPDATES_SETTLE_S", 0.0)
+    monkeypatch.setattr(observer, "ACTOR_UPDATES_SETTLE_S", 0.0)
 
 
 class Answers:
@@ -191,7 +191,7 @@ def test_an_actor_missing_from_the_dashboard_is_read_again_a_bounded_number_of_t
         return [_listed("a1", job="", cls="")]
 
     rows = job_actors([], [_gcs("a1"), _gcs("a2", cls="Lost")], JOB, missing, reread)
-    assert len(rereads) == dashboard.ACTOR_REREADS and [a["actorId"] for a in rows] == ["a1"]
+    assert len(rereads) == observer.ACTOR_REREADS and [a["actorId"] for a in rows] == ["a1"]
     assert "Lost" in missing["actors_unlisted"] and "not counted" in missing["actors_unlisted"]
 
 
@@ -268,7 +268,7 @@ def test_an_actor_that_never_ran_is_neither_waited_for_nor_named() -> None:
 
 
 def test_a_supervisor_the_gcs_names_but_the_dashboard_lacks_is_told_apart_from_one_neither_has() -> None:
-    from airflow_ray_provider.launch.usage.dashboard import SUPERVISOR_PREFIX, find_supervisor
+    from airflow_ray_provider.launch.usage.observer import SUPERVISOR_PREFIX, find_supervisor
 
     supervisor = {"actor_id": "sup1", "name": SUPERVISOR_PREFIX + "s1"}
     named = Answers(actors=[supervisor])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -37,7 +38,7 @@ def test_a_rayjobs_record_is_due_when_its_ray_job_ends_before_kuberays_verdict()
 
 def test_a_rayjobs_request_names_its_ray_job_its_cluster_and_its_start():
     options = UsageOptions(mode="rayjob", cluster="rj", own_cluster=True, entrypoint={"CPU": 1.0})
-    assert UsageOptions.from_dict(json.loads(json.dumps(options.to_dict()))) == options  # it travels
+    assert UsageOptions(**json.loads(json.dumps(dataclasses.asdict(options)))) == options  # it travels
     run = JobRun(Scripted(JobStatus.RUNNING), submission_id="rj", usage=options)
     run.subject = _look("SUCCEEDED", "Running")
     request = observer.request_of(run, options)
