@@ -1,15 +1,10 @@
 """A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
 cleanup and deadlines.
 
-:func:`plan_rayjob` validates everything and builds the RayJob's body (no API call) through one
-``kuberay`` connection's :class:`~airflow_ray_provider.clusters.KubeRayBackend`;
-:class:`RayJobTarget` runs the plan. KubeRay creates the RayJob's cluster, submits the job, fails it after
-``activeDeadlineSeconds`` and deletes the cluster when the job ends (``shutdownAfterJobFinishes``): nothing
-depends on the process that waits staying alive, so the wait has no timeout of its own. The job's log comes
-through the cluster's dashboard once its head answers (a new client when ``backoffLimit`` retries it on a
-new cluster). Stopping the run's job deletes the RayJob (or suspends it, when asked: the next try resumes
-it); a RayJob that finished is kept as the record of its run. The handle to a RayJob's cluster is never
-owned: the RayJob owns it. No Airflow imports.
+:func:`plan_rayjob` validates everything and builds the body (no API call); :class:`RayJobTarget` runs
+it. KubeRay creates the cluster, submits the job, enforces ``activeDeadlineSeconds`` and deletes the
+cluster after the job, so the wait has no timeout of its own; the log comes through the cluster's dashboard
+once its head answers. The RayJob owns its cluster (the handle to it is never owned). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -61,16 +56,13 @@ ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
 
 @dataclass(frozen=True)
 class RayJobRequest:
-    """What the RayJob operator was asked for (templates rendered).
+    """What a RayJob was asked for (templates rendered).
 
-    :param options: the job and the rules Kubernetes enforces.
-    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``).
-    :param manifest: instead, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``.
-    :param cluster_name: instead, a standing RayCluster (``clusterSelector``); it must be ready.
+    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
+        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
+        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
     :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
-    :param name_prefix: prefix of generated names.
-    :param namespace: overrides the connection's namespace.
-    :param dashboard_url_template: overrides how the cluster's dashboard is reached.
+    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
     """
 
     options: RayJobOptions
@@ -85,15 +77,11 @@ class RayJobRequest:
 
 @dataclass(frozen=True)
 class RayJobPlan:
-    """A validated RayJob, fixed before any API call.
+    """A validated RayJob, fixed before any API call (its name is the same for every try).
 
-    :param name: the RayJob's name (the same for every try of the task instance).
-    :param namespace: its namespace.
     :param labels: its ownership labels.
-    :param body: the RayJob object sent to the API.
     :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
     :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
-    :param dashboard_url_template: how its cluster's dashboard is reached.
     """
 
     name: str
@@ -112,11 +100,8 @@ class RayJobPlan:
 
 @dataclass(frozen=True)
 class RayJobLook:
-    """One look at a RayJob.
-
-    :param status: its typed status.
-    :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
-    """
+    """One look at a RayJob: its status and, once its head is ready, a handle (never owned) to its
+    cluster."""
 
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
@@ -134,11 +119,8 @@ class RayJobLook:
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
-    """Check a RayJob's options the way KubeRay would (e.g. when the DAG is parsed).
-
-    :param standing: the RayJob targets a standing cluster.
-    :raises RayInvalidInputError: naming the bad field and the fix.
-    """
+    """Check a RayJob's options the way KubeRay would (``standing``: it targets a standing cluster);
+    :class:`RayInvalidInputError` names the bad field and the fix."""
     try:
         validate_options(options, selector=standing)
     except KubeRaySpecError as exc:
@@ -146,11 +128,8 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
 
 
 def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
-    """Validate everything and build the RayJob's body, through one ``kuberay`` connection's backend (no API
-    call; the RayJob target runs the plan).
-
-    :raises RayInvalidInputError: naming the bad field.
-    """
+    """Validate everything and build the RayJob's body through a KubeRay backend (no API call);
+    :class:`RayInvalidInputError` names the bad field."""
     namespace = request.namespace or backend.settings.namespace
     template = request.dashboard_url_template or backend.settings.dashboard_url_template
     try:
@@ -197,10 +176,8 @@ def _cluster_part(
 
 
 class RayJobTarget(RunTarget):
-    """The run target of a KubeRay RayJob (see the module's docstring).
+    """The run target of a KubeRay RayJob, planned by :func:`plan_rayjob` (see the module's docstring).
 
-    :param backend: the KubeRay backend of one ``kuberay`` connection or kube context.
-    :param plan: the RayJob (checked, no API call yet).
     :param suspend: create it suspended (Kueue resumes it when it admits it).
     :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
     :param teardown_wait: seconds to wait, after the job, for KubeRay to delete the cluster it deletes at
@@ -250,14 +227,9 @@ class RayJobTarget(RunTarget):
             self.backend.attach(self.plan.standing_cluster)
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
-        """Create the RayJob, or re-attach to the one an earlier try of this task instance created.
-
-        An earlier try's RayJob that is running or succeeded is re-attached to; one that failed or was
-        stopped is deleted and created again under the same name (a new try runs the job again); one that
-        a killed try suspended is resumed (with the ``suspend`` it was created with). There is never more
-        than one RayJob per task instance; a name that belongs to a RayJob this task did not create raises
-        :class:`~airflow_ray_provider.exceptions.RayClusterError`.
-        """
+        """Create the RayJob, or re-attach to an earlier try's that runs or succeeded (resuming one a
+        killed try suspended); one that failed or was stopped is deleted and created again. A RayJob this
+        task did not create raises :class:`~airflow_ray_provider.exceptions.RayClusterError`."""
         plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
         existing = rayjobs.find(plan.name, namespace=ns)
         choice, action = Choice.SUBMIT, "created"
@@ -314,8 +286,7 @@ class RayJobTarget(RunTarget):
         return replaced
 
     def _find(self) -> RayJobLook | None:
-        """The RayJob's status and, once its cluster's head is ready, a handle to that cluster (never
-        owned: the RayJob owns it); ``None`` when the RayJob does not exist (deleted while waiting)."""
+        """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
         obj = self.rayjobs.find(self.plan.name, namespace=ns)
         if obj is None:
@@ -374,8 +345,8 @@ class RayJobTarget(RunTarget):
             return None
 
     def stop(self, submission_id: str) -> bool:
-        """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it: KubeRay
-        deletes its cluster and keeps the RayJob, and the next try resumes it."""
+        """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
+        resumes it)."""
         where, rayjobs = self.plan.where, self.rayjobs
         if self.suspend_on_kill:
             patch = {
@@ -391,9 +362,8 @@ class RayJobTarget(RunTarget):
         return True
 
     def delete(self, say: Callable[[str], None]) -> bool:
-        """Delete a RayJob that has not finished. One that finished is kept as its run's record, and KubeRay
-        deletes its cluster: when that happens at once (``ttlSecondsAfterFinished`` 0), wait a bounded while
-        for the cluster to be gone, so the run ends when its cluster did. Whether a cluster went."""
+        """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
+        ``teardown_wait`` for KubeRay to delete its cluster). Whether a cluster went."""
         if self.stopped:  # deleted or suspended already: KubeRay takes its cluster
             return False
         if self.final:
@@ -431,8 +401,8 @@ class RayJobTarget(RunTarget):
         return (self._read(look.status.job_id) or "") if look is not None else ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
-        """The RayJob's XCom once it succeeded; for any other final RayJob, :class:`KubeRayJobError` with its
-        reason, message, the last lines of its log and what to run."""
+        """The RayJob's XCom; :class:`KubeRayJobError` (reason, message, log tail, what to run) if it did
+        not succeed."""
         status = subject.status
         if not status.is_success:
             log_tail = tail(logs(), tail_lines)
