@@ -272,8 +272,10 @@ class RayJobTarget(RunTarget):
         self.final = status.is_final
         return choice, self.plan.name, RayJobLook(status)
 
-    def _take(self, look: RayJobLook) -> JobClient | None:
+    def _take(self, look: RayJobLook | None) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
+        if look is None:
+            return None
         self.final, self.job_id = look.status.is_final, look.status.job_id
         if look.status.summary() != self.summary:
             self.summary = look.status.summary()
@@ -310,33 +312,31 @@ class RayJobTarget(RunTarget):
         kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
-    def _refresh(self) -> RayJobLook | None:
-        look = self._find()
-        if look is not None:
-            self._take(look)
-        return look
-
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look = self._refresh()
-        return self._observed(look, self._read(look.status.job_id) if with_log and look is not None else None)
+        look = self._find()
+        self._take(look)
+        return self._observed(look, self._read(look) if with_log else None)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
-        replaced = self._take(look) if look is not None else None
-        if replaced is not None:
+        if (replaced := self._take(look)) is not None:
             await replaced.aclose()
-        text = None
-        if with_log and look is not None and self.client is not None and look.status.job_id:
+        text, job_id = None, self._job_id(look) if with_log else ""
+        if job_id and self.client is not None:
             try:
-                text = await self.client.aget_logs(look.status.job_id)
+                text = await self.client.aget_logs(job_id)
             except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
+                log.debug("No log of Ray job %s yet: %s", job_id, exc)
         return self._observed(look, text)
 
-    def _read(self, job_id: str) -> str | None:
-        if self.client is None or not job_id:
+    def _job_id(self, look: RayJobLook | None) -> str:
+        """The Ray job whose log can be read now (``""``: none yet, or no client to its cluster)."""
+        return look.status.job_id if look is not None and self.client is not None else ""
+
+    def _read(self, look: RayJobLook | None) -> str | None:
+        if not (job_id := self._job_id(look)) or self.client is None:
             return None
         try:
             return self.client.get_logs(job_id)
@@ -368,7 +368,14 @@ class RayJobTarget(RunTarget):
             return False
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
-            return self._cluster_gone_within(self.teardown_wait)
+            if self.teardown_wait <= 0 or self.cluster is None:
+                return False
+            try:
+                self.backend.client.wait_until_gone(self.cluster.name, namespace=self.plan.namespace,
+                                                    timeout=self.teardown_wait)  # fmt: skip
+            except KubeRayTimeoutError:
+                return False
+            return True
         self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
         self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
@@ -378,27 +385,17 @@ class RayJobTarget(RunTarget):
         """Say that the RayJob is kept."""
         say(f"Kept {self.plan.where}")
 
-    def _cluster_gone_within(self, seconds: float) -> bool:
-        if seconds <= 0 or self.cluster is None:
-            return False
-        try:
-            self.backend.client.wait_until_gone(
-                self.cluster.name, namespace=self.plan.namespace, timeout=seconds
-            )
-        except KubeRayTimeoutError:
-            return False
-        return True
-
     def dashboard(self) -> JobClient | None:
         """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
         if self.client is None:
-            self._refresh()
+            self._take(self._find())
         return self.client
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""
-        look = self._refresh()
-        return (self._read(look.status.job_id) or "") if look is not None else ""
+        look = self._find()
+        self._take(look)
+        return self._read(look) or ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """The RayJob's XCom; :class:`KubeRayJobError` (reason, message, log tail, what to run) if it did
