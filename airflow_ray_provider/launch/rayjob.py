@@ -217,8 +217,12 @@ class RayJobTarget(RunTarget):
         return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
-        """The face's reference with the RayJob's name and namespace."""
-        return {**self._ref, "rayjob": self.plan.name, "namespace": self.plan.namespace}
+        """The face's reference with the RayJob's name, namespace and dashboard template, and how a stop
+        treats it (``suspend_on_kill``, ``teardown_wait``)."""
+        plan = self.plan
+        return {**self._ref, "rayjob": plan.name, "namespace": plan.namespace,
+                "template": plan.dashboard_url_template, "suspend_on_kill": self.suspend_on_kill,
+                "teardown_wait": self.teardown_wait}  # fmt: skip
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
