@@ -236,22 +236,20 @@ class RayJobTarget(RunTarget):
         task did not create raises :class:`~airflow_ray_provider.exceptions.RayClusterError`."""
         plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
         existing = rayjobs.find(plan.name, namespace=ns)
-        choice, action = Choice.SUBMIT, "created"
+        action = "created"
         if existing is not None:
             check_ours(existing, plan.labels)  # refuses one being deleted too
             status = RayJobStatus.from_object(existing)
-            annotations = (existing.get("metadata") or {}).get("annotations") or {}
             if not status.is_final or status.is_success:
-                choice, action = Choice.ATTACH, "attached"
+                action = "of an earlier try re-attached"
+                annotations = (existing.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
                     resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
                     patch = {"spec": {"suspend": self.suspend}, "metadata": {"annotations": resumed}}
-                    log.info("Resuming %s, suspended when an earlier try was killed", plan.where)
-                    existing, action = rayjobs.patch(plan.name, patch, namespace=ns), "resumed"
-                else:
-                    log.info("Re-attaching to %s of an earlier try (%s)", plan.where, status.summary())
-                return self._submitted(choice, action, RayJobStatus.from_object(existing))
-            log.info("%s of an earlier try ended badly (%s); running it again", plan.where, status.summary())
+                    existing = rayjobs.patch(plan.name, patch, namespace=ns)
+                    action = "resumed (suspended when an earlier try was killed)"
+                return self._submitted(Choice.ATTACH, action, existing)
+            self.say(f"{plan.where} of an earlier try ended badly ({status.summary()}); running it again")
             rayjobs.delete(plan.name, namespace=ns)
             rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
             action = "recreated"
@@ -260,16 +258,16 @@ class RayJobTarget(RunTarget):
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
             created = rayjobs.get(plan.name, namespace=ns)
             check_ours(created, plan.labels)
-            return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
+            return self._submitted(Choice.ATTACH, "attached", created)
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
             self.backend.client.create_secret(
                 plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, namespace=ns, owner=created,
                 labels=dict(created["metadata"].get("labels") or {}),
             )  # fmt: skip
-        log.info("Created %s", plan.where)
-        return self._submitted(choice, action, RayJobStatus.from_object(created))
+        return self._submitted(Choice.SUBMIT, action, created)
 
-    def _submitted(self, choice: Choice, action: str, status: RayJobStatus) -> tuple[Choice, str, Any]:
+    def _submitted(self, choice: Choice, action: str, obj: dict[str, Any]) -> tuple[Choice, str, Any]:
+        status = RayJobStatus.from_object(obj)
         self.say(f"{self.plan.where} {action}: {status.summary()}")
         if choice is Choice.ATTACH and status.is_final and status.is_success:
             choice = Choice.DONE
