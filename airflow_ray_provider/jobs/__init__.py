@@ -1,8 +1,6 @@
-"""Pure rules of the Ray job path, shared by every run, the sensor and the CLI.
-
-Submission ids and the re-attach rule (:mod:`.submission`), the job status type (:mod:`.status`), the job
-outcome and log streaming by offset (:mod:`.outcome`), and the one Job API client (:mod:`.client`,
-imported from its module: it loads ``aiohttp`` and ``requests``). No Airflow hook here.
+"""The job path, shared by every run, the sensor and the CLI: submission ids and the re-attach rule, job
+status, outcome and log streaming, and the one Job API client (:mod:`.client`, imported from its module:
+it loads ``aiohttp`` and ``requests``). No Airflow imports.
 """
 
 from airflow_ray_provider.jobs.status import JobState, JobStatus

@@ -1,14 +1,9 @@
 """The Ray Job API of one cluster, without Airflow: the one client the whole provider uses.
 
-Job calls go through Ray's own ``JobSubmissionClient`` (it packages and uploads a local ``working_dir``
-or ``py_modules``). It is built on first use: its constructor calls the cluster, and importing it loads
-all of ``ray``. The triggerer never imports ``ray``, so the polls and the log tail of a deferred task
-(:meth:`JobClient.aget_job`, :meth:`~JobClient.aget_logs`, :meth:`~JobClient.astop`) are a small
-``aiohttp`` reader of the same REST routes. The dashboard's other read-only routes (``/api/version``, the
-state API the usage record reads) go through :meth:`JobClient.get_json`. Transient failures (connection
-errors, time-outs, 429, 5xx) are retried with back-off and logged; a dashboard that stays unreachable
-raises :class:`~airflow_ray_provider.exceptions.RayDashboardUnreachableError`. The token travels as
-``Authorization: Bearer <token>``, as Ray's token auth expects.
+Job calls go through Ray's own ``JobSubmissionClient`` (it uploads a local ``working_dir``), built on first
+use (its constructor calls the cluster; importing it loads ``ray``). The triggerer never imports ``ray``, so
+a deferred task's polls go through a small ``aiohttp`` reader of the same routes. Transient failures are
+retried with back-off (:func:`is_transient`); the token travels as ``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -111,13 +106,10 @@ class JobClient:
 
     :param address: the dashboard's base URL, e.g. ``http://127.0.0.1:8265``.
     :param token: the Ray auth token (``None``: the cluster has no token auth).
-    :param headers: extra HTTP headers (a proxy's, say).
-    :param cookies: cookies.
     :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
     :param metadata: job metadata added to every submission (the job's own keys win).
     :param timeout: seconds per HTTP call of the reads this class makes itself.
     :param retry_attempts: attempts per call on transient failures (1: no retry).
-    :param retry_max_wait: longest back-off between attempts, in seconds.
     :param source: where the address came from, for messages (``connection 'ray_default'``).
     :param conn_id: the Airflow connection the client was made from, if any (errors carry it).
     """
@@ -205,11 +197,9 @@ class JobClient:
         )
 
     def submit(self, spec: JobSpec, submission_id: str) -> str:
-        """Submit ``spec`` under ``submission_id`` (a local ``working_dir`` is uploaded first).
-
-        :raises RayJobAlreadyExistsError: a job with this id exists (re-attach to it).
-        :raises RayInvalidInputError: Ray refused the job's arguments.
-        """
+        """Submit ``spec`` under ``submission_id`` (a local ``working_dir`` is uploaded first); raises
+        :class:`RayJobAlreadyExistsError` for an existing id, :class:`RayInvalidInputError` for arguments Ray
+        refused."""
         kwargs = spec.submit_kwargs()
         kwargs["metadata"] = {**self.metadata, **spec.metadata} or None
         try:

@@ -1,13 +1,8 @@
 """A job's driver log, streamed without repeating lines, and how a finished job ends the task: the XCom
-result, or a clear provider exception with the log's tail.
+result, or a provider error with the log's tail.
 
-Shared by every run and the sensor, so a FAILED job reads the same however it was waited on.
-
-**Streaming.** The Job API returns the whole log on every ``GET /api/jobs/{id}/logs``. The caller keeps
-an *offset*: the number of characters of that text already emitted. Each poll emits only complete lines
-past the offset (a line still being written waits for its newline), and the final poll of a finished job
-emits the rest. The offset is a plain int, so it travels through the trigger's kwargs and its event,
-and ``execute_complete`` continues exactly where the trigger stopped.
+**Streaming.** The Job API returns the whole log on every read; the caller keeps an *offset* (characters
+already written, a plain int that travels through a trigger) and writes only the complete lines past it.
 """
 
 from __future__ import annotations
@@ -31,13 +26,8 @@ LOG_PREFIX = "[ray job] "
 
 
 def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
-    """Return the lines of ``text`` not yet emitted and the new offset.
-
-    :param text: the full log as the Job API returned it.
-    :param offset: characters already emitted.
-    :param final: the job has finished: emit a trailing line that has no newline too.
-    :returns: ``(lines, new_offset)``; lines carry no line endings.
-    """
+    """The complete lines of ``text`` past ``offset`` (no line endings) and the new offset; ``final``:
+    the job has finished, so a trailing line without a newline too."""
     if offset < 0 or offset > len(text):
         # The log was rotated or truncated under us (or the offset is bogus): start over at its end
         # for safety rather than dumping it all again.
@@ -59,11 +49,8 @@ def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
 
 
 def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:
-    """Where a re-attached try starts streaming: the last ``context_lines`` complete lines of ``text``.
-
-    An earlier try of the task instance streamed the log into its own task log (how far is not known
-    across tries), so a retry shows a little context instead of the whole log again.
-    """
+    """Where a re-attached try starts streaming: the last ``context_lines`` complete lines of ``text`` (the
+    earlier try's task log has the rest)."""
     complete = text[: text.rfind("\n") + 1]
     starts = [0, *(i + 1 for i, char in enumerate(complete[:-1]) if char == "\n")]
     return starts[-context_lines] if 0 < context_lines < len(starts) else 0
@@ -90,10 +77,7 @@ _RAY_LOG_MARKER = ", last available logs"
 
 
 def ray_message(message: str | None) -> str:
-    """Ray's job message without the copy of the job log it appends (up to 20,000 characters).
-
-    The error carries the log once: the operator's own last lines follow the message.
-    """
+    """Ray's job message without the copy of the job log it appends (the error carries the log once)."""
     return (message or "no message").split(_RAY_LOG_MARKER, 1)[0]
 
 
@@ -106,14 +90,9 @@ def clip_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
 
 
 def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
-    """Return quietly for a succeeded job; raise the matching provider error for FAILED / STOPPED.
-
-    :param state: the job's final state.
-    :param log_text: its driver log (the last ``tail_lines`` lines go into the error).
-    :raises RayJobFailedError: FAILED (with the driver exit code when Ray reports one).
-    :raises RayJobStoppedError: STOPPED.
-    :raises RayProviderError: when called on a job that has not finished.
-    """
+    """Return quietly for a succeeded job; else raise :class:`RayJobFailedError` (with the driver's exit
+    code), :class:`RayJobStoppedError` or, for a job not finished, :class:`RayProviderError`, carrying the
+    last ``tail_lines`` lines of ``log_text``."""
     if state.is_success:
         return
     log_tail = clip_lines(tail(log_text, tail_lines))

@@ -1,14 +1,8 @@
 """One truth for Ray job state, shared by the operator, the sensor and the trigger.
 
-Ray's own :class:`ray.job_submission.JobStatus` is the reference. It cannot be imported here: importing
-``ray.job_submission`` loads all of ``ray`` (seconds of CPU and ~100 MB), and the triggerer must run
-hundreds of triggers without ``ray`` installed. So :class:`JobStatus` mirrors Ray's enum value for value
-and ``is_terminal()`` mirrors Ray's rule; ``tests/unit/jobs/test_status.py`` asserts both against the
-installed Ray member for member, so a Ray release that adds a state fails CI instead of leaving a
-trigger waiting forever. Nothing else in the provider keeps a list of states: every caller asks
-:meth:`JobStatus.is_terminal` / :meth:`JobStatus.is_success`.
-
-No Airflow or Ray imports.
+:class:`JobStatus` mirrors Ray's ``ray.job_submission.JobStatus`` value for value, ``is_terminal()``
+included (a test checks both member for member): importing Ray's loads all of ``ray``, which the triggerer
+must not. No Airflow or Ray imports.
 """
 
 from __future__ import annotations
@@ -43,18 +37,8 @@ class JobStatus(str, Enum):
 
 @dataclass(frozen=True)
 class JobState:
-    """A snapshot of one Ray job, parsed from the Job API's ``GET /api/jobs/{id}`` response.
-
-    :param submission_id: the job's submission id.
-    :param status: its status.
-    :param message: Ray's human-readable status message.
-    :param driver_exit_code: the entrypoint's exit code once it has exited (Ray >= 2.40), else ``None``.
-    :param error_type: Ray's error classification for failed jobs, e.g. ``"JOB_ENTRYPOINT_COMMAND_ERROR"``.
-    :param start_time: submission time in milliseconds since the epoch (Ray's clock).
-    :param end_time: end time in milliseconds since the epoch, once terminal.
-    :param entrypoint: the entrypoint command.
-    :param metadata: the job's metadata.
-    """
+    """A snapshot of one Ray job, parsed from the Job API's ``GET /api/jobs/{id}`` response (times in
+    milliseconds since the epoch, Ray's clock; ``driver_exit_code`` once the entrypoint exited)."""
 
     submission_id: str
     status: JobStatus
@@ -78,10 +62,8 @@ class JobState:
 
     @classmethod
     def from_api(cls, details: Any) -> JobState:
-        """Parse one job of the Job API: Ray's ``JobDetails``, or the same as JSON.
-
-        :raises ValueError: when it has no submission id or an unknown status.
-        """
+        """Parse one job of the Job API, Ray's ``JobDetails`` or its JSON (``ValueError`` without a
+        submission id or with an unknown status)."""
         data = details if isinstance(details, dict) else vars(details)
         if not data.get("submission_id"):
             raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")

@@ -1,32 +1,13 @@
 """What gets submitted, and under which id: the deterministic submission id, the re-attach rule, the
-quoted entrypoint, metadata, validation.
+quoted entrypoint, metadata, and the checks that run before anything reaches Ray.
 
-The checks run before anything is sent to Ray, so bad input fails the task with a message that says
-what to fix and leaves nothing running.
+**Submission ids.** ``airflow-<dag>-<task>[-m<map_index>]-<run>-<hash>``: sanitised, shortened parts and
+10 hex digits of SHA-256 over the raw (dag_id, run_id, task_id, map_index), without the try number, so
+every try of a task instance computes the same id; later attempts get ``-a2``, ``-a3``, ...
 
-**Submission ids.** ``airflow-<dag>-<task>[-m<map_index>]-<run>-<hash>`` where each part is
-sanitised to ``[A-Za-z0-9_.-]`` and shortened, and ``<hash>`` is 10 hex digits of SHA-256 over the
-raw (dag_id, run_id, task_id, map_index), so two task instances never share an id even when their
-sanitised names collide. The try number is *not* part of it: every try of a task instance computes
-the same id, which is how a retry finds the job of an earlier try. Later attempts after a failed or
-stopped job get ``-a2``, ``-a3``, ... appended.
-
-**Re-attach, never duplicate.** When a task instance starts, for any try, it looks at the latest of its
-ids on the cluster:
-
-======================  ==========================================================
-latest job              action
-======================  ==========================================================
-none                    submit ``<base>``
-PENDING / RUNNING       wait on it (re-attach); submit nothing
-SUCCEEDED               succeed with it; submit nothing
-FAILED / STOPPED        submit the next attempt, ``<base>-a<n+1>``
-======================  ==========================================================
-
-Ray refuses a second job with an existing submission id, so two workers racing on one task instance
-(a zombie and its replacement) cannot both submit: the loser gets "already exists", plans again and
-re-attaches. A new attempt is only ever submitted once every earlier one is terminal, so a task
-instance never has two live jobs.
+**Re-attach, never duplicate** (docs/operators.md): the latest of a task instance's ids on the cluster
+decides: none, submit ``<base>``; PENDING/RUNNING, re-attach; SUCCEEDED, done; FAILED/STOPPED, submit the
+next attempt. Ray refuses a second job with an existing id, so a racing zombie's loser re-attaches.
 """
 
 from __future__ import annotations
@@ -80,10 +61,8 @@ def attempt_of(base: str, submission_id: str) -> int | None:
 
 
 def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
-    """Return the shell command Ray runs: a string as is, a list of arguments safely quoted.
-
-    :raises RayInvalidInputError: when it is empty or of another type.
-    """
+    """The shell command Ray runs: a string as is, a list of arguments safely quoted; refuses an empty
+    one or another type."""
     if isinstance(entrypoint, str):
         if not entrypoint.strip():
             raise RayInvalidInputError("entrypoint is empty; pass a command such as 'python job.py'")
@@ -100,10 +79,7 @@ def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
 def build_metadata(
     *mappings: dict[str, Any] | None, task_instance: dict[str, Any] | None = None
 ) -> dict[str, str]:
-    """Merge metadata dicts (later wins), then add the ``airflow_*`` task-instance keys (always win).
-
-    :raises RayInvalidInputError: when a mapping is not a dict.
-    """
+    """Merge metadata dicts (later wins), then add the ``airflow_*`` task-instance keys (always win)."""
     merged: dict[str, str] = {}
     for mapping in mappings:
         if mapping is None:
@@ -126,15 +102,9 @@ def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
 
 
 def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str, Any]:
-    """Check a runtime_env's shape before submitting (no Ray import); returns a copy.
-
-    The hook layer then lets Ray's own ``RuntimeEnv`` parse it (see
-    :func:`airflow_ray_provider.hooks.validate_runtime_env`).
-
-    :param local_paths: also check that a local ``working_dir`` exists (where the job is submitted
-        from; not where a DAG is parsed).
-    :raises RayInvalidInputError: naming the field to fix.
-    """
+    """A copy of ``runtime_env`` once its shape is checked (no Ray import; the hook layer then lets Ray's
+    ``RuntimeEnv`` parse it). ``local_paths``: also check that a local ``working_dir`` exists (where the
+    job is submitted from, not where a DAG is parsed)."""
     if runtime_env is None:
         return {}
     if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
@@ -160,10 +130,8 @@ def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str
 def check_entrypoint_reservation(
     num_cpus: Any = None, num_gpus: Any = None, memory: Any = None, resources: Any = None
 ) -> None:
-    """Check what a job's entrypoint reserves (``None``: not set, or not rendered yet).
-
-    :raises RayInvalidInputError: naming the argument (``entrypoint_num_cpus``, ...) to fix.
-    """
+    """Check what a job's entrypoint reserves (``None``: not set, or not rendered yet), naming the
+    argument to fix."""
     _check_number("entrypoint_num_cpus", num_cpus)
     _check_number("entrypoint_num_gpus", num_gpus)
     _check_number("entrypoint_memory", memory, integer=True)
@@ -176,16 +144,8 @@ def check_entrypoint_reservation(
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A validated job submission (without its id).
-
-    :param entrypoint: the shell command.
-    :param runtime_env: the runtime environment.
-    :param metadata: job metadata (strings).
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
-    :param entrypoint_memory: bytes of memory reserved for the entrypoint.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
-    """
+    """A validated job submission (without its id); ``entrypoint_*``: what the entrypoint reserves
+    (``entrypoint_memory`` in bytes)."""
 
     entrypoint: str
     runtime_env: dict[str, Any] = field(default_factory=dict)
@@ -214,12 +174,8 @@ class Choice(str, enum.Enum):
 
 @dataclass(frozen=True)
 class Decision:
-    """The decision for one task instance.
-
-    :param choice: submit a new job, attach to a live one, or finish with a succeeded one.
-    :param submission_id: the id to submit under, or of the job to attach to / finish with.
-    :param state: the existing job's state (``None`` for ``SUBMIT``).
-    """
+    """The decision for one task instance: the ``choice``, the id to submit under or of the job to
+    attach to or finish with, and that job's ``state`` (``None`` for ``SUBMIT``)."""
 
     choice: Choice
     submission_id: str
@@ -246,14 +202,8 @@ def submit_or_attach(
     *,
     races: int = 3,
 ) -> Decision:
-    """Decide, and submit when the decision says so; on an "already exists" race, decide again.
-
-    :param base: the task instance's base submission id.
-    :param list_jobs: returns the cluster's jobs.
-    :param submit: submits under the given id and returns it.
-    :param races: how many lost races to tolerate before giving up.
-    :returns: the decision carried out (``SUBMIT`` means a job was just submitted).
-    """
+    """Decide, and submit when the decision says so; on an "already exists" race, decide again (at most
+    ``races`` times). The decision carried out (``SUBMIT``: a job was just submitted)."""
     for _ in range(races):
         decision = decide(base, list_jobs())
         if decision.choice is not Choice.SUBMIT:

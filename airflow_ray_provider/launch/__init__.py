@@ -1,7 +1,6 @@
-"""The run lifecycle, Airflow-free: :class:`JobRun` (:mod:`.run`) owns a Ray job's run from its first instant
-to its cleanup (:mod:`.cleanup`), waiting with one pure step (:mod:`.wait`). Operators, the sensor, the
-triggers and ``@task.ray`` are Airflow shells over it; :func:`run` and the ``airflow-ray`` CLI are terminal
-shells.
+"""The run lifecycle, Airflow-free: :class:`JobRun` owns a Ray job's run from its first instant to its
+cleanup. Operators, the sensor, the triggers and ``@task.ray`` are Airflow shells over it; :func:`run` and
+the ``airflow-ray`` CLI are terminal shells.
 """
 
 from airflow_ray_provider.exceptions import RayJobFailedError
@@ -27,7 +26,6 @@ from airflow_ray_provider.launch.runner import (
     StandingCluster,
     Target,
     kuberay_backend,
-    resolve,
     run,
 )
 from airflow_ray_provider.launch.targets import ClusterTarget
@@ -79,7 +77,6 @@ __all__ = [
     "plan_rayjob",
     "pool_options",
     "ready_handle",
-    "resolve",
     "run",
     "step",
     "wait_until_ready",

@@ -1,27 +1,8 @@
 """One cleanup vocabulary for every way of running a job: what a run leaves behind when it ends.
 
-``cleanup`` takes one of three words (the shape of dagster-ray's ``Lifecycle.cleanup``):
-
-================  ===========================  ===========================  ===========================
-how the run       ``never``                    ``on_exception`` (default    ``always`` (default of the
-ends                                           of a job on a given          one-task operator and of
-                                               cluster, and of the CLI)     the KubeRay RayJob)
-================  ===========================  ===========================  ===========================
-job succeeded     job: done; cluster: kept     job: done; cluster: deleted  job: done; cluster: deleted
-job failed        job: done; cluster: kept     job: done; cluster: deleted  job: done; cluster: deleted
-timeout           job: left; cluster: kept     job: stopped; cl.: deleted   job: stopped; cl.: deleted
-a user's kill     job: left; cluster: kept     job: stopped; cl.: deleted   job: stopped; cl.: deleted
-worker SIGTERM    job: left; cluster: kept     job: left; cluster: kept     job: stopped; cl.: deleted
-================  ===========================  ===========================  ===========================
-
-"cluster" is only ever a cluster the run created itself: a standing cluster, a cluster handle from
-another task or a Ray address is never deleted. A KubeRay RayJob is the job: "stopped" deletes it (or
-suspends it, when asked), and KubeRay deletes its cluster; a RayJob that finished stays as the record
-of its run, and KubeRay deletes its cluster after the job (``shutdownAfterJobFinishes``). Under
-``on_exception`` a worker's SIGTERM (pod eviction, worker shutdown, deploy) is not the task's own
-exception: the job and its cluster keep running and the retry re-attaches to both (same submission id,
-same cluster name). ``never`` leaves everything for a person to look at; the janitor deletes owned
-clusters after their expiry. No Airflow or Ray imports.
+``cleanup`` is one of three words (dagster-ray's ``Lifecycle.cleanup``); :func:`actions_for` is the table
+of docs/launch.md ("Cleanup"). "cluster" is only ever a cluster the run created itself; a KubeRay RayJob is
+the job (stopping it deletes or suspends it). No Airflow or Ray imports.
 """
 
 from __future__ import annotations
@@ -41,10 +22,7 @@ class Cleanup(str, enum.Enum):
 
     @classmethod
     def parse(cls, value: str | Cleanup) -> Cleanup:
-        """The member for ``value``.
-
-        :raises RayInvalidInputError: naming the field and the accepted words.
-        """
+        """The member for ``value``; :class:`RayInvalidInputError` naming the field and the words."""
         try:
             return cls(value)
         except ValueError:
@@ -64,11 +42,7 @@ class Ending(str, enum.Enum):
 
 @dataclass(frozen=True)
 class CleanupActions:
-    """What to do at one ending.
-
-    :param stop_job: stop the job if it still runs (a KubeRay RayJob: delete or suspend it).
-    :param delete_cluster: delete the cluster the run created (never a cluster it did not create).
-    """
+    """What to do at one ending: stop the job if it still runs, delete the cluster the run created."""
 
     stop_job: bool
     delete_cluster: bool

@@ -1,15 +1,10 @@
 """A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
 cleanup and deadlines.
 
-:func:`plan_rayjob` validates everything and builds the RayJob's body (no API call) through one
-``kuberay`` connection's :class:`~airflow_ray_provider.clusters.KubeRayBackend`;
-:class:`RayJobTarget` runs the plan. KubeRay creates the RayJob's cluster, submits the job, fails it after
-``activeDeadlineSeconds`` and deletes the cluster when the job ends (``shutdownAfterJobFinishes``): nothing
-depends on the process that waits staying alive, so the wait has no timeout of its own. The job's log comes
-through the cluster's dashboard once its head answers (a new client when ``backoffLimit`` retries it on a
-new cluster). Stopping the run's job deletes the RayJob (or suspends it, when asked: the next try resumes
-it); a RayJob that finished is kept as the record of its run. The handle to a RayJob's cluster is never
-owned: the RayJob owns it. No Airflow imports.
+:func:`plan_rayjob` validates everything and builds the body (no API call); :class:`RayJobTarget` runs
+it. KubeRay creates the cluster, submits the job, enforces ``activeDeadlineSeconds`` and deletes the
+cluster after the job, so the wait has no timeout of its own; the log comes through the cluster's dashboard
+once its head answers. The RayJob owns its cluster (the handle to it is never owned). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -61,16 +56,13 @@ ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
 
 @dataclass(frozen=True)
 class RayJobRequest:
-    """What the RayJob operator was asked for (templates rendered).
+    """What a RayJob was asked for (templates rendered).
 
-    :param options: the job and the rules Kubernetes enforces.
-    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``).
-    :param manifest: instead, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``.
-    :param cluster_name: instead, a standing RayCluster (``clusterSelector``); it must be ready.
+    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
+        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
+        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
     :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
-    :param name_prefix: prefix of generated names.
-    :param namespace: overrides the connection's namespace.
-    :param dashboard_url_template: overrides how the cluster's dashboard is reached.
+    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
     """
 
     options: RayJobOptions
@@ -85,15 +77,11 @@ class RayJobRequest:
 
 @dataclass(frozen=True)
 class RayJobPlan:
-    """A validated RayJob, fixed before any API call.
+    """A validated RayJob, fixed before any API call (its name is the same for every try).
 
-    :param name: the RayJob's name (the same for every try of the task instance).
-    :param namespace: its namespace.
     :param labels: its ownership labels.
-    :param body: the RayJob object sent to the API.
     :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
     :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
-    :param dashboard_url_template: how its cluster's dashboard is reached.
     """
 
     name: str
@@ -112,11 +100,8 @@ class RayJobPlan:
 
 @dataclass(frozen=True)
 class RayJobLook:
-    """One look at a RayJob.
-
-    :param status: its typed status.
-    :param cluster: a handle (never owned) to its cluster once the head is ready: its dashboard and token.
-    """
+    """One look at a RayJob: its status and, once its head is ready, a handle (never owned) to its
+    cluster."""
 
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
@@ -134,11 +119,8 @@ class RayJobLook:
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
-    """Check a RayJob's options the way KubeRay would (e.g. when the DAG is parsed).
-
-    :param standing: the RayJob targets a standing cluster.
-    :raises RayInvalidInputError: naming the bad field and the fix.
-    """
+    """Check a RayJob's options the way KubeRay would (``standing``: it targets a standing cluster);
+    :class:`RayInvalidInputError` names the bad field and the fix."""
     try:
         validate_options(options, selector=standing)
     except KubeRaySpecError as exc:
@@ -146,11 +128,8 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
 
 
 def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
-    """Validate everything and build the RayJob's body, through one ``kuberay`` connection's backend (no API
-    call; the RayJob target runs the plan).
-
-    :raises RayInvalidInputError: naming the bad field.
-    """
+    """Validate everything and build the RayJob's body through a KubeRay backend (no API call);
+    :class:`RayInvalidInputError` names the bad field."""
     namespace = request.namespace or backend.settings.namespace
     template = request.dashboard_url_template or backend.settings.dashboard_url_template
     try:
@@ -197,10 +176,8 @@ def _cluster_part(
 
 
 class RayJobTarget(RunTarget):
-    """The run target of a KubeRay RayJob (see the module's docstring).
+    """The run target of a KubeRay RayJob, planned by :func:`plan_rayjob` (see the module's docstring).
 
-    :param backend: the KubeRay backend of one ``kuberay`` connection or kube context.
-    :param plan: the RayJob (checked, no API call yet).
     :param suspend: create it suspended (Kueue resumes it when it admits it).
     :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
     :param teardown_wait: seconds to wait, after the job, for KubeRay to delete the cluster it deletes at
@@ -240,8 +217,12 @@ class RayJobTarget(RunTarget):
         return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
-        """The face's reference with the RayJob's name and namespace."""
-        return {**self._ref, "rayjob": self.plan.name, "namespace": self.plan.namespace}
+        """The face's reference with the RayJob's name, namespace and dashboard template, and how a stop
+        treats it (``suspend_on_kill``, ``teardown_wait``)."""
+        plan = self.plan
+        return {**self._ref, "rayjob": plan.name, "namespace": plan.namespace,
+                "template": plan.dashboard_url_template, "suspend_on_kill": self.suspend_on_kill,
+                "teardown_wait": self.teardown_wait}  # fmt: skip
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
@@ -250,32 +231,25 @@ class RayJobTarget(RunTarget):
             self.backend.attach(self.plan.standing_cluster)
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
-        """Create the RayJob, or re-attach to the one an earlier try of this task instance created.
-
-        An earlier try's RayJob that is running or succeeded is re-attached to; one that failed or was
-        stopped is deleted and created again under the same name (a new try runs the job again); one that
-        a killed try suspended is resumed (with the ``suspend`` it was created with). There is never more
-        than one RayJob per task instance; a name that belongs to a RayJob this task did not create raises
-        :class:`~airflow_ray_provider.exceptions.RayClusterError`.
-        """
+        """Create the RayJob, or re-attach to an earlier try's that runs or succeeded (resuming one a
+        killed try suspended); one that failed or was stopped is deleted and created again. A RayJob this
+        task did not create raises :class:`~airflow_ray_provider.exceptions.RayClusterError`."""
         plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
         existing = rayjobs.find(plan.name, namespace=ns)
-        choice, action = Choice.SUBMIT, "created"
+        action = "created"
         if existing is not None:
             check_ours(existing, plan.labels)  # refuses one being deleted too
             status = RayJobStatus.from_object(existing)
-            annotations = (existing.get("metadata") or {}).get("annotations") or {}
             if not status.is_final or status.is_success:
-                choice, action = Choice.ATTACH, "attached"
+                action = "of an earlier try re-attached"
+                annotations = (existing.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
                     resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
                     patch = {"spec": {"suspend": self.suspend}, "metadata": {"annotations": resumed}}
-                    log.info("Resuming %s, suspended when an earlier try was killed", plan.where)
-                    existing, action = rayjobs.patch(plan.name, patch, namespace=ns), "resumed"
-                else:
-                    log.info("Re-attaching to %s of an earlier try (%s)", plan.where, status.summary())
-                return self._submitted(choice, action, RayJobStatus.from_object(existing))
-            log.info("%s of an earlier try ended badly (%s); running it again", plan.where, status.summary())
+                    existing = rayjobs.patch(plan.name, patch, namespace=ns)
+                    action = "resumed (suspended when an earlier try was killed)"
+                return self._submitted(Choice.ATTACH, action, existing)
+            self.say(f"{plan.where} of an earlier try ended badly ({status.summary()}); running it again")
             rayjobs.delete(plan.name, namespace=ns)
             rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
             action = "recreated"
@@ -284,24 +258,26 @@ class RayJobTarget(RunTarget):
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
             created = rayjobs.get(plan.name, namespace=ns)
             check_ours(created, plan.labels)
-            return self._submitted(Choice.ATTACH, "attached", RayJobStatus.from_object(created))
+            return self._submitted(Choice.ATTACH, "attached", created)
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
             self.backend.client.create_secret(
                 plan.token_secret, data={AUTH_TOKEN_KEY: secrets.token_hex(32)}, namespace=ns, owner=created,
                 labels=dict(created["metadata"].get("labels") or {}),
             )  # fmt: skip
-        log.info("Created %s", plan.where)
-        return self._submitted(choice, action, RayJobStatus.from_object(created))
+        return self._submitted(Choice.SUBMIT, action, created)
 
-    def _submitted(self, choice: Choice, action: str, status: RayJobStatus) -> tuple[Choice, str, Any]:
+    def _submitted(self, choice: Choice, action: str, obj: dict[str, Any]) -> tuple[Choice, str, Any]:
+        status = RayJobStatus.from_object(obj)
         self.say(f"{self.plan.where} {action}: {status.summary()}")
         if choice is Choice.ATTACH and status.is_final and status.is_success:
             choice = Choice.DONE
         self.final = status.is_final
         return choice, self.plan.name, RayJobLook(status)
 
-    def _take(self, look: RayJobLook) -> JobClient | None:
+    def _take(self, look: RayJobLook | None) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
+        if look is None:
+            return None
         self.final, self.job_id = look.status.is_final, look.status.job_id
         if look.status.summary() != self.summary:
             self.summary = look.status.summary()
@@ -314,8 +290,7 @@ class RayJobTarget(RunTarget):
         return replaced
 
     def _find(self) -> RayJobLook | None:
-        """The RayJob's status and, once its cluster's head is ready, a handle to that cluster (never
-        owned: the RayJob owns it); ``None`` when the RayJob does not exist (deleted while waiting)."""
+        """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
         obj = self.rayjobs.find(self.plan.name, namespace=ns)
         if obj is None:
@@ -339,33 +314,31 @@ class RayJobTarget(RunTarget):
         kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
-    def _refresh(self) -> RayJobLook | None:
-        look = self._find()
-        if look is not None:
-            self._take(look)
-        return look
-
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look = self._refresh()
-        return self._observed(look, self._read(look.status.job_id) if with_log and look is not None else None)
+        look = self._find()
+        self._take(look)
+        return self._observed(look, self._read(look) if with_log else None)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
-        replaced = self._take(look) if look is not None else None
-        if replaced is not None:
+        if (replaced := self._take(look)) is not None:
             await replaced.aclose()
-        text = None
-        if with_log and look is not None and self.client is not None and look.status.job_id:
+        text, job_id = None, self._job_id(look) if with_log else ""
+        if job_id and self.client is not None:
             try:
-                text = await self.client.aget_logs(look.status.job_id)
+                text = await self.client.aget_logs(job_id)
             except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
+                log.debug("No log of Ray job %s yet: %s", job_id, exc)
         return self._observed(look, text)
 
-    def _read(self, job_id: str) -> str | None:
-        if self.client is None or not job_id:
+    def _job_id(self, look: RayJobLook | None) -> str:
+        """The Ray job whose log can be read now (``""``: none yet, or no client to its cluster)."""
+        return look.status.job_id if look is not None and self.client is not None else ""
+
+    def _read(self, look: RayJobLook | None) -> str | None:
+        if not (job_id := self._job_id(look)) or self.client is None:
             return None
         try:
             return self.client.get_logs(job_id)
@@ -374,8 +347,8 @@ class RayJobTarget(RunTarget):
             return None
 
     def stop(self, submission_id: str) -> bool:
-        """Delete the RayJob (KubeRay stops its job, Kubernetes deletes its cluster), or suspend it: KubeRay
-        deletes its cluster and keeps the RayJob, and the next try resumes it."""
+        """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
+        resumes it)."""
         where, rayjobs = self.plan.where, self.rayjobs
         if self.suspend_on_kill:
             patch = {
@@ -391,14 +364,20 @@ class RayJobTarget(RunTarget):
         return True
 
     def delete(self, say: Callable[[str], None]) -> bool:
-        """Delete a RayJob that has not finished. One that finished is kept as its run's record, and KubeRay
-        deletes its cluster: when that happens at once (``ttlSecondsAfterFinished`` 0), wait a bounded while
-        for the cluster to be gone, so the run ends when its cluster did. Whether a cluster went."""
+        """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
+        ``teardown_wait`` for KubeRay to delete its cluster). Whether a cluster went."""
         if self.stopped:  # deleted or suspended already: KubeRay takes its cluster
             return False
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
-            return self._cluster_gone_within(self.teardown_wait)
+            if self.teardown_wait <= 0 or self.cluster is None:
+                return False
+            try:
+                self.backend.client.wait_until_gone(self.cluster.name, namespace=self.plan.namespace,
+                                                    timeout=self.teardown_wait)  # fmt: skip
+            except KubeRayTimeoutError:
+                return False
+            return True
         self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
         self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
@@ -408,31 +387,21 @@ class RayJobTarget(RunTarget):
         """Say that the RayJob is kept."""
         say(f"Kept {self.plan.where}")
 
-    def _cluster_gone_within(self, seconds: float) -> bool:
-        if seconds <= 0 or self.cluster is None:
-            return False
-        try:
-            self.backend.client.wait_until_gone(
-                self.cluster.name, namespace=self.plan.namespace, timeout=seconds
-            )
-        except KubeRayTimeoutError:
-            return False
-        return True
-
     def dashboard(self) -> JobClient | None:
         """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
         if self.client is None:
-            self._refresh()
+            self._take(self._find())
         return self.client
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""
-        look = self._refresh()
-        return (self._read(look.status.job_id) or "") if look is not None else ""
+        look = self._find()
+        self._take(look)
+        return self._read(look) or ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
-        """The RayJob's XCom once it succeeded; for any other final RayJob, :class:`KubeRayJobError` with its
-        reason, message, the last lines of its log and what to run."""
+        """The RayJob's XCom; :class:`KubeRayJobError` (reason, message, log tail, what to run) if it did
+        not succeed."""
         status = subject.status
         if not status.is_success:
             log_tail = tail(logs(), tail_lines)

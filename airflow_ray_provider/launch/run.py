@@ -1,15 +1,8 @@
-"""One Ray job's whole life, owned by one object from its first instant to its last deletion.
+"""One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
 
-:class:`JobRun` reaches its target, submits or re-attaches (:mod:`airflow_ray_provider.jobs.submission`),
-waits with the one step of :mod:`.wait`, turns the ending into the result or the provider's error, and
-cleans up by the ``cleanup`` word (:mod:`.cleanup`). As a context manager it cleans up on every way out
-from the moment a cluster is being created (an exception, Ctrl-C or SIGTERM during the start deletes what
-was started); each cleanup action runs once, whichever path gets there first.
-
-A deferrable task hands the run over (:meth:`JobRun.hand_over`): its state travels as JSON to the trigger
-and back to ``execute_complete``, which rebuild it (:meth:`JobRun.from_state`); the process that handed
-it over does not clean it up. The usage record is made once by its observer (:mod:`.usage.observer`),
-before the run's own cluster is deleted. No Airflow imports.
+As a context manager it cleans up by the ``cleanup`` word (:mod:`.cleanup`) on every way out, from the
+moment a cluster is being created; each cleanup action runs once. A deferrable task hands the run over as
+JSON (:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -52,10 +45,7 @@ class RunTarget(Protocol):
     :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
         before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
-    :attr client: the Job API client of the job's cluster, once reached (its async reader is closed by
-        :meth:`aclose`).
-
-    Both targets subclass it for the shared :meth:`astop` and :meth:`aclose`.
+    :attr client: the Job API client of the job's cluster, once reached.
     """
 
     owned: bool
@@ -83,7 +73,7 @@ class RunTarget(Protocol):
         return await asyncio.to_thread(self.stop, submission_id)
 
     def delete(self, say: Callable[[str], None]) -> bool:
-        """Delete what :meth:`reach` made (also half-made, during a cluster's start); whether it existed."""
+        """Delete what :meth:`reach` made (also half-made); whether it existed."""
 
     def keep(self, say: Callable[[str], None]) -> None:
         """Say what the run made and keeps (cleanup did not delete it)."""
@@ -98,7 +88,7 @@ class RunTarget(Protocol):
         return None
 
     def logs(self, submission_id: str) -> str:
-        """The job's whole log, best effort (``""`` when it cannot be read)."""
+        """The job's whole log, ``""`` when it cannot be read."""
 
     def dashboard(self) -> JobClient | None:
         """The client of the job's cluster while it answers (the usage record reads its dashboard)."""
@@ -107,11 +97,10 @@ class RunTarget(Protocol):
         """The job's page in the dashboard people open, once known."""
 
     def result(self, subject: Any, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
-        """The XCom of a finished job; raises the provider's error (with the last ``tail_lines`` lines of
-        ``logs()``) for one that did not succeed."""
+        """The XCom of a finished job; the provider's error, with ``logs()``'s tail, if it did not succeed."""
 
     def restore(self, data: dict[str, Any]) -> Any:
-        """What a run that was handed over had seen (``subject.to_dict()``), taken in as if seen here."""
+        """What a handed-over run had seen (``subject.to_dict()``), taken in as if seen here."""
 
     def ref(self) -> dict[str, Any]:
         """How the face that made this target makes it again (JSON, never a secret)."""
@@ -125,6 +114,11 @@ class RunTarget(Protocol):
             await self.client.aclose()
 
 
+#: What a run's state carries as it is: the constructor's arguments first, then what the run learnt.
+STATE = ("base_id", "submission_id", "timeout", "poll_interval", "stream_logs", "missing_ok", "tail_lines",
+         "stopped", "linked", "times", "record")  # fmt: skip
+
+
 def print_lines(lines: list[str]) -> None:
     """Write job-log lines to stdout (a terminal's default)."""
     for line in lines:
@@ -134,19 +128,13 @@ def print_lines(lines: list[str]) -> None:
 class JobRun:
     """One run of one Ray job (see the module's docstring).
 
-    :param target: where the job goes.
-    :param job: the job to submit; ``None`` to watch a job submitted elsewhere (``submission_id``).
+    :param job: the job to submit; ``None`` to watch the job ``submission_id`` submitted elsewhere.
     :param base_id: the run's base submission id (a rerun with it re-attaches).
-    :param submission_id: the job to watch when ``job`` is ``None``.
-    :param cleanup: ``never``, ``on_exception`` or ``always`` (:mod:`.cleanup`).
     :param timeout: seconds from the job's start before it is given up on.
-    :param poll_interval: seconds between looks.
-    :param stream_logs: write the job's log while it runs.
     :param missing_ok: keep waiting while the job does not exist yet (a sensor).
     :param tail_lines: lines of the job's log the error of a failed job carries.
     :param usage: what the usage record needs (``None``: no record).
-    :param on_lines: writes job-log lines (default: stdout).
-    :param say: writes status lines (default: the module's logger).
+    :param on_lines: writes job-log lines; ``say``: status lines.
     :param on_link: called once with the job's dashboard page when it is first known (an extra link).
     :param timeout_errors: exception types that mean the task ran out of time (Airflow's task timeout).
     """
@@ -398,43 +386,34 @@ class JobRun:
 
     def state(self) -> dict[str, Any]:
         """Everything a trigger or ``execute_complete`` needs to go on with this run (JSON, no secret)."""
-        last = self.last
+        last, plan = self.last, self.plan
         return {
-            "target": self.target.ref(), "submission_id": self.submission_id, "base_id": self.base_id,
+            **{name: getattr(self, name) for name in STATE}, "target": self.target.ref(),
             "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
-            "timeout": self.timeout, "poll_interval": self.poll_interval, "stream_logs": self.stream_logs,
-            "missing_ok": self.missing_ok, "tail_lines": self.tail_lines, "start_time": self.plan.start_time,
-            "log_offset": self.plan.log_offset,
+            "start_time": plan.start_time, "log_offset": plan.log_offset,
             "subject": self.subject.to_dict() if self.subject is not None else None,
             "step": None if last is None else {"action": last.action.value, "message": last.message},
-            "stopped": self.stopped, "linked": self.linked, "times": self.times,
             "usage": dataclasses.asdict(self.usage) if self.usage is not None else None,
-            "record": self.record, "log_tail": tail(self.log_text),
+            "log_tail": tail(self.log_text),
         }  # fmt: skip
 
     @classmethod
     def from_state(cls, state: dict[str, Any], target: RunTarget, **kwargs: Any) -> JobRun:
-        """The run of :meth:`state`, on ``target`` (made again from ``state["target"]`` by the face).
-
-        :param kwargs: ``on_lines``, ``say``, ``timeout_errors``.
-        """
+        """The run of :meth:`state`, on ``target`` (made again from ``state["target"]`` by the face);
+        ``kwargs``: ``on_lines``, ``say``, ``timeout_errors``."""
         from airflow_ray_provider.launch.usage import UsageOptions
 
-        run = cls(
-            target, base_id=state["base_id"], submission_id=state["submission_id"],
-            cleanup=Cleanup.parse(state["cleanup"]), timeout=state["timeout"],
-            poll_interval=state["poll_interval"], stream_logs=state["stream_logs"],
-            missing_ok=state["missing_ok"], tail_lines=state["tail_lines"],
-            usage=UsageOptions(**state["usage"]) if state.get("usage") else None, **kwargs,
-        )  # fmt: skip
-        run.choice = Choice(state["choice"]) if state.get("choice") else None
+        usage = UsageOptions(**state["usage"]) if state["usage"] else None
+        arguments = {name: state[name] for name in STATE[:7]}
+        run = cls(target, cleanup=Cleanup.parse(state["cleanup"]), usage=usage, **arguments, **kwargs)
+        for name in STATE[7:]:
+            setattr(run, name, state[name])
+        run.choice = Choice(state["choice"]) if state["choice"] else None
         start, offset = state["start_time"], state["log_offset"]
         run.plan = dataclasses.replace(run.plan, start_time=start, log_offset=offset)
-        if state.get("subject") is not None:
+        if state["subject"] is not None:
             run.subject = target.restore(state["subject"])
-        if state.get("step"):
+        if state["step"]:
             run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
-        run.stopped, run.linked = bool(state.get("stopped")), bool(state.get("linked"))
-        run.times = dict(state.get("times") or {})
-        run.log_text, run.record = str(state.get("log_tail") or ""), state.get("record")
+        run.log_text = state["log_tail"]
         return run

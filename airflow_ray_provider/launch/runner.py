@@ -1,29 +1,10 @@
 """``launch.run``: a whole run in one call, for a laptop (the ``airflow-ray`` CLI) or a script.
 
-Check everything -> reach the target (start or find the run's own cluster) -> submit or re-attach (the
-submission id comes from the run's ``name``: a rerun never submits twice) -> wait, streaming the log ->
-end as the job ended -> clean up by the one table (:mod:`.cleanup`). It is :class:`~.run.JobRun` with
-the terminal's defaults: the job's log goes to stdout, status lines to stderr, and a ``KeyboardInterrupt``
-(Ctrl-C; the CLI turns SIGTERM into one) is a user's kill at any instant, during a cluster's start too.
-
-The run names its target with the plain descriptions below; :func:`resolve` turns one into a run target:
-
-==========================  ===============================================  ========================
-target                      cluster                                          owned (cleanup deletes)
-==========================  ===============================================  ========================
-:class:`LocalHead`          an ephemeral Ray head on this machine            yes
-:class:`KubeRayCluster`     an ephemeral RayCluster through a kube context   yes
-:class:`KubeRayJob`         a KubeRay RayJob through a kube context: KubeRay  the RayJob (a stopped
-                            creates its cluster and deletes it after the job  run deletes it)
-:class:`StandingCluster`    a running cluster by name: a local head this     no
-                            provider started, or a KubeRay RayCluster
-:class:`RayAddress`         any running cluster's dashboard (``ray start``)  no
-:class:`Connection`         a ready Job API client (an Airflow ``ray``       no
-                            connection, through the CLI's ``--conn``)
-==========================  ===============================================  ========================
-
-A cluster or RayJob the run owns is named after the run's ``name``, so a rerun with the same name finds
-it (if cleanup kept it) and, through the submission id, the same job. No Airflow imports.
+It is :class:`~.run.JobRun` with the terminal's defaults: the job's log to stdout, status lines to stderr,
+and a ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM into one) a user's kill at any instant. The run
+names its target with the dataclasses below; a cluster or RayJob the run owns is named after the run's
+``name``, so a rerun with the same name finds it and, through the submission id, the same job. No Airflow
+imports.
 """
 
 from __future__ import annotations
@@ -71,21 +52,17 @@ CLI_DAG_ID, CLI_TASK_ID = "cli", "run"
 
 @dataclass(frozen=True)
 class LocalHead:
-    """An ephemeral local Ray head, started for the run.
-
-    :param options: its options (CPUs, GPUs, environment).
-    """
+    """An ephemeral local Ray head, started for the run (owned: cleanup deletes it)."""
 
     options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
 
 
 @dataclass(frozen=True)
 class KubeRayCluster:
-    """An ephemeral KubeRay RayCluster, created through a kube context.
+    """An ephemeral KubeRay RayCluster, created through a kube context (owned: cleanup deletes it).
 
     :param context: the kubeconfig context (``None``: the current one).
-    :param namespace: its namespace.
-    :param spec: its spec (``RayClusterSpec`` fields; ``None``: the defaults).
+    :param spec: ``RayClusterSpec`` fields (``None``: the defaults).
     :param dashboard_url_template: how to reach its dashboard from here, e.g. ``http://{name}-head-svc...``.
     """
 
@@ -101,11 +78,10 @@ class KubeRayJob:
     the cluster when the job ends; a run that gives up (a timeout, Ctrl-C) deletes the RayJob.
 
     :param context: the kubeconfig context (``None``: the current one).
-    :param namespace: its namespace.
-    :param spec: its cluster's spec (``RayClusterSpec`` fields; ``None``: the defaults).
+    :param spec: its cluster's ``RayClusterSpec`` fields (``None``: the defaults).
     :param submission_mode: ``K8sJobMode``, ``HTTPMode`` or ``SidecarMode``.
-    :param active_deadline_seconds: KubeRay fails the RayJob after this many seconds
-        (``launch.run``'s ``timeout`` sets it, rounded up).
+    :param active_deadline_seconds: KubeRay fails the RayJob after this many seconds (``launch.run``'s
+        ``timeout`` sets it, rounded up).
     :param ttl_seconds_after_finished: seconds KubeRay keeps the cluster after the job (``None``: 30).
     :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
     :param dashboard_url_template: how to reach its cluster's dashboard from here (for the log).
@@ -137,7 +113,6 @@ class KubeRayJob:
 class StandingCluster:
     """A running cluster by name, attached and never deleted (a Ctrl-C stops the job only).
 
-    :param name: the cluster's name.
     :param namespace: a KubeRay RayCluster in this namespace (``None``: a local head this provider
         started on this machine, e.g. ``airflow-ray run --local --cleanup never`` or another DAG's).
     :param context: with ``namespace``: the kubeconfig context (``None``: the current one).
@@ -161,12 +136,9 @@ class StandingCluster:
 
 @dataclass(frozen=True)
 class RayAddress:
-    """A running cluster by its dashboard address (e.g. a head started with ``ray start --head``).
-
-    :param dashboard_url: ``http(s)://host:port`` of its dashboard.
-    :param token: its Ray auth token (``None``: read it as Ray's own CLI does, from ``$RAY_AUTH_TOKEN``
-        or ``~/.ray/auth_token``, else no token).
-    """
+    """A running cluster by its dashboard's ``http(s)://host:port`` (e.g. ``ray start --head``), never
+    deleted. ``token``: its Ray auth token (``None``: as Ray's own CLI reads it, from ``$RAY_AUTH_TOKEN``
+    or ``~/.ray/auth_token``, else none)."""
 
     dashboard_url: str
     token: str | None = None
@@ -180,10 +152,8 @@ class RayAddress:
 
 @dataclass(frozen=True)
 class Connection:
-    """A ready Job API client (the one of an Airflow ``ray`` connection, say).
-
-    :param client: the client.
-    """
+    """A ready Job API client (an Airflow ``ray`` connection's, through the CLI's ``--conn``), never
+    deleted."""
 
     client: JobClient
 
@@ -205,23 +175,11 @@ def kuberay_backend(context: str | None, namespace: str, template: str | None = 
     return KubeRayBackend(settings, lambda: KubeRayClient(api_client, namespace=namespace))
 
 
-def cluster_request(target: LocalHead | KubeRayCluster) -> ClusterRequest:
-    """The request of an owned cluster (every check, no I/O)."""
-    if isinstance(target, LocalHead):
-        return ClusterRequest(local_options=target.options, name_prefix="ray-cli")
-    return ClusterRequest.from_arguments(
-        spec=target.spec if target.spec is not None else {}, local_options=None, name_prefix="ray-cli",
-        namespace=target.namespace, dashboard_url_template=target.dashboard_url_template,
-    )  # fmt: skip
-
-
 def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = None) -> RunTarget:
     """The run target of a laptop run's ``target`` (every check; a KubeRay API client at most, no call).
 
     :param pool: run on this pool's cluster, of ``target``'s spec (a local head or a KubeRay cluster).
-
-    :raises RayInvalidInputError: naming the field (a RayJob's spec, or a local ``working_dir``, which
-        KubeRay cannot ship: it submits from inside the cluster).
+    :raises RayInvalidInputError: naming the field.
     """
     if pool is not None and not isinstance(target, (LocalHead, KubeRayCluster)):
         raise RayInvalidInputError(
@@ -232,33 +190,39 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
     if isinstance(target, RayAddress):
         token = target.token if target.token is not None else ray_token_from_environment()
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
+    identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
-        return _rayjob_target(target, name, job)
+        return _rayjob_target(target, identity, job)
     backend: ClusterBackend = LocalBackend()
     if not isinstance(target, LocalHead) and target.namespace is not None:
         backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
     if isinstance(target, StandingCluster):
         return ClusterTarget(backend=backend, standing=target.name)
     try:
-        request = cluster_request(target)
+        if isinstance(target, LocalHead):
+            request = ClusterRequest(local_options=target.options, name_prefix="ray-cli")
+        else:
+            request = ClusterRequest.from_arguments(
+                spec=target.spec or {}, local_options=None, name_prefix="ray-cli", namespace=target.namespace,
+                dashboard_url_template=target.dashboard_url_template,
+            )  # fmt: skip
     except BaseException:
         backend.close()
         raise
-    return cluster_target(backend, request, TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID), pool)
+    return cluster_target(backend, request, identity, pool)
 
 
-def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
+def _rayjob_target(target: KubeRayJob, identity: TaskIdentity, job: JobSpec) -> RunTarget:
     try:
         spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
     except ValueError as exc:
         raise RayInvalidInputError(f"spec: {exc}") from exc
-    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
+    base = base_submission_id(CLI_DAG_ID, identity.run_id, CLI_TASK_ID)
     options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
                              metadata=dict(job.metadata))  # fmt: skip
     request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
                             dashboard_url_template=target.dashboard_url_template)  # fmt: skip
     backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     try:
         return RayJobTarget(backend, plan_rayjob(backend, request, identity))
     except BaseException:
@@ -268,13 +232,8 @@ def _rayjob_target(target: KubeRayJob, name: str, job: JobSpec) -> RunTarget:
 
 @dataclass(frozen=True)
 class RunResult:
-    """A finished, succeeded run.
-
-    :param name: the run's name (rerun with it to re-attach).
-    :param state: the job's final state.
-    :param dashboard_url: the cluster's dashboard.
-    :param reattached: the job was not submitted by this call (it ran or had run already).
-    """
+    """A succeeded run: its ``name`` (rerun with it to re-attach), the job's final ``state``, the
+    cluster's ``dashboard_url``, and whether the job was ``reattached`` (not submitted by this call)."""
 
     name: str
     state: JobState
@@ -314,31 +273,26 @@ def run(
     """Run ``entrypoint`` as a Ray job on ``target``, streaming its log; clean up as ``cleanup`` says.
 
     :param entrypoint: shell command, or a list of arguments (quoted safely).
-    :param target: where (the module's table).
     :param name: the run's name: a rerun with the same name re-attaches instead of submitting again.
-    :param runtime_env: Ray runtime environment.
     :param working_dir: a local folder Ray packages and ships with the job (your dev checkout).
     :param cleanup: ``never``, ``on_exception`` (default) or ``always`` (docs/launch.md, "Cleanup").
     :param timeout: seconds from the job's start before it is stopped and the run fails (a RayJob:
         its ``activeDeadlineSeconds``, which KubeRay enforces).
-    :param poll_interval: seconds between looks.
     :param pool: run on this pool's cluster (``PoolOptions`` or its fields, e.g. ``{"name": "eval",
-        "idle_ttl": 600}``), of ``target``'s spec, shared with every run that names the pool; the cluster
-        stays ``idle_ttl`` seconds after the last run ends (docs/launch.md, "Pools").
+        "idle_ttl": 600}``), of ``target``'s spec, shared with every run that names the pool
+        (docs/launch.md, "Pools").
     :param entrypoint_num_cpus: CPUs the entrypoint reserves: the job waits in Ray's queue until they are
         free (jobs beyond a pool's capacity queue rather than share its cores).
-    :param entrypoint_num_gpus: GPUs the entrypoint reserves.
     :param emit: writes job-log lines (default: stdout).
     :param say: writes status lines (default: stderr).
-    :returns: the succeeded run.
     :raises RayInvalidInputError: bad input, before any cluster exists.
     :raises RayJobFailedError, RayJobStoppedError, RayJobTimeoutError, KubeRayJobError: the job's ending.
     :raises KeyboardInterrupt: after cleaning up as a user's kill (Ctrl-C).
     """
     policy = Cleanup.parse(cleanup)
-    name = name or f"run-{uuid.uuid4().hex[:8]}"  # a rerun with the same name re-attaches
+    name = name or f"run-{uuid.uuid4().hex[:8]}"
     env = check_runtime_env(runtime_env)
-    if working_dir is not None:  # a local folder Ray ships with the job
+    if working_dir is not None:
         if not Path(working_dir).is_dir():
             raise RayInvalidInputError(f"working_dir {str(working_dir)!r} is not a folder")
         env["working_dir"] = str(Path(working_dir).resolve())
@@ -348,8 +302,8 @@ def run(
     )  # fmt: skip
     target = _with_deadline(target, timeout)
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
-    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     timeout = None if isinstance(target, KubeRayJob) else timeout  # KubeRay enforces a RayJob's deadline
+    base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     options: dict[str, Any] = {"cleanup": policy, "timeout": timeout, "poll_interval": poll_interval}
     with JobRun(where, job=spec, base_id=base, on_lines=emit, say=say, **options) as job_run:
         job_run.start()

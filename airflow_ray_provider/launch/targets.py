@@ -1,11 +1,5 @@
-"""Where a run's job goes through the Ray Job API: :class:`ClusterTarget`.
-
-:class:`ClusterTarget` is the :class:`~airflow_ray_provider.launch.run.RunTarget` of every job that goes
-through the Ray Job API: on a cluster given ready (a ``ray`` connection, an address, a cluster handle),
-attached by name (never deleted), or created for the run through a
-:class:`~airflow_ray_provider.clusters.ClusterBackend` (owned: cleanup deletes it, even half-started).
-A KubeRay RayJob is the other kind (:mod:`.rayjob`); what a laptop run names is :mod:`.runner`'s. No
-Airflow imports.
+"""The :class:`~airflow_ray_provider.launch.run.RunTarget` of every job that goes through the Ray Job API
+(a KubeRay RayJob is the other kind, :mod:`.rayjob`). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -41,20 +35,15 @@ def observed(state: JobState | None, text: str | None) -> Observation:
 
 
 class ClusterTarget(RunTarget):
-    """The Job API of one Ray cluster: given ready, attached by name, or created for the run.
+    """The Job API of one Ray cluster: given ready (``client``), another task's (``handle``), attached by
+    name (``standing``, never deleted), or created for the run (``plan``: the run owns it), through
+    ``backend``.
 
-    :param client: a ready client (a connection, an address).
-    :param handle: a cluster handle (another task's cluster): reached with ``backend``'s token.
-    :param backend: the backend that reaches ``handle``, attaches ``standing`` or creates ``plan``.
-    :param plan: a cluster to create for the run (or find, on a rerun): the run owns it.
-    :param standing: a standing cluster's name (attached, never deleted).
     :param pool: with ``plan`` (the pool's cluster) and ``spec`` (its fingerprint), all three made by
         :func:`~.pool.cluster_target`: the run leases the pool's cluster, renews the lease at every look,
         and releases it at its end; cleanup never deletes the cluster.
     :param owned: cleanup may delete the cluster (set with ``plan``, or with the handle of one the
         run created before a deferral).
-    :param ready_timeout: seconds to wait for a created cluster.
-    :param delete_timeout: seconds to wait for a deleted cluster to be gone.
     :param link_url: the dashboard as people reach it (default: the handle's, else the client's).
     :param ref: how the face makes this target again after a deferral (JSON, no secret).
     :param connect: makes the client of a handle (default: the backend's, with its token).
@@ -174,9 +163,8 @@ class ClusterTarget(RunTarget):
         return job_result(subject, self.dashboard_url or self._client().address)
 
     def link(self, submission_id: str) -> str | None:
-        """The job's page in the dashboard; for a cluster its run deletes when done (another task's, or
-        this run's own), the link says so: ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the
-        dashboard ignores the query; a browser shows it on the page that no longer answers)."""
+        """The job's page; for a cluster deleted when its run is done the link says so with
+        ``?ray_cluster=<name>&ephemeral=deleted-when-done`` (the dashboard ignores the query)."""
         if not self.dashboard_url:
             return None
         url = dashboard_job_url(self.dashboard_url, submission_id)

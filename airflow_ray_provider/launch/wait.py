@@ -1,12 +1,7 @@
-"""Waiting, written once: one pure step from what was seen to what to do next, and two drivers.
-
-Every wait for a job (the operator in its worker, the trigger, the sensor, the KubeRay RayJob and the
-``airflow-ray`` CLI) is the same loop: look at the job, write its new log lines, then keep waiting,
-succeed, fail, time out, or stop because the task was killed. :func:`step` decides; :func:`poll` and
-:func:`apoll` drive any look-and-decide loop with blocking calls or with ``await`` and own nothing but the
-sleeping (the model is Airflow's ``await_pod_start(pod_manager | async_pod_manager)``). The cluster's
-readiness wait uses the same drivers. So a rule (a timeout, a kill, a job that vanished) is fixed in one
-place and reads the same however it was waited on. No Airflow or Ray imports.
+"""Waiting, written once: one pure :func:`step` from what was seen to what to do next, driven by
+:func:`poll` (blocking) or :func:`apoll` (``await``), which own nothing but the sleeping (Airflow's
+``await_pod_start(pod_manager | async_pod_manager)``). A cluster's readiness wait uses the same drivers.
+No Airflow or Ray imports.
 """
 
 from __future__ import annotations
@@ -51,12 +46,10 @@ class WaitAction(str, enum.Enum):
 
 @dataclass(frozen=True)
 class WaitPlan:
-    """What a wait needs to decide; every field is JSON-safe (it travels to a trigger).
+    """What a wait needs to decide (JSON-safe: it travels to a trigger).
 
-    :param start_time: epoch seconds the timeout counts from (the job's start).
-    :param timeout: seconds after ``start_time`` before giving up; ``None`` waits for ever.
+    :param start_time: epoch seconds the timeout counts from (the job's start); ``timeout`` ``None``: no end.
     :param log_offset: characters of the job's log already written.
-    :param stream_logs: write new log lines at every look.
     :param missing_ok: keep waiting while the job does not exist (yet); otherwise that fails the wait.
     :param cleanup: what a timeout or a kill does to a live job (:mod:`.cleanup`).
     """
@@ -71,12 +64,9 @@ class WaitPlan:
 
 @dataclass(frozen=True)
 class Observation:
-    """One look at the job.
+    """One look at the job, at epoch seconds ``now``.
 
-    :param now: epoch seconds of the look.
     :param subject: what was seen (a ``JobState``, a ``RayJobLook``); ``None`` when the job was not found.
-    :param terminal: the job has finished for good.
-    :param succeeded: ... and it succeeded.
     :param log_text: its whole log so far; ``None`` when it was not read.
     :param killed: the task was killed while it waited (how).
     """
@@ -91,14 +81,9 @@ class Observation:
 
 @dataclass(frozen=True)
 class Step:
-    """The decision for one look.
-
-    :param action: what to do next.
-    :param lines: new complete log lines to write now (no line endings).
-    :param log_offset: the log offset after writing ``lines``.
-    :param stop_job: stop the job before ending the wait (a timeout or a kill, as ``cleanup`` says).
-    :param message: why the wait ended, for ``FAIL`` without a job, ``TIME_OUT`` and ``STOP``.
-    """
+    """The decision for one look: the ``action``, the new complete log ``lines`` to write now and the
+    ``log_offset`` after them, whether to stop the job first (a timeout or a kill, as ``cleanup`` says),
+    and why the wait ended (``FAIL`` without a job, ``TIME_OUT``, ``STOP``)."""
 
     action: WaitAction
     lines: tuple[str, ...] = field(default=())
@@ -144,9 +129,8 @@ async def apoll(look: Callable[[], Awaitable[T]], decide: Callable[[T], R | None
 
 
 def ready_handle(backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent) -> RayClusterHandle:
-    """The handle of a cluster whose wait ended ``ready``; for any other ending
-    :class:`~airflow_ray_provider.exceptions.RayClusterNotReadyError` with the cluster's conditions (nothing
-    is deleted here: the caller's cleanup deletes what it created)."""
+    """The handle of a cluster whose wait ended ``ready``; else :class:`RayClusterNotReadyError` with its
+    conditions (the caller's cleanup deletes what it created)."""
     if event["status"] != "ready" or not event["dashboard_url"]:
         message = event["message"] or f"Ray cluster {plan.name} is not ready ({event['status']})"
         raise RayClusterNotReadyError(message, name=plan.name, namespace=plan.namespace,
