@@ -190,11 +190,11 @@ class CreateRayClusterOperator(BaseOperator):
             return self._finish(backend, plan, event)
 
     def _defer(self, backend: ClusterBackend, plan: ClusterPlan) -> NoReturn:
-        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
+        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
 
-        trigger = RayClusterReadyTrigger.for_plan(
-            plan, conn_id=backend.conn_id, timeout=self.ready_timeout, poll_interval=self.poll_interval
-        )
+        timeout, interval = self.ready_timeout, self.poll_interval
+        trigger = RayClusterReadyTrigger(conn_id=backend.conn_id, plan=plan_json(plan), timeout=timeout,
+                                         poll_interval=interval)  # fmt: skip
         self.defer(trigger=trigger, method_name="execute_complete",
                    timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 
