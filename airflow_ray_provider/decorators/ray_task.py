@@ -1,7 +1,7 @@
 """``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
 
 Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` (``cluster=`` or
-``ray_conn_id=``) and :class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`
+``ray_conn_id=``) and :class:`~airflow_ray_provider.operators.ray_job.EphemeralRayJobOperator`
 (``cluster_spec=`` / ``cluster_conn_id=``: cluster and job in one task), so submission ids, re-attach,
 waiting, deferral, timeouts, log streaming and cleanup are the run's. This module adds what a function
 needs: its input rules (checked when the DAG is parsed), the call cloudpickled into a package that Ray's
@@ -35,8 +35,7 @@ from airflow_ray_provider.exceptions import (
     RayTaskFunctionError,
 )
 from airflow_ray_provider.hooks.ray_job import check_target_arguments
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
     KIND_ERROR,
     KIND_URI,

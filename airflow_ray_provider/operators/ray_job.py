@@ -1,18 +1,24 @@
-"""``SubmitRayJobOperator``: submit a Ray job through the Job API and wait for it well.
+"""Ray jobs through the Job API: on a given cluster (``SubmitRayJobOperator``) or on one of the task's own
+(``EphemeralRayJobOperator``).
 
 Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
-restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only
-after a failed or stopped one (the rule is in :mod:`airflow_ray_provider.jobs.submission`). The run itself
-is :class:`~airflow_ray_provider.launch.JobRun`'s (:mod:`.base`).
+restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only after
+a failed or stopped one (:mod:`airflow_ray_provider.jobs.submission`).
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
-from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number
+from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions, PoolOptions, RayClusterSpec
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.hooks.kuberay import backend_for_connection
+from airflow_ray_provider.hooks.ray_job import check_target_arguments, handle_client, job_api_target
+from airflow_ray_provider.launch import Cleanup, cluster_target, pool_options
+from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number, task_identity
+from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -101,3 +107,86 @@ class SubmitRayJobOperator(RunOperator):
         conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
         return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
                                   teardown_note=TEARDOWN_NOTES[note])  # fmt: skip
+
+
+class EphemeralRayJobOperator(SubmitRayJobOperator):
+    """Create a cluster, run one Ray job on it, delete the cluster: all in this task.
+
+    The run's target creates the cluster through the same ``ClusterBackend`` as
+    ``CreateRayClusterOperator`` and the run deletes it as ``cleanup`` says (default ``always``: on success,
+    failure, a timeout or a kill, also while it starts; after a deferral ``execute_complete`` does, or the
+    trigger on a user's kill). A retry re-attaches: the cluster's name and the submission id come from the
+    task instance. With ``cluster_pool`` the cluster is a pool's instead, shared with every task and laptop
+    run that names the pool with the same spec: the task leases it (renewing the lease while it waits, in
+    the triggerer too) and releases it at its end; ``cleanup`` then acts on the job only
+    (:mod:`airflow_ray_provider.launch.pool`).
+
+    Takes every argument of :class:`SubmitRayJobOperator` except ``cluster``, ``ray_conn_id`` and
+    ``wait_for_completion``. XCom: the job's result.
+
+    :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
+    :param cluster_spec: the cluster (:class:`RayClusterSpec` or a dict of its fields).
+    :param manifest: instead, a full RayCluster manifest (KubeRay).
+    :param name_prefix: prefix of the cluster's generated name.
+    :param expiry: after this the janitor may delete the cluster (if a killed worker left it behind).
+    :param cluster_pool: run on this pool's cluster of this spec (``PoolOptions`` or its fields: ``name``,
+        ``idle_ttl``, ``lease_ttl``, ``replace``; ``pool`` is Airflow's own slot pool); never deleted by
+        this task's cleanup, it stays ``idle_ttl`` seconds after its last lease.
+    """
+
+    template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
+        *SubmitRayJobOperator.template_fields, "cluster_spec", "manifest", "namespace",
+    )  # fmt: skip
+    template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
+    ui_color = "#d6e9f0"
+    default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
+    usage_mode: ClassVar[str | None] = "one_task"
+
+    def __init__(
+        self,
+        *,
+        cluster_conn_id: str | None = None,
+        cluster_spec: RayClusterSpec | dict[str, Any] | None = None,
+        manifest: dict[str, Any] | str | None = None,
+        namespace: str | None = None,
+        local_options: LocalClusterOptions | dict[str, Any] | None = None,
+        name_prefix: str = "ray",
+        ready_timeout: float = 900.0,
+        delete_timeout: float = 300.0,
+        expiry: timedelta = timedelta(hours=24),
+        cluster_pool: PoolOptions | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.get("cluster") is not None or kwargs.get("ray_conn_id"):
+            raise RayInvalidInputError(
+                "EphemeralRayJobOperator creates its own cluster: drop cluster / ray_conn_id (use "
+                "SubmitRayJobOperator to run on an existing cluster)"
+            )
+        if kwargs.get("wait_for_completion") is False:
+            raise RayInvalidInputError("wait_for_completion=False would delete the cluster under the job")
+        check_cluster_arguments(cluster_spec, manifest, cluster_conn_id, spec_name="cluster_spec",
+                                ready_timeout=ready_timeout, delete_timeout=delete_timeout)  # fmt: skip
+        super().__init__(**kwargs)
+        self.cluster_conn_id = cluster_conn_id
+        self.cluster_spec = cluster_spec
+        self.manifest = manifest
+        self.namespace = namespace
+        self.local_options = local_options
+        self.name_prefix = name_prefix
+        self.ready_timeout = ready_timeout
+        self.delete_timeout = delete_timeout
+        self.expiry = expiry
+        self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
+
+    def target(self, context: Context) -> RunTarget:
+        """A cluster of the run's own: every check here, no API call (the run creates it)."""
+        request = ClusterRequest.from_arguments(
+            spec=self.cluster_spec, local_options=self.local_options, manifest=self.manifest,
+            name_prefix=self.name_prefix, namespace=self.namespace, expiry=self.expiry,
+        )  # fmt: skip
+        backend = backend_for_connection(self.cluster_conn_id, namespace=self.namespace)
+        ref = {"cluster_conn_id": self.cluster_conn_id, "retry_attempts": self.retry_attempts}
+        connect = partial(handle_client, conn_id=self.cluster_conn_id, retry_attempts=self.retry_attempts)
+        return cluster_target(backend, request, task_identity(context), self.cluster_pool,
+                              ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout, ref=ref,
+                              connect=connect)  # fmt: skip
