@@ -1,18 +1,11 @@
-"""The Airflow shell of a run: the base class of every operator that runs one Ray job, and its link.
+"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job, and
+its "Ray job" link.
 
-A subclass says where the job goes (:meth:`RunOperator.target`); this class holds the job's arguments,
-drives the one lifecycle object (:class:`~airflow_ray_provider.launch.JobRun`) and the Airflow concerns
-only: templated numbers, deferral (the run's state goes to
-:class:`~airflow_ray_provider.triggers.RayJobTrigger` and comes back in its event), the task log, the
-"Ray job" link, a worker's SIGTERM, the usage record's publication (XCom ``usage``, ``usage.json``, one
-log line) and OpenLineage.
-
-Numbers an operator accepts as Jinja (``job_timeout="{{ params.timeout_s }}"``) stay templates until
-rendered, then are made numbers once, right after rendering: a rendered value that is not one fails naming
-the argument, before any job is submitted. A literal value is checked when the DAG is parsed.
-
-Airflow 3 stores an operator's extra links as XComs when the task ends (the task runner asks each link
-for its URL), and the UI reads them back by key: the job operators push the URL when they submit.
+A subclass says where the job goes (:meth:`RunOperator.target`); the run is
+:class:`~airflow_ray_provider.launch.JobRun`'s. This class adds the Airflow concerns: templated numbers
+(made numbers once rendered, naming a bad one; a literal is checked when the DAG is parsed), deferral,
+the task log, the link (pushed at submit: Airflow 3 reads extra links back as XComs), a worker's SIGTERM,
+the usage record's publication and OpenLineage.
 """
 
 from __future__ import annotations
@@ -63,10 +56,7 @@ RESERVATION = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory"
 
 
 def positive(value: float, name: str) -> float:
-    """``value`` as a positive number of seconds.
-
-    :raises RayInvalidInputError: naming ``name``.
-    """
+    """``value`` as a positive number of seconds (:class:`RayInvalidInputError` naming ``name``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
@@ -120,11 +110,9 @@ def is_literal(value: Any) -> bool:
 
 
 def rendered_number(value: Any, name: str, kind: str = "float") -> int | float | None:
-    """``value`` as a number (``None`` stays ``None``); a rendered string such as ``"30"`` is parsed.
+    """``value`` as a number of ``kind`` (``None`` stays ``None``; a rendered ``"30"`` is parsed):
+    ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (positive; a ``timedelta``).
 
-    :param name: the operator argument, for the error.
-    :param kind: ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (a positive
-        number; a ``timedelta`` gives its seconds).
     :raises RayInvalidInputError: naming ``name`` when the value is not such a number.
     """
     if kind == "seconds" and isinstance(value, timedelta):
@@ -152,12 +140,8 @@ def rendered_number(value: Any, name: str, kind: str = "float") -> int | float |
 
 
 class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches.
-
-    The task runner asks every task for its links when it ends and stores the answer as this XCom: a
-    task that submitted (or resumed after its trigger) answers with its job's URL, one that failed
-    before submitting answers ``""`` without looking the XCom up (a missing XCom logs an error).
-    """
+    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches (``""`` before
+    the task submitted: a missing XCom would log an error when the task runner asks at the task's end)."""
 
     name = "Ray job"
 
@@ -188,17 +172,11 @@ class RunOperator(BaseOperator):
     """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (see the module's docstring).
 
     :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
-    :param runtime_env: Ray runtime environment (``working_dir``, ``pip``, ``env_vars``, ...).
     :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
         ``airflow_map_index`` and ``airflow_try_number`` are always added.
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param cleanup: ``never``, ``on_exception`` or ``always``: what a timeout, a kill or the task's end
         does to the job and to a cluster the task created (docs/launch.md, "Cleanup").
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param poll_interval: seconds between looks at the job.
-    :param stream_logs: write the job's log into the task log while it runs.
     :param log_tail_lines: lines of the job's log a failure's error carries.
     :param prices: price per resource-hour for the usage record (docs/usage.md); default: the
         connection's ``prices`` extra; none: no cost in the record.
@@ -206,7 +184,6 @@ class RunOperator(BaseOperator):
         ``output_uri`` of a workload entrypoint).
     :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
     :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
-    :param lineage_outputs: URIs the job writes, for OpenLineage.
     """
 
     operator_extra_links = (RayJobLink(),)
