@@ -14,9 +14,9 @@ import re
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator
 
 from airflow_ray_provider.clusters import (
     ClusterBackend,
@@ -33,7 +33,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
 from airflow_ray_provider.launch import delete_idle_pools, ready_handle, wait_until_ready
-from airflow_ray_provider.operators.base import is_literal, task_identity
+from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, is_literal, task_identity
 
 if TYPE_CHECKING:
     import jinja2
@@ -82,17 +82,13 @@ class CreateRayClusterOperator(BaseOperator):
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
     :param spec: a :class:`RayClusterSpec` or a dict of its fields (head, worker_groups, image, ...).
     :param manifest: instead of ``spec``: a full RayCluster manifest (dict, YAML text or a ``.yaml`` path,
-        absolute or relative to the DAG folder / ``template_searchpath``). Its one RayCluster document is
-        sent unchanged except for metadata: the cluster's name (per run, or ``cluster_name``), the
-        namespace, and the ownership labels and annotations; other documents are ignored with a warning.
-    :param cluster_name: a fixed name, also over a manifest's (default: generated from dag_id, run_id,
-        task_id and map index, so concurrent runs never collide).
-    :param dashboard_url_template: overrides how the dashboard is reached (ingress, port-forward), e.g.
-        ``https://{name}.ray.example.com``; fields: name, namespace, service_name, service_ip, pod_ip,
-        dashboard_port. Default: the connection's template, else the head service's in-cluster DNS name.
+        absolute or relative to the DAG folder), sent unchanged but for its name, namespace and ownership
+        labels and annotations.
+    :param cluster_name: a fixed name (default: generated from dag_id, run_id, task_id and map index).
+    :param dashboard_url_template: overrides how the dashboard is reached, e.g.
+        ``https://{name}.ray.example.com`` (docs/operators.md).
     :param expiry: lifetime after which the janitor may delete the cluster (timedelta or seconds);
-        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h. A
-        local head still starting when its task was killed expires after ``local_options.ready_timeout``.
+        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h.
     :param deferrable: wait in the triggerer (KubeRay only; the local head starts within the task).
     """
 
@@ -115,7 +111,7 @@ class CreateRayClusterOperator(BaseOperator):
         ready_timeout: float = 900.0,
         poll_interval: float = 5.0,
         expiry: timedelta | float | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool = DEFAULT_DEFERRABLE,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -173,17 +169,17 @@ class CreateRayClusterOperator(BaseOperator):
                 # a retry may find its cluster ready (or failed) already
                 event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
                 if event is None:
-                    self._defer(backend, plan)
+                    from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
+
+                    trigger = RayClusterReadyTrigger(
+                        conn_id=backend.conn_id,
+                        plan=plan_json(plan),
+                        timeout=self.ready_timeout,
+                        poll_interval=self.poll_interval,
+                    )
+                    self.defer(trigger=trigger, method_name="execute_complete",
+                               timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
             return self._finish(backend, plan, event)
-
-    def _defer(self, backend: ClusterBackend, plan: ClusterPlan) -> NoReturn:
-        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
-
-        timeout, interval = self.ready_timeout, self.poll_interval
-        trigger = RayClusterReadyTrigger(conn_id=backend.conn_id, plan=plan_json(plan), timeout=timeout,
-                                         poll_interval=interval)  # fmt: skip
-        self.defer(trigger=trigger, method_name="execute_complete",
-                   timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
@@ -347,13 +343,8 @@ class AttachRayClusterOperator(BaseOperator):
 
 
 def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
-    """Why a cluster of this DAG run is an orphan (``None``: the run still runs, or cannot be asked).
-
-    A run that no longer exists (``airflow tasks test`` deletes the temporary run it made) or that has
-    finished needs no cluster: its teardown did not run, or ran elsewhere.
-
-    :param ti: the running task instance (Airflow's Task SDK answers from the metadata database).
-    """
+    """Why a cluster of this DAG run is an orphan: the run no longer exists (``airflow tasks test`` deletes
+    its temporary run) or has finished (``None``: it still runs, or ``ti``, the Task SDK's, cannot say)."""
     count = getattr(ti, "get_dr_count", None)
     state_of = getattr(ti, "get_dagrun_state", None)
     if count is None or state_of is None:

@@ -39,14 +39,12 @@ class SubmitRayJobOperator(RunOperator):
     """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
 
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``. Every argument of
-    :class:`~airflow_ray_provider.operators.base.RunOperator` (``entrypoint``, ``runtime_env`` with
-    ``working_dir`` uploaded from a local folder, ``metadata``, ``entrypoint_num_cpus``, ``cleanup``,
-    ``deferrable``, ``poll_interval``, ``stream_logs``, ``prices``, ``artifact_uri``, lineage) too.
+    :class:`~airflow_ray_provider.operators.base.RunOperator` too (a local ``working_dir`` is uploaded).
 
-    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``).
-    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
+    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``, default
+        ``ray_default``).
     :param entrypoint_memory: bytes reserved for the entrypoint.
-    :param wait_for_completion: wait for the job; ``False`` returns once it is submitted.
+    :param wait_for_completion: ``False`` returns once the job is submitted.
     :param job_timeout: seconds (or timedelta) from the job's start; on expiry the task fails and the
         job is stopped (unless ``cleanup="never"``).
     :param retry_attempts: attempts per Job API call on transient failures.
@@ -112,26 +110,18 @@ class SubmitRayJobOperator(RunOperator):
 class EphemeralRayJobOperator(SubmitRayJobOperator):
     """Create a cluster, run one Ray job on it, delete the cluster: all in this task.
 
-    The run's target creates the cluster through the same ``ClusterBackend`` as
-    ``CreateRayClusterOperator`` and the run deletes it as ``cleanup`` says (default ``always``: on success,
-    failure, a timeout or a kill, also while it starts; after a deferral ``execute_complete`` does, or the
-    trigger on a user's kill). A retry re-attaches: the cluster's name and the submission id come from the
-    task instance. With ``cluster_pool`` the cluster is a pool's instead, shared with every task and laptop
-    run that names the pool with the same spec: the task leases it (renewing the lease while it waits, in
-    the triggerer too) and releases it at its end; ``cleanup`` then acts on the job only
-    (:mod:`airflow_ray_provider.launch.pool`).
-
-    Takes every argument of :class:`SubmitRayJobOperator` except ``cluster``, ``ray_conn_id`` and
-    ``wait_for_completion``. XCom: the job's result.
+    The cluster is made through the same ``ClusterBackend`` as ``CreateRayClusterOperator`` and deleted as
+    ``cleanup`` says (default ``always``: whatever happens, also while it starts). A retry re-attaches: the
+    cluster's name comes from the task instance too. Takes every argument of :class:`SubmitRayJobOperator`
+    except ``cluster``, ``ray_conn_id`` and ``wait_for_completion``. XCom: the job's result.
 
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
-    :param cluster_spec: the cluster (:class:`RayClusterSpec` or a dict of its fields).
-    :param manifest: instead, a full RayCluster manifest (KubeRay).
-    :param name_prefix: prefix of the cluster's generated name.
+    :param cluster_spec: the cluster (:class:`RayClusterSpec` or a dict of its fields), or ``manifest``.
     :param expiry: after this the janitor may delete the cluster (if a killed worker left it behind).
-    :param cluster_pool: run on this pool's cluster of this spec (``PoolOptions`` or its fields: ``name``,
-        ``idle_ttl``, ``lease_ttl``, ``replace``; ``pool`` is Airflow's own slot pool); never deleted by
-        this task's cleanup, it stays ``idle_ttl`` seconds after its last lease.
+    :param cluster_pool: run on this pool's cluster of this spec instead (``PoolOptions`` or its fields:
+        ``name``, ``idle_ttl``, ``lease_ttl``, ``replace``; ``pool`` is Airflow's slot pool), shared with
+        every task and laptop run that names it: the task leases it while it waits (in the triggerer too);
+        ``cleanup`` acts on the job only, and the cluster stays ``idle_ttl`` s after its last lease.
     """
 
     template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
