@@ -47,10 +47,8 @@ if TYPE_CHECKING:
 
 DEFAULT_DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 JOB_URL_XCOM_KEY = "ray_job_url"
-#: Operator attributes :class:`RayJobLink` reads: the URL pushed in this process, and whether this
-#: process resumed a deferred task (whose first process pushed the URL).
-LINK_ATTRIBUTE = "_ray_job_url"
-RESUMED_ATTRIBUTE = "_resumed_from_trigger"
+#: What :class:`RayJobLink` reads: the URL pushed in this process, or that it resumed a deferred task.
+LINK_ATTRIBUTE, RESUMED_ATTRIBUTE = "_ray_job_url", "_resumed_from_trigger"
 #: The entrypoint's reservation, as the job carries it.
 RESERVATION = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
@@ -78,10 +76,7 @@ def base_id(context: Context) -> str:
 
 
 def connection_prices(conn_id: str | None) -> Prices | None:
-    """The ``prices`` extra of a connection (``None`` without a connection or without the extra).
-
-    :raises RayInvalidInputError: for a malformed table, naming the connection.
-    """
+    """The ``prices`` extra of a connection, if any (:class:`RayInvalidInputError` naming it if malformed)."""
     if not conn_id:
         return None
     from airflow.sdk import BaseHook
@@ -99,9 +94,8 @@ def is_template(value: Any) -> bool:
 
 
 def is_literal(value: Any) -> bool:
-    """Whether ``value`` is written in the DAG file as it is used, all the way down: ``None``, numbers,
-    strings without Jinja, and lists, tuples and dicts of those (not a Jinja string, an XCom or any other
-    object that is rendered or resolved at run time)."""
+    """Whether ``value`` is written in the DAG file as it is used: ``None``, numbers, strings without Jinja,
+    and lists, tuples and dicts of those (not an XCom or any object resolved at run time)."""
     if isinstance(value, dict):
         return all(is_literal(key) and is_literal(item) for key, item in value.items())
     if isinstance(value, list | tuple):
@@ -255,11 +249,8 @@ class RunOperator(BaseOperator):
         return value if is_literal(value) else None
 
     def check_literals(self) -> None:
-        """Check the job arguments written in the DAG file as they are: they fail when the DAG is parsed.
-
-        Jinja strings and upstream values (XComs) are checked once rendered, before anything is
-        submitted (:meth:`job`); a local ``working_dir`` then too: it must exist where the task runs.
-        """
+        """Check the job arguments written in the DAG file as they are, when the DAG is parsed (the others,
+        and a local ``working_dir``, which must exist where the task runs, in :meth:`job`)."""
         if self.literal("entrypoint") is not None:
             build_entrypoint(self.entrypoint)
         if self.literal("runtime_env") is not None:
@@ -289,8 +280,8 @@ class RunOperator(BaseOperator):
         return None
 
     def usage_options(self, conn_id: str | None, **fields: Any) -> UsageOptions | None:
-        """The usage record's ``fields`` (mode, cluster, ...) with the entrypoint's reservation and the
-        prices (``prices``, else the ``prices`` extra of ``conn_id``); ``None`` without ``record_usage``."""
+        """The usage record's ``fields`` with the entrypoint's reservation and ``prices`` (else the ``prices``
+        extra of ``conn_id``); ``None`` without ``record_usage``."""
         if not self.record_usage:
             return None
         prices = self.prices or connection_prices(conn_id)
@@ -352,11 +343,8 @@ class RunOperator(BaseOperator):
             self.publish(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Go on with the run the trigger handed back: write the log's last lines, end, clean up.
-
-        Without an event (the worker was killed between the trigger's event and this call, and the task
-        was run again), it runs the task again: the re-attach rule finds the job.
-        """
+        """Go on with the run the trigger handed back: write the log's last lines, end, clean up (without an
+        event, after a worker died between the event and this call: run the task again, which re-attaches)."""
         setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
@@ -382,8 +370,7 @@ class RunOperator(BaseOperator):
 
     # ----------------------------------------------------------------- usage and lineage
     def check_prices(self, run: JobRun) -> None:
-        """Refuse prices for resources the reached cluster lacks (a dashboard that does not answer: a
-        warning), before anything is submitted."""
+        """Refuse prices for resources the reached cluster lacks, before anything is submitted."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
         client = run.target.dashboard() if prices is not None else None
         if prices is not None and client is not None:
@@ -398,8 +385,7 @@ class RunOperator(BaseOperator):
             publish_usage(record, ti=context.get("ti"), artifact_uri=self.job_io().artifact_uri, log=self.log)
 
     def job_io(self) -> JobIO:
-        """What the job reads and writes: its workload's URIs (once the entrypoint is rendered) plus
-        ``lineage_inputs``/``lineage_outputs``; ``artifact_uri`` over the workload's."""
+        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
         found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
         inputs, outputs = (*found.inputs, *self.lineage_inputs), (*found.outputs, *self.lineage_outputs)
         return JobIO(inputs, outputs, self.artifact_uri or found.artifact_uri)

@@ -216,12 +216,9 @@ class CreateRayClusterOperator(BaseOperator):
 class DeleteRayClusterOperator(BaseOperator):
     """Delete a cluster; meant as a teardown task (``.as_teardown(setups=create)``).
 
-    Idempotent: a cluster already gone counts as deleted. Waits until the RayCluster object is gone
-    (KubeRay) or the head's processes are (local). Without a handle (the create task pushed none), it
-    deletes the clusters this DAG run's create tasks labelled, through ``cluster_conn_id``.
-
-    :param cluster: the create task's handle (``create.output``).
-    :param cluster_conn_id: used when the handle names no connection, and for the no-handle fallback.
+    Idempotent: a cluster already gone counts as deleted. Without a handle (``create.output``: the create
+    task pushed none), it deletes the clusters this DAG run's create tasks labelled, through
+    ``cluster_conn_id`` (which also serves a handle that names no connection).
     """
 
     template_fields = ("cluster",)
@@ -268,9 +265,7 @@ class AttachRayClusterOperator(BaseOperator):
     holding its token (``ray get-auth-token`` writes ``~/.ray/auth_token``); the handle refers to the file,
     never carries the token. A cluster that is missing, not ready or not answering fails the task at once.
 
-    :param cluster_name: the RayCluster's name (templated).
-    :param cluster_conn_id: a ``kuberay`` connection, or ``None`` for a local head on this machine.
-    :param address: instead of a name, any running cluster's dashboard, ``http(s)://host:port`` (templated).
+    :param address: instead of ``cluster_name``, a dashboard's ``http(s)://host:port``.
     :param token_file: with ``address``: the file holding its Ray auth token (``None``: no token auth).
     """
 
@@ -360,7 +355,6 @@ class RayClusterJanitorOperator(BaseOperator):
     heads whose DAG run no longer exists or has finished, and pools whose idle TTL is over; never a pool's
     cluster that a run holds (a pool's cluster goes by its leases, not by an expiry or a DAG run).
 
-    :param cluster_conn_id: a ``kuberay`` connection, or ``None`` for this machine's local heads.
     :param list_only: only list what would be deleted (a dry run).
     :param orphans_of_finished_runs: also delete the clusters whose DAG run is gone or finished (local
         heads; a KubeRay namespace may serve several Airflow deployments, so there only expiry counts).

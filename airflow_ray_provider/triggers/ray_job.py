@@ -101,8 +101,7 @@ class RayJobTrigger(BaseTrigger):
             return
         job_run = await self._job_run()
         await job_run.akill(Ending.USER_KILL)
-        self.record = job_run.record
-        if job_run.record:
-            line = usage_line(job_run.record)
-            sid = job_run.record.get("submission_id")
+        self.record = record = job_run.record
+        if record:
+            sid, line = record.get("submission_id"), usage_line(record)
             self.log.info("Usage of Ray job %s (task killed while deferred): %s", sid, line)
