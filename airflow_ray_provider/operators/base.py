@@ -71,8 +71,7 @@ def task_identity(context: Context) -> TaskIdentity:
 
 def base_id(context: Context) -> str:
     """The task instance's base submission id (a RayJob's job id, a pool lease's holder too)."""
-    identity = task_identity(context)
-    return base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
+    return base_submission_id(*dataclasses.astuple(task_identity(context)))
 
 
 def connection_prices(conn_id: str | None) -> Prices | None:
