@@ -117,7 +117,9 @@ class CreateRayClusterOperator(BaseOperator):
         super().__init__(**kwargs)
         check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
                                 poll_interval=poll_interval)  # fmt: skip
-        lifetime = timedelta(seconds=expiry) if isinstance(expiry, int | float) else expiry
+        lifetime = (
+            expiry if expiry is None or isinstance(expiry, timedelta) else timedelta(seconds=float(expiry))
+        )
         if lifetime is not None and lifetime.total_seconds() <= 0:
             raise RayInvalidInputError(f"expiry must be positive, got {expiry!r}")
         self.cluster_conn_id = cluster_conn_id
