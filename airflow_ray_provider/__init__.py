@@ -13,8 +13,8 @@ _PKG = "airflow_ray_provider"
 _MODULES = {
     "hooks": {"Ray": ["hooks.ray_job"], "KubeRay": ["hooks.kuberay"]},
     "operators": {
-        "Ray": ["operators.ray_job", "operators.ephemeral_job", "operators.metrics"],
-        "KubeRay": ["operators.ray_cluster", "operators.standing_cluster", "operators.kuberay_job"],
+        "Ray": ["operators.ray_job", "operators.metrics"],
+        "KubeRay": ["operators.ray_cluster", "operators.kuberay_job"],
     },
     "sensors": {"Ray": ["sensors.ray_job"]},
     "triggers": {"Ray": ["triggers.ray_job"], "KubeRay": ["triggers.ray_cluster"]},

@@ -15,7 +15,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
 #: The same folder and command as the laptop's ``airflow-ray run``.
 JOB_DIR = Path(__file__).parent / "laptop_job"

@@ -1,7 +1,7 @@
 """``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
 
 Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` and
-:class:`~airflow_ray_provider.operators.ephemeral_job.EphemeralRayJobOperator`, so the run (re-attach,
+:class:`~airflow_ray_provider.operators.ray_job.EphemeralRayJobOperator`, so the run (re-attach,
 deferral, cleanup, ...) is theirs. This module adds the function's input rules (checked when the DAG is
 parsed), its package (:mod:`.payload`) and the value read back from the job's last log message: a retried
 task that finds its job succeeded returns the same value without running the function again.
@@ -28,8 +28,7 @@ from airflow_ray_provider.exceptions import (
     RayTaskFunctionError,
 )
 from airflow_ray_provider.hooks.ray_job import check_target_arguments
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
     KIND_ERROR,
     KIND_VALUE,

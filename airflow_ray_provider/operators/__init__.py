@@ -1,16 +1,15 @@
 """Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs, metrics collectors."""
 
 from airflow_ray_provider.operators.base import RayJobLink, RunOperator
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_cluster import (
+    AttachRayClusterOperator,
     CreateRayClusterOperator,
     DeleteRayClusterOperator,
     RayClusterJanitorOperator,
 )
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 
 __all__ = [
     "AttachRayClusterOperator",

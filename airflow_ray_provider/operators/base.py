@@ -1,18 +1,11 @@
-"""The Airflow shell of a run: the base class of every operator that runs one Ray job, and its link.
+"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job, and
+its "Ray job" link.
 
-A subclass says where the job goes (:meth:`RunOperator.target`); this class holds the job's arguments,
-drives the one lifecycle object (:class:`~airflow_ray_provider.launch.JobRun`) and the Airflow concerns
-only: templated numbers, deferral (the run's state goes to
-:class:`~airflow_ray_provider.triggers.RayJobTrigger` and comes back in its event), the task log, the
-"Ray job" link, a worker's SIGTERM, the usage record's publication (XCom ``usage``, ``usage.json``, one
-log line) and OpenLineage.
-
-Numbers an operator accepts as Jinja (``job_timeout="{{ params.timeout_s }}"``) stay templates until
-rendered, then are made numbers once, right after rendering: a rendered value that is not one fails naming
-the argument, before any job is submitted. A literal value is checked when the DAG is parsed.
-
-Airflow 3 stores an operator's extra links as XComs when the task ends (the task runner asks each link
-for its URL), and the UI reads them back by key: the job operators push the URL when they submit.
+A subclass says where the job goes (:meth:`RunOperator.target`); the run is
+:class:`~airflow_ray_provider.launch.JobRun`'s. This class adds the Airflow concerns: templated numbers
+(made numbers once rendered, naming a bad one; a literal is checked when the DAG is parsed), deferral,
+the task log, the link (pushed at submit: Airflow 3 reads extra links back as XComs), a worker's SIGTERM,
+the usage record's publication and OpenLineage.
 """
 
 from __future__ import annotations
@@ -54,19 +47,14 @@ if TYPE_CHECKING:
 
 DEFAULT_DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback=False)
 JOB_URL_XCOM_KEY = "ray_job_url"
-#: Operator attributes :class:`RayJobLink` reads: the URL pushed in this process, and whether this
-#: process resumed a deferred task (whose first process pushed the URL).
-LINK_ATTRIBUTE = "_ray_job_url"
-RESUMED_ATTRIBUTE = "_resumed_from_trigger"
+#: What :class:`RayJobLink` reads: the URL pushed in this process, or that it resumed a deferred task.
+LINK_ATTRIBUTE, RESUMED_ATTRIBUTE = "_ray_job_url", "_resumed_from_trigger"
 #: The entrypoint's reservation, as the job carries it.
 RESERVATION = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
 def positive(value: float, name: str) -> float:
-    """``value`` as a positive number of seconds.
-
-    :raises RayInvalidInputError: naming ``name``.
-    """
+    """``value`` as a positive number of seconds (:class:`RayInvalidInputError` naming ``name``)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
         raise RayInvalidInputError(f"{name} must be a positive number of seconds, got {value!r}")
     return float(value)
@@ -83,15 +71,11 @@ def task_identity(context: Context) -> TaskIdentity:
 
 def base_id(context: Context) -> str:
     """The task instance's base submission id (a RayJob's job id, a pool lease's holder too)."""
-    identity = task_identity(context)
-    return base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
+    return base_submission_id(*dataclasses.astuple(task_identity(context)))
 
 
 def connection_prices(conn_id: str | None) -> Prices | None:
-    """The ``prices`` extra of a connection (``None`` without a connection or without the extra).
-
-    :raises RayInvalidInputError: for a malformed table, naming the connection.
-    """
+    """The ``prices`` extra of a connection, if any (:class:`RayInvalidInputError` naming it if malformed)."""
     if not conn_id:
         return None
     from airflow.sdk import BaseHook
@@ -109,9 +93,8 @@ def is_template(value: Any) -> bool:
 
 
 def is_literal(value: Any) -> bool:
-    """Whether ``value`` is written in the DAG file as it is used, all the way down: ``None``, numbers,
-    strings without Jinja, and lists, tuples and dicts of those (not a Jinja string, an XCom or any other
-    object that is rendered or resolved at run time)."""
+    """Whether ``value`` is written in the DAG file as it is used: ``None``, numbers, strings without Jinja,
+    and lists, tuples and dicts of those (not an XCom or any object resolved at run time)."""
     if isinstance(value, dict):
         return all(is_literal(key) and is_literal(item) for key, item in value.items())
     if isinstance(value, list | tuple):
@@ -120,11 +103,9 @@ def is_literal(value: Any) -> bool:
 
 
 def rendered_number(value: Any, name: str, kind: str = "float") -> int | float | None:
-    """``value`` as a number (``None`` stays ``None``); a rendered string such as ``"30"`` is parsed.
+    """``value`` as a number of ``kind`` (``None`` stays ``None``; a rendered ``"30"`` is parsed):
+    ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (positive; a ``timedelta``).
 
-    :param name: the operator argument, for the error.
-    :param kind: ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (a positive
-        number; a ``timedelta`` gives its seconds).
     :raises RayInvalidInputError: naming ``name`` when the value is not such a number.
     """
     if kind == "seconds" and isinstance(value, timedelta):
@@ -152,12 +133,8 @@ def rendered_number(value: Any, name: str, kind: str = "float") -> int | float |
 
 
 class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches.
-
-    The task runner asks every task for its links when it ends and stores the answer as this XCom: a
-    task that submitted (or resumed after its trigger) answers with its job's URL, one that failed
-    before submitting answers ``""`` without looking the XCom up (a missing XCom logs an error).
-    """
+    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches (``""`` before
+    the task submitted: a missing XCom would log an error when the task runner asks at the task's end)."""
 
     name = "Ray job"
 
@@ -188,17 +165,11 @@ class RunOperator(BaseOperator):
     """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (see the module's docstring).
 
     :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
-    :param runtime_env: Ray runtime environment (``working_dir``, ``pip``, ``env_vars``, ...).
     :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
         ``airflow_map_index`` and ``airflow_try_number`` are always added.
-    :param entrypoint_num_cpus: CPUs reserved for the entrypoint.
-    :param entrypoint_num_gpus: GPUs reserved for the entrypoint.
-    :param entrypoint_resources: custom resources reserved for the entrypoint.
     :param cleanup: ``never``, ``on_exception`` or ``always``: what a timeout, a kill or the task's end
         does to the job and to a cluster the task created (docs/launch.md, "Cleanup").
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param poll_interval: seconds between looks at the job.
-    :param stream_logs: write the job's log into the task log while it runs.
     :param log_tail_lines: lines of the job's log a failure's error carries.
     :param prices: price per resource-hour for the usage record (docs/usage.md); default: the
         connection's ``prices`` extra; none: no cost in the record.
@@ -206,7 +177,6 @@ class RunOperator(BaseOperator):
         ``output_uri`` of a workload entrypoint).
     :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
     :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
-    :param lineage_outputs: URIs the job writes, for OpenLineage.
     """
 
     operator_extra_links = (RayJobLink(),)
@@ -278,11 +248,8 @@ class RunOperator(BaseOperator):
         return value if is_literal(value) else None
 
     def check_literals(self) -> None:
-        """Check the job arguments written in the DAG file as they are: they fail when the DAG is parsed.
-
-        Jinja strings and upstream values (XComs) are checked once rendered, before anything is
-        submitted (:meth:`job`); a local ``working_dir`` then too: it must exist where the task runs.
-        """
+        """Check the job arguments written in the DAG file as they are, when the DAG is parsed (the others,
+        and a local ``working_dir``, which must exist where the task runs, in :meth:`job`)."""
         if self.literal("entrypoint") is not None:
             build_entrypoint(self.entrypoint)
         if self.literal("runtime_env") is not None:
@@ -312,8 +279,8 @@ class RunOperator(BaseOperator):
         return None
 
     def usage_options(self, conn_id: str | None, **fields: Any) -> UsageOptions | None:
-        """The usage record's ``fields`` (mode, cluster, ...) with the entrypoint's reservation and the
-        prices (``prices``, else the ``prices`` extra of ``conn_id``); ``None`` without ``record_usage``."""
+        """The usage record's ``fields`` with the entrypoint's reservation and ``prices`` (else the ``prices``
+        extra of ``conn_id``); ``None`` without ``record_usage``."""
         if not self.record_usage:
             return None
         prices = self.prices or connection_prices(conn_id)
@@ -375,11 +342,8 @@ class RunOperator(BaseOperator):
             self.publish(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Go on with the run the trigger handed back: write the log's last lines, end, clean up.
-
-        Without an event (the worker was killed between the trigger's event and this call, and the task
-        was run again), it runs the task again: the re-attach rule finds the job.
-        """
+        """Go on with the run the trigger handed back: write the log's last lines, end, clean up (without an
+        event, after a worker died between the event and this call: run the task again, which re-attaches)."""
         setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
@@ -405,8 +369,7 @@ class RunOperator(BaseOperator):
 
     # ----------------------------------------------------------------- usage and lineage
     def check_prices(self, run: JobRun) -> None:
-        """Refuse prices for resources the reached cluster lacks (a dashboard that does not answer: a
-        warning), before anything is submitted."""
+        """Refuse prices for resources the reached cluster lacks, before anything is submitted."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
         client = run.target.dashboard() if prices is not None else None
         if prices is not None and client is not None:
@@ -421,8 +384,7 @@ class RunOperator(BaseOperator):
             publish_usage(record, ti=context.get("ti"), artifact_uri=self.job_io().artifact_uri, log=self.log)
 
     def job_io(self) -> JobIO:
-        """What the job reads and writes: its workload's URIs (once the entrypoint is rendered) plus
-        ``lineage_inputs``/``lineage_outputs``; ``artifact_uri`` over the workload's."""
+        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
         found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
         inputs, outputs = (*found.inputs, *self.lineage_inputs), (*found.outputs, *self.lineage_outputs)
         return JobIO(inputs, outputs, self.artifact_uri or found.artifact_uri)

@@ -1,44 +1,29 @@
 """``KubeRayJobOperator``: a KubeRay ``RayJob`` resource, so Kubernetes itself enforces cleanup and deadlines.
 
-The RayJob carries the cluster (``rayClusterSpec`` from the same spec and validation as
-``CreateRayClusterOperator``, or a manifest's spec) or targets a standing cluster (``clusterSelector``).
-KubeRay creates the cluster, submits the job, and deletes the cluster when the job ends
-(``shutdownAfterJobFinishes``), fails it after ``activeDeadlineSeconds``, retries it ``backoffLimit`` times:
-nothing depends on the Airflow worker staying alive. The RayJob's name is deterministic per task instance,
-so a retried or restarted task re-attaches to it and never makes a second. The run is
-:class:`~airflow_ray_provider.launch.JobRun`'s, with the RayJob as its target (:mod:`.base`).
+KubeRay creates the RayJob's cluster (or targets a standing one), submits the job, deletes the cluster when
+the job ends and enforces its deadlines: nothing depends on the Airflow worker staying alive. The RayJob's
+name is deterministic per task instance, so a retry re-attaches to it. The run is
+:class:`~airflow_ray_provider.launch.JobRun`'s, with the RayJob as its target.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_ray_provider.clusters import (
-    DEFAULT_TTL_SECONDS,
-    RayClusterHandle,
-    RayClusterSpec,
-    RayJobOptions,
-)
+from airflow_ray_provider.clusters import DEFAULT_TTL_SECONDS, RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
-from airflow_ray_provider.launch import (
-    Cleanup,
-    RayJobRequest,
-    RayJobTarget,
-    UsageOptions,
-    check_options,
-    plan_rayjob,
-)
+from airflow_ray_provider.launch import Cleanup, RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
 from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch import RunTarget, UsageOptions
 
 #: The :class:`RayJobOptions` fields that are arguments of the operator as they are.
@@ -51,18 +36,6 @@ _OPTIONS = tuple(
 TEARDOWN_WAIT_S = 30.0
 
 
-def _standing_name(cluster: Any) -> str | None:
-    """A standing cluster given as its name or as a (KubeRay) cluster handle."""
-    if cluster is None or isinstance(cluster, str):
-        return cluster
-    handle = RayClusterHandle.from_dict(cluster)  # InvalidClusterHandleError: bad input
-    if handle.backend != "kuberay":
-        raise RayInvalidInputError(
-            f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"
-        )
-    return handle.name
-
-
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
     """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
     before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
@@ -70,8 +43,6 @@ def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
 
     :raises RayInvalidInputError: for a price of a resource no group of the spec has.
     """
-    import json
-
     groups: dict[str, set[str]] = {}
     sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
     for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
@@ -92,39 +63,23 @@ class KubeRayJobOperator(RunOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
     XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
-    "dashboard_url", "job_url"}``; the "Ray job" extra link opens the job in the Ray dashboard. Every
-    argument of :class:`~airflow_ray_provider.operators.base.RunOperator` too (``entrypoint``,
-    ``runtime_env``: ``runtimeEnvYAML``, its ``working_dir`` a remote URI; ``metadata``, the entrypoint's
-    reservation): ``cleanup`` (default ``always``) says when a kill deletes the RayJob (KubeRay then
-    deletes its cluster); a RayJob that finished is kept as the record of its run. The entrypoint's CPUs
-    and GPUs and the four numbers of seconds or retries below may be Jinja (``"{{ params.cpus }}"``):
-    numbers once rendered, and checked then, before any API call.
+    "dashboard_url", "job_url"}``. Every argument of :class:`RunOperator` too (``runtime_env`` goes as
+    ``runtimeEnvYAML``, its ``working_dir`` a remote URI); ``cleanup`` (default ``always``) says when a kill
+    deletes the RayJob (KubeRay then deletes its cluster); a finished RayJob is kept as its run's record.
+    The entrypoint's CPUs and GPUs and the RayJob's numbers may be Jinja, checked once rendered. The
+    RayJob's own arguments are KubeRay's fields (docs/operators.md, "RayJob").
 
     :param cluster_conn_id: a ``kuberay`` connection.
     :param spec: the cluster KubeRay creates for the job (:class:`RayClusterSpec` or a dict of its fields).
     :param manifest: instead, a RayCluster manifest (dict, YAML text or file) whose spec is used.
     :param cluster: instead, a standing RayCluster: its name or a cluster handle (``clusterSelector``).
     :param rayjob_name: a fixed RayJob name (default: generated from dag, run, task and map index).
-    :param name_prefix: prefix of generated names.
-    :param namespace: overrides the connection's namespace.
     :param dashboard_url_template: overrides how the cluster's dashboard is reached (see
         ``CreateRayClusterOperator``).
-    :param shutdown_after_job_finishes: KubeRay deletes the cluster when the job ends (default).
-    :param ttl_seconds_after_finished: seconds before that deletion (default 30: time to read the log).
-    :param active_deadline_seconds: KubeRay fails the RayJob (``DeadlineExceeded``) after this many seconds.
-    :param backoff_limit: KubeRay retries a failed RayJob this many times, each on a new cluster.
-    :param submission_mode: ``K8sJobMode`` (default: a submitter Kubernetes Job) or ``HTTPMode``.
-    :param suspend: create the RayJob suspended (Kueue resumes it when it admits it).
-    :param queue_name: the Kueue ``LocalQueue`` (label ``kueue.x-k8s.io/queue-name``).
-    :param deletion_rules: KubeRay's ``deletionStrategy.deletionRules`` (1.6+): delete workers, cluster
-        or the RayJob itself, each a TTL after the job ends; needs ``shutdown_after_job_finishes=False``.
-    :param pre_running_deadline_seconds: KubeRay fails the RayJob (``PreRunningDeadlineExceeded``) when it
-        is not running this long after it started (pods waiting for scarce resources).
     :param suspend_on_kill: where the cleanup table stops the job, suspend the RayJob instead of deleting
         it (KubeRay deletes its cluster and keeps the RayJob; the next try resumes it).
     """
 
-    #: Numbers that may be Jinja (``"{{ params.cpus }}"``), checked with the options once rendered.
     templated_numbers: ClassVar[dict[str, str]] = {
         **RunOperator.templated_numbers,
         "ttl_seconds_after_finished": "int",
@@ -187,49 +142,52 @@ class KubeRayJobOperator(RunOperator):
         self.deletion_rules = deletion_rules
         self.pre_running_deadline_seconds = pre_running_deadline_seconds
         self.suspend_on_kill = suspend_on_kill
-        self._check_static()
-
-    def _check_static(self) -> None:
-        """What can be checked before templates are rendered (numbers, modes, combinations)."""
-        if sum(x is not None for x in (self.spec, self.manifest, self.cluster)) > 1:
+        if sum(x is not None for x in (self.spec, manifest, cluster)) > 1:
             raise RayInvalidInputError(
                 "pass one cluster: spec or manifest (KubeRay creates it for the job), or cluster (a standing "
                 "RayCluster, by name or handle), not several"
             )
-        standing = self.cluster is not None
         literal = {name: self.literal(name) for name in _OPTIONS}  # Jinja is checked once rendered
-        check_options(RayJobOptions("-", runtime_env={}, metadata={}, **literal), standing=standing)
-        if self.suspend_on_kill and (standing or not self.shutdown_after_job_finishes):
+        check_options(
+            RayJobOptions("-", runtime_env={}, metadata={}, **literal), standing=cluster is not None
+        )
+        if suspend_on_kill and (cluster is not None or not shutdown_after_job_finishes):
             raise RayInvalidInputError(
                 "suspend_on_kill needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends "
                 "a RayJob by deleting its cluster); drop suspend_on_kill"
             )
 
-    def _options(self, entrypoint: str, **job: Any) -> RayJobOptions:
-        """The RayJob's options: the job's (``runtime_env``, ``metadata``, ``job_id``), the rest as given."""
-        given = {name: getattr(self, name) for name in _OPTIONS}
-        return RayJobOptions(entrypoint=entrypoint, **given, **job)
-
     def job_reservation(self) -> dict[str, Any]:
         """None: the RayJob's options carry the reservation (checked with them, in :meth:`target`)."""
         return {}
 
-    def _request(self, context: Context, job: JobSpec) -> RayJobRequest:
-        env, metadata = dict(job.runtime_env), dict(job.metadata)
-        options = self._options(job.entrypoint, runtime_env=env, metadata=metadata, job_id=base_id(context))
+    def _request(self, context: Context) -> RayJobRequest:
+        job = self.job(context)
+        options = RayJobOptions(
+            entrypoint=job.entrypoint, runtime_env=dict(job.runtime_env), metadata=dict(job.metadata),
+            job_id=base_id(context), **{name: getattr(self, name) for name in _OPTIONS},
+        )  # fmt: skip
+        cluster = self.cluster
+        if cluster is not None and not isinstance(cluster, str):  # a standing cluster's handle
+            handle = RayClusterHandle.from_dict(cluster)  # InvalidClusterHandleError: bad input
+            if handle.backend != "kuberay":
+                raise RayInvalidInputError(
+                    f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"
+                )
+            cluster = handle.name
         try:
             spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
         except ValueError as exc:
             raise RayInvalidInputError(str(exc)) from exc
         return RayJobRequest(
-            options=options, spec=spec, manifest=self.manifest, cluster_name=_standing_name(self.cluster),
+            options=options, spec=spec, manifest=self.manifest, cluster_name=cluster,
             rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
             dashboard_url_template=self.dashboard_url_template,
         )  # fmt: skip
 
     def target(self, context: Context) -> RunTarget:
         """The task instance's RayJob: every check (the prices against the spec too), no API call."""
-        request = self._request(context, self.job(context))
+        request = self._request(context)
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
             plan = plan_rayjob(jobs, request, task_identity(context))
@@ -239,42 +197,39 @@ class KubeRayJobOperator(RunOperator):
         except BaseException:
             jobs.close()
             raise
-        wait = TEARDOWN_WAIT_S if self._deleted_at_once(plan.standing_cluster) else 0.0
+        wait = self._teardown(plan.standing_cluster)[0]
         ref = {"cluster_conn_id": self.cluster_conn_id, "template": plan.dashboard_url_template,
                "suspend_on_kill": self.suspend_on_kill, "teardown_wait": wait}  # fmt: skip
         return RayJobTarget(jobs, plan, suspend=self.suspend, suspend_on_kill=self.suspend_on_kill,
                             teardown_wait=wait, ref=ref, connect=partial(handle_client, retry_attempts=2,
                             retry_max_wait=1.0))  # fmt: skip
 
-    def _ttl(self) -> int:
-        ttl = self.ttl_seconds_after_finished
-        return DEFAULT_TTL_SECONDS if ttl is None else ttl
-
-    def _deleted_at_once(self, standing: str | None) -> bool:
-        """KubeRay deletes the RayJob's own cluster right after the job (no TTL, no deletion rules)."""
-        return (
-            standing is None
-            and self.shutdown_after_job_finishes
-            and not self.deletion_rules
-            and not self._ttl()
+    def _teardown(self, standing: str | None) -> tuple[float, str]:
+        """How the RayJob's cluster goes: the seconds the run waits for it to be gone (KubeRay deletes it at
+        once: no TTL, no deletion rules), and why the usage record then has no ``teardown_s``."""
+        ttl = (
+            DEFAULT_TTL_SECONDS
+            if self.ttl_seconds_after_finished is None
+            else self.ttl_seconds_after_finished
         )
+        if standing is not None:
+            return 0.0, "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
+        if not self.shutdown_after_job_finishes or self.deletion_rules:
+            return (
+                0.0,
+                "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)",
+            )
+        if ttl:
+            return 0.0, (
+                f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
+                "not wait for it (its cost then is not in reserved)"
+            )
+        return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record of the RayJob's Ray job: the cluster KubeRay made for it, or a standing one."""
         if not isinstance(target, RayJobTarget):
             return None
-        own, ttl = target.plan.standing_cluster is None, self._ttl()
-        note = f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
-        if not own:
-            note = "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
-        elif not self.shutdown_after_job_finishes or self.deletion_rules:
-            note = (
-                "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)"
-            )
-        elif ttl > 0:
-            note = (
-                f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
-                "not wait for it (its cost then is not in reserved)"
-            )
+        standing, note = target.plan.standing_cluster, self._teardown(target.plan.standing_cluster)[1]
         return self.usage_options(self.cluster_conn_id, mode="rayjob", cluster=target.plan.name,
-                                  own_cluster=own, teardown_note=note)  # fmt: skip
+                                  own_cluster=standing is None, teardown_note=note)  # fmt: skip

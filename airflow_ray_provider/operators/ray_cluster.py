@@ -1,21 +1,22 @@
-"""Ephemeral Ray clusters for exactly as long as a DAG run needs them: create, delete (teardown), janitor.
+"""The cluster operators: create a cluster for a DAG run, delete it (teardown), attach a standing one, and
+the janitor of what killed runs left behind.
 
-Backend rule: ``cluster_conn_id=None`` starts a local ephemeral Ray head (the embedded default); a
-connection of type ``kuberay`` creates a KubeRay RayCluster. Both push the same handle, so the same DAG
-runs on either by changing only the connection. The operators only talk to
-:class:`~airflow_ray_provider.clusters.ClusterBackend`; which backend a connection or a handle means is
-decided by :mod:`airflow_ray_provider.hooks.kuberay`.
+``cluster_conn_id=None`` starts a local ephemeral Ray head; a ``kuberay`` connection a KubeRay RayCluster.
+Both push the same handle, so a DAG switches by its connection only. The operators talk only to
+:class:`~airflow_ray_provider.clusters.ClusterBackend` (which one: :mod:`airflow_ray_provider.hooks.kuberay`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import re
 from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, conf
+from airflow.sdk import BaseOperator
 
 from airflow_ray_provider.clusters import (
     ClusterBackend,
@@ -26,12 +27,13 @@ from airflow_ray_provider.clusters import (
     RayClusterSpec,
     check_spec,
     event_for,
+    probe_dashboard,
     validate_event,
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
 from airflow_ray_provider.launch import delete_idle_pools, ready_handle, wait_until_ready
-from airflow_ray_provider.operators.base import is_literal, task_identity
+from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, is_literal, task_identity
 
 if TYPE_CHECKING:
     import jinja2
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
+#: DAG run states after which no task of the run needs its cluster any more.
+FINISHED_RUN_STATES = ("success", "failed")
 
 
 def check_cluster_arguments(
@@ -53,57 +57,38 @@ def check_cluster_arguments(
     **seconds: float,
 ) -> None:
     """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``,
-    and the spec itself unless it holds Jinja (then it is checked at run time).
-
-    Every rule that does not depend on the connection applies: unknown or malformed fields, and KubeRay's
-    controller rules (on both backends). The auth rules assume the local backend's token auth when there
-    is no connection; with a ``kuberay`` connection its ``ray_auth`` decides, at run time.
+    and a spec without Jinja (one with Jinja is checked at run time), by every rule that does not depend on
+    the connection (no connection: the local backend's token auth).
 
     :raises RayInvalidInputError: naming the bad field.
     """
     if spec is not None and manifest is not None:
         raise RayInvalidInputError(f"pass either {spec_name} or manifest, not both")
-    if any(value <= 0 for value in seconds.values()):
-        raise RayInvalidInputError(f"{' and '.join(seconds)} must be positive")
+    bad = [name for name, value in seconds.items() if value <= 0]
+    if bad:
+        raise RayInvalidInputError(f"{' and '.join(bad)} must be positive")
     if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
         return  # nothing, an upstream XCom or a template: checked once it is rendered
     check_spec(spec, default_auth="auth_options" if cluster_conn_id is None else None)
 
 
-def _as_timedelta(value: timedelta | float, what: str) -> timedelta:
-    result = value if isinstance(value, timedelta) else timedelta(seconds=float(value))
-    if result.total_seconds() <= 0:
-        raise RayInvalidInputError(f"{what} must be positive, got {value!r}")
-    return result
-
-
 class CreateRayClusterOperator(BaseOperator):
     """Provision a Ray cluster and push its handle (``RayClusterHandle.to_dict()``) to XCom.
 
-    Ready means the head is ready (its job agent answering, as KubeRay's default head readiness probe checks)
-    AND the dashboard's ``/api/version`` answers. A retry of the same task
-    instance finds and reuses the cluster its earlier try created. When the cluster is not ready in
-    ``ready_timeout`` it is deleted and the task fails with the cluster's conditions.
+    Ready means the head is ready (its job agent answering, as KubeRay's default head readiness probe
+    checks) AND the dashboard's ``/api/version`` answers. A retry finds and reuses the cluster its earlier
+    try created. A cluster not ready in ``ready_timeout`` is deleted and the task fails with its conditions.
 
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
     :param spec: a :class:`RayClusterSpec` or a dict of its fields (head, worker_groups, image, ...).
     :param manifest: instead of ``spec``: a full RayCluster manifest (dict, YAML text or a ``.yaml`` path,
-        absolute or relative to the DAG folder / ``template_searchpath``). Its one RayCluster document is
-        sent unchanged except for metadata: the cluster's name (per run, or ``cluster_name``), the
-        namespace, and the ownership labels and annotations; other documents are ignored with a warning.
-    :param cluster_name: a fixed name, also over a manifest's (default: generated from dag_id, run_id,
-        task_id and map index, so concurrent runs never collide).
-    :param name_prefix: prefix of generated names.
-    :param namespace: overrides the connection's namespace.
-    :param dashboard_url_template: overrides how the dashboard is reached (ingress, port-forward), e.g.
-        ``https://{name}.ray.example.com``; fields: name, namespace, service_name, service_ip, pod_ip,
-        dashboard_port. Default: the connection's template, else the head service's in-cluster DNS name.
-    :param local_options: options of the local backend (:class:`LocalClusterOptions` or a dict).
-    :param ready_timeout: seconds to wait for readiness.
-    :param poll_interval: seconds between readiness checks.
+        absolute or relative to the DAG folder), sent unchanged but for its name, namespace and ownership
+        labels and annotations.
+    :param cluster_name: a fixed name (default: generated from dag_id, run_id, task_id and map index).
+    :param dashboard_url_template: overrides how the dashboard is reached, e.g.
+        ``https://{name}.ray.example.com`` (docs/operators.md).
     :param expiry: lifetime after which the janitor may delete the cluster (timedelta or seconds);
-        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h. A
-        local head still starting when its task was killed expires after ``local_options.ready_timeout``.
+        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h.
     :param deferrable: wait in the triggerer (KubeRay only; the local head starts within the task).
     """
 
@@ -126,12 +111,17 @@ class CreateRayClusterOperator(BaseOperator):
         ready_timeout: float = 900.0,
         poll_interval: float = 5.0,
         expiry: timedelta | float | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool = DEFAULT_DEFERRABLE,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
                                 poll_interval=poll_interval)  # fmt: skip
+        lifetime = (
+            expiry if expiry is None or isinstance(expiry, timedelta) else timedelta(seconds=float(expiry))
+        )
+        if lifetime is not None and lifetime.total_seconds() <= 0:
+            raise RayInvalidInputError(f"expiry must be positive, got {expiry!r}")
         self.cluster_conn_id = cluster_conn_id
         # Kept as plain data: templates render it and the DAG serializer stores it.
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
@@ -143,7 +133,7 @@ class CreateRayClusterOperator(BaseOperator):
         self.local_options = local_options
         self.ready_timeout = ready_timeout
         self.poll_interval = poll_interval
-        self.expiry = _as_timedelta(expiry, "expiry") if expiry is not None else None
+        self.expiry = lifetime
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
@@ -160,20 +150,15 @@ class CreateRayClusterOperator(BaseOperator):
         root = jinja2.FunctionLoader(absolute)
         return env.overlay(loader=jinja2.ChoiceLoader([env.loader, root] if env.loader else [root]))
 
-    def _expiry(self) -> timedelta:
-        """The explicit expiry, else the DAG's run timeout, else :data:`DEFAULT_EXPIRY`."""
-        if self.expiry is not None:
-            return self.expiry
-        run_timeout = getattr(self.dag, "dagrun_timeout", None) if self.has_dag() else None
-        if isinstance(run_timeout, timedelta) and run_timeout > timedelta(0):
-            return run_timeout
-        return DEFAULT_EXPIRY
-
     def _request(self) -> ClusterRequest:
+        """The cluster's request; its expiry: ``expiry``, else the DAG's run timeout, else 24 h."""
+        run_timeout = getattr(self.dag, "dagrun_timeout", None) if self.has_dag() else None
+        if not (isinstance(run_timeout, timedelta) and run_timeout > timedelta(0)):
+            run_timeout = DEFAULT_EXPIRY
         return ClusterRequest.from_arguments(
             spec=self.spec, local_options=self.local_options, manifest=self.manifest,
             cluster_name=self.cluster_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template, expiry=self._expiry(),
+            dashboard_url_template=self.dashboard_url_template, expiry=self.expiry or run_timeout,
         )  # fmt: skip
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -186,17 +171,17 @@ class CreateRayClusterOperator(BaseOperator):
                 # a retry may find its cluster ready (or failed) already
                 event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
                 if event is None:
-                    self._defer(backend, plan)
+                    from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
+
+                    trigger = RayClusterReadyTrigger(
+                        conn_id=backend.conn_id,
+                        plan=plan_json(plan),
+                        timeout=self.ready_timeout,
+                        poll_interval=self.poll_interval,
+                    )
+                    self.defer(trigger=trigger, method_name="execute_complete",
+                               timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
             return self._finish(backend, plan, event)
-
-    def _defer(self, backend: ClusterBackend, plan: ClusterPlan) -> NoReturn:
-        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
-
-        trigger = RayClusterReadyTrigger.for_plan(
-            plan, conn_id=backend.conn_id, timeout=self.ready_timeout, poll_interval=self.poll_interval
-        )
-        self.defer(trigger=trigger, method_name="execute_complete",
-                   timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
@@ -233,14 +218,9 @@ class CreateRayClusterOperator(BaseOperator):
 class DeleteRayClusterOperator(BaseOperator):
     """Delete a cluster; meant as a teardown task (``.as_teardown(setups=create)``).
 
-    Idempotent: a cluster that is already gone counts as deleted. Waits until the RayCluster object is
-    gone (KubeRay) or the head's processes are (local). Without a handle (the create task pushed none),
-    it deletes the clusters this DAG run's create tasks labelled, through ``cluster_conn_id``.
-
-    :param cluster: the create task's handle (``create.output``).
-    :param cluster_conn_id: used when the handle names no connection, and for the no-handle fallback.
-    :param wait_for_deletion: wait until the cluster is gone.
-    :param delete_timeout: seconds to wait.
+    Idempotent: a cluster already gone counts as deleted. Without a handle (``create.output``: the create
+    task pushed none), it deletes the clusters this DAG run's create tasks labelled, through
+    ``cluster_conn_id`` (which also serves a handle that names no connection).
     """
 
     template_fields = ("cluster",)
@@ -264,33 +244,104 @@ class DeleteRayClusterOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Delete the cluster; returns ``{"name", "backend", "deleted"}`` (``deleted``: it existed)."""
         if not self.cluster:
-            return self._delete_for_run(context)
+            labels = task_identity(context).run_labels()
+            with closing(backend_for_connection(self.cluster_conn_id)) as backend:
+                names = backend.delete_labelled(
+                    labels, wait=self.wait_for_deletion, timeout=self.delete_timeout
+                )
+            self.log.warning("No cluster handle was passed; deleted this run's clusters by label: %s", names)
+            return {"name": None, "backend": backend.kind, "deleted": names}
         handle = RayClusterHandle.from_dict(self.cluster)  # InvalidClusterHandleError: bad input
         with closing(backend_for_handle(handle, conn_id=self.cluster_conn_id)) as backend:
             deleted = backend.delete(handle, wait=self.wait_for_deletion, timeout=self.delete_timeout)
         self.log.info("Ray cluster %s %s", handle.name, "deleted" if deleted else "was already gone")
         return {"name": handle.name, "backend": handle.backend, "deleted": deleted}
 
-    def _delete_for_run(self, context: Context) -> dict[str, Any]:
-        labels = task_identity(context).run_labels()
-        with closing(backend_for_connection(self.cluster_conn_id)) as backend:
-            names = backend.delete_labelled(labels, wait=self.wait_for_deletion, timeout=self.delete_timeout)
-        self.log.warning("No cluster handle was passed; deleted this run's clusters by label: %s", names)
-        return {"name": None, "backend": backend.kind, "deleted": names}
 
+class AttachRayClusterOperator(BaseOperator):
+    """Check a standing cluster now and push its handle, marked *not owned*: the downstream operators take
+    it as ``cluster=attach.output``; ``DeleteRayClusterOperator`` and the janitor leave the cluster alone.
 
-#: DAG run states after which no task of the run needs its cluster any more.
-FINISHED_RUN_STATES = ("success", "failed")
+    By name: a RayCluster in a ``kuberay`` connection's namespace, or a running local head (its token stays
+    in its Secret or file). By ``address``: any cluster's dashboard (``ray start --head``), with the file
+    holding its token (``ray get-auth-token`` writes ``~/.ray/auth_token``); the handle refers to the file,
+    never carries the token. A cluster that is missing, not ready or not answering fails the task at once.
+
+    :param address: instead of ``cluster_name``, a dashboard's ``http(s)://host:port``.
+    :param token_file: with ``address``: the file holding its Ray auth token (``None``: no token auth).
+    """
+
+    template_fields = ("cluster_name", "namespace", "address", "token_file")
+    ui_color = "#e0f0d0"
+
+    def __init__(
+        self,
+        *,
+        cluster_name: str | None = None,
+        cluster_conn_id: str | None = None,
+        namespace: str | None = None,
+        address: str | None = None,
+        token_file: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if (cluster_name is None) == (address is None):
+            raise RayInvalidInputError(
+                "pass cluster_name (a cluster by name) or address (by its dashboard), one"
+            )
+        if token_file is not None and address is None:
+            raise RayInvalidInputError(
+                "token_file goes with address (a named cluster's token is found for you)"
+            )
+        self.address = address
+        self.token_file = token_file
+        self.cluster_name = cluster_name
+        self.cluster_conn_id = cluster_conn_id
+        self.namespace = namespace
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Return the handle (``owned=False``) of the standing cluster."""
+        if self.address is not None:
+            return self._by_address(self.address, self.token_file)
+        if not isinstance(self.cluster_name, str) or not self.cluster_name.strip():
+            raise RayInvalidInputError(f"cluster_name must name a running cluster, got {self.cluster_name!r}")
+        with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
+            handle = backend.attach(self.cluster_name.strip())
+        self.log.info(
+            "Attached to standing Ray cluster %s (%s); dashboard %s; it is never deleted by this DAG",
+            handle.name, handle.backend, handle.dashboard_url,
+        )  # fmt: skip
+        return handle.to_dict()
+
+    def _by_address(self, address: str, token_file: str | None) -> dict[str, Any]:
+        """A handle (never owned) to the cluster whose dashboard answers at ``address`` with the token."""
+        if not isinstance(address, str) or not address.startswith(("http://", "https://")):
+            raise RayInvalidInputError(f"address must be a dashboard's http(s)://host:port, got {address!r}")
+        token_file = os.path.expanduser(token_file) if token_file is not None else None
+        try:
+            token = Path(token_file).read_text().strip() if token_file is not None else None
+        except OSError as exc:
+            raise RayInvalidInputError(f"token_file {token_file!r} cannot be read: {exc.strerror}") from exc
+        url = address.rstrip("/")
+        answered, detail = probe_dashboard(url, token)
+        if not answered:
+            raise RayClusterNotReadyError(
+                f"the Ray dashboard at {address} does not answer: {detail}", name=address
+            )
+        name = re.sub(r"[^a-z0-9]+", "-", address.split("://", 1)[1].lower()).strip("-")
+        handle = RayClusterHandle(
+            backend="local", name=f"address-{name}", dashboard_url=url, auth_token_file=token_file,
+            owned=False, extra={"address": address},
+        )  # fmt: skip
+        self.log.info(
+            "Attached to the Ray cluster at %s (Ray %s); it is never deleted by this DAG", address, detail
+        )
+        return handle.to_dict()
 
 
 def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
-    """Why a cluster of this DAG run is an orphan (``None``: the run still runs, or cannot be asked).
-
-    A run that no longer exists (``airflow tasks test`` deletes the temporary run it made) or that has
-    finished needs no cluster: its teardown did not run, or ran elsewhere.
-
-    :param ti: the running task instance (Airflow's Task SDK answers from the metadata database).
-    """
+    """Why a cluster of this DAG run is an orphan: the run no longer exists (``airflow tasks test`` deletes
+    its temporary run) or has finished (``None``: it still runs, or ``ti``, the Task SDK's, cannot say)."""
     count = getattr(ti, "get_dr_count", None)
     state_of = getattr(ti, "get_dagrun_state", None)
     if count is None or state_of is None:
@@ -306,10 +357,7 @@ class RayClusterJanitorOperator(BaseOperator):
     heads whose DAG run no longer exists or has finished, and pools whose idle TTL is over; never a pool's
     cluster that a run holds (a pool's cluster goes by its leases, not by an expiry or a DAG run).
 
-    :param cluster_conn_id: a ``kuberay`` connection, or ``None`` for this machine's local heads.
-    :param namespace: overrides the connection's namespace.
     :param list_only: only list what would be deleted (a dry run).
-    :param wait_for_deletion: wait until each cluster is gone.
     :param orphans_of_finished_runs: also delete the clusters whose DAG run is gone or finished (local
         heads; a KubeRay namespace may serve several Airflow deployments, so there only expiry counts).
     """

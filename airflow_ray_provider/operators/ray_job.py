@@ -1,9 +1,9 @@
-"""``SubmitRayJobOperator``: submit a Ray job through the Job API and wait for it well.
+"""Ray jobs through the Job API: on a given cluster (``SubmitRayJobOperator``) or on one of the task's own
+(``EphemeralRayJobOperator``).
 
 Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
-restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only
-after a failed or stopped one (the rule is in :mod:`airflow_ray_provider.jobs.submission`). The run itself
-is :class:`~airflow_ray_provider.launch.JobRun`'s (:mod:`.base`).
+restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only after
+a failed or stopped one (:mod:`airflow_ray_provider.jobs.submission`).
 """
 
 from __future__ import annotations
@@ -11,9 +11,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from airflow_ray_provider.clusters import LocalClusterOptions, PoolOptions, RayClusterSpec
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
+from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target, own_cluster_target
+from airflow_ray_provider.launch import Cleanup, pool_options
 from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number, task_identity
+from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -34,15 +37,12 @@ class SubmitRayJobOperator(RunOperator):
     """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
 
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``. Every argument of
-    :class:`~airflow_ray_provider.operators.base.RunOperator` (``entrypoint``, ``runtime_env`` with
-    ``working_dir`` uploaded from a local folder, ``metadata``, ``entrypoint_num_cpus``, ``cleanup``,
-    ``deferrable``, ``poll_interval``, ``stream_logs``, ``prices``, ``artifact_uri``, lineage) too.
+    :class:`~airflow_ray_provider.operators.base.RunOperator` too (a local ``working_dir`` is uploaded).
 
-    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``).
-    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given); one whose
-        extra names a ``pool`` runs the job on the pool's shared cluster (docs/operators.md).
+    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``, default
+        ``ray_default``; a connection whose extra names a ``pool`` runs the job on the pool's cluster).
     :param entrypoint_memory: bytes reserved for the entrypoint.
-    :param wait_for_completion: wait for the job; ``False`` returns once it is submitted.
+    :param wait_for_completion: ``False`` returns once the job is submitted.
     :param job_timeout: seconds (or timedelta) from the job's start; on expiry the task fails and the
         job is stopped (unless ``cleanup="never"``).
     :param retry_attempts: attempts per Job API call on transient failures.
@@ -114,3 +114,75 @@ class SubmitRayJobOperator(RunOperator):
         conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
         return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
                                   teardown_note=TEARDOWN_NOTES[note])  # fmt: skip
+
+
+class EphemeralRayJobOperator(SubmitRayJobOperator):
+    """Create a cluster, run one Ray job on it, delete the cluster: all in this task.
+
+    The cluster is made through the same ``ClusterBackend`` as ``CreateRayClusterOperator`` and deleted as
+    ``cleanup`` says (default ``always``: whatever happens, also while it starts). A retry re-attaches: the
+    cluster's name comes from the task instance too. Takes every argument of :class:`SubmitRayJobOperator`
+    except ``cluster``, ``ray_conn_id`` and ``wait_for_completion``. XCom: the job's result.
+
+    :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
+    :param cluster_spec: the cluster (:class:`RayClusterSpec` or a dict of its fields), or ``manifest``.
+    :param expiry: after this the janitor may delete the cluster (if a killed worker left it behind).
+    :param cluster_pool: run on this pool's cluster of this spec instead (``PoolOptions`` or its fields:
+        ``name``, ``idle_ttl``, ``lease_ttl``, ``replace``; ``pool`` is Airflow's slot pool), shared with
+        every task and laptop run that names it: the task leases it while it waits (in the triggerer too);
+        ``cleanup`` acts on the job only, and the cluster stays ``idle_ttl`` s after its last lease.
+    """
+
+    template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
+        *SubmitRayJobOperator.template_fields, "cluster_spec", "manifest", "namespace",
+    )  # fmt: skip
+    template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
+    ui_color = "#d6e9f0"
+    default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
+    usage_mode: ClassVar[str | None] = "one_task"
+
+    def __init__(
+        self,
+        *,
+        cluster_conn_id: str | None = None,
+        cluster_spec: RayClusterSpec | dict[str, Any] | None = None,
+        manifest: dict[str, Any] | str | None = None,
+        namespace: str | None = None,
+        local_options: LocalClusterOptions | dict[str, Any] | None = None,
+        name_prefix: str = "ray",
+        ready_timeout: float = 900.0,
+        delete_timeout: float = 300.0,
+        expiry: timedelta = timedelta(hours=24),
+        cluster_pool: PoolOptions | dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if kwargs.get("cluster") is not None or kwargs.get("ray_conn_id"):
+            raise RayInvalidInputError(
+                "EphemeralRayJobOperator creates its own cluster: drop cluster / ray_conn_id (use "
+                "SubmitRayJobOperator to run on an existing cluster)"
+            )
+        if kwargs.get("wait_for_completion") is False:
+            raise RayInvalidInputError("wait_for_completion=False would delete the cluster under the job")
+        check_cluster_arguments(cluster_spec, manifest, cluster_conn_id, spec_name="cluster_spec",
+                                ready_timeout=ready_timeout, delete_timeout=delete_timeout)  # fmt: skip
+        super().__init__(**kwargs)
+        self.cluster_conn_id = cluster_conn_id
+        self.cluster_spec = cluster_spec
+        self.manifest = manifest
+        self.namespace = namespace
+        self.local_options = local_options
+        self.name_prefix = name_prefix
+        self.ready_timeout = ready_timeout
+        self.delete_timeout = delete_timeout
+        self.expiry = expiry
+        self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
+
+    def target(self, context: Context) -> RunTarget:
+        """A cluster of the run's own (or the pool's): every check here, no API call (the run creates it)."""
+        return own_cluster_target(
+            task_identity(context), cluster_conn_id=self.cluster_conn_id, cluster_spec=self.cluster_spec,
+            local_options=self.local_options, manifest=self.manifest, namespace=self.namespace,
+            pool=self.cluster_pool, name_prefix=self.name_prefix, expiry=self.expiry,
+            ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout,
+            retry_attempts=self.retry_attempts,
+        )  # fmt: skip

@@ -1,8 +1,8 @@
 """``RayJobSensor``: wait for a Ray job that something else submitted (poke, reschedule or deferrable).
 
-A poke is one look and one step of the run's wait (:class:`~airflow_ray_provider.launch.JobRun` watching
-the given submission id, with ``cleanup="never"``: a sensor never stops a job it does not own); deferred,
-the same run waits in :class:`~airflow_ray_provider.triggers.RayJobTrigger`.
+A poke is one step of the wait of a :class:`~airflow_ray_provider.launch.JobRun` that watches the id with
+``cleanup="never"`` (a sensor never stops a job it does not own); deferred, the same run waits in
+:class:`~airflow_ray_provider.triggers.RayJobTrigger`.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target, target_from_ref
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES
 from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
+from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,11 +29,9 @@ class RayJobSensor(BaseSensorOperator):
     XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.
 
     :param submission_id: the job's submission id (templated; e.g. from the submit task's XCom).
-    :param cluster: a cluster handle (or use ``ray_conn_id``).
-    :param ray_conn_id: a ``ray`` connection (default ``ray_default`` when no cluster is given).
+    :param cluster: a cluster handle (or use ``ray_conn_id``, default ``ray_default``).
     :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
     :param missing_ok: keep waiting while no job has this id yet (default: fail at once).
-    :param log_tail_lines: log lines carried by the error of a failed job.
     :param retry_attempts: attempts per Job API call on transient failures.
     """
 
@@ -44,7 +43,7 @@ class RayJobSensor(BaseSensorOperator):
         submission_id: str,
         cluster: Any = None,
         ray_conn_id: str | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        deferrable: bool = DEFAULT_DEFERRABLE,
         missing_ok: bool = False,
         log_tail_lines: int = DEFAULT_TAIL_LINES,
         retry_attempts: int = 5,
@@ -72,19 +71,15 @@ class RayJobSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         """One look through the wait's step function (a poke is one step of the wait)."""
         with self._run() as run:
-            decided = run.look_once()
-            if run.subject is None:
-                if decided.action is WaitAction.WAIT:
-                    self.log.info("No Ray job %s yet", self.submission_id)
-                    return PokeReturnValue(is_done=False)
+            waiting = run.look_once().action is WaitAction.WAIT
+            if run.subject is None and not waiting:
                 raise RayProviderError(
                     f"no Ray job {self.submission_id!r} on {run.target.dashboard_url}; check the id (or set "
                     "missing_ok=True to wait for it to appear)"
                 )
-            self.log.info("Ray job %s is %s", run.subject.submission_id, run.subject.status.value)
-            if decided.action is WaitAction.WAIT:
-                return PokeReturnValue(is_done=False)
-            return PokeReturnValue(is_done=True, xcom_value=run.result())
+            status = run.subject.status.value if run.subject is not None else "not there yet"
+            self.log.info("Ray job %s is %s", self.submission_id, status)
+            return PokeReturnValue(is_done=not waiting, xcom_value=None if waiting else run.result())
 
     def execute(self, context: Context) -> Any:
         """Poke / reschedule as usual, or check once and defer."""

@@ -201,7 +201,7 @@ def setup_task(settings: ClusterSettings, *, spec: Any = None) -> BaseOperator |
     if mode == "ephemeral":
         return create_cluster_task(settings, spec=spec)
     if mode == "standing" and settings.cluster_name:
-        from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+        from airflow_ray_provider.operators.ray_cluster import AttachRayClusterOperator
 
         return AttachRayClusterOperator(
             task_id="attach_cluster", cluster_name=settings.cluster_name, cluster_conn_id=settings.conn_id
@@ -224,7 +224,7 @@ def job_operator_class(settings: ClusterSettings) -> type[BaseOperator]:
 
         return KubeRayJobOperator
     if mode in ("one_task", "pool"):
-        from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+        from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
         return EphemeralRayJobOperator
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator

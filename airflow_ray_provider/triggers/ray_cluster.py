@@ -18,7 +18,17 @@ from airflow_ray_provider.launch import apoll
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, ReadinessCheck, ReadinessEvent
 
-DEFAULT_TOKEN_KEY = "auth_token"  # KubeRay's key in the token Secret
+
+def plan_json(plan: ClusterPlan) -> dict[str, Any]:
+    """What a readiness look needs of ``plan``, as JSON: its token Secret by name, never the token."""
+    ref = plan.token_ref
+    template, token_ref = plan.dashboard_url_template, [ref.secret_name, ref.key] if ref else None
+    return {
+        "name": plan.name,
+        "namespace": plan.namespace,
+        "dashboard_url_template": template,
+        "token_ref": token_ref,
+    }
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -30,22 +40,12 @@ class RayClusterReadyTrigger(BaseTrigger):
     ``conditions``. The token is read here and never put in an event.
 
     :param conn_id: the cluster connection (``kuberay``).
-    :param name: the cluster's name.
-    :param namespace: its namespace.
-    :param dashboard_url_template: see :func:`airflow_ray_provider.kuberay.status.dashboard_url`.
-    :param token_secret: the token Secret's name (``None``: no auth).
-    :param token_key: the key inside it.
-    :param timeout: seconds from ``start_time`` before giving up.
-    :param poll_interval: seconds between looks.
+    :param plan: the cluster (:func:`plan_json`).
     :param start_time: epoch seconds when waiting began (kept across triggerer restarts).
     """
 
     conn_id: str | None
-    name: str
-    namespace: str | None
-    dashboard_url_template: str | None = None
-    token_secret: str | None = None
-    token_key: str = DEFAULT_TOKEN_KEY
+    plan: dict[str, Any]
     timeout: float = 900.0
     poll_interval: float = 5.0
     start_time: float = field(default_factory=time.time)
@@ -53,25 +53,13 @@ class RayClusterReadyTrigger(BaseTrigger):
     def __post_init__(self) -> None:
         super().__init__()
 
-    @classmethod
-    def for_plan(
-        cls, plan: ClusterPlan, *, conn_id: str | None, timeout: float, poll_interval: float
-    ) -> RayClusterReadyTrigger:
-        """The trigger that waits for a planned cluster (its token Secret by name, never the token)."""
-        ref = plan.token_ref
-        return cls(
-            conn_id=conn_id, name=plan.name, namespace=plan.namespace,
-            dashboard_url_template=plan.dashboard_url_template,
-            token_secret=ref.secret_name if ref else None, token_key=ref.key if ref else DEFAULT_TOKEN_KEY,
-            timeout=timeout, poll_interval=poll_interval,
-        )  # fmt: skip
-
-    def plan(self) -> ClusterPlan:
-        """What a readiness look needs, rebuilt from the serialised arguments."""
-        ref = TokenRef(self.token_secret, self.token_key) if self.token_secret else None
+    def cluster_plan(self) -> ClusterPlan:
+        """The plan a readiness look takes, rebuilt from :attr:`plan`."""
+        ref = self.plan.get("token_ref")
         return ClusterPlan(
-            name=self.name, namespace=self.namespace, dashboard_url_template=self.dashboard_url_template,
-            token_ref=ref,
+            name=self.plan["name"], namespace=self.plan.get("namespace"),
+            dashboard_url_template=self.plan.get("dashboard_url_template"),
+            token_ref=TokenRef(*ref) if ref else None,
         )  # fmt: skip
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -82,7 +70,7 @@ class RayClusterReadyTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""
         backend: ClusterBackend | None = None
-        plan = self.plan()
+        plan = self.cluster_plan()
 
         def decide(check: ReadinessCheck) -> ReadinessEvent | None:
             event = event_for(check, waited=time.time() - self.start_time, timeout=self.timeout)
@@ -91,11 +79,11 @@ class RayClusterReadyTrigger(BaseTrigger):
             return event
 
         try:
-            backend = await asyncio.to_thread(backend_for_connection, self.conn_id, namespace=self.namespace)
+            backend = await asyncio.to_thread(backend_for_connection, self.conn_id, namespace=plan.namespace)
             look = partial(asyncio.to_thread, backend.check, plan)
             yield TriggerEvent(dict(await apoll(look, decide, interval=self.poll_interval)))
         except Exception as exc:  # turned into an event: the operator cleans up and fails with it
-            self.log.exception("RayClusterReadyTrigger failed for %s/%s", self.namespace, self.name)
+            self.log.exception("RayClusterReadyTrigger failed for %s/%s", plan.namespace, plan.name)
             yield TriggerEvent(dict(make_event(EVENT_ERROR, message=f"{type(exc).__name__}: {exc}")))
         finally:
             if backend is not None:

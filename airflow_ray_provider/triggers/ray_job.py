@@ -1,18 +1,10 @@
 """``RayJobTrigger``: wait for a run's Ray job in the triggerer, streaming its log, without importing ``ray``.
 
-It carries a deferred run's state (:meth:`~airflow_ray_provider.launch.JobRun.hand_over`: JSON, no secret;
-the token is resolved here from the ``ray`` connection, the cluster handle or the RayJob's cluster),
-drives the run's wait with the async transport, and fires one event with the run's state for
-``execute_complete``. Every look is non-blocking (the Job API through an async reader, a RayJob's
-Kubernetes calls in a thread); a failure becomes the event's ``error``; the job's timeout counts from the
-job's start, so it survives deferrals and triggerer restarts. Used for a Job API job and a KubeRay RayJob
-alike: the run's target says which.
-
-**A user's clear keeps the job.** Airflow calls :meth:`RayJobTrigger.on_kill` when a user marks the
-deferred task failed or successful and also when they clear it. A clear starts a new try of the task
-instance, which re-attaches to the same job (same submission id, same cluster), so the trigger leaves
-the job and the run's cluster alone when the task instance is not in a finished state; a mark failed or
-success ends the run as a user's kill (``cleanup`` says what that stops and deletes).
+It rebuilds a deferred run from its state (:meth:`~airflow_ray_provider.launch.JobRun.hand_over`: JSON, no
+secret; the token is read here), drives the run's wait with the async transport (a Job API job or a
+KubeRay RayJob alike) and fires one event with the run's state for ``execute_complete``; a failure becomes
+the event's ``error``. **A user's clear keeps the job**: Airflow calls :meth:`RayJobTrigger.on_kill` on a
+clear too, whose next try re-attaches to the job; only a mark failed or success ends the run as a kill.
 """
 
 from __future__ import annotations
@@ -109,8 +101,7 @@ class RayJobTrigger(BaseTrigger):
             return
         job_run = await self._job_run()
         await job_run.akill(Ending.USER_KILL)
-        self.record = job_run.record
-        if job_run.record:
-            line = usage_line(job_run.record)
-            sid = job_run.record.get("submission_id")
+        self.record = record = job_run.record
+        if record:
+            sid, line = record.get("submission_id"), usage_line(record)
             self.log.info("Usage of Ray job %s (task killed while deferred): %s", sid, line)

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import task, task_group
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 from airflow_ray_provider.templates.common import (
     ClusterSettings,
     create_cluster_task,

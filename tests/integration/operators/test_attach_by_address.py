@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.operators.ray_cluster import AttachRayClusterOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
 from tests.fixtures.ray_job import StandInTI, context_for
 
 pytestmark = pytest.mark.integration

@@ -267,9 +267,12 @@ def standing_cluster(kuberay_controller, kuberay_client) -> Iterator[str]:
 def test_standing_cluster_is_used_by_name_and_never_deleted(
     rayjob_controller, kuberay_conn, kuberay_client, rayjobs, standing_cluster, ray_head
 ):
-    from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator, RayClusterJanitorOperator
+    from airflow_ray_provider.operators.ray_cluster import (
+        AttachRayClusterOperator,
+        DeleteRayClusterOperator,
+        RayClusterJanitorOperator,
+    )
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-    from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
 
     attach = AttachRayClusterOperator(
         task_id="attach", cluster_name=standing_cluster, cluster_conn_id=kuberay_conn
@@ -322,7 +325,7 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
     from kubernetes import client
 
     from airflow_ray_provider.kuberay import RayClusterSpec, build_body
-    from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+    from airflow_ray_provider.operators.ray_cluster import AttachRayClusterOperator
 
     since = len(kube_emulator.calls)
     missing = AttachRayClusterOperator(
@@ -359,7 +362,7 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
 
 
 def _one_task(kuberay_conn: str, task_id: str, code: str, **kwargs: Any) -> Any:
-    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+    from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
     return EphemeralRayJobOperator(
         task_id=task_id, cluster_conn_id=kuberay_conn, cluster_spec=SHARED, entrypoint=_python(code),
@@ -420,7 +423,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 
 SHARED = {{"annotations": {{"{head_mode}": "shared"}}}}

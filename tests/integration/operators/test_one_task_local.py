@@ -20,7 +20,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
 with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=False) as dag:
     EphemeralRayJobOperator(
@@ -55,8 +55,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG, task
 
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
-from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 
 POOL = {{"name": "{pool}", "idle_ttl": 3, "lease_ttl": 4, "prices": {{"CPU": 0.1, "currency": "USD"}}}}
 

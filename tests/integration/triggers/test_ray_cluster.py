@@ -52,7 +52,7 @@ def test_timeout_event_carries_the_conditions_and_what_to_run(kuberay_conn, unwa
     ]
     _cluster(unwatched_client, "stuck", {"conditions": conditions})
     trigger = RayClusterReadyTrigger(
-        conn_id=kuberay_conn, name="stuck", namespace=NAMESPACE, timeout=0.6, poll_interval=0.2
+        conn_id=kuberay_conn, plan={"name": "stuck", "namespace": NAMESPACE}, timeout=0.6, poll_interval=0.2
     )
 
     started = time.monotonic()
@@ -70,7 +70,9 @@ def test_failed_and_missing_clusters_end_the_wait_at_once(kuberay_conn, unwatche
     _cluster(unwatched_client, "broken", {"state": "failed", "reason": "bad pod template"})
     expectations = (("broken", "RayCluster broken failed: state=failed"), ("absent", "does not exist"))
     for name, expected in expectations:
-        trigger = RayClusterReadyTrigger(conn_id=kuberay_conn, name=name, namespace=NAMESPACE, timeout=300)
+        trigger = RayClusterReadyTrigger(
+            conn_id=kuberay_conn, plan={"name": name, "namespace": NAMESPACE}, timeout=300
+        )
 
         (event,) = asyncio.run(_events(trigger))
 

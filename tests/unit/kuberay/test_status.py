@@ -120,8 +120,8 @@ def test_trigger_serializes_every_argument():
     from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
 
     trigger = RayClusterReadyTrigger(
-        conn_id="k", name="c1", namespace="ray", dashboard_url_template="http://{service_ip}:{dashboard_port}",
-        token_secret="c1", timeout=30, poll_interval=1, start_time=123.0,
+        conn_id="k", plan={"name": "c1", "namespace": "ray", "dashboard_url_template": "http://{service_ip}:{dashboard_port}",
+        "token_ref": ["c1", "auth_token"]}, timeout=30, poll_interval=1, start_time=123.0,
     )  # fmt: skip
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_ray_provider.triggers.ray_cluster.RayClusterReadyTrigger"

@@ -58,9 +58,8 @@ def test_no_operator_takes_the_names_cleanup_replaced(old):
 
 
 def test_operators_take_the_one_word():
-    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
     from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
-    from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 
     def submit(**kw):
         return SubmitRayJobOperator(task_id="t", entrypoint="x", **kw).cleanup

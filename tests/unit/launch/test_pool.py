@@ -72,7 +72,7 @@ def test_a_poll_interval_not_below_the_pools_heartbeat_is_refused_before_any_wor
     """A run renews its lease at its looks: looks further apart than ``lease_ttl / 4`` would let it lapse.
     Refused in one line naming both fields, by ``launch.run`` and the one-task operator, before any head."""
     from airflow_ray_provider.launch import LocalHead, run
-    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
+    from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
     problem = r"^poll_interval \(2 s\) must be below pool\.lease_ttl / 4 \(2 s\): .*raise pool\.lease_ttl$"
     pool = {"name": "eval", "lease_ttl": 8}
@@ -90,7 +90,7 @@ def test_a_pools_prices_are_checked_and_kept_as_a_table() -> None:
     """The pool's price table is checked as any (naming ``pool.prices``) and kept in its plain form."""
     options = pool_options({"name": "eval", "prices": {"CPU": 0.1, "currency": "USD"}})
     assert options is not None and options.prices is not None and options.prices["CPU"] == 0.1
-    with pytest.raises(RayInvalidInputError, match="pool.prices"):
+    with pytest.raises(RayInvalidInputError, match=r"pool\.prices"):
         pool_options({"name": "eval", "prices": {"CPU": -1}})
 
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
-from airflow_ray_provider.operators.standing_cluster import AttachRayClusterOperator
+from airflow_ray_provider.operators.ray_cluster import AttachRayClusterOperator
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 from tests.fixtures.ray_job import StandInTI, context_for
 
 pytestmark = pytest.mark.unit
@@ -102,7 +102,7 @@ def test_one_task_operator_rejects_bad_input_when_the_dag_is_parsed(kwargs: dict
 
 def test_attach_operator_rejects_an_empty_name_before_any_connection(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(
-        "airflow_ray_provider.operators.standing_cluster.backend_for_connection", _fail_on_connection
+        "airflow_ray_provider.operators.ray_cluster.backend_for_connection", _fail_on_connection
     )
     op = AttachRayClusterOperator(task_id="attach", cluster_name="  ", cluster_conn_id="kuberay_x")
 

@@ -32,8 +32,8 @@ def test_the_local_backend_refuses_what_kuberay_refuses():
 
 
 def test_a_bad_dict_spec_fails_when_the_dag_is_parsed():
-    from airflow_ray_provider.operators.ephemeral_job import EphemeralRayJobOperator
     from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
+    from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator
 
     with pytest.raises(RayInvalidInputError, match="replicas must be a non-negative integer"):
         CreateRayClusterOperator(task_id="c", spec={"worker_groups": [{"name": "w", "replicas": -1}]})

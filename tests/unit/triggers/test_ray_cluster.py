@@ -26,7 +26,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayProviderError
 from airflow_ray_provider.launch import wait_until_ready
-from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
+from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
 
 pytestmark = pytest.mark.unit
 
@@ -128,7 +128,7 @@ def test_trigger_serializes_every_argument_and_rebuilds_the_plan():
         dashboard_url_template="http://{service_ip}:{dashboard_port}",
         token_ref=TokenRef("c1-ray-token", "tok", provider_created=True),
     )
-    trigger = RayClusterReadyTrigger.for_plan(plan, conn_id="k", timeout=30, poll_interval=1)
+    trigger = RayClusterReadyTrigger(conn_id="k", plan=plan_json(plan), timeout=30, poll_interval=1)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # JSON-safe, as the triggerer stores it
     assert classpath == "airflow_ray_provider.triggers.ray_cluster.RayClusterReadyTrigger"
@@ -136,14 +136,16 @@ def test_trigger_serializes_every_argument_and_rebuilds_the_plan():
     rebuilt = RayClusterReadyTrigger(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
     # What a look needs comes back; whether the provider created the Secret does not matter to it.
-    assert rebuilt.plan() == ClusterPlan(
+    assert rebuilt.cluster_plan() == ClusterPlan(
         name="c1",
         namespace="ray",
         dashboard_url_template=plan.dashboard_url_template,
         token_ref=TokenRef("c1-ray-token", "tok"),
     )
-    no_auth = RayClusterReadyTrigger.for_plan(ClusterPlan("c2"), conn_id=None, timeout=1, poll_interval=1)
-    assert no_auth.plan() == ClusterPlan("c2") and no_auth.serialize()[1]["token_secret"] is None
+    no_auth = RayClusterReadyTrigger(
+        conn_id=None, plan=plan_json(ClusterPlan("c2")), timeout=1, poll_interval=1
+    )
+    assert no_auth.cluster_plan() == ClusterPlan("c2") and no_auth.serialize()[1]["plan"]["token_ref"] is None
 
 
 async def _events(trigger: RayClusterReadyTrigger) -> list[dict[str, Any]]:
@@ -152,7 +154,7 @@ async def _events(trigger: RayClusterReadyTrigger) -> list[dict[str, Any]]:
 
 def test_trigger_ends_with_one_validated_event(local_registry):
     """Through the local backend: a head that is not running is a ``failed`` event, at once."""
-    trigger = RayClusterReadyTrigger(conn_id=None, name="no-such-head", namespace=None, timeout=30)
+    trigger = RayClusterReadyTrigger(conn_id=None, plan={"name": "no-such-head"}, timeout=30)
 
     events = asyncio.run(_events(trigger))
 
@@ -163,7 +165,7 @@ def test_trigger_ends_with_one_validated_event(local_registry):
 
 def test_trigger_turns_errors_into_an_error_event(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_NOT_KUBERAY", json.dumps({"conn_type": "http", "host": "x"}))
-    trigger = RayClusterReadyTrigger(conn_id="not_kuberay", name="c1", namespace="ray")
+    trigger = RayClusterReadyTrigger(conn_id="not_kuberay", plan={"name": "c1", "namespace": "ray"})
 
     (event,) = asyncio.run(_events(trigger))
 
