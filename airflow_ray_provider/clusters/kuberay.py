@@ -20,7 +20,6 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
-    RunCluster,
     TaskIdentity,
     keeps_unowned,
 )
@@ -71,16 +70,10 @@ EXTRA_TOKEN_SECRET_CREATED = "token_secret_created"
 
 @dataclass(frozen=True)
 class KubeRaySettings:
-    """What a ``kuberay`` connection says about the clusters it creates.
-
-    :param conn_id: the connection id (handles carry it, so hooks can read the token Secret).
-    :param namespace: the namespace calls default to.
-    :param default_image: the Ray image when a spec names none.
-    :param dashboard_url_template: how to reach a head's dashboard (``None``: in-cluster DNS).
-    :param ray_auth: ``auth_options``, ``secret`` or ``disabled`` (when a spec does not say).
-    :param link_url_template: the dashboard's address for people (extra links), e.g.
-        ``https://ray.example.com/{namespace}/{name}`` (``None``: the one Airflow uses).
-    """
+    """What a ``kuberay`` connection says about the clusters it creates: the image and auth mode
+    (``auth_options``, ``secret``, ``disabled``) when a spec names none, how Airflow reaches a dashboard
+    (``None``: in-cluster DNS) and how people do (``link_url_template``, e.g.
+    ``https://ray.example.com/{namespace}/{name}``; ``None``: as Airflow)."""
 
     conn_id: str
     namespace: str = "default"
@@ -92,10 +85,7 @@ class KubeRaySettings:
 
 @dataclass(frozen=True)
 class KubeRayPlan(ClusterPlan):
-    """A RayCluster to create.
-
-    :param body: the RayCluster object sent to the API.
-    """
+    """A RayCluster to create: the body sent to the API."""
 
     body: dict[str, Any] = field(default_factory=dict)
 
@@ -111,9 +101,8 @@ def kuberay_handle(
     owned: bool = True,
     link_url_template: str | None = None,
 ) -> RayClusterHandle:
-    """The one constructor of a KubeRay cluster handle: the dashboard and the token's Secret (never the
-    token); ``token_secret_created``: the provider made that Secret, so deleting the cluster deletes it;
-    ``link_url_template``: the dashboard's address for people (``{name}``, ``{namespace}``)."""
+    """The one constructor of a KubeRay cluster handle: the token's Secret, never the token (one the
+    provider made, ``token_secret_created``, goes with the cluster)."""
     extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: token_secret_created}
     if link_url_template:
         extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
@@ -171,11 +160,8 @@ def _look(
 
 
 class KubeRayBackend(ClusterBackend):
-    """Create, wait for and delete RayClusters through one ``kuberay`` connection.
-
-    :param settings: the connection's settings.
-    :param client_factory: builds the typed client on first use (no I/O before a backend call).
-    """
+    """Create, wait for and delete RayClusters through one ``kuberay`` connection (the client is built on
+    first use: no I/O before a backend call)."""
 
     kind: BackendName = "kuberay"
     can_defer: bool = True
@@ -225,8 +211,7 @@ class KubeRayBackend(ClusterBackend):
         self, spec: RayClusterSpec | None, manifest: dict[str, Any] | str | None, *, name: str,
         namespace: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        """The RayCluster body of a user's manifest, else of a spec (the connection's auth mode and image
-        where it names none); raises :class:`KubeRaySpecError` naming the field. No API call."""
+        """The RayCluster body of a user's manifest, else of a spec (KubeRaySpecError: a bad field)."""
         if manifest is not None:
             return prepare_manifest(
                 manifest, name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
@@ -248,12 +233,8 @@ class KubeRayBackend(ClusterBackend):
             return False
         ref = plan.token_ref
         if ref is not None and ref.provider_created:
-            self.client.create_secret(
-                ref.secret_name,
-                data={ref.key: secrets.token_hex(32)},
-                labels=plan.labels,
-                namespace=namespace,
-            )
+            data = {ref.key: secrets.token_hex(32)}
+            self.client.create_secret(ref.secret_name, data=data, labels=plan.labels, namespace=namespace)
         try:
             self.client.create_cluster(plan.body, namespace=namespace)
         except KubeRayConflictError:  # created concurrently (e.g. a zombie try): reuse if ours
@@ -333,11 +314,8 @@ class KubeRayBackend(ClusterBackend):
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
-        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created,
-        by its handle or by its plan (a cluster still starting).
-
-        Never a cluster the handle does not own (a standing cluster, or one a RayJob created).
-        """
+        """Delete the RayCluster (its pods first) and the token Secret the provider made, by its handle or
+        its plan (still starting); never an unowned one."""
         if isinstance(cluster, RayClusterHandle):
             if keeps_unowned(cluster):
                 return False
@@ -354,7 +332,7 @@ class KubeRayBackend(ClusterBackend):
 
     def _plan_of(self, obj: dict[str, Any]) -> ClusterPlan:
         """What a look at an existing RayCluster needs; its token Secret is the one the provider made
-        (annotated, so deleting the cluster deletes it too), else the one the cluster names (kept)."""
+        (annotated: deleted with it), else the one the cluster names (kept)."""
         status = ClusterStatus.from_object(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         created, ref = annotations.get(ANNOTATION_TOKEN_SECRET), token_ref_of(obj)
@@ -387,11 +365,6 @@ class KubeRayBackend(ClusterBackend):
         owned = self._provider_clusters({LABEL_CREATED_BY: CREATED_BY})
         return [self._handle_of(obj) for obj in owned if is_expired(obj, now)]
 
-    def owned_runs(self) -> list[RunCluster]:
-        """None: a namespace may hold the clusters of several Airflow deployments, and a run unknown to
-        this one's database may well be running in another; the expiry annotation applies instead."""
-        return []
-
     def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
         onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
@@ -400,8 +373,7 @@ class KubeRayBackend(ClusterBackend):
 
     # ----------------------------------------------------------------- standing clusters
     def find(self, name: str) -> ClusterPlan:
-        """A standing RayCluster in the connection's namespace, with its token Secret (``authOptions``, or a
-        ``RAY_AUTH_TOKEN`` ``secretKeyRef`` of its head); an attached handle never deletes either."""
+        """A standing RayCluster in the connection's namespace, with its token Secret."""
         namespace = self.settings.namespace
         obj = self.client.find_cluster(name, namespace=namespace)
         if obj is None:
@@ -422,8 +394,8 @@ class KubeRayBackend(ClusterBackend):
 
 
 def check_ours(obj: dict[str, Any], labels: dict[str, str]) -> None:
-    """Refuse an existing RayCluster or RayJob (as the API returned it) this task did not create, or one being
-    deleted: a retry may adopt only its own."""
+    """Refuse an existing RayCluster or RayJob this task did not create, or one being deleted: a retry may
+    adopt only its own."""
     meta, kind = obj.get("metadata") or {}, obj.get("kind")
     name, namespace = str(meta.get("name")), meta.get("namespace")
     where, name_field = f"{kind} {namespace}/{name}", "rayjob_name" if kind == "RayJob" else "cluster_name"

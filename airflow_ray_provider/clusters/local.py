@@ -1,8 +1,7 @@
 """The local backend: an ephemeral Ray head on this machine, the embedded default (no connection).
 
-The head outlives the task that started it and is stopped by the teardown task from any process on the
-same machine, through the registry of :mod:`airflow_ray_provider.local.cluster`. The KubeRay spec is
-summarised into the head's CPUs and GPUs, so one DAG runs on either backend unchanged.
+Any process on the machine finds and stops the head through the registry of :mod:`.local`;
+the KubeRay spec is summarised into its CPUs and GPUs, so one DAG runs on either backend unchanged.
 """
 
 from __future__ import annotations
@@ -45,8 +44,7 @@ from airflow_ray_provider.local import (
 
 @dataclass(frozen=True)
 class LocalPlan(ClusterPlan):
-    """A local head to start: its options (CPUs and GPUs summarised from the spec), whether it needs a
-    token, when the janitor may stop it, and the DAG run that starts it (``dag_id``, ``run_id``)."""
+    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
 
     options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
     auth: bool = True
@@ -55,12 +53,8 @@ class LocalPlan(ClusterPlan):
 
 
 def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
-    """Local options, with CPUs and GPUs summarised from the spec when not set explicitly.
-
-    ``num_cpus``: head plus initial workers' CPUs of the spec, capped at this machine's cores (every
-    core when there is neither a spec nor an explicit value). ``num_gpus``: 0 when the spec asks for no
-    GPU, else detected by Ray.
-    """
+    """Local options; unless set, ``num_cpus`` is the spec's head and workers' CPUs (capped at this
+    machine's cores) and ``num_gpus`` 0 when the spec asks for none."""
     options, spec = request.local_options, request.spec
     if spec is None:
         return options
@@ -144,8 +138,7 @@ class LocalBackend(ClusterBackend):
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
-        """Stop a head from any process, also one still starting (always waits: about a second); never an
-        unowned one."""
+        """Stop a head from any process, also one still starting (always waits); never an unowned one."""
         if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
             return False
         extra = cluster.extra if isinstance(cluster, RayClusterHandle) else None
@@ -186,6 +179,3 @@ class LocalBackend(ClusterBackend):
     def lease_store(self) -> LocalLeaseStore:
         """The locks, records and leases of this machine's pools (a folder in the registry)."""
         return LocalLeaseStore()
-
-    def close(self) -> None:
-        """Nothing to release."""
