@@ -97,26 +97,21 @@ def kuberay_handle(
     token_ref: TokenRef | None,
     *,
     conn_id: str | None,
-    token_secret_created: bool = False,
     owned: bool = True,
     link_url_template: str | None = None,
 ) -> RayClusterHandle:
     """The one constructor of a KubeRay cluster handle: the token's Secret, never the token (one the
-    provider made, ``token_secret_created``, goes with the cluster)."""
-    extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: token_secret_created}
+    provider made goes with an owned cluster)."""
+    extra: dict[str, Any] = {
+        EXTRA_TOKEN_SECRET_CREATED: bool(owned and token_ref and token_ref.provider_created)
+    }
     if link_url_template:
         extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
+    secret, key = (token_ref.secret_name, token_ref.key) if token_ref else (None, None)
     return RayClusterHandle(
-        backend="kuberay",
-        name=name,
-        namespace=namespace,
-        dashboard_url=dashboard_url,
-        auth_token_secret=token_ref.secret_name if token_ref else None,
-        auth_token_secret_key=token_ref.key if token_ref else None,
-        conn_id=conn_id,
-        extra=extra,
-        owned=owned,
-    )
+        "kuberay", name, dashboard_url, namespace, auth_token_secret=secret, auth_token_secret_key=key,
+        conn_id=conn_id, extra=extra, owned=owned,
+    )  # fmt: skip
 
 
 def cluster_link_url(template: str, name: str, namespace: str) -> str:
@@ -223,8 +218,7 @@ class KubeRayBackend(ClusterBackend):
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
-        if not isinstance(plan, KubeRayPlan):
-            raise TypeError(f"KubeRayBackend cannot create from a {type(plan).__name__}")
+        assert isinstance(plan, KubeRayPlan), plan
         namespace = self._namespace(plan)
         existing = self.client.find_cluster(plan.name, namespace=namespace)
         if existing is not None:
@@ -254,7 +248,20 @@ class KubeRayBackend(ClusterBackend):
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
         verdict, message = readiness(status)
         if verdict != "ready":
-            return self._not_ready(status, namespace, verdict, message)
+            try:
+                events = events_of(self.client.list_events(status.name, namespace=namespace), status.uid)
+            except KubeRayApiError as exc:
+                if exc.status not in (401, 403):
+                    raise
+                log.warning(
+                    "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
+                )
+                events = []
+            refused = refusal_event(events)  # KubeRay's refusal: a Warning event, no status; fails now
+            if refused is not None and verdict == "waiting":
+                where, verdict = f"RayCluster {namespace}/{status.name}", "failed"
+                message = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
+            return _look(status, verdict, message, events=events)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:
@@ -269,45 +276,18 @@ class KubeRayBackend(ClusterBackend):
         hint = "check the connection's dashboard_url_template and that Airflow can reach the head"
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail} ({hint})", url)
 
-    def _not_ready(
-        self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
-    ) -> ReadinessCheck:
-        """Not ready: KubeRay's refusal (a Warning event, no status) fails now; other warnings are shown."""
-        events = events_of(self._events(status.name, namespace), status.uid)
-        refused = refusal_event(events)
-        if refused is not None and verdict == "waiting":
-            where = f"RayCluster {namespace}/{status.name}"
-            text = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
-            return _look(status, "failed", text, events=events)
-        return _look(status, verdict, message, events=events)
-
-    def _events(self, name: str, namespace: str) -> list[ClusterEvent]:
-        try:
-            return self.client.list_events(name, namespace=namespace)
-        except KubeRayApiError as exc:
-            if exc.status not in (401, 403):
-                raise
-            log.warning(
-                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
-            )
-            return []
-
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        ref, settings = plan.token_ref, self.settings
         return kuberay_handle(
-            plan.name, self._namespace(plan), dashboard_url, ref, conn_id=settings.conn_id,
-            token_secret_created=bool(ref and ref.provider_created),
-            link_url_template=settings.link_url_template,
+            plan.name, self._namespace(plan), dashboard_url, plan.token_ref, conn_id=self.conn_id,
+            link_url_template=self.settings.link_url_template,
         )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
         """The token from the Secret the handle names (``None``: the cluster has no token auth)."""
-        ref = _token_ref_of_handle(handle)
-        if ref is None:
-            return None
-        return str(
-            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=self._namespace(handle))
+        ref, namespace = _token_ref_of_handle(handle), self._namespace(handle)
+        return (
+            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace) if ref else None
         )
 
     # ----------------------------------------------------------------- delete
@@ -316,12 +296,9 @@ class KubeRayBackend(ClusterBackend):
     ) -> bool:
         """Delete the RayCluster (its pods first) and the token Secret the provider made, by its handle or
         its plan (still starting); never an unowned one."""
-        if isinstance(cluster, RayClusterHandle):
-            if keeps_unowned(cluster):
-                return False
-            ref = _token_ref_of_handle(cluster)
-        else:
-            ref = cluster.token_ref
+        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
+            return False
+        ref = _token_ref_of_handle(cluster) if isinstance(cluster, RayClusterHandle) else cluster.token_ref
         namespace = self._namespace(cluster)
         deleted = self.client.delete_cluster(cluster.name, namespace=namespace)
         if ref is not None and ref.provider_created:

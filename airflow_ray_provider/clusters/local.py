@@ -24,21 +24,20 @@ from airflow_ray_provider.clusters.backend import (
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck, probe_dashboard
+from airflow_ray_provider.clusters.readiness import ReadinessCheck
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
-    AGENT_HEALTH_PATH,
     LocalClusterOptions,
     LocalHeadError,
     LocalHeadInfo,
     LocalLeaseStore,
-    agent_answers,
     find_cluster,
     list_clusters,
     read_token,
     start_cluster,
     stop_cluster,
+    waiting_for,
 )
 
 
@@ -96,8 +95,7 @@ class LocalBackend(ClusterBackend):
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Start the head (it answers before this returns), or find the one an earlier try started."""
-        if not isinstance(plan, LocalPlan):
-            raise TypeError(f"LocalBackend cannot create from a {type(plan).__name__}")
+        assert isinstance(plan, LocalPlan), plan
         try:
             _, created = start_cluster(
                 plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at,
@@ -108,19 +106,15 @@ class LocalBackend(ClusterBackend):
         return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """The head's processes are alive, its dashboard answers with the token, and its job agent answers."""
+        """The head runs and is up, as a start waits for it (:func:`~.local.waiting_for`)."""
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
-        token = read_token(info.token_file) if info.token_file else None
-        answered, detail = probe_dashboard(info.dashboard_url, token)
-        if answered and agent_answers(info):
-            message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
-            return ReadinessCheck("ready", message, cluster, info.dashboard_url)
-        message = f"head running, but {info.dashboard_url}/api/version: {detail}"
-        if answered:
-            message = f"dashboard answers, but the job agent {info.agent_url}{AGENT_HEALTH_PATH} does not yet"
-        return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
+        waiting = waiting_for(info, read_token(info.token_file) if info.token_file else None)
+        if waiting:
+            message = f"head running, still waiting for {', '.join(waiting)}"
+            return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
+        return ReadinessCheck("ready", f"dashboard {info.dashboard_url} answers", cluster, info.dashboard_url)
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle of the running head (its pid, temp dir and token file are in ``extra``)."""

@@ -15,7 +15,6 @@ from airflow_ray_provider.local.cluster import (
     stop_cluster,
 )
 from airflow_ray_provider.local.head import (
-    AGENT_HEALTH_PATH,
     LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
@@ -26,10 +25,10 @@ from airflow_ray_provider.local.head import (
     read_token,
     start_head,
     stop_head,
+    waiting_for,
 )
 
 __all__ = [
-    "AGENT_HEALTH_PATH",
     "REGISTRY_ENV",
     "LocalClusterOptions",
     "LocalHeadConfig",
@@ -48,4 +47,5 @@ __all__ = [
     "start_head",
     "stop_cluster",
     "stop_head",
+    "waiting_for",
 ]

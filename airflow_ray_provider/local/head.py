@@ -364,14 +364,9 @@ def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
 def _wait_until_up(
     exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
 ) -> None:
-    """Return once the node started and the dashboard and job agent answer; else stop the head and raise."""
-    checks = {
-        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
-        "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
-        f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
-    }
+    """Return once the head is up (:func:`waiting_for`); else stop the head and raise."""
     start = time.monotonic()
-    up: dict[str, float] = {}
+    waiting = ["its process"]
     while time.monotonic() < start + timeout:
         code = exit_code()
         if code is not None:
@@ -379,17 +374,24 @@ def _wait_until_up(
         if AGENT_HTTP_FAILED_MARKER in _log(info, AGENT_LOG):
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
-        for part, is_up in checks.items():
-            if part not in up and is_up():
-                up[part] = time.monotonic() - start
-        if len(up) == len(checks):
-            parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in up.items())
-            log.info("local Ray head %s up after %.1fs (%s)", info.name, time.monotonic() - start, parts)
+        waiting = waiting_for(info, token)
+        if not waiting:
+            log.info("local Ray head %s up after %.1fs", info.name, time.monotonic() - start)
             return
         time.sleep(0.25)
-    waiting = ", ".join(part for part in checks if part not in up)
-    message = f"local Ray head was not up within {timeout:.0f}s: still waiting for {waiting}"
+    message = f"local Ray head was not up within {timeout:.0f}s: still waiting for {', '.join(waiting)}"
     _fail(info, LocalHeadError, f"{message} (dashboard {info.dashboard_url}); last log lines", HEAD_LOG_NAME)
+
+
+def waiting_for(info: LocalHeadInfo, token: str | None) -> list[str]:
+    """What the head still waits for to be up: its node started, its dashboard (with the token) and its job
+    agent answering; ``[]``: up."""
+    checks = {
+        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
+        "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
+        f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
+    }
+    return [part for part, is_up in checks.items() if not is_up()]
 
 
 def agent_answers(info: LocalHeadInfo) -> bool:
