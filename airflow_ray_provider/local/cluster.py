@@ -126,7 +126,7 @@ def start_cluster(
     try:
         info = start_head(LocalHeadConfig(**{**asdict(options), "auth": auth}), name=name, on_spawn=register)
     except LocalHeadError:
-        _unregister(name)  # start_head stopped the head it started
+        _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
         raise
     try:
         _write_record({**record, "info": info.to_dict(), "state": READY})
@@ -142,13 +142,12 @@ def _adopt(info: LocalHeadInfo, timeout: float) -> bool:
     log.info("Adopting local Ray head %s (pid %s): an earlier try started it", info.name, info.pid)
     try:
         wait_for_head(info, timeout)
-    except StartupCrashError as exc:
+    except LocalHeadError as exc:
+        stop_cluster(info)
+        if not isinstance(exc, StartupCrashError):
+            raise
         log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", info.name, exc)
-        stop_cluster(info)
         return False
-    except LocalHeadError:
-        stop_cluster(info)
-        raise
     return True
 
 
@@ -156,15 +155,10 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.astimezone(timezone.utc).isoformat() if moment else None
 
 
-def _unregister(name: str) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        _record_path(name).unlink()
-
-
 def stop_cluster(info: LocalHeadInfo) -> bool:
     """Stop a head (from any process) and drop its record; ``False`` when it was already gone."""
     stopped = stop_head(info)
-    _unregister(info.name)
+    _record_path(info.name).unlink(missing_ok=True)
     return stopped
 
 
