@@ -1,10 +1,5 @@
-"""Ray clusters behind one interface: the handle every task passes on, and the local and KubeRay backends.
-
-:class:`ClusterBackend` is every step a cluster operator takes; :class:`LocalBackend` and
-:class:`KubeRayBackend` implement it (a KubeRay RayJob is a run target, :mod:`airflow_ray_provider.launch`).
-A pool (:mod:`.pool`) is one cluster that many runs share under leases. Readiness is one look
-(:class:`ReadinessCheck`) and one event (:class:`ReadinessEvent`). No Ray work runs here, and nothing
-imports an operator: :mod:`airflow_ray_provider.hooks.kuberay` picks the backend.
+"""Ray clusters behind one interface (:class:`ClusterBackend`, local and KubeRay), the handle every task
+passes on, readiness, and pools (one cluster many runs share under leases). No Ray work runs here.
 """
 
 from airflow_ray_provider.clusters.backend import (

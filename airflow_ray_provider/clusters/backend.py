@@ -1,10 +1,7 @@
 """The cluster backend interface, and the request, task identity and plan it works with.
 
-Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines:
-:class:`ClusterBackend` is those steps, implemented by the local and the KubeRay backend; the cluster
-operators and the readiness trigger talk to nothing else. :mod:`airflow_ray_provider.hooks.kuberay` picks
-the backend of a connection id or a handle. A handle attached by name is not *owned*, and no delete path
-deletes a cluster through it (:func:`keeps_unowned`).
+Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines; the
+cluster operators and the readiness trigger talk to nothing but :class:`ClusterBackend`.
 """
 
 from __future__ import annotations
@@ -42,10 +39,7 @@ log = logging.getLogger(__name__)
 
 
 def keeps_unowned(handle: RayClusterHandle) -> bool:
-    """Whether a delete must leave this cluster alone (``owned=False``: attached, whoever created it).
-
-    Every backend's ``delete`` asks this first, so no teardown or janitor deletes a cluster someone else runs.
-    """
+    """Whether a delete must leave this cluster alone (``owned=False``: attached); every ``delete`` asks."""
     if handle.owned:
         return False
     where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
@@ -61,13 +55,10 @@ SPEC_CHECK_NAME = "spec-check"
 
 
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
-    """Validate a spec (or a dict of its fields) as KubeRay would, on any backend, e.g. when a DAG is parsed.
+    """Validate a spec (or a dict of its fields) as KubeRay would, its fields and its body, on any backend
+    (a spec the local backend runs is one KubeRay accepts).
 
-    Its fields, then KubeRay's controller rules on the body it builds: a spec the local backend runs is
-    one KubeRay accepts.
-
-    :param default_auth: the auth mode when the spec names none (a ``kuberay`` connection's ``ray_auth``);
-        ``None`` when the connection is not known yet (auth-dependent rules are then checked at run time).
+    :param default_auth: the auth mode when the spec names none; ``None``: not known yet.
     :raises RayInvalidInputError: naming the bad field and what to change.
     """
     try:
@@ -110,17 +101,9 @@ class TaskIdentity:
 
 @dataclass(frozen=True)
 class ClusterRequest:
-    """What the create operator was asked for (templates rendered); the same for every backend.
-
-    :param spec: the cluster to provision (drives KubeRay; summarised by the local backend).
-    :param manifest: instead of ``spec``, a full RayCluster manifest (KubeRay only).
-    :param cluster_name: a fixed name (default: generated from the task identity).
-    :param name_prefix: prefix of generated names.
-    :param namespace: overrides the connection's namespace (KubeRay).
-    :param dashboard_url_template: overrides how the dashboard is reached (KubeRay).
-    :param local_options: options of the local backend.
-    :param expiry: lifetime after which the janitor may delete the cluster.
-    """
+    """What the create operator was asked for (templates rendered), for every backend: a ``spec`` (or, on
+    KubeRay only, a full ``manifest``), a fixed name or a generated one, and the lifetime after which the
+    janitor may delete it; ``namespace`` and ``dashboard_url_template`` override the connection's."""
 
     spec: RayClusterSpec | None = None
     manifest: dict[str, Any] | str | None = None
@@ -139,10 +122,8 @@ class ClusterRequest:
         local_options: LocalClusterOptions | dict[str, Any] | None,
         **fields: Any,
     ) -> ClusterRequest:
-        """Build a request from operator arguments, parsing the plain-data ``spec`` and ``local_options``.
-
-        :raises RayInvalidInputError: for unknown or malformed fields.
-        """
+        """A request from operator arguments (plain-data ``spec`` and ``local_options``; bad fields:
+        :class:`RayInvalidInputError`)."""
         try:
             parsed = RayClusterSpec.from_dict(spec) if spec is not None else None
             options = LocalClusterOptions.from_value(local_options)
@@ -151,9 +132,8 @@ class ClusterRequest:
         return cls(spec=parsed, local_options=options, **fields)
 
     def name_for(self, identity: TaskIdentity) -> str:
-        """The cluster name: explicit, or generated from the task identity; every backend takes only names
-        KubeRay accepts (:class:`RayInvalidInputError`), so a DAG that runs locally runs on KubeRay too and
-        a local head's name never escapes its registry folder."""
+        """The cluster name, explicit or generated; only names KubeRay accepts, on every backend
+        (:class:`RayInvalidInputError`)."""
         try:
             if self.cluster_name:
                 check_cluster_name(self.cluster_name)
@@ -169,8 +149,7 @@ class ClusterRequest:
 @dataclass(frozen=True)
 class ClusterPlan:
     """A validated request, fixed before any API call: all a readiness check needs (the trigger rebuilds
-    it); a backend's own plan adds what creating takes. ``namespace``, ``dashboard_url_template`` (``None``:
-    in-cluster DNS) and ``token_ref`` (the token's Secret) are KubeRay's."""
+    it); a backend's own plan adds what creating takes. The last three fields are KubeRay's."""
 
     name: str
     namespace: str | None = None
@@ -181,19 +160,12 @@ class ClusterPlan:
 
 @runtime_checkable
 class ClusterBackend(Protocol):
-    """Create, wait for and delete Ray clusters of one kind; every step the cluster operators take.
+    """Create, wait for and delete Ray clusters of one kind: :meth:`plan` (no API call), :meth:`ensure`,
+    :meth:`check` until ready (in a trigger when :attr:`can_defer`), :meth:`handle`; on any failure
+    :meth:`delete` with the plan. A delete never deletes an unowned handle (it returns ``False``)."""
 
-    A create runs :meth:`plan` (all validation, no API call), :meth:`ensure`, :meth:`check` until ready
-    (:func:`airflow_ray_provider.launch.wait_until_ready`, or a trigger when :attr:`can_defer`) and
-    :meth:`handle`; on any failure :meth:`delete` with the plan. A delete never deletes an unowned handle
-    (:func:`keeps_unowned`): it returns ``False``, as for a cluster already gone.
-    """
-
-    #: The ``backend`` its handles carry.
     kind: BackendName
-    #: The cluster connection it was built from (``None``: the local backend).
     conn_id: str | None
-    #: Whether waiting can move to the triggerer.
     can_defer: bool
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> ClusterPlan:
@@ -217,7 +189,7 @@ class ClusterBackend(Protocol):
         ...
 
     def job_client(self, handle: RayClusterHandle, **options: Any) -> JobClient:
-        """The Job API client of one of these clusters, with its token (``options``: the client's)."""
+        """The Job API client of one of these clusters, with its token."""
         from airflow_ray_provider.jobs.client import JobClient
 
         source = f"cluster {handle.name} ({handle.backend})"
@@ -232,8 +204,8 @@ class ClusterBackend(Protocol):
         ...
 
     def attach(self, name: str) -> RayClusterHandle:
-        """A handle (``owned=False``) to a standing cluster that is ready now: one look, as a create task's
-        wait takes, no waiting (:class:`RayClusterNotReadyError`: not ready, with its state)."""
+        """A handle (``owned=False``) to a standing cluster that is ready now: one look, no waiting
+        (:class:`RayClusterNotReadyError`: not ready, with its state)."""
         plan = self.find(name)
         look = self.check(plan)
         if look.verdict != "ready" or not look.dashboard_url:
@@ -253,15 +225,14 @@ class ClusterBackend(Protocol):
         ...
 
     def owned_runs(self) -> list[RunCluster]:
-        """Provider-created clusters with the DAG run that created them (for the janitor)."""
-        ...
+        """Provider-created clusters with the DAG run that created them (for the janitor); KubeRay: none, as
+        a namespace may hold several Airflow deployments' clusters (the expiry annotation applies)."""
+        return []
 
     def lease_store(self) -> LeaseStore:
-        """Where this backend's pools keep their locks, records and leases
-        (:mod:`airflow_ray_provider.clusters.pool`); a pool's cluster goes by its leases and idle TTL,
-        never by an expiry or the DAG run that created it."""
+        """Where this backend's pools keep their locks, records and leases."""
         ...
 
     def close(self) -> None:
         """Release clients; the backend is not used afterwards."""
-        ...
+        return None

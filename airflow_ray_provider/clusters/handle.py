@@ -24,17 +24,12 @@ EXTRA_LINK_URL = "link_url"
 class RayClusterHandle:
     """Where a provisioned Ray cluster is and how to authenticate to it.
 
-    :param backend: ``"local"`` (ephemeral local head) or ``"kuberay"`` (a RayCluster CR).
-    :param name: cluster name (the RayCluster's ``metadata.name``, or the local head's id).
-    :param namespace: Kubernetes namespace; ``None`` for the local backend.
     :param dashboard_url: base URL of the Ray dashboard / Job API, e.g. ``http://127.0.0.1:8265``.
-    :param auth_token_file: path of a 0600 file holding the Ray auth token (local backend).
-    :param auth_token_secret: name of the Kubernetes Secret holding the token (KubeRay backend).
-    :param auth_token_secret_key: key inside that Secret.
-    :param conn_id: the cluster connection used to create it (lets hooks read the token Secret).
-    :param extra: backend-specific details that are safe to show (pid, temp dir, service name, ...).
-    :param owned: whether this provider created the cluster; a handle with ``owned=False`` (a standing
-        cluster attached by name, or the cluster a RayJob made) is never deleted through it.
+    :param auth_token_file: a 0600 file holding the token (local); ``auth_token_secret``: the Kubernetes
+        Secret holding it (KubeRay), read through ``conn_id``.
+    :param extra: backend details that are safe to show (pid, temp dir, ...).
+    :param owned: whether this provider created the cluster; an unowned one (attached by name, or made
+        by a RayJob) is never deleted through it.
     """
 
     backend: BackendName
@@ -73,8 +68,7 @@ class RayClusterHandle:
 
     @classmethod
     def from_dict(cls, value: Any) -> RayClusterHandle:
-        """Build a handle from an XCom value (a dict) or return a handle unchanged
-        (:class:`InvalidClusterHandleError`: not a handle-shaped dict)."""
+        """A handle from an XCom value (or the handle itself); InvalidClusterHandleError if not one."""
         if isinstance(value, RayClusterHandle):
             return value
         if not isinstance(value, dict):

@@ -20,7 +20,6 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
-    RunCluster,
     TaskIdentity,
     keeps_unowned,
 )
@@ -71,16 +70,10 @@ EXTRA_TOKEN_SECRET_CREATED = "token_secret_created"
 
 @dataclass(frozen=True)
 class KubeRaySettings:
-    """What a ``kuberay`` connection says about the clusters it creates.
-
-    :param conn_id: the connection id (handles carry it, so hooks can read the token Secret).
-    :param namespace: the namespace calls default to.
-    :param default_image: the Ray image when a spec names none.
-    :param dashboard_url_template: how to reach a head's dashboard (``None``: in-cluster DNS).
-    :param ray_auth: ``auth_options``, ``secret`` or ``disabled`` (when a spec does not say).
-    :param link_url_template: the dashboard's address for people (extra links), e.g.
-        ``https://ray.example.com/{namespace}/{name}`` (``None``: the one Airflow uses).
-    """
+    """What a ``kuberay`` connection says about the clusters it creates: the image and auth mode
+    (``auth_options``, ``secret``, ``disabled``) when a spec names none, how Airflow reaches a dashboard
+    (``None``: in-cluster DNS) and how people do (``link_url_template``, e.g.
+    ``https://ray.example.com/{namespace}/{name}``; ``None``: as Airflow)."""
 
     conn_id: str
     namespace: str = "default"
@@ -92,10 +85,7 @@ class KubeRaySettings:
 
 @dataclass(frozen=True)
 class KubeRayPlan(ClusterPlan):
-    """A RayCluster to create.
-
-    :param body: the RayCluster object sent to the API.
-    """
+    """A RayCluster to create: the body sent to the API."""
 
     body: dict[str, Any] = field(default_factory=dict)
 
@@ -107,27 +97,21 @@ def kuberay_handle(
     token_ref: TokenRef | None,
     *,
     conn_id: str | None,
-    token_secret_created: bool = False,
     owned: bool = True,
     link_url_template: str | None = None,
 ) -> RayClusterHandle:
-    """The one constructor of a KubeRay cluster handle: the dashboard and the token's Secret (never the
-    token); ``token_secret_created``: the provider made that Secret, so deleting the cluster deletes it;
-    ``link_url_template``: the dashboard's address for people (``{name}``, ``{namespace}``)."""
-    extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: token_secret_created}
+    """The one constructor of a KubeRay cluster handle: the token's Secret, never the token (one the
+    provider made goes with an owned cluster)."""
+    extra: dict[str, Any] = {
+        EXTRA_TOKEN_SECRET_CREATED: bool(owned and token_ref and token_ref.provider_created)
+    }
     if link_url_template:
         extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
+    secret, key = (token_ref.secret_name, token_ref.key) if token_ref else (None, None)
     return RayClusterHandle(
-        backend="kuberay",
-        name=name,
-        namespace=namespace,
-        dashboard_url=dashboard_url,
-        auth_token_secret=token_ref.secret_name if token_ref else None,
-        auth_token_secret_key=token_ref.key if token_ref else None,
-        conn_id=conn_id,
-        extra=extra,
-        owned=owned,
-    )
+        "kuberay", name, dashboard_url, namespace, auth_token_secret=secret, auth_token_secret_key=key,
+        conn_id=conn_id, extra=extra, owned=owned,
+    )  # fmt: skip
 
 
 def cluster_link_url(template: str, name: str, namespace: str) -> str:
@@ -171,11 +155,8 @@ def _look(
 
 
 class KubeRayBackend(ClusterBackend):
-    """Create, wait for and delete RayClusters through one ``kuberay`` connection.
-
-    :param settings: the connection's settings.
-    :param client_factory: builds the typed client on first use (no I/O before a backend call).
-    """
+    """Create, wait for and delete RayClusters through one ``kuberay`` connection (the client is built on
+    first use: no I/O before a backend call)."""
 
     kind: BackendName = "kuberay"
     can_defer: bool = True
@@ -225,8 +206,7 @@ class KubeRayBackend(ClusterBackend):
         self, spec: RayClusterSpec | None, manifest: dict[str, Any] | str | None, *, name: str,
         namespace: str, labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None,
     ) -> dict[str, Any]:  # fmt: skip
-        """The RayCluster body of a user's manifest, else of a spec (the connection's auth mode and image
-        where it names none); raises :class:`KubeRaySpecError` naming the field. No API call."""
+        """The RayCluster body of a user's manifest, else of a spec (KubeRaySpecError: a bad field)."""
         if manifest is not None:
             return prepare_manifest(
                 manifest, name=name, namespace=namespace, labels=labels or {}, annotations=annotations or {}
@@ -238,8 +218,7 @@ class KubeRayBackend(ClusterBackend):
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
-        if not isinstance(plan, KubeRayPlan):
-            raise TypeError(f"KubeRayBackend cannot create from a {type(plan).__name__}")
+        assert isinstance(plan, KubeRayPlan), plan
         namespace = self._namespace(plan)
         existing = self.client.find_cluster(plan.name, namespace=namespace)
         if existing is not None:
@@ -248,12 +227,8 @@ class KubeRayBackend(ClusterBackend):
             return False
         ref = plan.token_ref
         if ref is not None and ref.provider_created:
-            self.client.create_secret(
-                ref.secret_name,
-                data={ref.key: secrets.token_hex(32)},
-                labels=plan.labels,
-                namespace=namespace,
-            )
+            data = {ref.key: secrets.token_hex(32)}
+            self.client.create_secret(ref.secret_name, data=data, labels=plan.labels, namespace=namespace)
         try:
             self.client.create_cluster(plan.body, namespace=namespace)
         except KubeRayConflictError:  # created concurrently (e.g. a zombie try): reuse if ours
@@ -273,7 +248,20 @@ class KubeRayBackend(ClusterBackend):
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
         verdict, message = readiness(status)
         if verdict != "ready":
-            return self._not_ready(status, namespace, verdict, message)
+            try:
+                events = events_of(self.client.list_events(status.name, namespace=namespace), status.uid)
+            except KubeRayApiError as exc:
+                if exc.status not in (401, 403):
+                    raise
+                log.warning(
+                    "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
+                )
+                events = []
+            refused = refusal_event(events)  # KubeRay's refusal: a Warning event, no status; fails now
+            if refused is not None and verdict == "waiting":
+                where, verdict = f"RayCluster {namespace}/{status.name}", "failed"
+                message = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
+            return _look(status, verdict, message, events=events)
         url = dashboard_url(status, plan.dashboard_url_template)
         token = None
         if plan.token_ref is not None:
@@ -288,62 +276,29 @@ class KubeRayBackend(ClusterBackend):
         hint = "check the connection's dashboard_url_template and that Airflow can reach the head"
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail} ({hint})", url)
 
-    def _not_ready(
-        self, status: ClusterStatus, namespace: str, verdict: Verdict, message: str
-    ) -> ReadinessCheck:
-        """Not ready: KubeRay's refusal (a Warning event, no status) fails now; other warnings are shown."""
-        events = events_of(self._events(status.name, namespace), status.uid)
-        refused = refusal_event(events)
-        if refused is not None and verdict == "waiting":
-            where = f"RayCluster {namespace}/{status.name}"
-            text = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
-            return _look(status, "failed", text, events=events)
-        return _look(status, verdict, message, events=events)
-
-    def _events(self, name: str, namespace: str) -> list[ClusterEvent]:
-        try:
-            return self.client.list_events(name, namespace=namespace)
-        except KubeRayApiError as exc:
-            if exc.status not in (401, 403):
-                raise
-            log.warning(
-                "cannot read events (the Role lacks events get/list; see docs/connections.md): %s", exc
-            )
-            return []
-
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        ref, settings = plan.token_ref, self.settings
         return kuberay_handle(
-            plan.name, self._namespace(plan), dashboard_url, ref, conn_id=settings.conn_id,
-            token_secret_created=bool(ref and ref.provider_created),
-            link_url_template=settings.link_url_template,
+            plan.name, self._namespace(plan), dashboard_url, plan.token_ref, conn_id=self.conn_id,
+            link_url_template=self.settings.link_url_template,
         )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
         """The token from the Secret the handle names (``None``: the cluster has no token auth)."""
-        ref = _token_ref_of_handle(handle)
-        if ref is None:
-            return None
-        return str(
-            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=self._namespace(handle))
+        ref, namespace = _token_ref_of_handle(handle), self._namespace(handle)
+        return (
+            self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace) if ref else None
         )
 
     # ----------------------------------------------------------------- delete
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
-        """Delete the RayCluster (foreground: its pods first) and the token Secret the provider created,
-        by its handle or by its plan (a cluster still starting).
-
-        Never a cluster the handle does not own (a standing cluster, or one a RayJob created).
-        """
-        if isinstance(cluster, RayClusterHandle):
-            if keeps_unowned(cluster):
-                return False
-            ref = _token_ref_of_handle(cluster)
-        else:
-            ref = cluster.token_ref
+        """Delete the RayCluster (its pods first) and the token Secret the provider made, by its handle or
+        its plan (still starting); never an unowned one."""
+        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
+            return False
+        ref = _token_ref_of_handle(cluster) if isinstance(cluster, RayClusterHandle) else cluster.token_ref
         namespace = self._namespace(cluster)
         deleted = self.client.delete_cluster(cluster.name, namespace=namespace)
         if ref is not None and ref.provider_created:
@@ -354,7 +309,7 @@ class KubeRayBackend(ClusterBackend):
 
     def _plan_of(self, obj: dict[str, Any]) -> ClusterPlan:
         """What a look at an existing RayCluster needs; its token Secret is the one the provider made
-        (annotated, so deleting the cluster deletes it too), else the one the cluster names (kept)."""
+        (annotated: deleted with it), else the one the cluster names (kept)."""
         status = ClusterStatus.from_object(obj)
         annotations = (obj.get("metadata") or {}).get("annotations") or {}
         created, ref = annotations.get(ANNOTATION_TOKEN_SECRET), token_ref_of(obj)
@@ -387,11 +342,6 @@ class KubeRayBackend(ClusterBackend):
         owned = self._provider_clusters({LABEL_CREATED_BY: CREATED_BY})
         return [self._handle_of(obj) for obj in owned if is_expired(obj, now)]
 
-    def owned_runs(self) -> list[RunCluster]:
-        """None: a namespace may hold the clusters of several Airflow deployments, and a run unknown to
-        this one's database may well be running in another; the expiry annotation applies instead."""
-        return []
-
     def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
         """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
         onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
@@ -400,8 +350,7 @@ class KubeRayBackend(ClusterBackend):
 
     # ----------------------------------------------------------------- standing clusters
     def find(self, name: str) -> ClusterPlan:
-        """A standing RayCluster in the connection's namespace, with its token Secret (``authOptions``, or a
-        ``RAY_AUTH_TOKEN`` ``secretKeyRef`` of its head); an attached handle never deletes either."""
+        """A standing RayCluster in the connection's namespace, with its token Secret."""
         namespace = self.settings.namespace
         obj = self.client.find_cluster(name, namespace=namespace)
         if obj is None:
@@ -422,8 +371,8 @@ class KubeRayBackend(ClusterBackend):
 
 
 def check_ours(obj: dict[str, Any], labels: dict[str, str]) -> None:
-    """Refuse an existing RayCluster or RayJob (as the API returned it) this task did not create, or one being
-    deleted: a retry may adopt only its own."""
+    """Refuse an existing RayCluster or RayJob this task did not create, or one being deleted: a retry may
+    adopt only its own."""
     meta, kind = obj.get("metadata") or {}, obj.get("kind")
     name, namespace = str(meta.get("name")), meta.get("namespace")
     where, name_field = f"{kind} {namespace}/{name}", "rayjob_name" if kind == "RayJob" else "cluster_name"

@@ -1,8 +1,7 @@
 """The local backend: an ephemeral Ray head on this machine, the embedded default (no connection).
 
-The head outlives the task that started it and is stopped by the teardown task from any process on the
-same machine, through the registry of :mod:`airflow_ray_provider.local.cluster`. The KubeRay spec is
-summarised into the head's CPUs and GPUs, so one DAG runs on either backend unchanged.
+Any process on the machine finds and stops the head through the registry of :mod:`.local`;
+the KubeRay spec is summarised into its CPUs and GPUs, so one DAG runs on either backend unchanged.
 """
 
 from __future__ import annotations
@@ -25,28 +24,26 @@ from airflow_ray_provider.clusters.backend import (
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck, probe_dashboard
+from airflow_ray_provider.clusters.readiness import ReadinessCheck
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
-    AGENT_HEALTH_PATH,
     LocalClusterOptions,
     LocalHeadError,
     LocalHeadInfo,
     LocalLeaseStore,
-    agent_answers,
     find_cluster,
     list_clusters,
     read_token,
     start_cluster,
     stop_cluster,
+    waiting_for,
 )
 
 
 @dataclass(frozen=True)
 class LocalPlan(ClusterPlan):
-    """A local head to start: its options (CPUs and GPUs summarised from the spec), whether it needs a
-    token, when the janitor may stop it, and the DAG run that starts it (``dag_id``, ``run_id``)."""
+    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
 
     options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
     auth: bool = True
@@ -55,12 +52,8 @@ class LocalPlan(ClusterPlan):
 
 
 def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
-    """Local options, with CPUs and GPUs summarised from the spec when not set explicitly.
-
-    ``num_cpus``: head plus initial workers' CPUs of the spec, capped at this machine's cores (every
-    core when there is neither a spec nor an explicit value). ``num_gpus``: 0 when the spec asks for no
-    GPU, else detected by Ray.
-    """
+    """Local options; unless set, ``num_cpus`` is the spec's head and workers' CPUs (capped at this
+    machine's cores) and ``num_gpus`` 0 when the spec asks for none."""
     options, spec = request.local_options, request.spec
     if spec is None:
         return options
@@ -102,8 +95,7 @@ class LocalBackend(ClusterBackend):
 
     def ensure(self, plan: ClusterPlan) -> bool:
         """Start the head (it answers before this returns), or find the one an earlier try started."""
-        if not isinstance(plan, LocalPlan):
-            raise TypeError(f"LocalBackend cannot create from a {type(plan).__name__}")
+        assert isinstance(plan, LocalPlan), plan
         try:
             _, created = start_cluster(
                 plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at,
@@ -114,19 +106,15 @@ class LocalBackend(ClusterBackend):
         return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """The head's processes are alive, its dashboard answers with the token, and its job agent answers."""
+        """The head runs and is up, as a start waits for it (:func:`~.local.waiting_for`)."""
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
-        token = read_token(info.token_file) if info.token_file else None
-        answered, detail = probe_dashboard(info.dashboard_url, token)
-        if answered and agent_answers(info):
-            message = f"dashboard {info.dashboard_url} answers (Ray {detail})"
-            return ReadinessCheck("ready", message, cluster, info.dashboard_url)
-        message = f"head running, but {info.dashboard_url}/api/version: {detail}"
-        if answered:
-            message = f"dashboard answers, but the job agent {info.agent_url}{AGENT_HEALTH_PATH} does not yet"
-        return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
+        waiting = waiting_for(info, read_token(info.token_file) if info.token_file else None)
+        if waiting:
+            message = f"head running, still waiting for {', '.join(waiting)}"
+            return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
+        return ReadinessCheck("ready", f"dashboard {info.dashboard_url} answers", cluster, info.dashboard_url)
 
     def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
         """The handle of the running head (its pid, temp dir and token file are in ``extra``)."""
@@ -144,8 +132,7 @@ class LocalBackend(ClusterBackend):
     def delete(
         self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
     ) -> bool:
-        """Stop a head from any process, also one still starting (always waits: about a second); never an
-        unowned one."""
+        """Stop a head from any process, also one still starting (always waits); never an unowned one."""
         if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
             return False
         extra = cluster.extra if isinstance(cluster, RayClusterHandle) else None
@@ -186,6 +173,3 @@ class LocalBackend(ClusterBackend):
     def lease_store(self) -> LocalLeaseStore:
         """The locks, records and leases of this machine's pools (a folder in the registry)."""
         return LocalLeaseStore()
-
-    def close(self) -> None:
-        """Nothing to release."""

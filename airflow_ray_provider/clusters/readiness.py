@@ -1,10 +1,7 @@
 """When a cluster is ready, and how waiting for it ends: one typed look, one event shape, one rule.
 
-Ready means the head is up, its dashboard's ``/api/version`` answers with the token and its job agent
-answers (KubeRay's default head probe asks ``/api/local_raylet_healthz``; before that the Job API refuses
-jobs). A backend's ``check`` returns a :class:`ReadinessCheck`; :func:`event_for` turns it into the end
-of the wait, for the blocking wait and the trigger alike. The event (:class:`ReadinessEvent`) never
-carries the token.
+Ready: the head is up, and its dashboard (with the token) and job agent answer. :func:`event_for` ends the
+blocking wait and the trigger's alike; the event never carries the token.
 """
 
 from __future__ import annotations
@@ -26,13 +23,8 @@ EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
 
 @dataclass(frozen=True)
 class ReadinessCheck:
-    """One look at a cluster.
-
-    :param cluster: what was looked at, e.g. ``RayCluster ray/nightly-1a2b`` or ``local Ray head x``.
-    :param state: one line of its last observed state (KubeRay: state and every condition).
-    :param conditions: KubeRay's ``status.conditions``.
-    :param inspect: a command that shows more, e.g. ``kubectl describe raycluster x -n ray``.
-    """
+    """One look at a cluster (e.g. ``RayCluster ray/x``): its last state in one line, KubeRay's
+    ``status.conditions``, and a command that shows more (``inspect``)."""
 
     verdict: Verdict
     message: str
@@ -43,7 +35,7 @@ class ReadinessCheck:
     inspect: str = ""
 
     def details(self) -> str:
-        """`` Last status: .... Inspect it with: ...``, for an error that ends a wait or an attach."""
+        """`` Last status: .... Inspect it with: ...``, for an error."""
         inspect = f" Inspect it with: {self.inspect}" if self.inspect else ""
         return f" Last status: {self.state or 'no status'}.{inspect}"
 
@@ -72,7 +64,7 @@ def make_event(
 
 
 def validate_event(event: Any) -> ReadinessEvent:
-    """Check an event before acting on it (``execute_complete``); :class:`RayProviderError` if malformed."""
+    """Check an event before acting on it; :class:`RayProviderError` if malformed."""
     if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES:
         raise RayProviderError(f"unexpected cluster readiness event: {event!r}")
     if event["status"] == EVENT_READY and not event.get("dashboard_url"):

@@ -1,13 +1,12 @@
 """The local backend's client layer: ephemeral Ray heads on this machine (no Airflow import).
 
-:mod:`.head` starts one head (own session and temp dir, token auth) and :mod:`.running` finds and stops
-it; :mod:`.cluster` names heads and keeps the registry through which any process finds and stops them,
-and knows their expiry; :mod:`.leases` keeps the locks, records and leases of pools of heads.
-``airflow-ray clusters list | delete NAME`` lists and stops them from a shell.
+:mod:`.head` starts and stops one head; :mod:`.cluster` keeps the registry through which any process
+finds and stops a head by name, and pools' leases.
 """
 
 from airflow_ray_provider.local.cluster import (
     REGISTRY_ENV,
+    LocalLeaseStore,
     find_cluster,
     list_clusters,
     read_record,
@@ -16,20 +15,20 @@ from airflow_ray_provider.local.cluster import (
     stop_cluster,
 )
 from airflow_ray_provider.local.head import (
-    AGENT_HEALTH_PATH,
     LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
+    LocalHeadInfo,
     agent_answers,
     free_port,
+    is_running,
     read_token,
     start_head,
+    stop_head,
+    waiting_for,
 )
-from airflow_ray_provider.local.leases import LocalLeaseStore
-from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
 
 __all__ = [
-    "AGENT_HEALTH_PATH",
     "REGISTRY_ENV",
     "LocalClusterOptions",
     "LocalHeadConfig",
@@ -48,4 +47,5 @@ __all__ = [
     "start_head",
     "stop_cluster",
     "stop_head",
+    "waiting_for",
 ]

@@ -1,11 +1,14 @@
-"""Starting an ephemeral local Ray head: ``ray start --head --block`` in its own session and temp dir.
+"""One ephemeral local Ray head: ``ray start --head`` in its own session and temp dir; stopping it.
 
-The head outlives the process that started it, and counts as up once its node has started, its dashboard
-answers and its job agent answers. :mod:`.running` finds and stops it. No Airflow imports.
+The head outlives the process that started it and counts as up once its node has started, its dashboard
+answers and its job agent answers. :func:`stop_head` works from any process, given :class:`LocalHeadInfo`:
+it signals only the processes of the head's session and the job drivers it started, after checking that
+they still belong to this head (a reused process id does not). No Airflow imports.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -13,6 +16,7 @@ import os
 import secrets
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,22 +24,18 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from airflow_ray_provider.local.running import LocalHeadInfo, is_running, stop_head
-
 TOKEN_FILE_NAME = "auth_token"
 HEAD_LOG_NAME = "ray-start.log"
-#: What ``ray start`` logs once its node has registered with the GCS: only then is the head up. The
-#: dashboard answers earlier, and on a starved CPU the head can still die in between (the raylet gives
-#: the dashboard agent a fixed 15 s to publish its port, then ``ray start`` exits).
+#: What ``ray start`` logs once its node has registered with the GCS; the dashboard answers earlier, and
+#: the head can still die in between (the raylet gives the agent 15 s to publish its port).
 STARTED_MARKER = "Ray runtime started."
-#: The job agent (which runs submitted jobs) answers this once its HTTP server is up; until it has
-#: registered with the GCS, the Job API refuses jobs ("No available agent to submit job"). KubeRay's
-#: default head readiness probe asks the same endpoint.
+#: The job agent answers this once up; before, the Job API refuses jobs ("No available agent"). KubeRay's
+#: default head readiness probe asks it too.
 AGENT_HEALTH_PATH = "/api/local_raylet_healthz"
 #: What the agent logs when its port was taken before it bound it: it lives on but can never run a job.
 AGENT_HTTP_FAILED_MARKER = "Failed to start HTTP server"
@@ -72,16 +72,9 @@ class StartupCrashError(LocalHeadError):
 
 @dataclass(frozen=True)
 class LocalClusterOptions:
-    """What a local head offers and how long it may take to come up (the local backend's options).
-
-    :param num_cpus: logical CPUs the head offers (``None``: every core).
-    :param num_gpus: logical GPUs (``None``: Ray detects them).
-    :param object_store_memory: object store bytes (``None``: Ray's default).
-    :param resources: extra custom resources.
-    :param env: extra environment for the head and every process it starts.
-    :param temp_root: parent folder of the head's temp dir; keep it short (Unix socket paths <= ~107 chars).
-    :param ready_timeout: seconds to wait for the head to be up (see :func:`start_head`).
-    """
+    """What a local head offers (``None``: every core, the GPUs Ray detects, Ray's object store) and how
+    long it may take to come up; ``env`` reaches every process it starts; keep ``temp_root`` short (Unix
+    socket paths <= ~107 chars)."""
 
     num_cpus: int | None = None
     num_gpus: int | None = None
@@ -107,14 +100,106 @@ class LocalClusterOptions:
 
 @dataclass(frozen=True)
 class LocalHeadConfig(LocalClusterOptions):
-    """How to start one local head: its options, and its auth.
-
-    :param auth: enable Ray token authentication (a fresh token per head).
-    :param token: use this auth token instead of generating one (e.g. one taken from a Kubernetes Secret).
-    """
+    """One local head's options and auth: token auth on (``token``: this one, else a fresh one)."""
 
     auth: bool = True
     token: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class LocalHeadInfo:
+    """What it takes to reach and stop a running head (no secrets); ``agent_url`` ``None``: not recorded,
+    not waited on."""
+
+    name: str
+    pid: int
+    pgid: int
+    temp_dir: str
+    dashboard_url: str
+    gcs_address: str
+    token_file: str | None
+    agent_url: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The info as a plain dict."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LocalHeadInfo:
+        """Rebuild the info from :meth:`to_dict` output (unknown keys are ignored)."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+def _processes() -> Iterator[tuple[int, str, int, int]]:
+    """Every process on the machine as ``(pid, state, process group, session)``, from ``/proc``."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                state, _, group, session = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:4]
+                yield int(entry.name), state, int(group), int(session)
+
+
+def _proc_file(pid: int, name: str) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/{name}").read_bytes()
+    except OSError:
+        return b""
+
+
+def _cmdline(pid: int) -> str:
+    return _proc_file(pid, "cmdline").decode(errors="replace")
+
+
+def is_running(info: LocalHeadInfo) -> bool:
+    """Whether a live process of the head's process group runs in its temp dir (a reused pgid does not)."""
+    group = [pid for pid, state, pgid, _ in _processes() if pgid == info.pgid and state != "Z"]
+    return any(info.temp_dir in _cmdline(pid) for pid in group)
+
+
+def _head_processes(info: LocalHeadInfo) -> list[int]:
+    """The head's live processes: its session (Ray moves each worker into a process group of its own; a
+    worker missed would re-create folders in the removed temp dir) while one of them runs in its temp dir,
+    and the job drivers that carry its ``RAY_TMPDIR``; never the calling process."""
+    marker = f"RAY_TMPDIR={info.temp_dir}".encode()
+    in_session: list[int] = []
+    by_environment: list[int] = []
+    for pid, state, group, session in _processes():
+        if state == "Z" or pid == os.getpid():
+            continue
+        if info.pgid in (group, session):
+            in_session.append(pid)
+        elif marker in _proc_file(pid, "environ").split(b"\0"):
+            by_environment.append(pid)
+    if not any(info.temp_dir in _cmdline(pid) for pid in in_session):
+        in_session = []
+    return in_session + by_environment
+
+
+def stop_head(info: LocalHeadInfo, *, grace: float = 1.0) -> bool:
+    """Stop a head and then remove its temp dir (``False``: already gone; safe twice): SIGTERM, then SIGKILL
+    after ``grace`` s (``raylet`` often outlives SIGTERM by seconds)."""
+    was_running = is_running(info)
+    left = _head_processes(info)
+    for signum, seconds in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        signalled: set[int] = set()
+        deadline = time.monotonic() + seconds
+        while left and time.monotonic() < deadline:
+            for pid in set(left) - signalled:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signum)
+            signalled.update(left)
+            time.sleep(0.1)
+            _reap(info.pid)
+            left = _head_processes(info)
+    _reap(info.pid)
+    shutil.rmtree(info.temp_dir, ignore_errors=True)
+    return was_running
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of our own child, if it is one (no-op from other processes)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def free_port() -> int:
@@ -170,15 +255,12 @@ def start_head(
     name: str | None = None,
     on_spawn: Callable[[LocalHeadInfo], None] | None = None,
 ) -> LocalHeadInfo:
-    """Start a local Ray head and wait until it is up: node started, Job API and job agent
-    (:data:`AGENT_HEALTH_PATH`) answering, so a job submitted right after runs. A head whose ``ray start``
-    gives up during startup, or whose agent could not open its port, is started again in a fresh temp dir
-    on fresh ports, up to :data:`START_ATTEMPTS` times.
+    """Start a head and wait until it is up; one whose start crashed is started again on fresh ports, up
+    to :data:`START_ATTEMPTS` times.
 
-    :param on_spawn: called with each head's info once its process exists and before Ray starts in it
-        (e.g. to register it, so whatever interrupts the wait leaves a head others find and stop); if it
-        raises, the head is stopped and the error propagates.
-    :raises LocalHeadError: when it does not come up in time (it is stopped before raising).
+    :param on_spawn: called once the head's process exists and before Ray starts in it (e.g. to register
+        it); if it raises, the head is stopped and the error propagates.
+    :raises LocalHeadError: when it does not come up in time (it is stopped first).
     """
     config = config or LocalHeadConfig()
     for attempt in range(1, START_ATTEMPTS):
@@ -208,13 +290,9 @@ def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tu
 
 
 def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
-    """The environment of the head and of every process it starts (job drivers included).
-
-    ``PATH`` starts with this interpreter's folder (or a ``python`` shim of it, when that folder's
-    ``python`` is another), so a job's plain ``python``, ``pip`` or ``ray`` has Ray and this provider.
-    ``TMPDIR`` is the head's temp dir, so what its processes leave there goes with the head. ``config.env``
-    can override both.
-    """
+    """The environment of the head and every process it starts: ``PATH`` first has this interpreter (a
+    job's plain ``python`` has Ray and this provider), ``TMPDIR`` the head's temp dir (what its processes
+    leave goes with it); ``config.env`` overrides both."""
     bin_dir = os.path.dirname(sys.executable)
     first = [bin_dir]
     python = os.path.join(bin_dir, "python")
@@ -278,8 +356,7 @@ def _start_once(
 
 
 def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
-    """Wait for a head another process started (e.g. an earlier try killed while it waited); when it exits
-    or is not up within ``timeout`` seconds it is stopped and :class:`LocalHeadError` raised."""
+    """Wait for a head another process started; one that exits or is late is stopped (LocalHeadError)."""
     token = read_token(info.token_file) if info.token_file else None
     _wait_until_up(lambda: None if is_running(info) else -1, info, token, timeout)
 
@@ -287,15 +364,9 @@ def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
 def _wait_until_up(
     exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
 ) -> None:
-    """Return once the node started and the dashboard and job agent answer; else stop the head and raise.
-    ``exit_code`` gives the head's exit code once it has exited, else ``None``."""
-    checks = {
-        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
-        "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
-        f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
-    }
+    """Return once the head is up (:func:`waiting_for`); else stop the head and raise."""
     start = time.monotonic()
-    up: dict[str, float] = {}
+    waiting = ["its process"]
     while time.monotonic() < start + timeout:
         code = exit_code()
         if code is not None:
@@ -303,17 +374,24 @@ def _wait_until_up(
         if AGENT_HTTP_FAILED_MARKER in _log(info, AGENT_LOG):
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
-        for part, is_up in checks.items():
-            if part not in up and is_up():
-                up[part] = time.monotonic() - start
-        if len(up) == len(checks):
-            parts = ", ".join(f"{part} {seconds:.1f}s" for part, seconds in up.items())
-            log.info("local Ray head %s up after %.1fs (%s)", info.name, time.monotonic() - start, parts)
+        waiting = waiting_for(info, token)
+        if not waiting:
+            log.info("local Ray head %s up after %.1fs", info.name, time.monotonic() - start)
             return
         time.sleep(0.25)
-    waiting = ", ".join(part for part in checks if part not in up)
-    message = f"local Ray head was not up within {timeout:.0f}s: still waiting for {waiting}"
+    message = f"local Ray head was not up within {timeout:.0f}s: still waiting for {', '.join(waiting)}"
     _fail(info, LocalHeadError, f"{message} (dashboard {info.dashboard_url}); last log lines", HEAD_LOG_NAME)
+
+
+def waiting_for(info: LocalHeadInfo, token: str | None) -> list[str]:
+    """What the head still waits for to be up: its node started, its dashboard (with the token) and its job
+    agent answering; ``[]``: up."""
+    checks = {
+        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
+        "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
+        f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
+    }
+    return [part for part, is_up in checks.items() if not is_up()]
 
 
 def agent_answers(info: LocalHeadInfo) -> bool:

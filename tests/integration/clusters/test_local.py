@@ -234,7 +234,7 @@ def test_a_head_runs_its_dashboard_and_monitors_but_no_ray_client_server(ray_hea
     """``ray start --head`` starts a Ray Client server whenever Ray Client's packages are installed (on a
     port nobody was told); a local head is reached through its Job API and starts none. What a user of
     the head sees stays: the dashboard, the autoscaler monitor (``ray status``), the log monitor."""
-    from airflow_ray_provider.local.running import _cmdline, _head_processes
+    from airflow_ray_provider.local.head import _cmdline, _head_processes
 
     running = " | ".join(_cmdline(pid).replace("\0", " ") for pid in _head_processes(ray_head))
     assert "ray.util.client.server" not in running, running
