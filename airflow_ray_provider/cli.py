@@ -333,14 +333,13 @@ def cmd_clusters(args: argparse.Namespace) -> int:
             deleted = backend.delete(backend.find(args.name), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
         else:
-            from airflow_ray_provider.launch import delete_idle_pools
+            from airflow_ray_provider.launch import janitor_sweep
 
-            pools = delete_idle_pools(backend, lambda message: None)
+            expired, pools = janitor_sweep(backend, lambda message: None)
             for name in pools:
                 print(f"deleted {name} (an idle pool)")
-            for handle in backend.expired():
-                backend.delete(handle, wait=True, timeout=300)
-                print(f"deleted {handle.name} (expired)")
+            for name in expired:
+                print(f"deleted {name} (expired)")
     finally:
         backend.close()
     return EXIT_OK

@@ -342,17 +342,12 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     lease the target renews and releases.
     """
     from airflow_ray_provider.clusters import PoolOptions
-    from airflow_ray_provider.launch import PoolLease, RayJobPlan, RayJobTarget
+    from airflow_ray_provider.launch import PoolLease, RayJobTarget
 
     options: dict[str, Any] = {"retry_attempts": int(ref.get("retry_attempts") or 5)}
     if ref.get("rayjob"):
         jobs = rayjobs_for_connection(ref.get("cluster_conn_id"), namespace=ref.get("namespace"))
-        plan = RayJobPlan(name=ref["rayjob"], namespace=jobs.settings.namespace,
-                          dashboard_url_template=ref.get("template"))  # fmt: skip
-        connect = partial(handle_client, retry_attempts=2, retry_max_wait=1.0)
-        wait = float(ref.get("teardown_wait") or 0.0)
-        return RayJobTarget(jobs, plan, suspend_on_kill=bool(ref.get("suspend_on_kill")), teardown_wait=wait,
-                            ref=ref, connect=connect)  # fmt: skip
+        return RayJobTarget.from_ref(jobs, ref, partial(handle_client, retry_attempts=2, retry_max_wait=1.0))
     base = {k: v for k, v in ref.items() if k not in ("handle", "owned", "pool", "holder")}
     if ref.get("handle"):
         handle = RayClusterHandle.from_dict(ref["handle"])

@@ -5,7 +5,13 @@ the ``airflow-ray`` CLI are terminal shells.
 
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
-from airflow_ray_provider.launch.pool import PoolLease, cluster_target, delete_idle_pools, pool_options
+from airflow_ray_provider.launch.pool import (
+    PoolLease,
+    cluster_target,
+    delete_idle_pools,
+    janitor_sweep,
+    pool_options,
+)
 from airflow_ray_provider.launch.rayjob import (
     ANNOTATION_SUSPENDED_ON_KILL,
     RayJobLook,
@@ -73,6 +79,7 @@ __all__ = [
     "check_options",
     "cluster_target",
     "delete_idle_pools",
+    "janitor_sweep",
     "kuberay_backend",
     "plan_rayjob",
     "pool_options",

@@ -165,6 +165,36 @@ def delete_idle_pools(
     return found
 
 
+def janitor_sweep(
+    backend: ClusterBackend,
+    say: Callable[[str], None] = log.info,
+    *,
+    orphaned: Callable[[str, str], str | None] = lambda dag_id, run_id: None,
+    dry_run: bool = False,
+    wait: bool = True,
+) -> tuple[list[str], list[str]]:
+    """The janitor: delete (unless ``dry_run``) the provider's clusters whose expiry has passed, the run
+    clusters ``orphaned(dag_id, run_id)`` gives a reason for, and the idle pools of
+    :func:`delete_idle_pools`; never a pool's cluster (it goes by its leases). Returns the clusters' names
+    and the pools'."""
+    verb = "Would delete" if dry_run else "Deleting"
+    pools = set(backend.lease_store().pools())
+    found = [(handle, "its expiry has passed") for handle in backend.expired() if handle.name not in pools]
+    for owned in backend.owned_runs():
+        why = orphaned(owned.dag_id, owned.run_id)
+        if why is not None and owned.handle.name not in pools | {handle.name for handle, _ in found}:
+            found.append((owned.handle, why))
+    for handle, why in found:
+        where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
+        say(f"{verb} Ray cluster {where} ({backend.kind}): {why}")
+        if not dry_run:
+            backend.delete(handle, wait=wait, timeout=300)
+    idle = delete_idle_pools(backend, say, dry_run=dry_run)
+    for name in idle:
+        say(f"{verb} pool {name} ({backend.kind}): its idle TTL is over")
+    return [handle.name for handle, _ in found], idle
+
+
 def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout: float) -> bool:
     """Whether the pool is idle and expired; marked ``deleting`` (under its lock) unless ``dry_run``."""
     with store.lock(name, timeout=lock_timeout):

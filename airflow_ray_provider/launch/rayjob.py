@@ -25,6 +25,7 @@ from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.kuberay import (
     ANNOTATION_RUN_ID,
     AUTH_TOKEN_KEY,
+    DEFAULT_TTL_SECONDS,
     ClusterStatus,
     KubeRayConflictError,
     KubeRaySpecError,
@@ -52,6 +53,8 @@ log = logging.getLogger(__name__)
 
 #: Set when a killed task suspends a RayJob: the next try resumes the RayJob instead of waiting.
 ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
+#: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
+TEARDOWN_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,7 @@ class RayJobRequest:
         ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
     :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
     :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
+    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
     """
 
     options: RayJobOptions
@@ -73,6 +77,7 @@ class RayJobRequest:
     name_prefix: str = "rayjob"
     namespace: str | None = None
     dashboard_url_template: str | None = None
+    suspend_on_kill: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,9 @@ class RayJobPlan:
     :param labels: its ownership labels.
     :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
     :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
+    :param teardown_wait: seconds a finished run waits for KubeRay to delete the cluster it deletes at once
+        (no TTL, no deletion rules); 0: do not wait. ``teardown_note``: why the usage record then has no
+        ``teardown_s``.
     """
 
     name: str
@@ -91,6 +99,9 @@ class RayJobPlan:
     standing_cluster: str | None = None
     token_secret: str | None = None
     dashboard_url_template: str | None = None
+    suspend_on_kill: bool = False
+    teardown_wait: float = 0.0
+    teardown_note: str = ""
 
     @property
     def where(self) -> str:
@@ -149,23 +160,43 @@ def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskI
     except (KubeRaySpecError, ValueError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
     ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
+    wait, note = _teardown(request.options, request.cluster_name)
     return RayJobPlan(
         name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
         token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
-        dashboard_url_template=template,
+        dashboard_url_template=template, suspend_on_kill=request.suspend_on_kill, teardown_wait=wait,
+        teardown_note=note,
     )  # fmt: skip
+
+
+def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]:
+    """How the RayJob's cluster goes: the seconds a finished run waits for it to be gone (KubeRay deletes
+    it at once), and why the usage record then has no ``teardown_s``."""
+    if standing is not None:
+        return 0.0, "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
+    if not options.shutdown_after_job_finishes or options.deletion_rules:
+        return (
+            0.0,
+            "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)",
+        )
+    ttl = options.ttl_seconds_after_finished
+    ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
+    if ttl:
+        return 0.0, (
+            f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
+            "not wait for it (its cost then is not in reserved)"
+        )
+    return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
 
 
 def _cluster_part(
     backend: KubeRayBackend, request: RayJobRequest, name: str, namespace: str
 ) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
-    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster."""
-    if sum(x is not None for x in (request.spec, request.manifest, request.cluster_name)) > 1:
-        raise KubeRaySpecError(
-            "pass one cluster for the RayJob: spec or manifest (KubeRay creates it), or cluster (a "
-            "standing RayCluster, clusterSelector), not several"
-        )
-    if request.cluster_name is not None:
+    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster (a spec beside
+    ``cluster_name`` goes on: :func:`build_rayjob_body` refuses both)."""
+    if request.spec is not None and request.manifest is not None:
+        raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
+    if request.cluster_name is not None and request.spec is None and request.manifest is None:
         return None, {}, {}
     body = backend.body(request.spec, request.manifest, name=name, namespace=namespace)
     if request.manifest is not None:
@@ -176,13 +207,10 @@ def _cluster_part(
 
 
 class RayJobTarget(RunTarget):
-    """The run target of a KubeRay RayJob, planned by :func:`plan_rayjob` (see the module's docstring).
+    """The run target of a KubeRay RayJob, planned by :func:`plan_rayjob` (see the module's docstring); how
+    a stop and a finished run treat it (``suspend_on_kill``, ``teardown_wait``) is the plan's.
 
-    :param suspend: create it suspended (Kueue resumes it when it admits it).
-    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
-    :param teardown_wait: seconds to wait, after the job, for KubeRay to delete the cluster it deletes at
-        once (``ttlSecondsAfterFinished`` 0); 0: do not wait.
-    :param ref: how the face makes this target again after a deferral (JSON, no secret).
+    :param ref: the face's part of :meth:`ref` (JSON, no secret).
     :param connect: the Job API client of the RayJob's cluster (default: its token, few retries).
     """
 
@@ -193,14 +221,10 @@ class RayJobTarget(RunTarget):
         backend: KubeRayBackend,
         plan: RayJobPlan,
         *,
-        suspend: bool = False,
-        suspend_on_kill: bool = False,
-        teardown_wait: float = 0.0,
         ref: dict[str, Any] | None = None,
         connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
-        self.backend, self.plan, self.suspend, self.suspend_on_kill = backend, plan, suspend, suspend_on_kill
-        self.teardown_wait = teardown_wait
+        self.backend, self.plan = backend, plan
         self._ref = ref or {}
         self._connect = connect or (lambda h: backend.job_client(h, retry_attempts=2, retry_max_wait=1))
         self.client: JobClient | None = None
@@ -218,11 +242,22 @@ class RayJobTarget(RunTarget):
 
     def ref(self) -> dict[str, Any]:
         """The face's reference with the RayJob's name, namespace and dashboard template, and how a stop
-        treats it (``suspend_on_kill``, ``teardown_wait``)."""
+        treats it (``suspend_on_kill``, ``teardown_wait``): what :meth:`from_ref` reads."""
         plan = self.plan
         return {**self._ref, "rayjob": plan.name, "namespace": plan.namespace,
-                "template": plan.dashboard_url_template, "suspend_on_kill": self.suspend_on_kill,
-                "teardown_wait": self.teardown_wait}  # fmt: skip
+                "template": plan.dashboard_url_template, "suspend_on_kill": plan.suspend_on_kill,
+                "teardown_wait": plan.teardown_wait}  # fmt: skip
+
+    @classmethod
+    def from_ref(
+        cls, backend: KubeRayBackend, ref: dict[str, Any], connect: Callable[[RayClusterHandle], JobClient]
+    ) -> RayJobTarget:
+        """The target a :meth:`ref` names (after a deferral: no body, it waits, stops and deletes)."""
+        plan = RayJobPlan(name=ref["rayjob"], namespace=backend.settings.namespace,
+                          dashboard_url_template=ref.get("template"),
+                          suspend_on_kill=bool(ref.get("suspend_on_kill")),
+                          teardown_wait=float(ref.get("teardown_wait") or 0.0))  # fmt: skip
+        return cls(backend, plan, ref=ref, connect=connect)
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
@@ -245,7 +280,8 @@ class RayJobTarget(RunTarget):
                 annotations = (existing.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
                     resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
-                    patch = {"spec": {"suspend": self.suspend}, "metadata": {"annotations": resumed}}
+                    patch = {"spec": {"suspend": plan.body["spec"].get("suspend", False)},
+                             "metadata": {"annotations": resumed}}  # fmt: skip
                     existing = rayjobs.patch(plan.name, patch, namespace=ns)
                     action = "resumed (suspended when an earlier try was killed)"
                 return self._submitted(Choice.ATTACH, action, existing)
@@ -350,7 +386,7 @@ class RayJobTarget(RunTarget):
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
         resumes it)."""
         where, rayjobs = self.plan.where, self.rayjobs
-        if self.suspend_on_kill:
+        if self.plan.suspend_on_kill:
             patch = {
                 "spec": {"suspend": True},
                 "metadata": {"annotations": {ANNOTATION_SUSPENDED_ON_KILL: "true"}},
@@ -370,11 +406,11 @@ class RayJobTarget(RunTarget):
             return False
         if self.final:
             say(f"Kept {self.plan.where}: it finished, and KubeRay deletes its cluster after the job")
-            if self.teardown_wait <= 0 or self.cluster is None:
+            if self.plan.teardown_wait <= 0 or self.cluster is None:
                 return False
             try:
                 self.backend.client.wait_until_gone(self.cluster.name, namespace=self.plan.namespace,
-                                                    timeout=self.teardown_wait)  # fmt: skip
+                                                    timeout=self.plan.teardown_wait)  # fmt: skip
             except KubeRayTimeoutError:
                 return False
             return True

@@ -13,7 +13,7 @@ import json
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_ray_provider.clusters import DEFAULT_TTL_SECONDS, RayClusterHandle, RayClusterSpec, RayJobOptions
+from airflow_ray_provider.clusters import RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.hooks.ray_job import handle_client
@@ -32,8 +32,6 @@ _OPTIONS = tuple(
     for f in dataclasses.fields(RayJobOptions)
     if f.name not in ("entrypoint", "job_id", "runtime_env", "metadata")
 )
-#: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
-TEARDOWN_WAIT_S = 30.0
 
 
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
@@ -182,7 +180,7 @@ class KubeRayJobOperator(RunOperator):
         return RayJobRequest(
             options=options, spec=spec, manifest=self.manifest, cluster_name=cluster,
             rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template,
+            dashboard_url_template=self.dashboard_url_template, suspend_on_kill=self.suspend_on_kill,
         )  # fmt: skip
 
     def target(self, context: Context) -> RunTarget:
@@ -197,39 +195,13 @@ class KubeRayJobOperator(RunOperator):
         except BaseException:
             jobs.close()
             raise
-        wait = self._teardown(plan.standing_cluster)[0]
-        ref = {"cluster_conn_id": self.cluster_conn_id, "template": plan.dashboard_url_template,
-               "suspend_on_kill": self.suspend_on_kill, "teardown_wait": wait}  # fmt: skip
-        return RayJobTarget(jobs, plan, suspend=self.suspend, suspend_on_kill=self.suspend_on_kill,
-                            teardown_wait=wait, ref=ref, connect=partial(handle_client, retry_attempts=2,
-                            retry_max_wait=1.0))  # fmt: skip
-
-    def _teardown(self, standing: str | None) -> tuple[float, str]:
-        """How the RayJob's cluster goes: the seconds the run waits for it to be gone (KubeRay deletes it at
-        once: no TTL, no deletion rules), and why the usage record then has no ``teardown_s``."""
-        ttl = (
-            DEFAULT_TTL_SECONDS
-            if self.ttl_seconds_after_finished is None
-            else self.ttl_seconds_after_finished
-        )
-        if standing is not None:
-            return 0.0, "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
-        if not self.shutdown_after_job_finishes or self.deletion_rules:
-            return (
-                0.0,
-                "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)",
-            )
-        if ttl:
-            return 0.0, (
-                f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
-                "not wait for it (its cost then is not in reserved)"
-            )
-        return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
+        return RayJobTarget(jobs, plan, ref={"cluster_conn_id": self.cluster_conn_id},
+                            connect=partial(handle_client, retry_attempts=2, retry_max_wait=1.0))  # fmt: skip
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record of the RayJob's Ray job: the cluster KubeRay made for it, or a standing one."""
         if not isinstance(target, RayJobTarget):
             return None
-        standing, note = target.plan.standing_cluster, self._teardown(target.plan.standing_cluster)[1]
         return self.usage_options(self.cluster_conn_id, mode="rayjob", cluster=target.plan.name,
-                                  own_cluster=standing is None, teardown_note=note)  # fmt: skip
+                                  own_cluster=target.plan.standing_cluster is None,
+                                  teardown_note=target.plan.teardown_note)  # fmt: skip

@@ -13,6 +13,7 @@ import os
 import re
 from contextlib import closing
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection, backend_for_handle
-from airflow_ray_provider.launch import delete_idle_pools, ready_handle, wait_until_ready
+from airflow_ray_provider.launch import janitor_sweep, ready_handle, wait_until_ready
 from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, is_literal, task_identity
 
 if TYPE_CHECKING:
@@ -383,23 +384,8 @@ class RayClusterJanitorOperator(BaseOperator):
 
     def execute(self, context: Context) -> list[str]:
         """Return the names of the expired clusters and idle pools (deleted unless ``list_only``)."""
-        verb = "Would delete" if self.list_only else "Deleting"
+        orphaned = partial(orphan_reason, context.get("ti") if self.orphans_of_finished_runs else None)
         with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
-            pools = set(backend.lease_store().pools())
-            expired = [(handle, "its expiry has passed") for handle in backend.expired()
-                       if handle.name not in pools]  # fmt: skip
-            if self.orphans_of_finished_runs:
-                seen = {handle.name for handle, _ in expired} | pools
-                for owned in backend.owned_runs():
-                    why = orphan_reason(context.get("ti"), owned.dag_id, owned.run_id)
-                    if why is not None and owned.handle.name not in seen:
-                        expired.append((owned.handle, why))
-            for handle, why in expired:
-                where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
-                self.log.info("%s Ray cluster %s (%s): %s", verb, where, backend.kind, why)
-                if not self.list_only:
-                    backend.delete(handle, wait=self.wait_for_deletion, timeout=300)
-            idle = delete_idle_pools(backend, self.log.info, dry_run=self.list_only)
-            for name in idle:
-                self.log.info("%s pool %s (%s): its idle TTL is over", verb, name, backend.kind)
-        return [handle.name for handle, _ in expired] + idle
+            clusters, pools = janitor_sweep(backend, self.log.info, orphaned=orphaned, dry_run=self.list_only,
+                                            wait=self.wait_for_deletion)  # fmt: skip
+        return clusters + pools

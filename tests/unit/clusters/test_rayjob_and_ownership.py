@@ -89,7 +89,8 @@ def test_plan_from_a_raycluster_manifest_and_for_a_standing_cluster() -> None:
 @pytest.mark.parametrize(
     ("request_fields", "expected"),
     [
-        ({"spec": RayClusterSpec(), "cluster_name": "shared-ray"}, "not several"),
+        ({"spec": RayClusterSpec(), "cluster_name": "shared-ray"}, "exactly one cluster.*not both"),
+        ({"spec": RayClusterSpec(), "manifest": {"kind": "RayCluster"}}, "spec or manifest, not both"),
         ({"manifest": {"apiVersion": "ray.io/v1", "kind": "RayJob"}}, "kind 'RayCluster'"),
         ({"rayjob_name": "Bad_Name"}, "RayJob name 'Bad_Name' is not valid"),
         ({"dashboard_url_template": "http://{nope}:8265"}, "unknown field"),
