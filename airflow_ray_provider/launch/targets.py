@@ -193,6 +193,19 @@ class ClusterTarget(RunTarget):
         if self.pool is not None:
             self.pool.release(say)
 
+    def usage_facts(self) -> tuple[str, str, str | None]:
+        """What the usage record says of the cluster: its kind (``pool``: leased; ``one_task``: the run's own;
+        ``ephemeral``: a DAG task's; ``standing``), its name, and the ``ray`` connection whose prices hold."""
+        handle, conn_id = self.handle, self._ref.get("ray_conn_id")
+        name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
+        if self.pool is not None:
+            kind = "pool"
+        elif self.owned:
+            kind = "one_task"
+        else:
+            kind = "ephemeral" if handle is not None and handle.owned else "standing"
+        return kind, name, conn_id or (handle.conn_id if handle else None)
+
     def prices(self) -> dict[str, Any] | None:
         """The pool's price table, kept in its record (``None`` off a pool, or a pool without one)."""
         return self.pool.prices if self.pool is not None else None
