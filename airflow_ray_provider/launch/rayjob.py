@@ -183,7 +183,6 @@ class RayJobTarget(RunTarget):
     :param teardown_wait: seconds to wait, after the job, for KubeRay to delete the cluster it deletes at
         once (``ttlSecondsAfterFinished`` 0); 0: do not wait.
     :param ref: how the face makes this target again after a deferral (JSON, no secret).
-    :param connect: the Job API client of the RayJob's cluster (default: its token, few retries).
     """
 
     owned = stop_takes_cluster = True
@@ -197,12 +196,10 @@ class RayJobTarget(RunTarget):
         suspend_on_kill: bool = False,
         teardown_wait: float = 0.0,
         ref: dict[str, Any] | None = None,
-        connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
         self.backend, self.plan, self.suspend, self.suspend_on_kill = backend, plan, suspend, suspend_on_kill
         self.teardown_wait = teardown_wait
         self._ref = ref or {}
-        self._connect = connect or (lambda h: backend.job_client(h, retry_attempts=2, retry_max_wait=1))
         self.client: JobClient | None = None
         self.cluster: RayClusterHandle | None = None
         self.dashboard_url: str | None = None
@@ -285,7 +282,7 @@ class RayJobTarget(RunTarget):
         if look.cluster is None or look.cluster == self.cluster:
             return None
         replaced, self.cluster = self.client, look.cluster
-        self.client = self._connect(look.cluster)
+        self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
         self.dashboard_url = look.cluster.link_url
         return replaced
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_ray_provider.clusters import DEFAULT_TTL_SECONDS, RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
-from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.launch import Cleanup, RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
 from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
@@ -201,8 +199,7 @@ class KubeRayJobOperator(RunOperator):
         ref = {"cluster_conn_id": self.cluster_conn_id, "template": plan.dashboard_url_template,
                "suspend_on_kill": self.suspend_on_kill, "teardown_wait": wait}  # fmt: skip
         return RayJobTarget(jobs, plan, suspend=self.suspend, suspend_on_kill=self.suspend_on_kill,
-                            teardown_wait=wait, ref=ref, connect=partial(handle_client, retry_attempts=2,
-                            retry_max_wait=1.0))  # fmt: skip
+                            teardown_wait=wait, ref=ref)  # fmt: skip
 
     def _teardown(self, standing: str | None) -> tuple[float, str]:
         """How the RayJob's cluster goes: the seconds the run waits for it to be gone (KubeRay deletes it at
