@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -167,6 +167,8 @@ class ClusterBackend(Protocol):
     kind: BackendName
     conn_id: str | None
     can_defer: bool
+    #: Given each credential of the Job API clients made here (the Airflow face: its secrets masker).
+    mask: Callable[[str], object] | None = None
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> ClusterPlan:
         """Validate the request, fix the name and body; no API call (:class:`RayInvalidInputError`)."""
@@ -189,11 +191,15 @@ class ClusterBackend(Protocol):
         ...
 
     def job_client(self, handle: RayClusterHandle, **options: Any) -> JobClient:
-        """The Job API client of one of these clusters, with its token."""
+        """The Job API client of one of these clusters, with its token (given to :attr:`mask`)."""
         from airflow_ray_provider.jobs.client import JobClient
 
         source = f"cluster {handle.name} ({handle.backend})"
-        return JobClient(handle.dashboard_url, token=self.token(handle), source=source, **options)
+        client = JobClient(handle.dashboard_url, token=self.token(handle), source=source, **options)
+        for secret in client.secrets():
+            if self.mask is not None:
+                self.mask(secret)
+        return client
 
     def delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
         """Delete a cluster by its handle (or by its plan while it starts); ``False``: already gone."""

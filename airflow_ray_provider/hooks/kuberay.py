@@ -209,21 +209,26 @@ class KubeRayHook(BaseHook):
 
 # ------------------------------------------------------------- which backend a connection or handle means
 def backend_for_connection(conn_id: str | None, *, namespace: str | None = None) -> ClusterBackend:
-    """The backend of a cluster connection: ``None`` is the local backend, a ``kuberay`` one KubeRay.
+    """The backend of a cluster connection: ``None`` is the local backend, a ``kuberay`` one KubeRay. The
+    credentials of the Job API clients it makes are registered with Airflow's secrets masker.
 
     :param namespace: overrides the connection's namespace (KubeRay).
     :raises RayInvalidInputError: for a connection of another type.
     """
-    if conn_id is None:
-        return LocalBackend()
-    connection = KubeRayHook.get_connection(conn_id)
-    if connection.conn_type != KubeRayHook.conn_type:
-        raise RayInvalidInputError(
-            f"cluster_conn_id {conn_id!r} has type {connection.conn_type!r}; use a connection of type "
-            "'kuberay' for KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
-        )
-    hook = KubeRayHook(conn_id, namespace=namespace, connection=connection)
-    return KubeRayBackend(hook.settings, lambda: hook.client)
+    from airflow.sdk.log import mask_secret
+
+    backend: ClusterBackend = LocalBackend()
+    if conn_id is not None:
+        connection = KubeRayHook.get_connection(conn_id)
+        if connection.conn_type != KubeRayHook.conn_type:
+            raise RayInvalidInputError(
+                f"cluster_conn_id {conn_id!r} has type {connection.conn_type!r}; use a connection of type "
+                "'kuberay' for KubeRay, or cluster_conn_id=None for a local ephemeral Ray head"
+            )
+        hook = KubeRayHook(conn_id, namespace=namespace, connection=connection)
+        backend = KubeRayBackend(hook.settings, lambda: hook.client)
+    backend.mask = mask_secret
+    return backend
 
 
 def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) -> ClusterBackend:
@@ -233,7 +238,7 @@ def backend_for_handle(handle: RayClusterHandle, *, conn_id: str | None = None) 
     :raises RayInvalidInputError: for a KubeRay handle without any connection.
     """
     if handle.backend == "local":
-        return LocalBackend()
+        return backend_for_connection(None)
     conn = handle.conn_id or conn_id
     if not conn:
         raise RayInvalidInputError(f"handle of {handle.name} names no connection; set cluster_conn_id")

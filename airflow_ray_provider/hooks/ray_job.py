@@ -12,7 +12,7 @@ XCom or messages. Also here: which run target a task's arguments, or a deferred 
 from __future__ import annotations
 
 import json
-from functools import cached_property, partial
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
@@ -64,15 +64,6 @@ def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
     except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
         raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
     return checked
-
-
-def masked(client: JobClient) -> JobClient:
-    """``client``, its credentials registered with Airflow's secrets masker."""
-    from airflow.sdk.log import mask_secret
-
-    for secret in client.secrets():
-        mask_secret(secret)
-    return client
 
 
 def _json_value(text: str, name: str, source: str) -> Any:
@@ -130,13 +121,15 @@ def connection_link_url(conn: Connection) -> str:
 def client_of_connection(
     conn: Connection, *, retry_attempts: int = 5, retry_max_wait: float = 10.0
 ) -> JobClient:
-    """The Job API client of a ``ray`` connection.
+    """The Job API client of a ``ray`` connection, its credentials registered with Airflow's secrets masker.
 
     :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
     """
+    from airflow.sdk.log import mask_secret
+
     source = f"connection {conn.conn_id!r}"
     extra = conn.extra_dejson or {}
-    return JobClient(
+    client = JobClient(
         _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
         headers=_json_object(extra.get("headers"), "headers", source),
         cookies=_json_object(extra.get("cookies"), "cookies", source), verify=_verify(extra),
@@ -144,6 +137,9 @@ def client_of_connection(
         timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
         retry_attempts=retry_attempts, retry_max_wait=retry_max_wait,
     )  # fmt: skip
+    for secret in client.secrets():
+        mask_secret(secret)
+    return client
 
 
 class RayJobHook(BaseHook):
@@ -203,13 +199,16 @@ class RayJobHook(BaseHook):
             "retry_max_wait": self.retry_max_wait,
         }
         if self.cluster is None:
-            return masked(client_of_connection(self.connection, **options))
+            return client_of_connection(self.connection, **options)
+        backend = backend_for_handle(self.cluster)
         try:
-            return handle_client(self.cluster, **options)
+            return backend.job_client(self.cluster, **options)
         except OSError as exc:
             raise RayProviderError(
                 f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
             ) from exc
+        finally:
+            backend.close()
 
     @property
     def link_url(self) -> str:
@@ -222,15 +221,6 @@ class RayJobHook(BaseHook):
             return True, f"Connected to Ray {self.client.version()} at {self.client.address}"
         except Exception as exc:
             return False, str(exc)
-
-
-def handle_client(handle: RayClusterHandle, conn_id: str | None = None, **options: Any) -> JobClient:
-    """The Job API client of a cluster handle, its token read through the handle's backend (masked)."""
-    backend = backend_for_handle(handle, conn_id=conn_id)
-    try:
-        return masked(backend.job_client(handle, **options))
-    finally:
-        backend.close()
 
 
 def check_target_arguments(cluster: Any, ray_conn_id: str | None) -> None:
@@ -319,14 +309,14 @@ def own_cluster_target(
     """
     timeouts = {key: request.pop(key) for key in ("ready_timeout", "delete_timeout") if key in request}
     ref = {"cluster_conn_id": cluster_conn_id, "retry_attempts": retry_attempts, "ray_conn_id": ray_conn_id}
-    connect = partial(handle_client, conn_id=cluster_conn_id, retry_attempts=retry_attempts)
     try:
         options = pool_options(pool, poll_interval)
         cluster = ClusterRequest.from_arguments(
             spec=cluster_spec, local_options=local_options, manifest=manifest, namespace=namespace, **request
         )
         backend = backend_for_connection(cluster_conn_id, namespace=namespace)
-        return cluster_target(backend, cluster, identity, options, ref=ref, connect=connect, **timeouts)
+        return cluster_target(backend, cluster, identity, options, ref=ref, retry_attempts=retry_attempts,
+                              **timeouts)  # fmt: skip
     except RayInvalidInputError as exc:
         if not source:
             raise
@@ -347,7 +337,7 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     options: dict[str, Any] = {"retry_attempts": int(ref.get("retry_attempts") or 5)}
     if ref.get("rayjob"):
         jobs = rayjobs_for_connection(ref.get("cluster_conn_id"), namespace=ref.get("namespace"))
-        return RayJobTarget.from_ref(jobs, ref, partial(handle_client, retry_attempts=2, retry_max_wait=1.0))
+        return RayJobTarget.from_ref(jobs, ref)
     base = {k: v for k, v in ref.items() if k not in ("handle", "owned", "pool", "holder")}
     if ref.get("handle"):
         handle = RayClusterHandle.from_dict(ref["handle"])
@@ -355,8 +345,7 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
         backend = backend_for_handle(handle, conn_id=conn_id)
         pool = PoolOptions(**ref["pool"]) if ref.get("pool") else None
         lease = PoolLease(backend, pool, ref["holder"], held=True) if pool is not None else None
-        connect = partial(handle_client, conn_id=conn_id, **options)
         return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base,
-                             pool=lease, connect=connect)  # fmt: skip
+                             pool=lease, **options)  # fmt: skip
     hook = RayJobHook(ref["ray_conn_id"], **options)
     return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=base)

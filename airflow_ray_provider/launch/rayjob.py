@@ -211,7 +211,6 @@ class RayJobTarget(RunTarget):
     a stop and a finished run treat it (``suspend_on_kill``, ``teardown_wait``) is the plan's.
 
     :param ref: the face's part of :meth:`ref` (JSON, no secret).
-    :param connect: the Job API client of the RayJob's cluster (default: its token, few retries).
     """
 
     owned = stop_takes_cluster = True
@@ -222,11 +221,9 @@ class RayJobTarget(RunTarget):
         plan: RayJobPlan,
         *,
         ref: dict[str, Any] | None = None,
-        connect: Callable[[RayClusterHandle], JobClient] | None = None,
     ) -> None:
         self.backend, self.plan = backend, plan
         self._ref = ref or {}
-        self._connect = connect or (lambda h: backend.job_client(h, retry_attempts=2, retry_max_wait=1))
         self.client: JobClient | None = None
         self.cluster: RayClusterHandle | None = None
         self.dashboard_url: str | None = None
@@ -249,15 +246,13 @@ class RayJobTarget(RunTarget):
                 "teardown_wait": plan.teardown_wait}  # fmt: skip
 
     @classmethod
-    def from_ref(
-        cls, backend: KubeRayBackend, ref: dict[str, Any], connect: Callable[[RayClusterHandle], JobClient]
-    ) -> RayJobTarget:
+    def from_ref(cls, backend: KubeRayBackend, ref: dict[str, Any]) -> RayJobTarget:
         """The target a :meth:`ref` names (after a deferral: no body, it waits, stops and deletes)."""
         plan = RayJobPlan(name=ref["rayjob"], namespace=backend.settings.namespace,
                           dashboard_url_template=ref.get("template"),
                           suspend_on_kill=bool(ref.get("suspend_on_kill")),
                           teardown_wait=float(ref.get("teardown_wait") or 0.0))  # fmt: skip
-        return cls(backend, plan, ref=ref, connect=connect)
+        return cls(backend, plan, ref=ref)
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
@@ -321,7 +316,7 @@ class RayJobTarget(RunTarget):
         if look.cluster is None or look.cluster == self.cluster:
             return None
         replaced, self.cluster = self.client, look.cluster
-        self.client = self._connect(look.cluster)
+        self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
         self.dashboard_url = look.cluster.link_url
         return replaced
 

@@ -46,7 +46,7 @@ class ClusterTarget(RunTarget):
         run created before a deferral).
     :param link_url: the dashboard as people reach it (default: the handle's, else the client's).
     :param ref: how the face makes this target again after a deferral (JSON, no secret).
-    :param connect: makes the client of a handle (default: the backend's, with its token).
+    :param retry_attempts: attempts per Job API call of the client the backend makes for the handle.
     """
 
     def __init__(
@@ -64,7 +64,7 @@ class ClusterTarget(RunTarget):
         delete_timeout: float = 300.0,
         link_url: str | None = None,
         ref: dict[str, Any] | None = None,
-        connect: Callable[[RayClusterHandle], JobClient] | None = None,
+        retry_attempts: int = 5,
     ) -> None:
         self.client, self.handle, self.backend, self.plan = client, handle, backend, plan
         self.pool, self.spec = pool, spec or {}
@@ -73,7 +73,7 @@ class ClusterTarget(RunTarget):
         self.ready_timeout, self.delete_timeout = ready_timeout, delete_timeout
         self.dashboard_url = link_url or (handle.link_url if handle else client.address if client else None)
         self._ref = ref or {}
-        self._connect = connect or (lambda h: self._backend().job_client(h))
+        self.retry_attempts = retry_attempts
         self.creating = False
 
     def _backend(self) -> ClusterBackend:
@@ -103,12 +103,12 @@ class ClusterTarget(RunTarget):
         elif self.handle is None:
             self.handle = self._backend().attach(self.standing or "")
             say(f"Attached to standing Ray cluster {self.handle.name} ({self.handle.backend}); never deleted")
-        self.client = self._connect(self.handle)
+        self._client()
         self.dashboard_url = self.dashboard_url or self.handle.link_url
 
     def _client(self) -> JobClient:
-        if self.client is None:
-            self.client = self._connect(self.handle) if self.handle is not None else None
+        if self.client is None and self.handle is not None:
+            self.client = self._backend().job_client(self.handle, retry_attempts=self.retry_attempts)
         if self.client is None:
             raise RayInvalidInputError("the cluster is not reached yet")
         return self.client
@@ -192,6 +192,19 @@ class ClusterTarget(RunTarget):
         """End the pool's lease (the pool's cluster stays for its idle TTL)."""
         if self.pool is not None:
             self.pool.release(say)
+
+    def usage_facts(self) -> tuple[str, str, str | None]:
+        """What the usage record says of the cluster: its kind (``pool``: leased; ``one_task``: the run's own;
+        ``ephemeral``: a DAG task's; ``standing``), its name, and the ``ray`` connection whose prices hold."""
+        handle, conn_id = self.handle, self._ref.get("ray_conn_id")
+        name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
+        if self.pool is not None:
+            kind = "pool"
+        elif self.owned:
+            kind = "one_task"
+        else:
+            kind = "ephemeral" if handle is not None and handle.owned else "standing"
+        return kind, name, conn_id or (handle.conn_id if handle else None)
 
     def prices(self) -> dict[str, Any] | None:
         """The pool's price table, kept in its record (``None`` off a pool, or a pool without one)."""

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_ray_provider.clusters import RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
-from airflow_ray_provider.hooks.ray_job import handle_client
 from airflow_ray_provider.launch import Cleanup, RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
 from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
@@ -195,8 +193,7 @@ class KubeRayJobOperator(RunOperator):
         except BaseException:
             jobs.close()
             raise
-        return RayJobTarget(jobs, plan, ref={"cluster_conn_id": self.cluster_conn_id},
-                            connect=partial(handle_client, retry_attempts=2, retry_max_wait=1.0))  # fmt: skip
+        return RayJobTarget(jobs, plan, ref={"cluster_conn_id": self.cluster_conn_id})
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
         """The record of the RayJob's Ray job: the cluster KubeRay made for it, or a standing one."""

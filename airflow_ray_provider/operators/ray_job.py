@@ -21,10 +21,10 @@ from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget, UsageOptions
+    from airflow_ray_provider.launch import ClusterTarget, RunTarget, UsageOptions
 
 
-#: Why a mode's record has no ``teardown_s`` (the one-task operator and a RayJob measure it).
+#: Why a record has no ``teardown_s``, by the cluster's kind (the one-task operator and a RayJob measure it).
 TEARDOWN_NOTES = {
     "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
     "standing": "a standing cluster is never deleted by the provider",
@@ -54,7 +54,7 @@ class SubmitRayJobOperator(RunOperator):
     )  # fmt: skip
     template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
     ui_color = "#d6e9ff"
-    #: The usage record's ``mode``; ``None``: ``ephemeral`` on a cluster a DAG task made, else ``standing``.
+    #: The usage record's ``mode``; ``None``: the cluster's kind (:meth:`ClusterTarget.usage_facts`).
     usage_mode: ClassVar[str | None] = None
     templated_numbers: ClassVar[dict[str, str]] = {
         **RunOperator.templated_numbers,
@@ -102,18 +102,13 @@ class SubmitRayJobOperator(RunOperator):
         return target
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The record's mode, cluster and prices: a cluster a DAG task created is ``ephemeral``, a pool's
-        cluster is shared (``pool``), not the task's own."""
-        handle, plan = getattr(target, "handle", None), getattr(target, "plan", None)
-        pooled = getattr(target, "pool", None) is not None
-        own = not pooled and (bool(handle and handle.owned) or target.owned)
-        ref = target.ref()
-        name = handle.name if handle else plan.name if plan else str(ref.get("ray_conn_id"))
-        mode = "pool" if pooled else self.usage_mode or ("ephemeral" if own else "standing")
-        note = "pool" if pooled else "one_task" if target.owned else "ephemeral" if own else "standing"
-        conn_id = ref.get("ray_conn_id") or (handle.conn_id if handle else None)
+        """The record's mode (a pool's is ``pool``, else :attr:`usage_mode` or the cluster's kind), cluster
+        and prices."""
+        kind, name, conn_id = cast("ClusterTarget", target).usage_facts()
+        mode = "pool" if kind == "pool" else self.usage_mode or kind
+        own = kind in ("one_task", "ephemeral")
         return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
-                                  teardown_note=TEARDOWN_NOTES[note])  # fmt: skip
+                                  teardown_note=TEARDOWN_NOTES[kind])  # fmt: skip
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
@@ -139,7 +134,6 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
     template_fields_renderers = {**SubmitRayJobOperator.template_fields_renderers, "cluster_spec": "json"}
     ui_color = "#d6e9f0"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
-    usage_mode: ClassVar[str | None] = "one_task"
 
     def __init__(
         self,

@@ -11,9 +11,8 @@ import json
 import pytest
 
 from airflow_ray_provider.clusters import cluster_link_url
-from airflow_ray_provider.clusters.kuberay import kuberay_handle
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, kuberay_handle
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.launch import ClusterTarget
 
 pytestmark = pytest.mark.unit
@@ -43,7 +42,8 @@ def test_a_bad_template_names_the_extra(template, why):
 def test_a_handle_links_to_the_browser_address_and_calls_the_in_cluster_one():
     handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr",
                             link_url_template="https://ray.example.com/{namespace}/{name}")  # fmt: skip
-    target = ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url))
+    backend = KubeRayBackend(KubeRaySettings(conn_id="kr"), lambda: None)  # no token: Kubernetes not asked
+    target = ClusterTarget(handle=handle, backend=backend)
     target.reach(print)
 
     assert handle.link_url == "https://ray.example.com/ray/nightly"
@@ -55,9 +55,7 @@ def test_without_a_template_the_link_is_the_address_airflow_uses():
     handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr")
 
     assert handle.link_url == IN_CLUSTER
-    assert (
-        ClusterTarget(handle=handle, connect=lambda h: JobClient(h.dashboard_url)).dashboard_url == IN_CLUSTER
-    )
+    assert ClusterTarget(handle=handle).dashboard_url == IN_CLUSTER
 
 
 def test_the_connection_checks_its_template_before_any_cluster_exists():

@@ -22,7 +22,7 @@ def _link(address: str, **handle: Any) -> str | None:
     if not handle:
         return ClusterTarget(client=JobClient(address)).link(SID)
     cluster = RayClusterHandle(backend="local", dashboard_url=address, **handle)
-    return ClusterTarget(handle=cluster, connect=lambda h: JobClient(h.dashboard_url)).link(SID)
+    return ClusterTarget(handle=cluster).link(SID)
 
 
 def test_link_of_a_standing_cluster_is_the_job_page() -> None:
