@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -57,7 +58,8 @@ def _pin(pid: int, cpu: int) -> None:
         os.sched_setaffinity(int(task.name), {cpu})
 
 
-def _run(config: dict[str, Any], env: dict[str, str], cpu: int | None = None) -> float:
+def _run(config: dict[str, Any], env: dict[str, str], cpu: int | None = None) -> tuple[float, float]:
+    """One evaluation's wall seconds and its own CPU seconds (user + system, its threads and children)."""
     argv = [
         sys.executable,
         "-m",
@@ -65,13 +67,14 @@ def _run(config: dict[str, Any], env: dict[str, str], cpu: int | None = None) ->
         "--config-json",
         json.dumps(config),
     ]
-    started = time.monotonic()
+    started, before = time.monotonic(), resource.getrusage(resource.RUSAGE_CHILDREN)
     pin = None if cpu is None else (lambda: os.sched_setaffinity(0, {cpu}))
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False, preexec_fn=pin)
     wall = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"evaluation failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    return wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,6 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "s3": (s3, f"s3://{bucket}/out", {**base, **server.env()}),
         }
         walls: dict[str, list[float]] = {name: [] for name in sides}
+        cpus: dict[str, list[float]] = {name: [] for name in sides}  # the evaluation process's own CPU
         server_cpu: list[float] = []  # the S3 server's CPU per s3 run: on loopback it shares the cores
         for run in range(args.runs):
             for name, (uris, out, env) in sides.items():
@@ -126,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "progress_interval_s": 5,
                 }
                 before = _cpu_s(server.pid)
-                walls[name].append(_run(config, env, 0 if args.pin else None))
+                wall, cpu = _run(config, env, 0 if args.pin else None)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
                 if name == "s3":
                     server_cpu.append(_cpu_s(server.pid) - before)
                 print(
@@ -146,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "walls_s": {name: [round(w, 2) for w in ws] for name, ws in walls.items()},
         "median_s": {name: round(m, 2) for name, m in medians.items()},
         "ratio_s3_to_local": round(medians["s3"] / medians["local"], 3),
+        "process_cpu_s": {name: [round(c, 2) for c in cs] for name, cs in cpus.items()},
+        "cpu_ratio_s3_to_local": round(statistics.median(cpus["s3"]) / statistics.median(cpus["local"]), 3),
         "s3_server_cpu_s": [round(c, 2) for c in server_cpu],
     }
     with open(os.path.join(OUT, "bench_object_store.json"), "w") as fh:
@@ -156,6 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"| {name} | {', '.join(f'{w:.1f}' for w in ws)} | {result['median_s'][name]:.1f} |")
     print(f"\ns3 / local: {result['ratio_s3_to_local']:.2f}x (goal < 1.3x)")
     print(f"S3 server CPU per s3 run: {', '.join(f'{c:.1f}' for c in server_cpu)} s")
+    print(f"the evaluation's own CPU, s3 / local: {result['cpu_ratio_s3_to_local']:.2f}x")
     return 0
 
 
