@@ -245,12 +245,14 @@ def job_api_target(
     """
     check_target_arguments(cluster, ray_conn_id)
     if cluster is None:
-        conn_id = ray_conn_id or RayJobHook.default_conn_name
-        settings = connection_pool(RayJobHook(conn_id).connection)
+        hook = RayJobHook(ray_conn_id or RayJobHook.default_conn_name, retry_attempts=retry_attempts)
+        settings = connection_pool(hook.connection)  # the connection is read once, here
         if settings is not None and identity is not None:
-            return own_cluster_target(identity, **settings, poll_interval=poll_interval, ray_conn_id=conn_id,
-                                      retry_attempts=retry_attempts)  # fmt: skip
-        return target_from_ref({"ray_conn_id": conn_id, "retry_attempts": retry_attempts})
+            return own_cluster_target(
+                identity, **settings, poll_interval=poll_interval, ray_conn_id=hook.ray_conn_id,
+                retry_attempts=retry_attempts,
+            )  # fmt: skip
+        return connection_target(hook, {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts})
     try:
         handle = RayClusterHandle.from_dict(cluster)
     except InvalidClusterHandleError as exc:
@@ -347,5 +349,9 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
         lease = PoolLease(backend, pool, ref["holder"], held=True) if pool is not None else None
         return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base,
                              pool=lease, **options)  # fmt: skip
-    hook = RayJobHook(ref["ray_conn_id"], **options)
-    return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=base)
+    return connection_target(RayJobHook(ref["ray_conn_id"], **options), base)
+
+
+def connection_target(hook: RayJobHook, ref: dict[str, Any]) -> ClusterTarget:
+    """The Job API target of a ``ray`` connection's cluster; ``ref`` makes it again after a deferral."""
+    return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=ref)
