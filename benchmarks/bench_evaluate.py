@@ -46,15 +46,18 @@ Code = str | None
 PHASE_COLUMNS = ("preflight_s", "ray_init_s", "actor_startup_s", "first_row_s", "scoring_s", "finalize_s")
 
 
-def dataset(rows: int) -> tuple[str, str, str]:
-    """Cached data and models for ``rows`` rows."""
-    from airflow_ray_provider.workloads.samples.click_log import make_eval_dataset, make_models
+def dataset(rows: int, rows_per_file: int | None = None) -> tuple[str, str, str]:
+    """Cached data and models for ``rows`` rows (in files of ``rows_per_file`` rows, else the default)."""
+    from airflow_ray_provider.workloads.samples.click_log import CHUNK_ROWS, make_eval_dataset, make_models
 
-    data = os.path.join(OUT, f"data-{rows}")
+    per_file = rows_per_file or CHUNK_ROWS
+    data = os.path.join(OUT, f"data-{rows}" + ("" if per_file == CHUNK_ROWS else f"-per-file-{per_file}"))
     models = os.path.join(OUT, "models")
     if not os.path.exists(os.path.join(data, "_DONE")):
         shutil.rmtree(data, ignore_errors=True)
-        make_eval_dataset(data, rows, zones=ZONES, features=FEATURES, group_size=GROUP_SIZE, seed=0)
+        make_eval_dataset(
+            data, rows, zones=ZONES, features=FEATURES, group_size=GROUP_SIZE, seed=0, rows_per_file=per_file
+        )
         open(os.path.join(data, "_DONE"), "w").close()
     champion = os.path.join(models, "champion.joblib")
     challenger = os.path.join(models, "challenger.joblib")

@@ -17,7 +17,11 @@ With ``--pin`` the S3 server runs on CPU 1 and every evaluation process, on both
 2-core machine this keeps the server's CPU off the workload's core, so the ratio is the cost of the S3
 path as a job sees it (a real store serves from other machines), not a loopback server's own work.
 
-Run: ``python -m benchmarks.bench_object_store [--rows 2000000] [--runs 3] [--engine auto] [--pin]``; writes
+moto answers each HTTP range request by reading the whole object (``_range_get_s`` shows it), so the
+files' size sets its cost; ``--rows-per-file`` writes the same rows in smaller files, on both sides.
+
+Run: ``python -m benchmarks.bench_object_store [--rows 2000000] [--runs 3] [--engine auto] [--pin]
+[--rows-per-file N]``; writes
 ``benchmarks/out/bench_object_store.json`` and prints a Markdown table.
 """
 
@@ -77,6 +81,22 @@ def _run(config: dict[str, Any], env: dict[str, str], cpu: int | None = None) ->
     return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _range_get_s(server: Any, bucket: str, mib: int, gets: int = 8) -> float:
+    """Seconds for ``gets`` reads of 1 MiB by HTTP range from one ``mib``-MiB object.
+
+    moto answers a range request by reading the whole object and slicing it, so a range costs in
+    proportion to the object's size (a real store's does not): the file layout decides moto's cost.
+    """
+    client = server.client()
+    client.put_object(Bucket=bucket, Key=f"probe-{mib}", Body=os.urandom(mib << 20))
+    started = time.monotonic()
+    for index in range(gets):
+        window = f"bytes={index << 20}-{((index + 1) << 20) - 1}"
+        client.get_object(Bucket=bucket, Key=f"probe-{mib}", Range=window)["Body"].read()
+    client.delete_object(Bucket=bucket, Key=f"probe-{mib}")
+    return time.monotonic() - started
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run both sides ``--runs`` times each, taking turns, and print their medians and ratio."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.bench_object_store")
@@ -84,11 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--engine", default="auto", choices=("auto", "local", "ray"))
     parser.add_argument("--pin", action="store_true", help="the S3 server on CPU 1, the evaluations on CPU 0")
+    parser.add_argument(
+        "--rows-per-file", type=int, default=None, help="rows per Parquet file (default 1,000,000)"
+    )
     args = parser.parse_args(argv)
     from tests.fixtures.s3 import AWS_VARIABLES, start_s3_server, stop_s3_server
 
     os.makedirs(OUT, exist_ok=True)
-    data, champion, challenger = dataset(args.rows)
+    data, champion, challenger = dataset(args.rows, args.rows_per_file)
     work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     proc, server = start_s3_server(work)
     if args.pin:
@@ -102,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "challenger": _upload(server, challenger, bucket, "models/challenger.joblib"),
         }
         upload_s = time.monotonic() - started
+        range_get_s = {f"{mib} MiB": round(_range_get_s(server, bucket, mib), 2) for mib in (160, 20)}
         base = {k: v for k, v in os.environ.items() if k not in AWS_VARIABLES}
         base.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         sides = {
@@ -147,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "rows": args.rows,
         "engine": args.engine,
         "pinned": args.pin,
+        "files": len(list(Path(data).rglob("*.parquet"))),
         "dataset_bytes": sum(f.stat().st_size for f in Path(data).rglob("*.parquet")),
         "upload_s": round(upload_s, 1),
         "walls_s": {name: [round(w, 2) for w in ws] for name, ws in walls.items()},
@@ -155,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "process_cpu_s": {name: [round(c, 2) for c in cs] for name, cs in cpus.items()},
         "cpu_ratio_s3_to_local": round(statistics.median(cpus["s3"]) / statistics.median(cpus["local"]), 3),
         "s3_server_cpu_s": [round(c, 2) for c in server_cpu],
+        "eight_1_mib_range_gets_s": range_get_s,
     }
     with open(os.path.join(OUT, "bench_object_store.json"), "w") as fh:
         json.dump(result, fh, indent=2)
@@ -165,6 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\ns3 / local: {result['ratio_s3_to_local']:.2f}x (goal < 1.3x)")
     print(f"S3 server CPU per s3 run: {', '.join(f'{c:.1f}' for c in server_cpu)} s")
     print(f"the evaluation's own CPU, s3 / local: {result['cpu_ratio_s3_to_local']:.2f}x")
+    print(f"eight 1 MiB range GETs by object size: {range_get_s}")
     return 0
 
 
