@@ -3,12 +3,20 @@ passes on, readiness, and pools (one cluster many runs share under leases). No R
 """
 
 from airflow_ray_provider.clusters.backend import (
+    EVENT_ERROR,
+    EVENT_STATUSES,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
+    ReadinessEvent,
     TaskIdentity,
     TokenRef,
     check_spec,
+    event_for,
+    make_event,
+    probe_dashboard,
+    validate_event,
 )
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
@@ -22,16 +30,6 @@ from airflow_ray_provider.clusters.pool import (
     fingerprint,
     idle_expired,
     live_holders,
-)
-from airflow_ray_provider.clusters.readiness import (
-    EVENT_ERROR,
-    EVENT_STATUSES,
-    ReadinessCheck,
-    ReadinessEvent,
-    event_for,
-    make_event,
-    probe_dashboard,
-    validate_event,
 )
 from airflow_ray_provider.kuberay import (
     DEFAULT_TTL_SECONDS,

@@ -20,11 +20,14 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
+    RunCluster,
     TaskIdentity,
+    Verdict,
     keeps_unowned,
+    probe_dashboard,
 )
 from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck, Verdict, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
@@ -322,31 +325,19 @@ class KubeRayBackend(ClusterBackend):
             dashboard_url_template=self.settings.dashboard_url_template, token_ref=ref,
         )  # fmt: skip
 
-    def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
-        """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
-        return self.handle(self._plan_of(obj), dashboard_url(ClusterStatus.from_object(obj)))
-
-    def delete_labelled(
-        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
-    ) -> list[str]:
-        """Delete every provider RayCluster in the namespace whose labels include ``labels``."""
-        names = []
-        for obj in self._provider_clusters(dict(labels)):
-            handle = self._handle_of(obj)
-            self.delete(handle, wait=wait, timeout=timeout)
-            names.append(handle.name)
-        return names
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
-        owned = self._provider_clusters({LABEL_CREATED_BY: CREATED_BY})
-        return [self._handle_of(obj) for obj in owned if is_expired(obj, now)]
-
-    def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
-        onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
-        found = self.client.list_clusters(labels, namespace=self.settings.namespace)
-        return [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+    def listed(self, labels: Mapping[str, str] = {}, now: datetime | None = None) -> list[RunCluster]:
+        """Provider RayClusters in the namespace whose labels include ``labels``, less those a RayJob created:
+        KubeRay copies the RayJob's labels onto its cluster, but that cluster belongs to the RayJob (deleting
+        the RayJob deletes it). A handle's URL is the in-cluster one: only deleting uses it."""
+        found = self.client.list_clusters(
+            {LABEL_CREATED_BY: CREATED_BY, **labels}, namespace=self.settings.namespace
+        )
+        owned = [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+        urls = [dashboard_url(ClusterStatus.from_object(obj)) for obj in owned]
+        return [
+            RunCluster(self.handle(self._plan_of(obj), url), is_expired(obj, now))
+            for obj, url in zip(owned, urls, strict=True)
+        ]
 
     # ----------------------------------------------------------------- standing clusters
     def find(self, name: str) -> ClusterPlan:

@@ -18,13 +18,13 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
     RunCluster,
     TaskIdentity,
     check_spec,
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
@@ -148,27 +148,15 @@ class LocalBackend(ClusterBackend):
             )
         return LocalPlan(name=name)
 
-    def delete_labelled(
-        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
-    ) -> list[str]:
-        """Stop every registered head whose labels include ``labels``."""
-        infos = [LocalHeadInfo.from_dict(record["info"]) for record in list_clusters(dict(labels))]
-        for info in infos:
-            stop_cluster(info)
-        return [info.name for info in infos]
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
-        now = now or datetime.now(timezone.utc)
-        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        expired = [r for r in owned if r.get("expires_at") and datetime.fromisoformat(r["expires_at"]) <= now]
-        return [_handle_of(r["info"], r["expires_at"]) for r in expired]
-
-    def owned_runs(self) -> list[RunCluster]:
-        """Registered heads of this provider with the DAG run that started them (when recorded)."""
-        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        runs = [r for r in owned if {"dag_id", "run_id"} <= set(r.get("owner") or {})]
-        return [RunCluster(_handle_of(r["info"]), r["owner"]["dag_id"], r["owner"]["run_id"]) for r in runs]
+    def listed(self, labels: Mapping[str, str] = {}, now: datetime | None = None) -> list[RunCluster]:
+        """Registered heads of this provider (their processes may be gone) whose labels include ``labels``."""
+        now, found = now or datetime.now(timezone.utc), []
+        for record in list_clusters({LABEL_CREATED_BY: CREATED_BY, **labels}):
+            expires, owner = record.get("expires_at"), record.get("owner") or {}
+            expired = expires is not None and datetime.fromisoformat(expires) <= now
+            handle = _handle_of(record["info"], expires)
+            found.append(RunCluster(handle, expired, owner.get("dag_id", ""), owner.get("run_id", "")))
+        return found
 
     def lease_store(self) -> LocalLeaseStore:
         """The locks, records and leases of this machine's pools (a folder in the registry)."""
