@@ -32,7 +32,6 @@ from airflow_ray_provider.kuberay import (
     check_cluster_name,
     generate_name,
     ownership_labels,
-    validate_spec,
 )
 from airflow_ray_provider.local import LocalClusterOptions
 
@@ -63,10 +62,6 @@ def keeps_unowned(handle: RayClusterHandle) -> bool:
     return True
 
 
-#: The name a spec is built under when only its rules are checked (no cluster of that name is made).
-SPEC_CHECK_NAME = "spec-check"
-
-
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
     """Validate a spec (or a dict of its fields) as KubeRay would, its fields and its body, on any backend
     (a spec the local backend runs is one KubeRay accepts).
@@ -76,9 +71,8 @@ def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | Non
     """
     try:
         typed = RayClusterSpec.from_dict(spec)
-        validate_spec(typed)
         auth = typed.auth or default_auth or "disabled"
-        build_body(dataclasses.replace(typed, auth=auth), name=SPEC_CHECK_NAME, namespace="default")
+        build_body(dataclasses.replace(typed, auth=auth), name="spec-check", namespace="default")
     except (KubeRaySpecError, ValueError, TypeError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
 

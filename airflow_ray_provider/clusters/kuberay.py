@@ -185,13 +185,9 @@ class KubeRayBackend(ClusterBackend):
         labels = identity.labels()
         annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
         name = request.name_for(identity)
-        where = (
-            "the operator's namespace"
-            if request.namespace
-            else f"connection {self.conn_id!r}: Extra namespace"
-        )
         try:
-            check_dns_label(namespace, where)
+            check_dns_label(namespace, "the operator's namespace" if request.namespace
+                            else f"connection {self.conn_id!r}: Extra namespace")  # fmt: skip
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             body = self.body(request.spec, request.manifest, name=name, namespace=namespace, labels=labels,
                              annotations=annotations)  # fmt: skip

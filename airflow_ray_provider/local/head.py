@@ -1,15 +1,11 @@
-"""One ephemeral local Ray head: ``ray start --head`` in its own session and temp dir; stopping it.
-
-The head outlives the process that started it and counts as up once its node has started, its dashboard
-answers and its job agent answers. :func:`stop_head` works from any process, given :class:`LocalHeadInfo`:
-it signals only the processes of the head's session and the job drivers it started, after checking that
-they still belong to this head (a reused process id does not). No Airflow imports.
+"""One ephemeral local Ray head: ``ray start --head`` in its own session and temp dir, up once its node
+has started and its dashboard and job agent answer; :func:`stop_head` stops it from any process, signalling
+only processes that still belong to it (a reused process id does not). No Airflow imports.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -139,15 +135,16 @@ def _processes() -> Iterator[tuple[int, str, int, int]]:
                 yield int(entry.name), state, int(group), int(session)
 
 
-def _proc_file(pid: int, name: str) -> bytes:
+def _read(path: str | Path) -> str:
+    """A file's text, ``""`` when it cannot be read (a process or a log that is gone)."""
     try:
-        return Path(f"/proc/{pid}/{name}").read_bytes()
+        return Path(path).read_text(errors="replace")
     except OSError:
-        return b""
+        return ""
 
 
 def _cmdline(pid: int) -> str:
-    return _proc_file(pid, "cmdline").decode(errors="replace")
+    return _read(f"/proc/{pid}/cmdline")
 
 
 def is_running(info: LocalHeadInfo) -> bool:
@@ -160,7 +157,7 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
     """The head's live processes: its session (Ray moves each worker into a process group of its own; a
     worker missed would re-create folders in the removed temp dir) while one of them runs in its temp dir,
     and the job drivers that carry its ``RAY_TMPDIR``; never the calling process."""
-    marker = f"RAY_TMPDIR={info.temp_dir}".encode()
+    marker = f"RAY_TMPDIR={info.temp_dir}"
     in_session: list[int] = []
     by_environment: list[int] = []
     for pid, state, group, session in _processes():
@@ -168,7 +165,7 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
             continue
         if info.pgid in (group, session):
             in_session.append(pid)
-        elif marker in _proc_file(pid, "environ").split(b"\0"):
+        elif marker in _read(f"/proc/{pid}/environ").split("\0"):
             by_environment.append(pid)
     if not any(info.temp_dir in _cmdline(pid) for pid in in_session):
         in_session = []
@@ -216,8 +213,6 @@ def read_token(token_file: str) -> str:
 
 def _ray_cli() -> list[str]:
     """The head's launcher (:data:`_LAUNCHER`), unbuffered: :data:`STARTED_MARKER` reaches the log at once."""
-    if importlib.util.find_spec("ray") is None:
-        raise LocalHeadError("Ray is not installed in this Python environment; install ray[default]")
     return [sys.executable, "-u", "-c", _LAUNCHER]
 
 
@@ -231,9 +226,9 @@ def _head_command(config: LocalHeadConfig, temp_dir: str, ports: tuple[int, int,
         f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
     ]  # fmt: skip
-    options: dict[str, Any] = {"num-cpus": config.num_cpus, "num-gpus": config.num_gpus}
-    options["object-store-memory"] = config.object_store_memory
-    options["resources"] = json.dumps(config.resources) if config.resources else None
+    options = {"num-cpus": config.num_cpus, "num-gpus": config.num_gpus,
+               "object-store-memory": config.object_store_memory,
+               "resources": json.dumps(config.resources) if config.resources else None}  # fmt: skip
     return cmd + [f"--{flag}={value}" for flag, value in options.items() if value is not None]
 
 
@@ -371,7 +366,7 @@ def _wait_until_up(
         code = exit_code()
         if code is not None:
             _fail(info, StartupCrashError, f"`ray start --head` exited with {code}", HEAD_LOG_NAME)
-        if AGENT_HTTP_FAILED_MARKER in _log(info, AGENT_LOG):
+        if AGENT_HTTP_FAILED_MARKER in _read(Path(info.temp_dir, AGENT_LOG)):
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
         waiting = waiting_for(info, token)
@@ -387,7 +382,7 @@ def waiting_for(info: LocalHeadInfo, token: str | None) -> list[str]:
     """What the head still waits for to be up: its node started, its dashboard (with the token) and its job
     agent answering; ``[]``: up."""
     checks = {
-        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
+        "node started": lambda: STARTED_MARKER in _read(Path(info.temp_dir, HEAD_LOG_NAME)),
         "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
         f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
     }
@@ -399,15 +394,8 @@ def agent_answers(info: LocalHeadInfo) -> bool:
     return info.agent_url is None or _answers(f"{info.agent_url}{AGENT_HEALTH_PATH}")
 
 
-def _log(info: LocalHeadInfo, name: str) -> str:
-    try:
-        return Path(info.temp_dir, name).read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def _fail(info: LocalHeadInfo, error: type[LocalHeadError], message: str, log_name: str) -> NoReturn:
     """Stop the head and raise ``error`` with ``message`` and the last lines of the log it names."""
-    tail = "\n".join(_log(info, log_name).splitlines()[-30:]) or "(no log)"
+    tail = "\n".join(_read(Path(info.temp_dir, log_name)).splitlines()[-30:]) or "(no log)"
     stop_head(info)
     raise error(f"{message}:\n{tail}")
