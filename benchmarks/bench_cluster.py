@@ -25,12 +25,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_ray_provider.local import (
-    LocalClusterOptions,
-    free_port,
-    start_cluster,
-    stop_cluster,
-)
+from airflow_ray_provider.clusters.local import start_cluster, stop_cluster
+from airflow_ray_provider.local import LocalClusterOptions, free_port
 
 OUT = Path(__file__).resolve().parent / "out" / "cluster.json"
 GOAL = 1.2

@@ -282,13 +282,8 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     import threading
     import time
 
-    from airflow_ray_provider.local import (
-        LocalClusterOptions,
-        find_cluster,
-        read_record,
-        start_cluster,
-        stop_cluster,
-    )
+    from airflow_ray_provider.clusters.local import find_cluster, read_record, start_cluster, stop_cluster
+    from airflow_ray_provider.local import LocalClusterOptions
 
     def terminated(signum: int, frame: object) -> None:
         raise RuntimeError("terminated")
@@ -330,8 +325,9 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     into the registry write (a signal cannot be timed into that window)."""
     import tempfile
 
-    from airflow_ray_provider.local import LocalClusterOptions, find_cluster, read_record, start_cluster
-    from airflow_ray_provider.local import cluster as cluster_module
+    from airflow_ray_provider.clusters import local as cluster_module
+    from airflow_ray_provider.clusters.local import find_cluster, read_record, start_cluster
+    from airflow_ray_provider.local import LocalClusterOptions
 
     write_record = cluster_module._write_record
     seen: list[dict] = []
@@ -467,7 +463,7 @@ def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_
 
         assert RayClusterJanitorOperator(task_id="janitor").execute({}) == [orphan.name]
     finally:
-        from airflow_ray_provider.local import stop_cluster
+        from airflow_ray_provider.clusters.local import stop_cluster
 
         stop_cluster(orphan)  # a no-op once the janitor did its job
     assert _processes_using(orphan.temp_dir) == [] and not Path(orphan.temp_dir).exists()
