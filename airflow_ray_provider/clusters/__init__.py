@@ -4,7 +4,6 @@ passes on, readiness, and pools (one cluster many runs share under leases). No R
 
 from airflow_ray_provider.clusters.backend import (
     EVENT_ERROR,
-    EVENT_STATUSES,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
@@ -20,7 +19,7 @@ from airflow_ray_provider.clusters.backend import (
 )
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
-from airflow_ray_provider.clusters.local import LocalBackend, local_options_for
+from airflow_ray_provider.clusters.local import LocalBackend
 from airflow_ray_provider.clusters.pool import (
     LeaseStore,
     PoolOptions,
@@ -44,7 +43,6 @@ from airflow_ray_provider.local import LocalClusterOptions
 __all__ = [
     "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
-    "EVENT_STATUSES",
     "SUBMISSION_MODES",
     "ClusterBackend",
     "ClusterPlan",
@@ -73,7 +71,6 @@ __all__ = [
     "fingerprint",
     "idle_expired",
     "live_holders",
-    "local_options_for",
     "make_event",
     "probe_dashboard",
     "validate_event",

@@ -211,15 +211,10 @@ def read_token(token_file: str) -> str:
     return Path(token_file).read_text().strip()
 
 
-def _ray_cli() -> list[str]:
-    """The head's launcher (:data:`_LAUNCHER`), unbuffered: :data:`STARTED_MARKER` reaches the log at once."""
-    return [sys.executable, "-u", "-c", _LAUNCHER]
-
-
 def _head_command(config: LocalHeadConfig, temp_dir: str, ports: tuple[int, int, int]) -> list[str]:
     gcs_port, dash_port, agent_port = ports
-    cmd = [
-        *_ray_cli(), "start", "--head", "--block", "--disable-usage-stats",
+    cmd = [  # unbuffered: STARTED_MARKER reaches the log at once
+        sys.executable, "-u", "-c", _LAUNCHER, "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}", f"--dashboard-agent-listen-port={agent_port}",
