@@ -63,12 +63,9 @@ def keeps_unowned(handle: RayClusterHandle) -> bool:
 
 
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
-    """Validate a spec (or a dict of its fields) as KubeRay would, its fields and its body, on any backend
-    (a spec the local backend runs is one KubeRay accepts).
-
-    :param default_auth: the auth mode when the spec names none; ``None``: not known yet.
-    :raises RayInvalidInputError: naming the bad field and what to change.
-    """
+    """Validate a spec (or a dict of its fields) and its body as KubeRay would, on any backend (a spec the
+    local backend runs is one KubeRay accepts); ``default_auth``: when the spec names none (``None``: not
+    known yet). :class:`RayInvalidInputError`: naming the bad field and what to change."""
     try:
         typed = RayClusterSpec.from_dict(spec)
         auth = typed.auth or default_auth or "disabled"

@@ -1,8 +1,5 @@
-"""The KubeRay backend: a RayCluster CR through a ``kuberay`` connection, the token in a Secret.
-
-Ready means the head pod is ready (:func:`airflow_ray_provider.kuberay.status.readiness`) AND its
-dashboard answers with the token. Every call goes through the typed client of
-:mod:`airflow_ray_provider.kuberay.client`, within its namespaced Role (``role_manifest``).
+"""The KubeRay backend: a RayCluster CR through a ``kuberay`` connection (its typed client, within its
+namespaced Role), the token in a Secret; ready once the head pod is ready AND its dashboard answers.
 """
 
 from __future__ import annotations
@@ -118,11 +115,8 @@ def kuberay_handle(
 
 
 def cluster_link_url(template: str, name: str, namespace: str) -> str:
-    """A cluster's dashboard address for people, from the connection's ``link_url_template``.
-
-    :raises RayInvalidInputError: naming the extra, for a field other than ``{name}`` and ``{namespace}``
-        or a URL that is not http(s).
-    """
+    """A cluster's dashboard address for people, from the connection's ``link_url_template`` (only
+    ``{name}`` and ``{namespace}``, an http(s) URL; else :class:`RayInvalidInputError` naming the extra)."""
     try:
         url = template.format(name=name, namespace=namespace).rstrip("/")
     except (KeyError, IndexError, ValueError) as exc:

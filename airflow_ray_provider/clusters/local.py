@@ -114,19 +114,22 @@ def find_cluster(name: str) -> LocalHeadInfo | None:
     return None
 
 
-def start_cluster(
-    name: str,
-    options: LocalClusterOptions,
-    *,
-    auth: bool = True,
-    labels: dict[str, str] | None = None,
-    expires_at: datetime | None = None,
-    owner: dict[str, str] | None = None,
-) -> tuple[LocalHeadInfo, bool]:
-    """Start the head ``name``, or find it on a retry (one a killed try left ``starting`` is waited for,
-    not started twice); ``owner`` (``dag_id``, ``run_id``) is for the janitor. Returns the info and whether
+@dataclass(frozen=True)
+class LocalPlan(ClusterPlan):
+    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
+
+    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
+    auth: bool = True
+    expires_at: datetime | None = None
+    owner: dict[str, str] = field(default_factory=dict)
+
+
+def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
+    """Start the plan's head, or find it on a retry (one a killed try left ``starting`` is waited for, not
+    started twice); its ``owner`` (``dag_id``, ``run_id``) is for the janitor. Returns the info and whether
     it was created now; :class:`LocalHeadError`: it did not come up (stopped and unregistered)."""
-    record = {"labels": dict(labels or {}), "owner": dict(owner or {}), "expires_at": _iso(expires_at)}
+    name, options, expires_at = plan.name, plan.options, plan.expires_at
+    record = {"labels": plan.labels, "owner": plan.owner, "expires_at": _iso(expires_at)}
     existing = find_cluster(name)
     if existing is not None:
         if (read_record(name) or {}).get("state", READY) != STARTING:
@@ -142,7 +145,8 @@ def start_cluster(
         _write_record({**record, "info": info.to_dict(), "state": STARTING, "expires_at": _iso(expiry)})
 
     try:
-        info = start_head(LocalHeadConfig(**{**asdict(options), "auth": auth}), name=name, on_spawn=register)
+        config = LocalHeadConfig(**{**asdict(options), "auth": plan.auth})
+        info = start_head(config, name=name, on_spawn=register)
     except LocalHeadError:
         _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
         raise
@@ -260,16 +264,6 @@ class LocalLeaseStore:
         return sorted(path.parent.name for path in self.root.glob("*/record.json"))
 
 
-@dataclass(frozen=True)
-class LocalPlan(ClusterPlan):
-    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
-
-    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
-    auth: bool = True
-    expires_at: datetime | None = None
-    owner: dict[str, str] = field(default_factory=dict)
-
-
 def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
     """Local options; unless set, ``num_cpus`` is the spec's head and workers' CPUs (capped at this
     machine's cores) and ``num_gpus`` 0 when the spec asks for none."""
@@ -316,13 +310,9 @@ class LocalBackend(ClusterBackend):
         """Start the head (it answers before this returns), or find the one an earlier try started."""
         assert isinstance(plan, LocalPlan), plan
         try:
-            _, created = start_cluster(
-                plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at,
-                owner=plan.owner,
-            )  # fmt: skip
+            return start_cluster(plan)[1]
         except LocalHeadError as exc:  # start_head stopped what it started before raising
             raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
-        return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
         """The head runs and is up, as a start waits for it (:func:`~.local.waiting_for`)."""

@@ -245,13 +245,9 @@ def start_head(
     name: str | None = None,
     on_spawn: Callable[[LocalHeadInfo], None] | None = None,
 ) -> LocalHeadInfo:
-    """Start a head and wait until it is up; one whose start crashed is started again on fresh ports, up
-    to :data:`START_ATTEMPTS` times.
-
-    :param on_spawn: called once the head's process exists and before Ray starts in it (e.g. to register
-        it); if it raises, the head is stopped and the error propagates.
-    :raises LocalHeadError: when it does not come up in time (it is stopped first).
-    """
+    """Start a head and wait until it is up (else it is stopped: :class:`LocalHeadError`); one whose start
+    crashed is started again on fresh ports, up to :data:`START_ATTEMPTS` times. ``on_spawn`` runs once its
+    process exists, before Ray starts in it (e.g. to register it); if it raises, the head is stopped."""
     config = config or LocalHeadConfig()
     for attempt in range(1, START_ATTEMPTS):
         try:

@@ -282,7 +282,13 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     import threading
     import time
 
-    from airflow_ray_provider.clusters.local import find_cluster, read_record, start_cluster, stop_cluster
+    from airflow_ray_provider.clusters.local import (
+        LocalPlan,
+        find_cluster,
+        read_record,
+        start_cluster,
+        stop_cluster,
+    )
     from airflow_ray_provider.local import LocalClusterOptions
 
     def terminated(signum: int, frame: object) -> None:
@@ -301,7 +307,8 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     try:
         threading.Thread(target=signal_mid_wait, daemon=True).start()
         with pytest.raises(raised):
-            start_cluster(name, LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300))
+            options = LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300)
+            start_cluster(LocalPlan(name, options=options))
     finally:
         signal.signal(signum, previous)
     left = read_record(name)
@@ -326,7 +333,7 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     import tempfile
 
     from airflow_ray_provider.clusters import local as cluster_module
-    from airflow_ray_provider.clusters.local import find_cluster, read_record, start_cluster
+    from airflow_ray_provider.clusters.local import LocalPlan, find_cluster, read_record, start_cluster
     from airflow_ray_provider.local import LocalClusterOptions
 
     write_record = cluster_module._write_record
@@ -340,7 +347,7 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
     with pytest.raises(KeyboardInterrupt):
-        start_cluster("never-ran", LocalClusterOptions(num_cpus=1, temp_root=str(root)))
+        start_cluster(LocalPlan("never-ran", options=LocalClusterOptions(num_cpus=1, temp_root=str(root))))
 
     (record,) = seen
     assert record["state"] == "starting" and read_record("never-ran") is not None
