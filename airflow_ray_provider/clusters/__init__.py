@@ -30,20 +30,11 @@ from airflow_ray_provider.clusters.pool import (
     idle_expired,
     live_holders,
 )
-from airflow_ray_provider.kuberay import (
-    DEFAULT_TTL_SECONDS,
-    SUBMISSION_MODES,
-    RayClusterSpec,
-    RayJobOptions,
-    RayJobStatus,
-    WorkerGroup,
-)
+from airflow_ray_provider.kuberay import RayClusterSpec, RayJobOptions
 from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
-    "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
-    "SUBMISSION_MODES",
     "ClusterBackend",
     "ClusterPlan",
     "ClusterRequest",
@@ -58,12 +49,10 @@ __all__ = [
     "RayClusterHandle",
     "RayClusterSpec",
     "RayJobOptions",
-    "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
     "TaskIdentity",
     "TokenRef",
-    "WorkerGroup",
     "check_spec",
     "cluster_link_url",
     "decide",

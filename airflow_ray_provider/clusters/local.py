@@ -203,16 +203,13 @@ class LocalLeaseStore:
     def __init__(self, root: Path | None = None) -> None:
         self.root = root or registry_dir() / "pools"
 
-    def _folder(self, pool: str) -> Path:
-        return self.root / pool
-
     def _lease_path(self, pool: str, holder: str) -> Path:
-        return self._folder(pool) / "leases" / f"{quote(holder, safe='')}.json"
+        return self.root / pool / "leases" / f"{quote(holder, safe='')}.json"
 
     @contextlib.contextmanager
     def lock(self, pool: str, *, timeout: float) -> Iterator[None]:
         """Hold the pool's lock; ``TimeoutError`` after ``timeout`` seconds."""
-        folder = self._folder(pool)
+        folder = self.root / pool
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -236,20 +233,20 @@ class LocalLeaseStore:
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
         """The pool's record (``None``: none) and every lease's expiry, expired ones too."""
         leases: dict[str, float] = {}
-        for path in sorted((self._folder(pool) / "leases").glob("*.json")):
+        for path in sorted((self.root / pool / "leases").glob("*.json")):
             lease = read_json(path)
             if lease is not None:
                 leases[str(lease["holder"])] = float(lease["expires"])
-        return read_json(self._folder(pool) / "record.json"), leases
+        return read_json(self.root / pool / "record.json"), leases
 
     def write(self, pool: str, record: dict[str, Any] | None) -> None:
         """Replace the pool's record; ``None`` forgets the pool and its leases (the lock file stays)."""
         if record is not None:
-            write_json(self._folder(pool) / "record.json", record)
+            write_json(self.root / pool / "record.json", record)
             return
-        for path in (self._folder(pool) / "leases").glob("*.json"):
+        for path in (self.root / pool / "leases").glob("*.json"):
             path.unlink(missing_ok=True)
-        (self._folder(pool) / "record.json").unlink(missing_ok=True)
+        (self.root / pool / "record.json").unlink(missing_ok=True)
 
     def renew(self, pool: str, holder: str, expires: float) -> None:
         """Take or renew ``holder``'s lease until ``expires`` (epoch seconds)."""
@@ -315,7 +312,7 @@ class LocalBackend(ClusterBackend):
             raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """The head runs and is up, as a start waits for it (:func:`~.local.waiting_for`)."""
+        """The head runs and is up, as a start waits for it (``waiting_for``)."""
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
