@@ -90,30 +90,6 @@ class KubeRayPlan(ClusterPlan):
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def kuberay_handle(
-    name: str,
-    namespace: str,
-    dashboard_url: str,
-    token_ref: TokenRef | None,
-    *,
-    conn_id: str | None,
-    owned: bool = True,
-    link_url_template: str | None = None,
-) -> RayClusterHandle:
-    """The one constructor of a KubeRay cluster handle: the token's Secret, never the token (one the
-    provider made goes with an owned cluster)."""
-    extra: dict[str, Any] = {
-        EXTRA_TOKEN_SECRET_CREATED: bool(owned and token_ref and token_ref.provider_created)
-    }
-    if link_url_template:
-        extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
-    secret, key = (token_ref.secret_name, token_ref.key) if token_ref else (None, None)
-    return RayClusterHandle(
-        "kuberay", name, dashboard_url, namespace, auth_token_secret=secret, auth_token_secret_key=key,
-        conn_id=conn_id, extra=extra, owned=owned,
-    )  # fmt: skip
-
-
 def cluster_link_url(template: str, name: str, namespace: str) -> str:
     """A cluster's dashboard address for people, from the connection's ``link_url_template`` (only
     ``{name}`` and ``{namespace}``, an http(s) URL; else :class:`RayInvalidInputError` naming the extra)."""
@@ -269,11 +245,17 @@ class KubeRayBackend(ClusterBackend):
         hint = "check the connection's dashboard_url_template and that Airflow can reach the head"
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail} ({hint})", url)
 
-    def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
-        """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        return kuberay_handle(
-            plan.name, self._namespace(plan), dashboard_url, plan.token_ref, conn_id=self.conn_id,
-            link_url_template=self.settings.link_url_template,
+    def handle(self, plan: ClusterPlan, dashboard_url: str, *, owned: bool = True) -> RayClusterHandle:
+        """The one constructor of a KubeRay cluster's handle: which Secret holds the token, never the token
+        (one the provider made goes with an owned cluster); ``owned=False``: e.g. a RayJob's cluster."""
+        ref, namespace, template = plan.token_ref, self._namespace(plan), self.settings.link_url_template
+        extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: bool(owned and ref and ref.provider_created)}
+        if template:
+            extra[EXTRA_LINK_URL] = cluster_link_url(template, plan.name, namespace)
+        secret, key = (ref.secret_name, ref.key) if ref else (None, None)
+        return RayClusterHandle(
+            "kuberay", plan.name, dashboard_url, namespace, auth_token_secret=secret,
+            auth_token_secret_key=key, conn_id=self.conn_id, extra=extra, owned=owned,
         )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
