@@ -276,31 +276,20 @@ def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tu
 
 
 def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
-    """The environment of the head and every process it starts: ``PATH`` first has this interpreter (a
-    job's plain ``python`` has Ray and this provider), ``TMPDIR`` the head's temp dir (what its processes
-    leave goes with it); ``config.env`` overrides both."""
-    bin_dir = os.path.dirname(sys.executable)
-    first = [bin_dir]
-    python = os.path.join(bin_dir, "python")
-    if not (os.path.exists(python) and os.path.samefile(python, sys.executable)):
-        first.insert(0, _python_shim(temp_dir))
+    """The environment of the head and every process it starts: ``PATH`` first has ``python`` and
+    ``python3`` that run this interpreter (a job's plain ``python`` has Ray and this provider), ``TMPDIR``
+    the head's temp dir (what its processes leave goes with it); ``config.env`` overrides both."""
+    shim = os.path.join(temp_dir, "bin")
+    os.makedirs(shim, exist_ok=True)
+    for name in ("python", "python3"):
+        Path(shim, name).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        os.chmod(os.path.join(shim, name), 0o755)
     inherited = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p]
-    path = os.pathsep.join([*first, *inherited])
+    path = os.pathsep.join([shim, os.path.dirname(sys.executable), *inherited])
     return {
         **os.environ, "PATH": path, "TMPDIR": temp_dir,
         **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir,
     }  # fmt: skip
-
-
-def _python_shim(temp_dir: str) -> str:
-    """A folder with ``python`` and ``python3`` scripts that run this interpreter."""
-    folder = os.path.join(temp_dir, "bin")
-    os.makedirs(folder, exist_ok=True)
-    for name in ("python", "python3"):
-        path = os.path.join(folder, name)
-        Path(path).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-        os.chmod(path, 0o755)
-    return folder
 
 
 def _start_once(
