@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 CLEANUP_WORDS = ("never", "on_exception", "always")
-#: KubeRay's ``submissionMode`` values (``clusters.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
+#: KubeRay's ``submissionMode`` values (``kuberay.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
 #: Flags that only go with another: dest -> the dest it needs.
 NEEDS = {

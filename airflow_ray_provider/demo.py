@@ -113,7 +113,8 @@ def _xcom(dag_run: Any, task_id: str) -> Any:
 
 def stop_leftover_head(dag_run: Any) -> None:
     """Safety net: stop the run's local head if the teardown could not (it normally has)."""
-    from airflow_ray_provider.local import LocalHeadInfo, is_running, stop_cluster
+    from airflow_ray_provider.clusters.local import stop_cluster
+    from airflow_ray_provider.local import LocalHeadInfo, is_running
 
     handle = _xcom(dag_run, "create_cluster")
     if handle and handle.get("extra"):

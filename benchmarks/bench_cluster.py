@@ -25,12 +25,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from airflow_ray_provider.local import (
-    LocalClusterOptions,
-    free_port,
-    start_cluster,
-    stop_cluster,
-)
+from airflow_ray_provider.clusters.local import LocalPlan, start_cluster, stop_cluster
+from airflow_ray_provider.local import LocalClusterOptions, free_port
 
 OUT = Path(__file__).resolve().parent / "out" / "cluster.json"
 GOAL = 1.2
@@ -122,9 +118,8 @@ def bare_cycle(num_cpus: int) -> tuple[float, float]:
 def provider_cycle(num_cpus: int, index: int) -> tuple[float, float]:
     """One provider local-backend start (token auth on, as users get it) and teardown, in seconds."""
     started = time.monotonic()
-    info, created = start_cluster(
-        f"bench-cluster-{os.getpid()}-{index}", LocalClusterOptions(num_cpus=num_cpus)
-    )
+    name = f"bench-cluster-{os.getpid()}-{index}"
+    info, created = start_cluster(LocalPlan(name, options=LocalClusterOptions(num_cpus=num_cpus)))
     ready = time.monotonic() - started
     stopping = time.monotonic()
     try:

@@ -241,8 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _stop_leftover_heads() -> None:
     """Stop any local head the provider DAG's teardown left (it normally stops its own)."""
+    from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
     from airflow_ray_provider.kuberay import LABEL_DAG_ID
-    from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
+    from airflow_ray_provider.local import LocalHeadInfo
 
     for record in list_clusters({LABEL_DAG_ID: "bench_provider_zones"}):
         stop_cluster(LocalHeadInfo.from_dict(record["info"]))

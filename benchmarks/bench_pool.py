@@ -129,7 +129,8 @@ def _side(side: str, home: Path) -> dict[str, Any]:
 
 
 def _stop_heads(env: dict[str, str]) -> None:
-    code = ("from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster\n"
+    code = ("from airflow_ray_provider.local import LocalHeadInfo\n"
+            "from airflow_ray_provider.clusters.local import list_clusters, stop_cluster\n"
             "for r in list_clusters(): stop_cluster(LocalHeadInfo.from_dict(r['info']))")  # fmt: skip
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
 

@@ -3,16 +3,23 @@ passes on, readiness, and pools (one cluster many runs share under leases). No R
 """
 
 from airflow_ray_provider.clusters.backend import (
+    EVENT_ERROR,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
+    ReadinessEvent,
     TaskIdentity,
     TokenRef,
     check_spec,
+    event_for,
+    make_event,
+    probe_dashboard,
+    validate_event,
 )
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
-from airflow_ray_provider.clusters.local import LocalBackend, local_options_for
+from airflow_ray_provider.clusters.local import LocalBackend
 from airflow_ray_provider.clusters.pool import (
     LeaseStore,
     PoolOptions,
@@ -23,31 +30,11 @@ from airflow_ray_provider.clusters.pool import (
     idle_expired,
     live_holders,
 )
-from airflow_ray_provider.clusters.readiness import (
-    EVENT_ERROR,
-    EVENT_STATUSES,
-    ReadinessCheck,
-    ReadinessEvent,
-    event_for,
-    make_event,
-    probe_dashboard,
-    validate_event,
-)
-from airflow_ray_provider.kuberay import (
-    DEFAULT_TTL_SECONDS,
-    SUBMISSION_MODES,
-    RayClusterSpec,
-    RayJobOptions,
-    RayJobStatus,
-    WorkerGroup,
-)
+from airflow_ray_provider.kuberay import RayClusterSpec, RayJobOptions
 from airflow_ray_provider.local import LocalClusterOptions
 
 __all__ = [
-    "DEFAULT_TTL_SECONDS",
     "EVENT_ERROR",
-    "EVENT_STATUSES",
-    "SUBMISSION_MODES",
     "ClusterBackend",
     "ClusterPlan",
     "ClusterRequest",
@@ -62,12 +49,10 @@ __all__ = [
     "RayClusterHandle",
     "RayClusterSpec",
     "RayJobOptions",
-    "RayJobStatus",
     "ReadinessCheck",
     "ReadinessEvent",
     "TaskIdentity",
     "TokenRef",
-    "WorkerGroup",
     "check_spec",
     "cluster_link_url",
     "decide",
@@ -75,7 +60,6 @@ __all__ = [
     "fingerprint",
     "idle_expired",
     "live_holders",
-    "local_options_for",
     "make_event",
     "probe_dashboard",
     "validate_event",

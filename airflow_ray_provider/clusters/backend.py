@@ -1,7 +1,9 @@
-"""The cluster backend interface, and the request, task identity and plan it works with.
+"""The cluster backend interface, the request, task identity and plan it works with, and readiness.
 
 Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines; the
-cluster operators and the readiness trigger talk to nothing but :class:`ClusterBackend`.
+cluster operators and the readiness trigger talk to nothing but :class:`ClusterBackend`. Ready: the head
+is up, and its dashboard (with the token) and job agent answer; :func:`event_for` ends the blocking wait
+and the trigger's alike, and an event never carries the token.
 """
 
 from __future__ import annotations
@@ -11,9 +13,14 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, get_args, runtime_checkable
 
-from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
+from airflow_ray_provider.exceptions import (
+    RayClusterNotReadyError,
+    RayInvalidInputError,
+    RayJobApiError,
+    RayProviderError,
+)
 from airflow_ray_provider.kuberay import (
     LABEL_CREATED_BY,
     LABEL_DAG_ID,
@@ -25,17 +32,22 @@ from airflow_ray_provider.kuberay import (
     check_cluster_name,
     generate_name,
     ownership_labels,
-    validate_spec,
 )
 from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
     from airflow_ray_provider.clusters.pool import LeaseStore
-    from airflow_ray_provider.clusters.readiness import ReadinessCheck
     from airflow_ray_provider.jobs.client import JobClient
 
 log = logging.getLogger(__name__)
+
+#: One look at a cluster: ready, still coming up, or failed for good (waiting longer will not help).
+Verdict = Literal["ready", "waiting", "failed"]
+#: How a wait ended.
+EventStatus = Literal["ready", "failed", "timeout", "error"]
+EVENT_ERROR: Final = "error"
+EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
 
 
 def keeps_unowned(handle: RayClusterHandle) -> bool:
@@ -50,33 +62,107 @@ def keeps_unowned(handle: RayClusterHandle) -> bool:
     return True
 
 
-#: The name a spec is built under when only its rules are checked (no cluster of that name is made).
-SPEC_CHECK_NAME = "spec-check"
-
-
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
-    """Validate a spec (or a dict of its fields) as KubeRay would, its fields and its body, on any backend
-    (a spec the local backend runs is one KubeRay accepts).
-
-    :param default_auth: the auth mode when the spec names none; ``None``: not known yet.
-    :raises RayInvalidInputError: naming the bad field and what to change.
-    """
+    """Validate a spec (or a dict of its fields) and its body as KubeRay would, on any backend (a spec the
+    local backend runs is one KubeRay accepts); ``default_auth``: when the spec names none (``None``: not
+    known yet). :class:`RayInvalidInputError`: naming the bad field and what to change."""
     try:
         typed = RayClusterSpec.from_dict(spec)
-        validate_spec(typed)
         auth = typed.auth or default_auth or "disabled"
-        build_body(dataclasses.replace(typed, auth=auth), name=SPEC_CHECK_NAME, namespace="default")
+        build_body(dataclasses.replace(typed, auth=auth), name="spec-check", namespace="default")
     except (KubeRaySpecError, ValueError, TypeError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
 
 
 @dataclass(frozen=True)
+class ReadinessCheck:
+    """One look at a cluster (e.g. ``RayCluster ray/x``): its last state in one line, KubeRay's
+    ``status.conditions``, and a command that shows more (``inspect``)."""
+
+    verdict: Verdict
+    message: str
+    cluster: str
+    dashboard_url: str | None = None
+    state: str = ""
+    conditions: list[dict[str, Any]] = field(default_factory=list)
+    inspect: str = ""
+
+    def details(self) -> str:
+        """`` Last status: .... Inspect it with: ...``, for an error."""
+        inspect = f" Inspect it with: {self.inspect}" if self.inspect else ""
+        return f" Last status: {self.state or 'no status'}.{inspect}"
+
+
+class ReadinessEvent(TypedDict):
+    """How waiting for a cluster ended (the trigger's event payload; the blocking wait's result too)."""
+
+    status: EventStatus
+    message: str
+    dashboard_url: str | None
+    conditions: list[dict[str, Any]]
+
+
+def make_event(
+    status: EventStatus,
+    *,
+    message: str = "",
+    dashboard_url: str | None = None,
+    conditions: list[dict[str, Any]] | None = None,
+) -> ReadinessEvent:
+    """Build an event; a ``ready`` one must carry the dashboard URL."""
+    if status == "ready" and not dashboard_url:
+        raise ValueError("a 'ready' event needs the dashboard URL")
+    return {"status": status, "message": message, "dashboard_url": dashboard_url,
+            "conditions": list(conditions or [])}  # fmt: skip
+
+
+def validate_event(event: Any) -> ReadinessEvent:
+    """Check an event before acting on it (a ``ready`` one has its URL); :class:`RayProviderError` if
+    malformed."""
+    if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES:
+        raise RayProviderError(f"unexpected cluster readiness event: {event!r}")
+    if not isinstance(event.get("conditions") or [], list) or (
+        event["status"] == "ready" and not event.get("dashboard_url")
+    ):
+        raise RayProviderError(f"malformed cluster readiness event: {event!r}")
+    message, url = str(event.get("message") or ""), event.get("dashboard_url")
+    return make_event(event["status"], message=message, dashboard_url=url, conditions=event.get("conditions"))
+
+
+def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> ReadinessEvent | None:
+    """The one rule: how the latest look ends a wait of ``waited`` of ``timeout`` s (``None``: wait on)."""
+    if check.verdict == "ready":
+        return make_event("ready", message=check.message, dashboard_url=check.dashboard_url)
+    if check.verdict == "failed":
+        return make_event("failed", message=check.message, conditions=check.conditions)
+    if waited >= timeout:
+        text = f"{check.cluster} was not ready after {timeout:.0f}s: {check.message}.{check.details()}"
+        return make_event("timeout", message=text, conditions=check.conditions)
+    return None
+
+
+def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[bool, str]:
+    """Whether the dashboard answers ``/api/version`` with the token: ``(True, ray_version)`` or
+    ``(False, why)``."""
+    from airflow_ray_provider.jobs.client import JobClient
+
+    try:
+        return True, JobClient(url, token=token, timeout=timeout, retry_attempts=1).version()
+    except RayJobApiError as exc:
+        return False, f"HTTP {exc.http_status}"
+    except Exception as exc:
+        return False, str(exc.__cause__ or exc)
+
+
+@dataclass(frozen=True)
 class RunCluster:
-    """A provider-created cluster's handle, and the DAG run that created it."""
+    """A provider-created cluster as a listing finds it: its handle, whether its expiry had passed, and the
+    DAG run that created it (``""``: not recorded)."""
 
     handle: RayClusterHandle
-    dag_id: str
-    run_id: str
+    expired: bool = False
+    dag_id: str = ""
+    run_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -222,18 +308,25 @@ class ClusterBackend(Protocol):
         log.info("Attached to standing %s (%s); it will not be deleted", look.cluster, look.message)
         return dataclasses.replace(self.handle(plan, look.dashboard_url), owned=False)
 
+    def listed(self, labels: Mapping[str, str] = {}, now: datetime | None = None) -> list[RunCluster]:
+        """Provider-created clusters whose labels include ``labels`` (``expired``: at ``now``)."""
+        ...
+
     def delete_labelled(self, labels: Mapping[str, str], *, wait: bool, timeout: float) -> list[str]:
         """Delete every provider cluster whose labels include ``labels``; returns their names."""
-        ...
+        handles = [found.handle for found in self.listed(labels)]
+        for handle in handles:
+            self.delete(handle, wait=wait, timeout=timeout)
+        return [handle.name for handle in handles]
 
     def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
         """Provider-created clusters whose expiry has passed."""
-        ...
+        return [found.handle for found in self.listed(now=now) if found.expired]
 
     def owned_runs(self) -> list[RunCluster]:
-        """Provider-created clusters with the DAG run that created them (for the janitor); KubeRay: none, as
-        a namespace may hold several Airflow deployments' clusters (the expiry annotation applies)."""
-        return []
+        """Provider-created clusters with the DAG run that created them (for the janitor); KubeRay records
+        none: a namespace may hold several Airflow deployments' clusters (the expiry annotation applies)."""
+        return [found for found in self.listed() if found.run_id]
 
     def lease_store(self) -> LeaseStore:
         """Where this backend's pools keep their locks, records and leases."""

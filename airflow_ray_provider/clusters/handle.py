@@ -1,7 +1,5 @@
-"""The cluster handle: the one contract between the create-cluster task and everything downstream.
-
-It travels through XCom as a plain dict. It *refers* to the Ray auth token (a 0600 file for the local
-backend, a Kubernetes Secret for KubeRay) and never contains it.
+"""The cluster handle: the one contract between the create-cluster task and everything downstream, a
+plain dict in XCom that *refers* to the Ray auth token (a 0600 file, a Kubernetes Secret), never holds it.
 """
 
 from __future__ import annotations
@@ -22,15 +20,9 @@ EXTRA_LINK_URL = "link_url"
 
 @dataclass(frozen=True)
 class RayClusterHandle:
-    """Where a provisioned Ray cluster is and how to authenticate to it.
-
-    :param dashboard_url: base URL of the Ray dashboard / Job API, e.g. ``http://127.0.0.1:8265``.
-    :param auth_token_file: a 0600 file holding the token (local); ``auth_token_secret``: the Kubernetes
-        Secret holding it (KubeRay), read through ``conn_id``.
-    :param extra: backend details that are safe to show (pid, temp dir, ...).
-    :param owned: whether this provider created the cluster; an unowned one (attached by name, or made
-        by a RayJob) is never deleted through it.
-    """
+    """Where a Ray cluster's dashboard (Job API) is and where its token is: a 0600 ``auth_token_file``
+    (local), or the Kubernetes ``auth_token_secret`` read through ``conn_id``; ``extra``: details safe to
+    show (pid, temp dir, ...). An unowned cluster (attached, or a RayJob's) is never deleted through it."""
 
     backend: BackendName
     name: str

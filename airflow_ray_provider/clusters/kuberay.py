@@ -1,8 +1,5 @@
-"""The KubeRay backend: a RayCluster CR through a ``kuberay`` connection, the token in a Secret.
-
-Ready means the head pod is ready (:func:`airflow_ray_provider.kuberay.status.readiness`) AND its
-dashboard answers with the token. Every call goes through the typed client of
-:mod:`airflow_ray_provider.kuberay.client`, within its namespaced Role (``role_manifest``).
+"""The KubeRay backend: a RayCluster CR through a ``kuberay`` connection (its typed client, within its
+namespaced Role), the token in a Secret; ready once the head pod is ready AND its dashboard answers.
 """
 
 from __future__ import annotations
@@ -20,11 +17,14 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
+    RunCluster,
     TaskIdentity,
+    Verdict,
     keeps_unowned,
+    probe_dashboard,
 )
 from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck, Verdict, probe_dashboard
 from airflow_ray_provider.exceptions import RayClusterError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
@@ -90,36 +90,9 @@ class KubeRayPlan(ClusterPlan):
     body: dict[str, Any] = field(default_factory=dict)
 
 
-def kuberay_handle(
-    name: str,
-    namespace: str,
-    dashboard_url: str,
-    token_ref: TokenRef | None,
-    *,
-    conn_id: str | None,
-    owned: bool = True,
-    link_url_template: str | None = None,
-) -> RayClusterHandle:
-    """The one constructor of a KubeRay cluster handle: the token's Secret, never the token (one the
-    provider made goes with an owned cluster)."""
-    extra: dict[str, Any] = {
-        EXTRA_TOKEN_SECRET_CREATED: bool(owned and token_ref and token_ref.provider_created)
-    }
-    if link_url_template:
-        extra[EXTRA_LINK_URL] = cluster_link_url(link_url_template, name, namespace)
-    secret, key = (token_ref.secret_name, token_ref.key) if token_ref else (None, None)
-    return RayClusterHandle(
-        "kuberay", name, dashboard_url, namespace, auth_token_secret=secret, auth_token_secret_key=key,
-        conn_id=conn_id, extra=extra, owned=owned,
-    )  # fmt: skip
-
-
 def cluster_link_url(template: str, name: str, namespace: str) -> str:
-    """A cluster's dashboard address for people, from the connection's ``link_url_template``.
-
-    :raises RayInvalidInputError: naming the extra, for a field other than ``{name}`` and ``{namespace}``
-        or a URL that is not http(s).
-    """
+    """A cluster's dashboard address for people, from the connection's ``link_url_template`` (only
+    ``{name}`` and ``{namespace}``, an http(s) URL; else :class:`RayInvalidInputError` naming the extra)."""
     try:
         url = template.format(name=name, namespace=namespace).rstrip("/")
     except (KeyError, IndexError, ValueError) as exc:
@@ -182,13 +155,9 @@ class KubeRayBackend(ClusterBackend):
         labels = identity.labels()
         annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
         name = request.name_for(identity)
-        where = (
-            "the operator's namespace"
-            if request.namespace
-            else f"connection {self.conn_id!r}: Extra namespace"
-        )
         try:
-            check_dns_label(namespace, where)
+            check_dns_label(namespace, "the operator's namespace" if request.namespace
+                            else f"connection {self.conn_id!r}: Extra namespace")  # fmt: skip
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             body = self.body(request.spec, request.manifest, name=name, namespace=namespace, labels=labels,
                              annotations=annotations)  # fmt: skip
@@ -276,11 +245,17 @@ class KubeRayBackend(ClusterBackend):
         hint = "check the connection's dashboard_url_template and that Airflow can reach the head"
         return _look(status, "waiting", f"head ready, but {url}/api/version: {detail} ({hint})", url)
 
-    def handle(self, plan: ClusterPlan, dashboard_url: str) -> RayClusterHandle:
-        """The handle: where the dashboard is and which Secret holds the token (never the token)."""
-        return kuberay_handle(
-            plan.name, self._namespace(plan), dashboard_url, plan.token_ref, conn_id=self.conn_id,
-            link_url_template=self.settings.link_url_template,
+    def handle(self, plan: ClusterPlan, dashboard_url: str, *, owned: bool = True) -> RayClusterHandle:
+        """The one constructor of a KubeRay cluster's handle: which Secret holds the token, never the token
+        (one the provider made goes with an owned cluster); ``owned=False``: e.g. a RayJob's cluster."""
+        ref, namespace, template = plan.token_ref, self._namespace(plan), self.settings.link_url_template
+        extra: dict[str, Any] = {EXTRA_TOKEN_SECRET_CREATED: bool(owned and ref and ref.provider_created)}
+        if template:
+            extra[EXTRA_LINK_URL] = cluster_link_url(template, plan.name, namespace)
+        secret, key = (ref.secret_name, ref.key) if ref else (None, None)
+        return RayClusterHandle(
+            "kuberay", plan.name, dashboard_url, namespace, auth_token_secret=secret,
+            auth_token_secret_key=key, conn_id=self.conn_id, extra=extra, owned=owned,
         )  # fmt: skip
 
     def token(self, handle: RayClusterHandle) -> str | None:
@@ -322,31 +297,19 @@ class KubeRayBackend(ClusterBackend):
             dashboard_url_template=self.settings.dashboard_url_template, token_ref=ref,
         )  # fmt: skip
 
-    def _handle_of(self, obj: dict[str, Any]) -> RayClusterHandle:
-        """The handle of a listed RayCluster (its URL is the in-cluster one: only deleting uses it)."""
-        return self.handle(self._plan_of(obj), dashboard_url(ClusterStatus.from_object(obj)))
-
-    def delete_labelled(
-        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
-    ) -> list[str]:
-        """Delete every provider RayCluster in the namespace whose labels include ``labels``."""
-        names = []
-        for obj in self._provider_clusters(dict(labels)):
-            handle = self._handle_of(obj)
-            self.delete(handle, wait=wait, timeout=timeout)
-            names.append(handle.name)
-        return names
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Provider-created RayClusters in the namespace whose expiry annotation has passed."""
-        owned = self._provider_clusters({LABEL_CREATED_BY: CREATED_BY})
-        return [self._handle_of(obj) for obj in owned if is_expired(obj, now)]
-
-    def _provider_clusters(self, labels: dict[str, str]) -> list[dict[str, Any]]:
-        """RayClusters with these labels, less those a RayJob created: KubeRay copies the RayJob's labels
-        onto its cluster, but that cluster belongs to the RayJob (deleting the RayJob deletes it)."""
-        found = self.client.list_clusters(labels, namespace=self.settings.namespace)
-        return [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+    def listed(self, labels: Mapping[str, str] = {}, now: datetime | None = None) -> list[RunCluster]:
+        """Provider RayClusters in the namespace whose labels include ``labels``, less those a RayJob created:
+        KubeRay copies the RayJob's labels onto its cluster, but that cluster belongs to the RayJob (deleting
+        the RayJob deletes it). A handle's URL is the in-cluster one: only deleting uses it."""
+        found = self.client.list_clusters(
+            {LABEL_CREATED_BY: CREATED_BY, **labels}, namespace=self.settings.namespace
+        )
+        owned = [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
+        urls = [dashboard_url(ClusterStatus.from_object(obj)) for obj in owned]
+        return [
+            RunCluster(self.handle(self._plan_of(obj), url), is_expired(obj, now))
+            for obj, url in zip(owned, urls, strict=True)
+        ]
 
     # ----------------------------------------------------------------- standing clusters
     def find(self, name: str) -> ClusterPlan:

@@ -1,44 +1,117 @@
-"""The local backend: an ephemeral Ray head on this machine, the embedded default (no connection).
+"""The local backend: ephemeral Ray heads on this machine, the embedded default (no connection).
 
-Any process on the machine finds and stops the head through the registry of :mod:`.local`;
-the KubeRay spec is summarised into its CPUs and GPUs, so one DAG runs on either backend unchanged.
+A registry of JSON files (one per head: labels, owner, expiry; no secrets) lets any process find and stop
+a head by name: a retried task adopts its earlier try's head, a teardown in another process stops it, the
+janitor finds expired ones. A head is registered (``starting``) before Ray starts in it, so an interrupted
+start leaves a head others find; only registering creates the folder. Pools keep their lock, record and
+leases in ``pools/<pool>/`` (:class:`LocalLeaseStore`). A KubeRay spec is summarised into its CPUs and
+GPUs, so one DAG runs on either backend unchanged.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
+import json
+import logging
 import math
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    ReadinessCheck,
     RunCluster,
     TaskIdentity,
     check_spec,
     keeps_unowned,
 )
 from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
-from airflow_ray_provider.clusters.readiness import ReadinessCheck
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
     LocalClusterOptions,
+    LocalHeadConfig,
     LocalHeadError,
     LocalHeadInfo,
-    LocalLeaseStore,
-    find_cluster,
-    list_clusters,
+    StartupCrashError,
+    is_running,
     read_token,
-    start_cluster,
-    stop_cluster,
+    start_head,
+    stop_head,
+    wait_for_head,
     waiting_for,
 )
+
+log = logging.getLogger(__name__)
+
+REGISTRY_ENV = "AIRFLOW_RAY_LOCAL_REGISTRY"
+#: Record states: registered before the wait for the head (``starting``), and once it is up (``ready``).
+STARTING, READY = "starting", "ready"
+
+
+def registry_dir() -> Path:
+    """Folder of the registry (``$AIRFLOW_RAY_LOCAL_REGISTRY``, default ``<tmp>/airflow-ray-local-<uid>``)."""
+    default = Path(tempfile.gettempdir(), f"airflow-ray-local-{os.getuid()}")
+    return Path(os.environ.get(REGISTRY_ENV) or default)
+
+
+def _record_path(name: str) -> Path:
+    return registry_dir() / f"{name}.json"
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a temporary file renamed over it: a reader never sees half."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(data, out, indent=2, sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """The JSON object in ``path``; ``None`` when it is missing or not one."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _write_record(record: dict[str, Any]) -> None:
+    write_json(_record_path(record["info"]["name"]), record)
+
+
+def read_record(name: str) -> dict[str, Any] | None:
+    """The registry record of a cluster (``info``, ``labels``, ``expires_at``, ``state``), or ``None``."""
+    return read_json(_record_path(name))
+
+
+def find_cluster(name: str) -> LocalHeadInfo | None:
+    """The running head registered under ``name``, or ``None`` (a dead head's record and files go)."""
+    record = read_record(name)
+    if record is None:
+        return None
+    info = LocalHeadInfo.from_dict(record["info"])
+    if is_running(info):
+        return info
+    stop_cluster(info)
+    return None
 
 
 @dataclass(frozen=True)
@@ -49,6 +122,143 @@ class LocalPlan(ClusterPlan):
     auth: bool = True
     expires_at: datetime | None = None
     owner: dict[str, str] = field(default_factory=dict)
+
+
+def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
+    """Start the plan's head, or find it on a retry (one a killed try left ``starting`` is waited for, not
+    started twice); its ``owner`` (``dag_id``, ``run_id``) is for the janitor. Returns the info and whether
+    it was created now; :class:`LocalHeadError`: it did not come up (stopped and unregistered)."""
+    name, options, expires_at = plan.name, plan.options, plan.expires_at
+    record = {"labels": plan.labels, "owner": plan.owner, "expires_at": _iso(expires_at)}
+    existing = find_cluster(name)
+    if existing is not None:
+        if (read_record(name) or {}).get("state", READY) != STARTING:
+            log.info("Reusing local Ray head %s (pid %s) started by an earlier try", name, existing.pid)
+            return existing, False
+        if _adopt(existing, options.ready_timeout):
+            _write_record({**record, "info": existing.to_dict(), "state": READY})
+            return existing, False
+
+    def register(info: LocalHeadInfo) -> None:
+        wait_ends = datetime.now(timezone.utc) + timedelta(seconds=options.ready_timeout)
+        expiry = min(expires_at, wait_ends) if expires_at else wait_ends
+        _write_record({**record, "info": info.to_dict(), "state": STARTING, "expires_at": _iso(expiry)})
+
+    try:
+        config = LocalHeadConfig(**{**asdict(options), "auth": plan.auth})
+        info = start_head(config, name=name, on_spawn=register)
+    except LocalHeadError:
+        _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
+        raise
+    try:
+        _write_record({**record, "info": info.to_dict(), "state": READY})
+    except OSError:
+        stop_cluster(info)
+        raise
+    return info, True
+
+
+def _adopt(info: LocalHeadInfo, timeout: float) -> bool:
+    """Wait for a head a killed try left ``starting``: ``True`` once up, ``False`` when its start crashed
+    (start a fresh one); late: :class:`LocalHeadError`. A failed head is stopped and unregistered."""
+    log.info("Adopting local Ray head %s (pid %s): an earlier try started it", info.name, info.pid)
+    try:
+        wait_for_head(info, timeout)
+    except LocalHeadError as exc:
+        stop_cluster(info)
+        if not isinstance(exc, StartupCrashError):
+            raise
+        log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", info.name, exc)
+        return False
+    return True
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.astimezone(timezone.utc).isoformat() if moment else None
+
+
+def stop_cluster(info: LocalHeadInfo) -> bool:
+    """Stop a head (from any process) and drop its record; ``False`` when it was already gone."""
+    stopped = stop_head(info)
+    _record_path(info.name).unlink(missing_ok=True)
+    return stopped
+
+
+def list_clusters(labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Registry records whose labels include ``labels``."""
+    records = [read_record(path.stem) for path in sorted(registry_dir().glob("*.json"))]
+    wanted = (labels or {}).items()
+    return [r for r in records if r is not None and all(r.get("labels", {}).get(k) == x for k, x in wanted)]
+
+
+#: Seconds between tries of a lock another holder has.
+LOCK_RETRY_S = 0.05
+
+
+class LocalLeaseStore:
+    """This machine's pools: ``<root>/<pool>/`` holds ``lock`` (an ``flock``, dropped by the OS when its
+    holder dies; never removed, a waiter holds it open), ``record.json`` and ``leases/<holder>.json`` (one
+    per holder, so renewing needs no lock); ``root`` defaults to ``pools/`` in the registry."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root or registry_dir() / "pools"
+
+    def _lease_path(self, pool: str, holder: str) -> Path:
+        return self.root / pool / "leases" / f"{quote(holder, safe='')}.json"
+
+    @contextlib.contextmanager
+    def lock(self, pool: str, *, timeout: float) -> Iterator[None]:
+        """Hold the pool's lock; ``TimeoutError`` after ``timeout`` seconds."""
+        folder = self.root / pool
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        held = f"pool {pool!r}: its lock is still held after {timeout:g} s"
+                        raise TimeoutError(held) from None
+                    time.sleep(LOCK_RETRY_S)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
+        """The pool's record (``None``: none) and every lease's expiry, expired ones too."""
+        leases: dict[str, float] = {}
+        for path in sorted((self.root / pool / "leases").glob("*.json")):
+            lease = read_json(path)
+            if lease is not None:
+                leases[str(lease["holder"])] = float(lease["expires"])
+        return read_json(self.root / pool / "record.json"), leases
+
+    def write(self, pool: str, record: dict[str, Any] | None) -> None:
+        """Replace the pool's record; ``None`` forgets the pool and its leases (the lock file stays)."""
+        if record is not None:
+            write_json(self.root / pool / "record.json", record)
+            return
+        for path in (self.root / pool / "leases").glob("*.json"):
+            path.unlink(missing_ok=True)
+        (self.root / pool / "record.json").unlink(missing_ok=True)
+
+    def renew(self, pool: str, holder: str, expires: float) -> None:
+        """Take or renew ``holder``'s lease until ``expires`` (epoch seconds)."""
+        write_json(self._lease_path(pool, holder), {"holder": holder, "expires": expires})
+
+    def release(self, pool: str, holder: str) -> None:
+        """End ``holder``'s lease (nothing if it has none)."""
+        self._lease_path(pool, holder).unlink(missing_ok=True)
+
+    def pools(self) -> list[str]:
+        """Every pool with a record."""
+        return sorted(path.parent.name for path in self.root.glob("*/record.json"))
 
 
 def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
@@ -97,16 +307,12 @@ class LocalBackend(ClusterBackend):
         """Start the head (it answers before this returns), or find the one an earlier try started."""
         assert isinstance(plan, LocalPlan), plan
         try:
-            _, created = start_cluster(
-                plan.name, plan.options, auth=plan.auth, labels=plan.labels, expires_at=plan.expires_at,
-                owner=plan.owner,
-            )  # fmt: skip
+            return start_cluster(plan)[1]
         except LocalHeadError as exc:  # start_head stopped what it started before raising
             raise RayClusterNotReadyError(str(exc), name=plan.name) from exc
-        return created
 
     def check(self, plan: ClusterPlan) -> ReadinessCheck:
-        """The head runs and is up, as a start waits for it (:func:`~.local.waiting_for`)."""
+        """The head runs and is up, as a start waits for it (``waiting_for``)."""
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
@@ -148,27 +354,15 @@ class LocalBackend(ClusterBackend):
             )
         return LocalPlan(name=name)
 
-    def delete_labelled(
-        self, labels: Mapping[str, str], *, wait: bool = True, timeout: float = 300
-    ) -> list[str]:
-        """Stop every registered head whose labels include ``labels``."""
-        infos = [LocalHeadInfo.from_dict(record["info"]) for record in list_clusters(dict(labels))]
-        for info in infos:
-            stop_cluster(info)
-        return [info.name for info in infos]
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Registered heads of this provider whose expiry has passed (their processes may be gone)."""
-        now = now or datetime.now(timezone.utc)
-        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        expired = [r for r in owned if r.get("expires_at") and datetime.fromisoformat(r["expires_at"]) <= now]
-        return [_handle_of(r["info"], r["expires_at"]) for r in expired]
-
-    def owned_runs(self) -> list[RunCluster]:
-        """Registered heads of this provider with the DAG run that started them (when recorded)."""
-        owned = list_clusters({LABEL_CREATED_BY: CREATED_BY})
-        runs = [r for r in owned if {"dag_id", "run_id"} <= set(r.get("owner") or {})]
-        return [RunCluster(_handle_of(r["info"]), r["owner"]["dag_id"], r["owner"]["run_id"]) for r in runs]
+    def listed(self, labels: Mapping[str, str] = {}, now: datetime | None = None) -> list[RunCluster]:
+        """Registered heads of this provider (their processes may be gone) whose labels include ``labels``."""
+        now, found = now or datetime.now(timezone.utc), []
+        for record in list_clusters({LABEL_CREATED_BY: CREATED_BY, **labels}):
+            expires, owner = record.get("expires_at"), record.get("owner") or {}
+            expired = expires is not None and datetime.fromisoformat(expires) <= now
+            handle = _handle_of(record["info"], expires)
+            found.append(RunCluster(handle, expired, owner.get("dag_id", ""), owner.get("run_id", "")))
+        return found
 
     def lease_store(self) -> LocalLeaseStore:
         """The locks, records and leases of this machine's pools (a folder in the registry)."""

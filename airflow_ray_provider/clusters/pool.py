@@ -1,15 +1,6 @@
-"""Pools: one named Ray cluster that many runs share, kept by leases and deleted once idle.
-
-A run on a pool holds a lease (its holder: the run's submission id) while its job runs and renews it by a
-heartbeat (the worker's wait, or the trigger's poll); the lease of a holder that was killed expires
-``lease_ttl`` after its last renewal. Every decision about the pool's cluster (create it, use it, replace
-it, delete it) is taken under the pool's lock from one record, so runs that start together create one
-cluster. The cluster outlives its last lease by ``idle_ttl``; then the next run that looks or the janitor
-deletes it. ``cleanup`` acts on a pool run's job only, never on the pool's cluster.
-
-:class:`LeaseStore` keeps the lock, the record and the leases: a folder with file locks for local heads
-(:mod:`airflow_ray_provider.local`), ``coordination.k8s.io/v1`` Leases on KubeRay
-(:mod:`airflow_ray_provider.kuberay`). Both speak plain data, so the client layers import nothing from here.
+"""Pools: one named Ray cluster that many runs share under leases, deleted once idle (docs/launch.md,
+"Pools"). Pure decisions here; a :class:`LeaseStore` keeps each pool's lock, record and leases in plain
+data (a folder locally, ``coordination.k8s.io/v1`` Leases on KubeRay).
 """
 
 from __future__ import annotations
@@ -26,17 +17,10 @@ from airflow_ray_provider.kuberay import KubeRaySpecError, check_cluster_name
 
 @dataclass(frozen=True)
 class PoolOptions:
-    """A pool as a task or a CLI run names it.
-
-    :param name: the pool's name; its cluster has the same name (a name KubeRay accepts).
-    :param idle_ttl: seconds the cluster stays after its last lease ends (0: deleted at once).
-    :param lease_ttl: seconds after its last renewal that a lease expires (a heartbeat renews it four
-        times per ``lease_ttl``).
-    :param replace: when the pool's cluster runs another spec, replace it once no lease holds it (the
-        run waits) instead of failing.
-    :param prices: the pool's price table (``Prices.to_dict()``): the run that creates the cluster keeps it
-        in the pool's record, and every job on that cluster is priced by it, whatever its task says.
-    """
+    """A pool as a task or a CLI run names it (its cluster has its name); seconds: ``idle_ttl`` after the
+    last lease, ``lease_ttl`` after a lease's last renewal. ``replace``: a cluster of another spec is
+    replaced once no lease holds it, instead of failing. ``prices`` (``Prices.to_dict()``): kept in the
+    record by the run that creates the cluster, they price every job on it."""
 
     name: str
     idle_ttl: float = 600.0
@@ -62,16 +46,9 @@ class PoolOptions:
 
 @dataclass(frozen=True)
 class PoolRecord:
-    """What the store keeps beside the pool's cluster.
-
-    :param cluster: the cluster's name.
-    :param fingerprint: the spec it was created from, flattened (:func:`fingerprint`).
-    :param idle_since: when its last lease ended (epoch seconds; ``None``: leased, or never used).
-    :param deleting: a deletion is under way: no lease may be taken until the cluster is gone.
-    :param idle_ttl: the idle TTL of the run that last released it (what the janitor goes by).
-    :param deleting_since: when the deletion began (a deletion whose deleter died is resumed later).
-    :param prices: the pool's price table, from the run that created the cluster.
-    """
+    """What the store keeps beside the pool's cluster: its spec's :func:`fingerprint`; ``idle_since`` (epoch
+    seconds; ``None``: leased or never used); ``deleting`` (since ``deleting_since``; no lease until it is
+    gone, a dead deleter's deletion is resumed); the ``idle_ttl`` of its last release (the janitor's)."""
 
     cluster: str
     fingerprint: dict[str, str] = field(default_factory=dict)
@@ -131,12 +108,8 @@ def decide(
     now: float,
     options: PoolOptions,
 ) -> PoolStep:
-    """The next step of a run that wants the pool (pure: the caller holds the lock and acts on it).
-
-    :param record: the pool's record (``None``: no cluster).
-    :param spec: the run's :func:`fingerprint`.
-    :raises RayInvalidInputError: the cluster runs another spec and ``replace`` is off, naming the fields.
-    """
+    """The next step of a run (``spec``: its :func:`fingerprint`) that wants the pool (``record`` ``None``: no
+    cluster); the caller holds the lock. :class:`RayInvalidInputError`: another spec, ``replace`` off."""
     if record is None:
         return PoolStep.CREATE
     if record.deleting:

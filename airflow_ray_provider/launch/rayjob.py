@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.clusters import KubeRayBackend, RayClusterHandle, TaskIdentity
-from airflow_ray_provider.clusters.kuberay import check_ours, kuberay_handle
+from airflow_ray_provider.clusters import ClusterPlan, KubeRayBackend, RayClusterHandle, TaskIdentity
+from airflow_ray_provider.clusters.kuberay import check_ours
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.jobs.outcome import dashboard_job_url, tail
 from airflow_ray_provider.jobs.submission import Choice
@@ -333,10 +333,8 @@ class RayJobTarget(RunTarget):
         if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
-        handle = kuberay_handle(
-            status.cluster_name, ns, url, token_ref_of(found), conn_id=settings.conn_id, owned=False,
-            link_url_template=settings.link_url_template,
-        )  # fmt: skip
+        plan = ClusterPlan(status.cluster_name, ns, token_ref=token_ref_of(found))
+        handle = self.backend.handle(plan, url, owned=False)
         return RayJobLook(status, handle)
 
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:

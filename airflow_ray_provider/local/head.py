@@ -1,15 +1,11 @@
-"""One ephemeral local Ray head: ``ray start --head`` in its own session and temp dir; stopping it.
-
-The head outlives the process that started it and counts as up once its node has started, its dashboard
-answers and its job agent answers. :func:`stop_head` works from any process, given :class:`LocalHeadInfo`:
-it signals only the processes of the head's session and the job drivers it started, after checking that
-they still belong to this head (a reused process id does not). No Airflow imports.
+"""One ephemeral local Ray head: ``ray start --head`` in its own session and temp dir, up once its node
+has started and its dashboard and job agent answer; :func:`stop_head` stops it from any process, signalling
+only processes that still belong to it (a reused process id does not). No Airflow imports.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import logging
 import os
@@ -139,15 +135,16 @@ def _processes() -> Iterator[tuple[int, str, int, int]]:
                 yield int(entry.name), state, int(group), int(session)
 
 
-def _proc_file(pid: int, name: str) -> bytes:
+def _read(path: str | Path) -> str:
+    """A file's text, ``""`` when it cannot be read (a process or a log that is gone)."""
     try:
-        return Path(f"/proc/{pid}/{name}").read_bytes()
+        return Path(path).read_text(errors="replace")
     except OSError:
-        return b""
+        return ""
 
 
 def _cmdline(pid: int) -> str:
-    return _proc_file(pid, "cmdline").decode(errors="replace")
+    return _read(f"/proc/{pid}/cmdline")
 
 
 def is_running(info: LocalHeadInfo) -> bool:
@@ -160,7 +157,7 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
     """The head's live processes: its session (Ray moves each worker into a process group of its own; a
     worker missed would re-create folders in the removed temp dir) while one of them runs in its temp dir,
     and the job drivers that carry its ``RAY_TMPDIR``; never the calling process."""
-    marker = f"RAY_TMPDIR={info.temp_dir}".encode()
+    marker = f"RAY_TMPDIR={info.temp_dir}"
     in_session: list[int] = []
     by_environment: list[int] = []
     for pid, state, group, session in _processes():
@@ -168,7 +165,7 @@ def _head_processes(info: LocalHeadInfo) -> list[int]:
             continue
         if info.pgid in (group, session):
             in_session.append(pid)
-        elif marker in _proc_file(pid, "environ").split(b"\0"):
+        elif marker in _read(f"/proc/{pid}/environ").split("\0"):
             by_environment.append(pid)
     if not any(info.temp_dir in _cmdline(pid) for pid in in_session):
         in_session = []
@@ -214,26 +211,19 @@ def read_token(token_file: str) -> str:
     return Path(token_file).read_text().strip()
 
 
-def _ray_cli() -> list[str]:
-    """The head's launcher (:data:`_LAUNCHER`), unbuffered: :data:`STARTED_MARKER` reaches the log at once."""
-    if importlib.util.find_spec("ray") is None:
-        raise LocalHeadError("Ray is not installed in this Python environment; install ray[default]")
-    return [sys.executable, "-u", "-c", _LAUNCHER]
-
-
 def _head_command(config: LocalHeadConfig, temp_dir: str, ports: tuple[int, int, int]) -> list[str]:
     gcs_port, dash_port, agent_port = ports
-    cmd = [
-        *_ray_cli(), "start", "--head", "--block", "--disable-usage-stats",
+    cmd = [  # unbuffered: STARTED_MARKER reaches the log at once
+        sys.executable, "-u", "-c", _LAUNCHER, "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", f"--port={gcs_port}",
         "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash_port}",
         f"--temp-dir={temp_dir}", f"--dashboard-agent-listen-port={agent_port}",
         f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
         f"--metrics-export-port={free_port()}",
     ]  # fmt: skip
-    options: dict[str, Any] = {"num-cpus": config.num_cpus, "num-gpus": config.num_gpus}
-    options["object-store-memory"] = config.object_store_memory
-    options["resources"] = json.dumps(config.resources) if config.resources else None
+    options = {"num-cpus": config.num_cpus, "num-gpus": config.num_gpus,
+               "object-store-memory": config.object_store_memory,
+               "resources": json.dumps(config.resources) if config.resources else None}  # fmt: skip
     return cmd + [f"--{flag}={value}" for flag, value in options.items() if value is not None]
 
 
@@ -255,13 +245,9 @@ def start_head(
     name: str | None = None,
     on_spawn: Callable[[LocalHeadInfo], None] | None = None,
 ) -> LocalHeadInfo:
-    """Start a head and wait until it is up; one whose start crashed is started again on fresh ports, up
-    to :data:`START_ATTEMPTS` times.
-
-    :param on_spawn: called once the head's process exists and before Ray starts in it (e.g. to register
-        it); if it raises, the head is stopped and the error propagates.
-    :raises LocalHeadError: when it does not come up in time (it is stopped first).
-    """
+    """Start a head and wait until it is up (else it is stopped: :class:`LocalHeadError`); one whose start
+    crashed is started again on fresh ports, up to :data:`START_ATTEMPTS` times. ``on_spawn`` runs once its
+    process exists, before Ray starts in it (e.g. to register it); if it raises, the head is stopped."""
     config = config or LocalHeadConfig()
     for attempt in range(1, START_ATTEMPTS):
         try:
@@ -290,31 +276,20 @@ def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tu
 
 
 def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
-    """The environment of the head and every process it starts: ``PATH`` first has this interpreter (a
-    job's plain ``python`` has Ray and this provider), ``TMPDIR`` the head's temp dir (what its processes
-    leave goes with it); ``config.env`` overrides both."""
-    bin_dir = os.path.dirname(sys.executable)
-    first = [bin_dir]
-    python = os.path.join(bin_dir, "python")
-    if not (os.path.exists(python) and os.path.samefile(python, sys.executable)):
-        first.insert(0, _python_shim(temp_dir))
+    """The environment of the head and every process it starts: ``PATH`` first has ``python`` and
+    ``python3`` that run this interpreter (a job's plain ``python`` has Ray and this provider), ``TMPDIR``
+    the head's temp dir (what its processes leave goes with it); ``config.env`` overrides both."""
+    shim = os.path.join(temp_dir, "bin")
+    os.makedirs(shim, exist_ok=True)
+    for name in ("python", "python3"):
+        Path(shim, name).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        os.chmod(os.path.join(shim, name), 0o755)
     inherited = [p for p in os.environ.get("PATH", os.defpath).split(os.pathsep) if p]
-    path = os.pathsep.join([*first, *inherited])
+    path = os.pathsep.join([shim, os.path.dirname(sys.executable), *inherited])
     return {
         **os.environ, "PATH": path, "TMPDIR": temp_dir,
         **config.env, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": temp_dir,
     }  # fmt: skip
-
-
-def _python_shim(temp_dir: str) -> str:
-    """A folder with ``python`` and ``python3`` scripts that run this interpreter."""
-    folder = os.path.join(temp_dir, "bin")
-    os.makedirs(folder, exist_ok=True)
-    for name in ("python", "python3"):
-        path = os.path.join(folder, name)
-        Path(path).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
-        os.chmod(path, 0o755)
-    return folder
 
 
 def _start_once(
@@ -371,7 +346,7 @@ def _wait_until_up(
         code = exit_code()
         if code is not None:
             _fail(info, StartupCrashError, f"`ray start --head` exited with {code}", HEAD_LOG_NAME)
-        if AGENT_HTTP_FAILED_MARKER in _log(info, AGENT_LOG):
+        if AGENT_HTTP_FAILED_MARKER in _read(Path(info.temp_dir, AGENT_LOG)):
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
         waiting = waiting_for(info, token)
@@ -387,7 +362,7 @@ def waiting_for(info: LocalHeadInfo, token: str | None) -> list[str]:
     """What the head still waits for to be up: its node started, its dashboard (with the token) and its job
     agent answering; ``[]``: up."""
     checks = {
-        "node started": lambda: STARTED_MARKER in _log(info, HEAD_LOG_NAME),
+        "node started": lambda: STARTED_MARKER in _read(Path(info.temp_dir, HEAD_LOG_NAME)),
         "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),
         f"job agent {AGENT_HEALTH_PATH}": lambda: agent_answers(info),
     }
@@ -399,15 +374,8 @@ def agent_answers(info: LocalHeadInfo) -> bool:
     return info.agent_url is None or _answers(f"{info.agent_url}{AGENT_HEALTH_PATH}")
 
 
-def _log(info: LocalHeadInfo, name: str) -> str:
-    try:
-        return Path(info.temp_dir, name).read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def _fail(info: LocalHeadInfo, error: type[LocalHeadError], message: str, log_name: str) -> NoReturn:
     """Stop the head and raise ``error`` with ``message`` and the last lines of the log it names."""
-    tail = "\n".join(_log(info, log_name).splitlines()[-30:]) or "(no log)"
+    tail = "\n".join(_read(Path(info.temp_dir, log_name)).splitlines()[-30:]) or "(no log)"
     stop_head(info)
     raise error(f"{message}:\n{tail}")

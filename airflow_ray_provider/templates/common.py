@@ -71,7 +71,7 @@ class ClusterSettings:
     :param spec: cluster spec dict (image, head, worker groups, ...); the local backend sizes itself from it.
     :param ray_conn_id: submit to this standing cluster's ``ray`` connection.
     :param local_options: options of the local backend (``num_cpus``, ``env``, ...; see
-        :class:`airflow_ray_provider.local.cluster.LocalClusterOptions`).
+        :class:`airflow_ray_provider.local.LocalClusterOptions`).
     :param create_kwargs: extra keyword arguments for :class:`CreateRayClusterOperator`.
     :param python: interpreter used in job entrypoints; default ``python`` on a cluster, and the
         interpreter running Airflow for the local backend (the local head shares its environment).

@@ -35,7 +35,7 @@ def plan_json(plan: ClusterPlan) -> dict[str, Any]:
 class RayClusterReadyTrigger(BaseTrigger):
     """Look at a cluster from the triggerer through its backend; every look runs in a worker thread.
 
-    Events are :class:`~airflow_ray_provider.clusters.readiness.ReadinessEvent` payloads: ``ready``
+    Events are :class:`~airflow_ray_provider.clusters.ReadinessEvent` payloads: ``ready``
     (with ``dashboard_url``), or ``timeout`` / ``failed`` / ``error`` with ``message`` and
     ``conditions``. The token is read here and never put in an event.
 

@@ -31,7 +31,7 @@ CLI = [sys.executable, "-m", "airflow_ray_provider.cli"]
 @pytest.fixture
 def registry(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A local-head registry of the test's own: what is listed in it is what the CLI left running."""
-    from airflow_ray_provider.local import REGISTRY_ENV
+    from airflow_ray_provider.clusters.local import REGISTRY_ENV
 
     folder = tmp_path_factory.mktemp("reg")
     monkeypatch.setenv(REGISTRY_ENV, str(folder))
@@ -47,7 +47,7 @@ def _cli(*args: str, timeout: float = 300, **env: str) -> subprocess.CompletedPr
 
 
 def _heads() -> list[dict[str, Any]]:
-    from airflow_ray_provider.local import list_clusters
+    from airflow_ray_provider.clusters.local import list_clusters
 
     return list_clusters()
 

@@ -29,7 +29,7 @@ sys.exit(code)
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     """No Airflow configuration anywhere: an empty AIRFLOW_HOME, the test's own local-head registry."""
-    from airflow_ray_provider.local import REGISTRY_ENV
+    from airflow_ray_provider.clusters.local import REGISTRY_ENV
 
     (tmp_path / "home").mkdir()
     (tmp_path / "reg").mkdir()

@@ -282,13 +282,14 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     import threading
     import time
 
-    from airflow_ray_provider.local import (
-        LocalClusterOptions,
+    from airflow_ray_provider.clusters.local import (
+        LocalPlan,
         find_cluster,
         read_record,
         start_cluster,
         stop_cluster,
     )
+    from airflow_ray_provider.local import LocalClusterOptions
 
     def terminated(signum: int, frame: object) -> None:
         raise RuntimeError("terminated")
@@ -306,7 +307,8 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     try:
         threading.Thread(target=signal_mid_wait, daemon=True).start()
         with pytest.raises(raised):
-            start_cluster(name, LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300))
+            options = LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300)
+            start_cluster(LocalPlan(name, options=options))
     finally:
         signal.signal(signum, previous)
     left = read_record(name)
@@ -330,8 +332,9 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     into the registry write (a signal cannot be timed into that window)."""
     import tempfile
 
-    from airflow_ray_provider.local import LocalClusterOptions, find_cluster, read_record, start_cluster
-    from airflow_ray_provider.local import cluster as cluster_module
+    from airflow_ray_provider.clusters import local as cluster_module
+    from airflow_ray_provider.clusters.local import LocalPlan, find_cluster, read_record, start_cluster
+    from airflow_ray_provider.local import LocalClusterOptions
 
     write_record = cluster_module._write_record
     seen: list[dict] = []
@@ -344,7 +347,7 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
     with pytest.raises(KeyboardInterrupt):
-        start_cluster("never-ran", LocalClusterOptions(num_cpus=1, temp_root=str(root)))
+        start_cluster(LocalPlan("never-ran", options=LocalClusterOptions(num_cpus=1, temp_root=str(root))))
 
     (record,) = seen
     assert record["state"] == "starting" and read_record("never-ran") is not None
@@ -467,7 +470,7 @@ def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_
 
         assert RayClusterJanitorOperator(task_id="janitor").execute({}) == [orphan.name]
     finally:
-        from airflow_ray_provider.local import stop_cluster
+        from airflow_ray_provider.clusters.local import stop_cluster
 
         stop_cluster(orphan)  # a no-op once the janitor did its job
     assert _processes_using(orphan.temp_dir) == [] and not Path(orphan.temp_dir).exists()

@@ -34,7 +34,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
 def _start_head(dag_id: str, run_id: str) -> Any:
     """What ``airflow tasks test DAG create DATE`` leaves: a head whose (temporary) run is gone."""
     from airflow_ray_provider.clusters import ClusterRequest, LocalBackend, TaskIdentity
-    from airflow_ray_provider.local import find_cluster
+    from airflow_ray_provider.clusters.local import find_cluster
 
     backend = LocalBackend()
     request = ClusterRequest.from_arguments(spec=None, local_options={"num_cpus": 1})
@@ -49,7 +49,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_janitor_stops_heads_whose_dag_run_is_gone_and_keeps_running_runs(airflow_db, local_registry):
-    from airflow_ray_provider.local import is_running, stop_cluster
+    from airflow_ray_provider.clusters.local import stop_cluster
+    from airflow_ray_provider.local import is_running
 
     orphan = _start_head("tasks_test_dag", "manual__2026-11-28T00:00:00+00:00")
     try:
@@ -64,7 +65,8 @@ def test_the_janitor_stops_heads_whose_dag_run_is_gone_and_keeps_running_runs(ai
 
 
 def test_a_documented_command_lists_and_stops_a_named_head(local_registry):
-    from airflow_ray_provider.local import is_running, stop_cluster
+    from airflow_ray_provider.clusters.local import stop_cluster
+    from airflow_ray_provider.local import is_running
 
     head = _start_head("tasks_test_dag", "manual__cli")
     try:

@@ -39,7 +39,7 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
 
 
 def test_one_task_mode_on_the_local_backend_runs_and_stops_its_heads(airflow_db, local_registry):
-    from airflow_ray_provider.local import list_clusters
+    from airflow_ray_provider.clusters.local import list_clusters
 
     dag_run = run_dag(write_dag("one_task_local", ONE_TASK_DAG.format(dag_id="one_task_local")))
 
@@ -99,8 +99,9 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
     import json
 
     from airflow_ray_provider.clusters import LocalBackend, PoolRecord
+    from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
     from airflow_ray_provider.launch import delete_idle_pools
-    from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
+    from airflow_ray_provider.local import LocalHeadInfo
 
     source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")
     lapsed, seen, done = [], set(), threading.Event()

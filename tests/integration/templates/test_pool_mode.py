@@ -24,7 +24,8 @@ DS = "2026-11-27"
 @pytest.fixture
 def pool_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, local_registry: Path) -> Iterator[str]:
     """The shipped DAGs on a pool of the test's own (its registry too); its head is stopped at the end."""
-    from airflow_ray_provider.local import LocalHeadInfo, list_clusters, stop_cluster
+    from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
+    from airflow_ray_provider.local import LocalHeadInfo
 
     for name in (
         "AIRFLOW_RAY_CONN_ID",
@@ -51,7 +52,8 @@ def test_nightly_dag_in_pool_mode_runs_both_jobs_on_one_warm_cluster(
     dags_folder: Path, pool_env: str
 ) -> None:
     from airflow_ray_provider.clusters import LocalBackend, PoolRecord
-    from airflow_ray_provider.local import LocalHeadInfo, is_running, list_clusters
+    from airflow_ray_provider.clusters.local import list_clusters
+    from airflow_ray_provider.local import LocalHeadInfo, is_running
 
     path = Path(shutil.copy(REPO_ROOT / "dags" / "nightly_model_validation.py", dags_folder))
     dag = load_dag(path)

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from airflow_ray_provider.clusters import cluster_link_url
-from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, kuberay_handle
+from airflow_ray_provider.clusters import ClusterPlan, cluster_link_url
+from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch import ClusterTarget
 
@@ -40,8 +40,8 @@ def test_a_bad_template_names_the_extra(template, why):
 
 
 def test_a_handle_links_to_the_browser_address_and_calls_the_in_cluster_one():
-    handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr",
-                            link_url_template="https://ray.example.com/{namespace}/{name}")  # fmt: skip
+    linked = KubeRaySettings(conn_id="kr", link_url_template="https://ray.example.com/{namespace}/{name}")
+    handle = KubeRayBackend(linked, lambda: None).handle(ClusterPlan("nightly", "ray"), IN_CLUSTER)
     backend = KubeRayBackend(KubeRaySettings(conn_id="kr"), lambda: None)  # no token: Kubernetes not asked
     target = ClusterTarget(handle=handle, backend=backend)
     target.reach(print)
@@ -52,7 +52,9 @@ def test_a_handle_links_to_the_browser_address_and_calls_the_in_cluster_one():
 
 
 def test_without_a_template_the_link_is_the_address_airflow_uses():
-    handle = kuberay_handle("nightly", "ray", IN_CLUSTER, None, conn_id="kr")
+    handle = KubeRayBackend(KubeRaySettings(conn_id="kr"), lambda: None).handle(
+        ClusterPlan("nightly", "ray"), IN_CLUSTER
+    )
 
     assert handle.link_url == IN_CLUSTER
     assert ClusterTarget(handle=handle).dashboard_url == IN_CLUSTER

@@ -14,11 +14,10 @@ from airflow_ray_provider.clusters import (
     RayClusterHandle,
     RayClusterSpec,
     RayJobOptions,
-    RayJobStatus,
     TaskIdentity,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
-from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, matches
+from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, RayJobStatus, matches
 from airflow_ray_provider.launch import RayJobLook, RayJobPlan, RayJobRequest, RayJobTarget, plan_rayjob
 
 pytestmark = pytest.mark.unit

@@ -112,7 +112,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_flag(
     args: list[str], flag: str, kubeconfig: Path, tmp_path: Path, monkeypatch, capsys, sigterm_restored
 ):
     from airflow_ray_provider.cli import main
-    from airflow_ray_provider.local import REGISTRY_ENV
+    from airflow_ray_provider.clusters.local import REGISTRY_ENV
 
     monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "registry"))  # no local head is registered
     files = {

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.clusters import RayClusterHandle, RayJobStatus
+from airflow_ray_provider.clusters import RayClusterHandle
 from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.kuberay import RayJobStatus
 from airflow_ray_provider.launch import Cleanup, JobRun, RayJobLook, UsageOptions
 from airflow_ray_provider.launch.usage import observer
 from tests.unit.launch.test_run import Scripted

@@ -47,10 +47,10 @@ def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_o
 def test_the_heads_ray_start_is_rays_own_command_without_serve_jobs_or_state_imported():
     """The head's ``ray start`` is Ray's own command, without Ray's Serve, job and state CLIs (pandas,
     FastAPI) imported; it runs once its launcher has read the go-ahead the registered head sends."""
-    from airflow_ray_provider.local.head import _ray_cli
+    from airflow_ray_provider.local.head import _LAUNCHER
 
     out = subprocess.run(
-        [*_ray_cli(), "start", "--help"],
+        [sys.executable, "-u", "-c", _LAUNCHER, "start", "--help"],
         input="1",
         capture_output=True,
         text=True,

@@ -14,14 +14,14 @@ from pathlib import Path
 import pytest
 
 from airflow_ray_provider.clusters import live_holders
-from airflow_ray_provider.local import LocalLeaseStore
+from airflow_ray_provider.clusters.local import LocalLeaseStore
 
 pytestmark = pytest.mark.unit
 
 HOLD_LOCK = """
 import sys, time
 from pathlib import Path
-from airflow_ray_provider.local import LocalLeaseStore
+from airflow_ray_provider.clusters.local import LocalLeaseStore
 with LocalLeaseStore(Path(sys.argv[1])).lock("p", timeout=5):
     print("held", flush=True)
     time.sleep(float(sys.argv[2]))

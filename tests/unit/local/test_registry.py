@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.cli import main
-from airflow_ray_provider.local import find_cluster, list_clusters, read_record, registry_dir
+from airflow_ray_provider.clusters.local import find_cluster, list_clusters, read_record, registry_dir
 
 
 @pytest.mark.unit

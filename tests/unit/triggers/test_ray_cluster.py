@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.clusters import (
-    EVENT_STATUSES,
     ClusterPlan,
     RayClusterHandle,
     ReadinessCheck,
@@ -24,6 +23,7 @@ from airflow_ray_provider.clusters import (
     make_event,
     validate_event,
 )
+from airflow_ray_provider.clusters.backend import EVENT_STATUSES
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayProviderError
 from airflow_ray_provider.launch import wait_until_ready
 from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
