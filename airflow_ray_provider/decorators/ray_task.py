@@ -113,16 +113,11 @@ def call_arguments(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call's arguments: the task's (XComs resolved), plus the context values the function names (unlike
     ``@task``, a ``**kwargs`` parameter does not receive the whole context)."""
-    args = tuple(op_args)
-    kwargs = dict(op_kwargs)
-    parameters = inspect.signature(function).parameters
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    filled = {p.name for p in list(parameters.values())[: len(args)] if p.kind in positional}
-    for name, parameter in parameters.items():
-        if name in kwargs or name in filled or parameter.kind not in (*positional, parameter.KEYWORD_ONLY):
-            continue
-        if name in context:
-            kwargs[name] = context[name]
+    args, kwargs = tuple(op_args), dict(op_kwargs)
+    for index, p in enumerate(inspect.signature(function).parameters.values()):
+        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(args))
+        if free and p.name not in kwargs and p.name in context:
+            kwargs[p.name] = context[p.name]
     return args, kwargs
 
 
