@@ -219,21 +219,16 @@ class _RayTaskBase(DecoratedOperator):
     def job(self, context: Context) -> Any:
         """The job operator's job, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
         spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
-        staged = self._stage(context)
-        runtime_env = dict(spec.runtime_env)
-        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(staged / PACKAGE_NAME)]
-        return dataclasses.replace(spec, runtime_env=runtime_env)
-
-    def _stage(self, context: Context) -> Path:
         if self._staged is None:
-            result_uri = check_result_uri(self.result_uri)
             args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
             roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
             data = dumps_call(self.python_callable, args, kwargs, local_roots=roots)
             name = function_name(self.python_callable)
-            self._staged = stage_package(data, function=name, result_uri=result_uri)
+            self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
             self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
-        return self._staged
+        runtime_env = dict(spec.runtime_env)
+        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(self._staged / PACKAGE_NAME)]
+        return dataclasses.replace(spec, runtime_env=runtime_env)
 
     def result(self, run: JobRun) -> Any:
         """The function's value from the finished job; its remote error when it raised."""
