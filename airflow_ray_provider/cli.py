@@ -49,15 +49,16 @@ def _fail_input(message: str) -> NoReturn:
     raise SystemExit(EXIT_BAD_INPUT)
 
 
-#: Target flags shared by ``run`` and ``jobs``: flag -> (metavar, help).
-TARGET_FLAGS = {
-    "--local-cluster": ("NAME", "a local head this provider started"),
-    "--kuberay-context": (
-        "CTX",
-        "an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
-    ),
-    "--ray-address": ("URL", "a running cluster's dashboard, http://host:8265"),
-    "--conn": ("CONN_ID", "an Airflow `ray` connection (needs Airflow configured)"),
+#: ``run``'s target flags (one at most), the last three also ``jobs``': flag -> ``add_argument`` keywords.
+TARGET_FLAGS: dict[str, dict[str, Any]] = {
+    "--local": {"action": "store_true", "help": "an ephemeral Ray head on this machine (default)"},
+    "--local-cluster": {"metavar": "NAME", "help": "a local head this provider started (kept)"},
+    "--kuberay-context": {
+        "metavar": "CTX",
+        "help": "an ephemeral RayCluster via this kube context (or --rayjob, or --cluster NAME)",
+    },
+    "--ray-address": {"metavar": "URL", "help": "a running cluster's dashboard, http://host:8265"},
+    "--conn": {"metavar": "CONN_ID", "help": "an Airflow `ray` connection (needs Airflow configured)"},
 }
 #: ``run``'s other flags: flag -> ``add_argument`` keywords.
 RUN_FLAGS: dict[str, dict[str, Any]] = {
@@ -89,12 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a command as a Ray job and stream its log")
     target = run.add_mutually_exclusive_group()
-    target.add_argument(
-        "--local", action="store_true", help="an ephemeral Ray head on this machine (default)"
-    )
-    for flag, (metavar, help_text) in TARGET_FLAGS.items():
-        kept = " (kept)" if flag == "--local-cluster" else ""
-        target.add_argument(flag, metavar=metavar, help=help_text + kept)
+    for flag, options in TARGET_FLAGS.items():
+        target.add_argument(flag, **options)
     for flag, options in RUN_FLAGS.items():
         run.add_argument(flag, **options)
     run.add_argument("entrypoint", nargs=argparse.REMAINDER, help="-- then the command, e.g. python job.py")
@@ -107,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
             one.add_argument("submission_id")
         group = one.add_mutually_exclusive_group(required=True)
         for flag in ("--ray-address", "--conn", "--local-cluster"):
-            group.add_argument(flag, metavar=TARGET_FLAGS[flag][0], help=TARGET_FLAGS[flag][1])
+            group.add_argument(flag, **TARGET_FLAGS[flag])
 
     clusters = sub.add_parser("clusters", help="list or delete the clusters this provider started")
     clusters_sub = clusters.add_subparsers(dest="action", required=True, parser_class=_Parser)
@@ -257,15 +254,9 @@ def _job_client(args: argparse.Namespace) -> Any:
 
 
 # --------------------------------------------------------------------------- commands
-def _interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM's handler in a run: a ``kill`` is Ctrl-C (the job is stopped, the run's cluster deleted)."""
-    raise KeyboardInterrupt
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     """``airflow-ray run``."""
-    dashes = args.entrypoint[:1] == ["--"]
-    entrypoint = [part for part in args.entrypoint if not (dashes and part == "--")]
+    entrypoint = args.entrypoint[1:] if args.entrypoint[:1] == ["--"] else args.entrypoint
     if not entrypoint:
         raise BadInput("ENTRYPOINT: pass the command after --, e.g. airflow-ray run --local -- python job.py")
     if args.timeout is not None and args.timeout <= 0:
@@ -279,7 +270,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from airflow_ray_provider.exceptions import RayInvalidInputError
     from airflow_ray_provider.launch import run
 
-    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill is Ctrl-C: stop, delete, exit 130
     try:
         result = run(
             entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,

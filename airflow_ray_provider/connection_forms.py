@@ -1,13 +1,13 @@
 """Connection forms of the provider's two connection types, as data.
 
-Airflow >= 3.2 builds connection forms from ``conn-fields`` / ``ui-field-behaviour`` in
-``get_provider_info()`` without importing the hooks, so this module imports nothing from Airflow: the
-providers manager may call ``get_provider_info()`` while Airflow itself is still being imported.
+Airflow (>= 3.2, this provider's floor) builds connection forms from ``conn-fields`` and
+``ui-field-behaviour`` in ``get_provider_info()`` without importing the hooks, so this module imports
+nothing from Airflow: the providers manager may call ``get_provider_info()`` while Airflow itself is still
+being imported.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
@@ -121,14 +121,6 @@ def _connection_type(
     """A ``connection-types`` entry of ``get_provider_info()`` (its form read without importing the hook)."""
     return {"connection-type": kind, "hook-class-name": hook, "hook-name": name, "conn-fields": fields,
             "ui-field-behaviour": ui}  # fmt: skip
-
-
-def ui_field_behaviour(connection_type: dict[str, Any]) -> dict[str, Any]:
-    """A hook's ``get_ui_field_behaviour()``: its entry's ``ui-field-behaviour``, keys with underscores."""
-    return {
-        key.replace("-", "_"): copy.deepcopy(value)
-        for key, value in connection_type["ui-field-behaviour"].items()
-    }
 
 
 RAY_CONNECTION_TYPE = _connection_type(

@@ -156,10 +156,6 @@ def timing_line(dag_run: Any, db_s: float) -> str:
     return ", ".join([f"db {db_s:.1f}", *spans]) + " s"
 
 
-def _state(item: Any) -> str:
-    return str(getattr(item.state, "value", item.state))
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the demo; returns the process exit code."""
     parser = argparse.ArgumentParser(
@@ -186,15 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         stop_leftover_head(dag_run)
     print(f"Finished in {time.monotonic() - started:.0f} s ({timing_line(dag_run, db_ready - started)})")
-    if _state(dag_run) != "success":
-        failed = [
-            f"{ti.task_id}: {ti.state}"
-            for ti in dag_run.get_task_instances()
-            if _state(ti) not in ("success", "skipped")
-        ]
-        print("The DAG run failed: " + ", ".join(failed), file=sys.stderr)
-        return 1
-    return 0
+    if dag_run.state == "success":  # a str enum
+        return 0
+    tis = dag_run.get_task_instances()
+    failed = [f"{ti.task_id}: {ti.state}" for ti in tis if ti.state not in ("success", "skipped")]
+    print("The DAG run failed: " + ", ".join(failed), file=sys.stderr)
+    return 1
 
 
 if __name__ == "__main__":

@@ -113,16 +113,11 @@ def call_arguments(
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call's arguments: the task's (XComs resolved), plus the context values the function names (unlike
     ``@task``, a ``**kwargs`` parameter does not receive the whole context)."""
-    args = tuple(op_args)
-    kwargs = dict(op_kwargs)
-    parameters = inspect.signature(function).parameters
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    filled = {p.name for p in list(parameters.values())[: len(args)] if p.kind in positional}
-    for name, parameter in parameters.items():
-        if name in kwargs or name in filled or parameter.kind not in (*positional, parameter.KEYWORD_ONLY):
-            continue
-        if name in context:
-            kwargs[name] = context[name]
+    args, kwargs = tuple(op_args), dict(op_kwargs)
+    for index, p in enumerate(inspect.signature(function).parameters.values()):
+        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(args))
+        if free and p.name not in kwargs and p.name in context:
+            kwargs[p.name] = context[p.name]
     return args, kwargs
 
 
@@ -224,21 +219,16 @@ class _RayTaskBase(DecoratedOperator):
     def job(self, context: Context) -> Any:
         """The job operator's job, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
         spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
-        staged = self._stage(context)
-        runtime_env = dict(spec.runtime_env)
-        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(staged / PACKAGE_NAME)]
-        return dataclasses.replace(spec, runtime_env=runtime_env)
-
-    def _stage(self, context: Context) -> Path:
         if self._staged is None:
-            result_uri = check_result_uri(self.result_uri)
             args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
             roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
             data = dumps_call(self.python_callable, args, kwargs, local_roots=roots)
             name = function_name(self.python_callable)
-            self._staged = stage_package(data, function=name, result_uri=result_uri)
+            self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
             self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
-        return self._staged
+        runtime_env = dict(spec.runtime_env)
+        runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(self._staged / PACKAGE_NAME)]
+        return dataclasses.replace(spec, runtime_env=runtime_env)
 
     def result(self, run: JobRun) -> Any:
         """The function's value from the finished job; its remote error when it raised."""

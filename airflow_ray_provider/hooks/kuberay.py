@@ -7,7 +7,6 @@ or an inline ``kube_config``), plus ``context``, ``namespace``, ``default_image`
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
@@ -16,11 +15,6 @@ from airflow.sdk import BaseHook
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
-from airflow_ray_provider.connection_forms import (
-    KUBERAY_CONN_FIELDS,
-    KUBERAY_CONNECTION_TYPE,
-    ui_field_behaviour,
-)
 from airflow_ray_provider.exceptions import RayInvalidInputError
 
 if TYPE_CHECKING:
@@ -60,10 +54,8 @@ class KubeRayHook(BaseHook):
 
     @cached_property
     def extras(self) -> dict[str, Any]:
-        """The connection's Extra with ``extra__kuberay__`` prefixes removed."""
-        conn = self._connection or self.get_connection(self.kuberay_conn_id)
-        raw = conn.extra_dejson or {}
-        return {key.removeprefix("extra__kuberay__"): value for key, value in raw.items()}
+        """The connection's Extra."""
+        return (self._connection or self.get_connection(self.kuberay_conn_id)).extra_dejson or {}
 
     @property
     def namespace(self) -> str:
@@ -98,34 +90,39 @@ class KubeRayHook(BaseHook):
 
     @cached_property
     def api_client(self) -> ApiClient:
-        """A Kubernetes ``ApiClient`` for this connection; no global configuration is touched."""
+        """A Kubernetes ``ApiClient`` for this connection; no global configuration is touched.
+
+        :raises RayInvalidInputError: naming the connection and the Extra to fix.
+        """
         if self._api_client is not None:
             return self._api_client
+        import os
+
+        import yaml
         from kubernetes import client, config
 
         extras, context = self.extras, self.extras.get("context") or None
+        source = f"connection {self.kuberay_conn_id!r}"
         if str(extras.get("in_cluster")).strip().lower() in ("1", "true", "yes", "on"):  # a form's or JSON's
             configuration = client.Configuration()
             config.load_incluster_config(client_configuration=configuration)  # its token refreshed
             return client.ApiClient(configuration)
-        if extras.get("kube_config"):
-            return config.new_client_from_config_dict(
-                self._inline_kube_config(extras["kube_config"]), context=context, persist_config=False
+        inline = extras.get("kube_config")
+        if inline:
+            try:
+                loaded = inline if isinstance(inline, dict) else yaml.safe_load(inline)  # JSON is YAML too
+            except yaml.YAMLError as exc:
+                raise RayInvalidInputError(f"{source}: kube_config is neither JSON nor YAML") from exc
+            if not isinstance(loaded, dict):
+                raise RayInvalidInputError(f"{source}: kube_config must be a mapping")
+            return config.new_client_from_config_dict(loaded, context=context, persist_config=False)
+        if not extras.get("kube_config_path"):
+            raise RayInvalidInputError(
+                f"{source} sets none of in_cluster, kube_config_path or kube_config; set one of them in its "
+                "Extra"
             )
-        if extras.get("kube_config_path"):
-            return self._client_from_file(str(extras["kube_config_path"]), context)
-        raise RayInvalidInputError(
-            f"connection {self.kuberay_conn_id!r} sets none of in_cluster, kube_config_path or kube_config; "
-            "set one of them in its Extra"
-        )
-
-    def _client_from_file(self, path: str, context: str | None) -> ApiClient:
-        """A client from a kubeconfig file; a missing or broken file is named with the connection."""
-        import os
-
-        from kubernetes import config
-
-        where = f"connection {self.kuberay_conn_id!r}: Extra kube_config_path {path!r}"
+        path = str(extras["kube_config_path"])
+        where = f"{source}: Extra kube_config_path {path!r}"
         if not os.path.isfile(os.path.expanduser(path)):
             raise RayInvalidInputError(
                 f"{where} is not a file on this worker; mount the kubeconfig there, or use kube_config "
@@ -137,21 +134,6 @@ class KubeRayHook(BaseHook):
             )
         except config.ConfigException as exc:
             raise RayInvalidInputError(f"{where} is not a usable kubeconfig: {exc}") from exc
-
-    def _inline_kube_config(self, value: Any) -> dict[str, Any]:
-        if isinstance(value, dict):
-            return value
-        import yaml
-
-        try:
-            loaded = json.loads(value) if str(value).lstrip().startswith("{") else yaml.safe_load(value)
-        except (ValueError, yaml.YAMLError) as exc:
-            raise RayInvalidInputError(
-                f"connection {self.kuberay_conn_id!r}: kube_config is neither JSON nor YAML"
-            ) from exc
-        if not isinstance(loaded, dict):
-            raise RayInvalidInputError(f"connection {self.kuberay_conn_id!r}: kube_config must be a mapping")
-        return loaded
 
     @cached_property
     def client(self) -> KubeRayClient:
@@ -181,30 +163,6 @@ class KubeRayHook(BaseHook):
         except Exception as exc:
             return False, f"cannot list RayClusters in namespace {self.namespace!r}: {exc}"
         return True, f"connected; {len(found)} RayCluster(s) in namespace {self.namespace!r}"
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Hide the fields a ``kuberay`` connection does not use."""
-        return ui_field_behaviour(KUBERAY_CONNECTION_TYPE)
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Form widgets for Airflow < 3.2 (no ``conn-fields``), from the same table; none without wtforms."""
-        try:
-            from flask_appbuilder.fieldwidgets import BS3TextAreaFieldWidget, BS3TextFieldWidget
-            from wtforms import BooleanField, StringField
-        except ImportError:
-            return {}
-        fields: dict[str, Any] = {}
-        for name, spec in KUBERAY_CONN_FIELDS.items():
-            label, description = spec["label"], spec.get("description", "")
-            if spec["schema"]["type"][0] == "boolean":
-                fields[name] = BooleanField(label, description=description)
-            else:
-                multiline = spec["schema"].get("format") == "multiline"
-                widget = BS3TextAreaFieldWidget() if multiline else BS3TextFieldWidget()
-                fields[name] = StringField(label, widget=widget, description=description)
-        return fields
 
 
 # ------------------------------------------------------------- which backend a connection or handle means

@@ -1,13 +1,6 @@
-"""``RayJobHook``: the ``ray`` connection type, turned into the provider's one Job API client.
-
-A ``ray`` connection holds the dashboard URL as Host (or a host name with Schema and Port), the Ray auth
-token as Password, and in its Extra ``dashboard_url`` (for the "Ray job" link), ``headers``, ``cookies``,
-``verify``, ``ca_bundle``, ``metadata``, ``request_timeout``, ``prices`` and ``pool`` (instead of Host: a
-pool whose cluster the task leases, :func:`connection_pool`; see :mod:`..connection_forms`). Secrets
-are registered with Airflow's secrets masker as soon as they are read and never put into trigger state,
-XCom or messages. Also here: which run target a task's arguments, or a deferred run's JSON reference
-(:func:`target_from_ref`), mean.
-"""
+"""``RayJobHook``: a ``ray`` connection (the dashboard URL as Host, the Ray auth token as Password, the Extra
+of :mod:`..connection_forms`, or a ``pool``) as the provider's one Job API client, its secrets masked as
+soon as read; and the run target a task's arguments, or a deferred run's reference, mean."""
 
 from __future__ import annotations
 
@@ -18,12 +11,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
-from airflow_ray_provider.clusters.handle import InvalidClusterHandleError, RayClusterHandle
-from airflow_ray_provider.connection_forms import (
-    DEFAULT_REQUEST_TIMEOUT,
-    RAY_CONNECTION_TYPE,
-    ui_field_behaviour,
-)
+from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.kuberay import (
     backend_for_connection,
@@ -66,21 +55,19 @@ def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
     return checked
 
 
-def _json_value(text: str, name: str, source: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise RayInvalidInputError(f"{source}: extra '{name}' is not valid JSON") from exc
-
-
-def _json_object(value: Any, name: str, source: str) -> dict[str, str]:
+def _json_extra(extra: dict[str, Any], name: str, source: str) -> dict[str, Any] | None:
+    """An extra that holds a JSON object (or its text); ``None`` when empty."""
+    value = extra.get(name)
     if value in (None, ""):
-        return {}
+        return None
     if isinstance(value, str):
-        value = _json_value(value, name, source)
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise RayInvalidInputError(f"{source}: extra '{name}' is not valid JSON") from exc
     if not isinstance(value, dict):
         raise RayInvalidInputError(f"{source}: extra '{name}' must be a JSON object")
-    return {str(k): str(v) for k, v in value.items()}
+    return value
 
 
 def _dashboard_url(conn: Connection, source: str) -> str:
@@ -129,13 +116,14 @@ def client_of_connection(
 
     source = f"connection {conn.conn_id!r}"
     extra = conn.extra_dejson or {}
+    texts = {
+        name: {str(key): str(value) for key, value in (_json_extra(extra, name, source) or {}).items()}
+        for name in ("headers", "cookies", "metadata")
+    }
     client = JobClient(
         _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
-        headers=_json_object(extra.get("headers"), "headers", source),
-        cookies=_json_object(extra.get("cookies"), "cookies", source), verify=_verify(extra),
-        metadata=_json_object(extra.get("metadata"), "metadata", source),
-        timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
-        retry_attempts=retry_attempts, retry_max_wait=retry_max_wait,
+        verify=_verify(extra), timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+        retry_attempts=retry_attempts, retry_max_wait=retry_max_wait, **texts,
     )  # fmt: skip
     for secret in client.secrets():
         mask_secret(secret)
@@ -170,11 +158,6 @@ class RayJobHook(BaseHook):
         self.cluster = RayClusterHandle.from_dict(cluster) if cluster is not None else None
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Connection form behaviour (also declared as ``ui-field-behaviour`` in provider info)."""
-        return ui_field_behaviour(RAY_CONNECTION_TYPE)
 
     @cached_property
     def connection(self) -> Connection:
@@ -248,16 +231,16 @@ def job_api_target(
         hook = RayJobHook(ray_conn_id or RayJobHook.default_conn_name, retry_attempts=retry_attempts)
         settings = connection_pool(hook.connection)  # the connection is read once, here
         if settings is not None and identity is not None:
-            return own_cluster_target(
-                identity, **settings, poll_interval=poll_interval, ray_conn_id=hook.ray_conn_id,
-                retry_attempts=retry_attempts,
-            )  # fmt: skip
-        return connection_target(hook, {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts})
-    try:
-        handle = RayClusterHandle.from_dict(cluster)
-    except InvalidClusterHandleError as exc:
-        raise RayInvalidInputError(str(exc)) from exc
-    return target_from_ref({"handle": handle.to_dict(), "retry_attempts": retry_attempts})
+            try:
+                return own_cluster_target(
+                    identity, **settings, poll_interval=poll_interval, ray_conn_id=hook.ray_conn_id,
+                    retry_attempts=retry_attempts,
+                )  # fmt: skip
+            except RayInvalidInputError as exc:
+                raise RayInvalidInputError(f"connection {hook.ray_conn_id!r} extra 'pool': {exc}") from exc
+        ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
+        return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=ref)
+    return target_from_ref({"handle": cluster, "retry_attempts": retry_attempts})  # a malformed one: refused
 
 
 #: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made.
@@ -273,17 +256,13 @@ def connection_pool(conn: Connection) -> dict[str, Any] | None:
     :raises RayInvalidInputError: for a ``pool`` extra that is not an object, naming the connection.
     """
     extra = conn.extra_dejson or {}
-    value = extra.get("pool")
+    value = _json_extra(extra, "pool", f"connection {conn.conn_id!r}")
     if value is None:
         return None
-    if isinstance(value, str):
-        value = _json_value(value, "pool", f"connection {conn.conn_id!r}")
-    if not isinstance(value, dict):
-        raise RayInvalidInputError(f"connection {conn.conn_id!r}: extra 'pool' must be a JSON object")
     pool = {key: item for key, item in value.items() if key not in POOL_CLUSTER_KEYS}
     pool.setdefault("prices", extra.get("prices"))
     cluster = {key: value[key] for key in POOL_CLUSTER_KEYS if key in value}
-    return {"pool": pool, "source": f"connection {conn.conn_id!r} extra 'pool'", **cluster}
+    return {"pool": pool, **cluster}
 
 
 def own_cluster_target(
@@ -296,7 +275,6 @@ def own_cluster_target(
     namespace: str | None = None,
     pool: PoolOptions | dict[str, Any] | None = None,
     poll_interval: float | None = None,
-    source: str = "",
     ray_conn_id: str | None = None,
     retry_attempts: int = 5,
     **request: Any,
@@ -306,23 +284,17 @@ def own_cluster_target(
 
     :param request: the other :class:`~airflow_ray_provider.clusters.ClusterRequest` fields
         (``name_prefix``, ``expiry``) and :class:`ClusterTarget`'s timeouts.
-    :param source: where the arguments come from, for messages (a connection's ``pool`` extra).
     :raises RayInvalidInputError: naming the field.
     """
     timeouts = {key: request.pop(key) for key in ("ready_timeout", "delete_timeout") if key in request}
     ref = {"cluster_conn_id": cluster_conn_id, "retry_attempts": retry_attempts, "ray_conn_id": ray_conn_id}
-    try:
-        options = pool_options(pool, poll_interval)
-        cluster = ClusterRequest.from_arguments(
-            spec=cluster_spec, local_options=local_options, manifest=manifest, namespace=namespace, **request
-        )
-        backend = backend_for_connection(cluster_conn_id, namespace=namespace)
-        return cluster_target(backend, cluster, identity, options, ref=ref, retry_attempts=retry_attempts,
-                              **timeouts)  # fmt: skip
-    except RayInvalidInputError as exc:
-        if not source:
-            raise
-        raise RayInvalidInputError(f"{source}: {exc}") from exc
+    options = pool_options(pool, poll_interval)
+    cluster = ClusterRequest.from_arguments(
+        spec=cluster_spec, local_options=local_options, manifest=manifest, namespace=namespace, **request
+    )
+    backend = backend_for_connection(cluster_conn_id, namespace=namespace)
+    return cluster_target(backend, cluster, identity, options, ref=ref, retry_attempts=retry_attempts,
+                          **timeouts)  # fmt: skip
 
 
 def target_from_ref(ref: dict[str, Any]) -> Any:
@@ -336,22 +308,16 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     from airflow_ray_provider.clusters import PoolOptions
     from airflow_ray_provider.launch import PoolLease, RayJobTarget
 
-    options: dict[str, Any] = {"retry_attempts": int(ref.get("retry_attempts") or 5)}
+    attempts = int(ref.get("retry_attempts") or 5)
     if ref.get("rayjob"):
         jobs = rayjobs_for_connection(ref.get("cluster_conn_id"), namespace=ref.get("namespace"))
         return RayJobTarget.from_ref(jobs, ref)
+    if ref.get("handle") is None:
+        return job_api_target(None, ref["ray_conn_id"], retry_attempts=attempts)
+    handle = RayClusterHandle.from_dict(ref["handle"])
+    backend = backend_for_handle(handle, conn_id=ref.get("cluster_conn_id"))
+    pool = ref.get("pool")
+    lease = PoolLease(backend, PoolOptions(**pool), ref["holder"], held=True) if pool else None
     base = {k: v for k, v in ref.items() if k not in ("handle", "owned", "pool", "holder")}
-    if ref.get("handle"):
-        handle = RayClusterHandle.from_dict(ref["handle"])
-        conn_id = ref.get("cluster_conn_id")
-        backend = backend_for_handle(handle, conn_id=conn_id)
-        pool = PoolOptions(**ref["pool"]) if ref.get("pool") else None
-        lease = PoolLease(backend, pool, ref["holder"], held=True) if pool is not None else None
-        return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base,
-                             pool=lease, **options)  # fmt: skip
-    return connection_target(RayJobHook(ref["ray_conn_id"], **options), base)
-
-
-def connection_target(hook: RayJobHook, ref: dict[str, Any]) -> ClusterTarget:
-    """The Job API target of a ``ray`` connection's cluster; ``ref`` makes it again after a deferral."""
-    return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=ref)
+    return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base, pool=lease,
+                         retry_attempts=attempts)  # fmt: skip

