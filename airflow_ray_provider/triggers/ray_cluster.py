@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +55,7 @@ class RayClusterReadyTrigger(BaseTrigger):
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument."""
-        arguments = {item.name: getattr(self, item.name) for item in fields(self)}
-        return f"{type(self).__module__}.{type(self).__qualname__}", arguments
+        return f"{type(self).__module__}.{type(self).__qualname__}", asdict(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""

@@ -55,11 +55,9 @@ class RayJobTrigger(BaseTrigger):
         try:
             job_run = await self._job_run()
             handed = float((self.run_state.get("times") or {}).get("handed_over") or time.time())
-            if job_run.stream_logs and time.time() - handed > RESTART_AFTER_S and job_run.plan.log_offset:
-                again = (
-                    "Streaming the job log again from character %d: an earlier triggerer's lines may repeat"
-                )
-                self.log.info(again, job_run.plan.log_offset)
+            offset = job_run.plan.log_offset if job_run.stream_logs else 0
+            if offset and time.time() - handed > RESTART_AFTER_S:
+                self.log.info("Streaming the job log again from character %d: lines may repeat", offset)
             await job_run.await_end()
             yield TriggerEvent({"run": job_run.state(), "error": None})
         except Exception as exc:  # an event, never an exception: execute_complete explains it
