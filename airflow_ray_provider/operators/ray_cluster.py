@@ -1,9 +1,6 @@
 """The cluster operators: create a cluster for a DAG run, delete it (teardown), attach a standing one, and
-the janitor of what killed runs left behind.
-
-``cluster_conn_id=None`` starts a local ephemeral Ray head; a ``kuberay`` connection a KubeRay RayCluster.
-Both push the same handle, so a DAG switches by its connection only. The operators talk only to
-:class:`~airflow_ray_provider.clusters.ClusterBackend` (which one: :mod:`airflow_ray_provider.hooks.kuberay`).
+the janitor of what killed runs left behind. A local head (no connection) and a KubeRay RayCluster push
+the same handle, so a DAG switches by its connection only.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """Ray jobs through the Job API: on a given cluster (``SubmitRayJobOperator``) or on one of the task's own
-(``EphemeralRayJobOperator``).
-
-Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
-restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only after
-a failed or stopped one (:mod:`airflow_ray_provider.jobs.submission`).
+(``EphemeralRayJobOperator``); a retried task re-attaches to its job (the submission-id rule).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """``RayJobSensor``: wait for a Ray job that something else submitted (poke, reschedule or deferrable).
 
 A poke is one step of the wait of a :class:`~airflow_ray_provider.launch.JobRun` that watches the id with
-``cleanup="never"`` (a sensor never stops a job it does not own); deferred, the same run waits in
-:class:`~airflow_ray_provider.triggers.RayJobTrigger`.
+``cleanup="never"`` (a sensor never stops a job it does not own).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """``RayJobTrigger``: wait for a run's Ray job in the triggerer, streaming its log, without importing ``ray``.
 
-It rebuilds a deferred run from its state (:meth:`~airflow_ray_provider.launch.JobRun.hand_over`: JSON, no
-secret; the token is read here), drives the run's wait with the async transport (a Job API job or a
-KubeRay RayJob alike) and fires one event with the run's state for ``execute_complete``; a failure becomes
-the event's ``error``. **A user's clear keeps the job**: Airflow calls :meth:`RayJobTrigger.on_kill` on a
-clear too, whose next try re-attaches to the job; only a mark failed or success ends the run as a kill.
+It rebuilds the run from its handed-over state (JSON, no secret), drives its wait and fires one event with
+the run's state for ``execute_complete``; a user's clear keeps the job for the next try (architecture.md).
 """
 
 from __future__ import annotations
