@@ -387,12 +387,13 @@ class RunOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, usage)."""
-        run = self.run
-        if run is None:  # no run began: OpenLineage asks after a success, which always has one
-            return operator_lineage(self.job_io(), mode="standing")
-        options, record = run.usage, run.record  # a record says the same mode and cluster as its options
+        run, record = self.run, (self.run.record if self.run is not None else None) or {}
+        options = run.usage if run is not None else None
         return operator_lineage(
-            self.job_io(), mode=options.mode if options else "standing", usage=record or None,
-            submission_id=run.submission_id, ray_job_id=(record or {}).get("ray_job_id"),
-            cluster=options.cluster if options else None, dashboard_url=run.target.dashboard_url,
+            self.job_io(),
+            mode=record.get("mode") or (options.mode if options else "standing"),
+            submission_id=record.get("submission_id") or (run.submission_id if run else None),
+            ray_job_id=record.get("ray_job_id"),
+            cluster=record.get("cluster") or (options.cluster if options else None),
+            dashboard_url=run.target.dashboard_url if run is not None else None, usage=record or None,
         )  # fmt: skip
