@@ -1,16 +1,13 @@
-"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job, and
-its "Ray job" link.
-
-A subclass says where the job goes (:meth:`RunOperator.target`); the run is
-:class:`~airflow_ray_provider.launch.JobRun`'s. This class adds the Airflow concerns: templated numbers
-(made numbers once rendered, naming a bad one; a literal is checked when the DAG is parsed), deferral,
-the task log, the link (pushed at submit: Airflow 3 reads extra links back as XComs), a worker's SIGTERM,
-the usage record's publication and OpenLineage.
+"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job
+(a subclass says where the job goes; the run is :class:`~airflow_ray_provider.launch.JobRun`'s), and its
+"Ray job" link. It adds what is Airflow's: templated numbers, deferral, the task log, the link, a
+worker's SIGTERM, the usage record's publication and OpenLineage.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -108,20 +105,17 @@ def rendered_number(value: Any, name: str, kind: str = "float") -> int | float |
 
     :raises RayInvalidInputError: naming ``name`` when the value is not such a number.
     """
-    if kind == "seconds" and isinstance(value, timedelta):
-        value = value.total_seconds()
-    if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-        number = value
-    elif isinstance(value, str):
+    number = value.total_seconds() if kind == "seconds" and isinstance(value, timedelta) else value
+    if isinstance(value, str):
         try:
             number = float(value.strip())
         except ValueError:
-            number = None
-        if number is None or number != number:  # not a number, or NaN
+            number = math.nan
+        if math.isnan(number):
             raise RayInvalidInputError(
                 f"{name} must be a number; it rendered to {value!r}: fix the template or the value it reads"
-            ) from None
-    else:
+            )
+    elif isinstance(number, bool) or not isinstance(number, int | float | None):
         raise RayInvalidInputError(f"{name} must be a number, got {type(value).__name__} {value!r}")
     if number is None or kind == "float":
         return number
@@ -137,11 +131,7 @@ class RayJobLink(BaseOperatorLink):
     the task submitted: a missing XCom would log an error when the task runner asks at the task's end)."""
 
     name = "Ray job"
-
-    @property
-    def xcom_key(self) -> str:
-        """XCom key the operator stores the job URL under."""
-        return JOB_URL_XCOM_KEY
+    xcom_key = JOB_URL_XCOM_KEY
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         """Return the job URL of this task, or an empty string before submission."""
@@ -159,6 +149,22 @@ def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
     """Push the job's link XCom and remember it for :class:`RayJobLink` in this process."""
     setattr(operator, LINK_ATTRIBUTE, url)
     ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
+
+
+def resumed_run(event: Any, **callbacks: Any) -> JobRun:
+    """The run a :class:`~airflow_ray_provider.triggers.RayJobTrigger` event hands back."""
+    if not isinstance(event, dict) or not isinstance(event.get("run"), dict):
+        raise RayProviderError(f"unexpected trigger event: {event!r}")
+    state = event["run"]
+    return JobRun.from_state(state, target_from_ref(state["target"]), **callbacks)
+
+
+def check_event(run: JobRun, event: dict[str, Any]) -> None:
+    """Raise the error of a trigger whose wait failed (inside the run: it ends as the error says)."""
+    if event.get("error"):
+        raise RayProviderError(
+            f"waiting for Ray job {run.submission_id!r} failed in the triggerer: {event['error']}"
+        )
 
 
 class RunOperator(BaseOperator):
@@ -299,31 +305,26 @@ class RunOperator(BaseOperator):
         """Called once the job is submitted or found: Ray has uploaded the job's local files by then."""
 
     # ----------------------------------------------------------------- the run
-    def _new_run(
-        self, context: Context, target: RunTarget, job: JobSpec | None, state: dict[str, Any] | None = None
-    ) -> JobRun:
+    def _callbacks(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
-        callbacks: dict[str, Any] = {
+        return {
             "on_lines": lambda lines: emit_lines(self.log, lines),
             "say": self.log.info,
             "on_link": lambda url: push_job_url(self, context["ti"], url),
             "timeout_errors": (AirflowTaskTimeout,),
         }
-        if state:
-            return JobRun.from_state(state, target, **callbacks)
-        return JobRun(
-            target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
-            poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
-            usage=self.usage(target),
-            **callbacks,
-        )  # fmt: skip
 
     def execute(self, context: Context) -> Any:
         """Check everything, then run the job: submit it (or re-attach), wait here or defer, end."""
         job = self.job(context)
         check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before the job exists
-        run = self.run = self._new_run(context, self.target(context), job)
+        target = self.target(context)
+        run = self.run = JobRun(
+            target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
+            poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
+            usage=self.usage(target), **self._callbacks(context),
+        )  # fmt: skip
         try:
             with run:
                 run.reach()
@@ -348,15 +349,10 @@ class RunOperator(BaseOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
             return self.execute(context)
-        if not isinstance(event, dict) or not isinstance(event.get("run"), dict):
-            raise RayProviderError(f"unexpected trigger event: {event!r}")
-        state = event["run"]
-        run = self.run = self._new_run(context, target_from_ref(state["target"]), None, state)
+        run = self.run = resumed_run(event, **self._callbacks(context))
         try:
             with run:
-                if event.get("error"):
-                    where = f"waiting for Ray job {run.submission_id!r} failed in the triggerer"
-                    raise RayProviderError(f"{where}: {event['error']}")
+                check_event(run, event)
                 run.flush()
                 return self.result(run)
         finally:

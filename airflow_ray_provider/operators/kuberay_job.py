@@ -1,9 +1,8 @@
-"""``KubeRayJobOperator``: a KubeRay ``RayJob`` resource, so Kubernetes itself enforces cleanup and deadlines.
+"""``KubeRayJobOperator``: a KubeRay ``RayJob``, so Kubernetes itself enforces cleanup and deadlines.
 
-KubeRay creates the RayJob's cluster (or targets a standing one), submits the job, deletes the cluster when
-the job ends and enforces its deadlines: nothing depends on the Airflow worker staying alive. The RayJob's
-name is deterministic per task instance, so a retry re-attaches to it. The run is
-:class:`~airflow_ray_provider.launch.JobRun`'s, with the RayJob as its target.
+KubeRay creates the RayJob's cluster (or targets a standing one), submits the job and deletes the cluster:
+nothing depends on the Airflow worker staying alive. The name is deterministic per task instance, so a
+retry re-attaches to it.
 """
 
 from __future__ import annotations
@@ -119,7 +118,10 @@ class KubeRayJobOperator(RunOperator):
         suspend_on_kill: bool = False,
         **kwargs: Any,
     ) -> None:
+        options = {name: value for name, value in locals().items() if name in _OPTIONS}
         super().__init__(**kwargs)
+        for name, value in options.items():  # RayJob fields, as they are
+            setattr(self, name, value)
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
         self.manifest = manifest
@@ -128,15 +130,6 @@ class KubeRayJobOperator(RunOperator):
         self.name_prefix = name_prefix
         self.namespace = namespace
         self.dashboard_url_template = dashboard_url_template
-        self.shutdown_after_job_finishes = shutdown_after_job_finishes
-        self.ttl_seconds_after_finished = ttl_seconds_after_finished
-        self.active_deadline_seconds = active_deadline_seconds
-        self.backoff_limit = backoff_limit
-        self.submission_mode = submission_mode
-        self.suspend = suspend
-        self.queue_name = queue_name
-        self.deletion_rules = deletion_rules
-        self.pre_running_deadline_seconds = pre_running_deadline_seconds
         self.suspend_on_kill = suspend_on_kill
         if sum(x is not None for x in (self.spec, manifest, cluster)) > 1:
             raise RayInvalidInputError(

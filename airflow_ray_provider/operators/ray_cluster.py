@@ -1,9 +1,6 @@
 """The cluster operators: create a cluster for a DAG run, delete it (teardown), attach a standing one, and
-the janitor of what killed runs left behind.
-
-``cluster_conn_id=None`` starts a local ephemeral Ray head; a ``kuberay`` connection a KubeRay RayCluster.
-Both push the same handle, so a DAG switches by its connection only. The operators talk only to
-:class:`~airflow_ray_provider.clusters.ClusterBackend` (which one: :mod:`airflow_ray_provider.hooks.kuberay`).
+the janitor of what killed runs left behind. A local head (no connection) and a KubeRay RayCluster push
+the same handle, so a DAG switches by its connection only.
 """
 
 from __future__ import annotations
@@ -163,26 +160,24 @@ class CreateRayClusterOperator(BaseOperator):
         )  # fmt: skip
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Create (or reuse) the cluster, wait until it is ready, return its handle."""
+        """Create (or reuse) the cluster, wait until it is ready (here or deferred), return its handle."""
         with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
             plan = backend.plan(self._request(), task_identity(context))  # no API call yet
             backend.ensure(plan)
-            event = None
-            if self.deferrable and backend.can_defer:
-                # a retry may find its cluster ready (or failed) already
-                event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
-                if event is None:
-                    from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
+            if not (self.deferrable and backend.can_defer):
+                return self._finish(backend, plan, None)
+            # a retry may find its cluster ready (or failed) already
+            event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
+            if event is not None:
+                return self._finish(backend, plan, event)
+        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
 
-                    trigger = RayClusterReadyTrigger(
-                        conn_id=backend.conn_id,
-                        plan=plan_json(plan),
-                        timeout=self.ready_timeout,
-                        poll_interval=self.poll_interval,
-                    )
-                    self.defer(trigger=trigger, method_name="execute_complete",
-                               timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
-            return self._finish(backend, plan, event)
+        trigger = RayClusterReadyTrigger(
+            conn_id=backend.conn_id, plan=plan_json(plan), timeout=self.ready_timeout,
+            poll_interval=self.poll_interval,
+        )  # fmt: skip
+        self.defer(trigger=trigger, method_name="execute_complete",
+                   timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> dict[str, Any]:
         """Finish after the trigger: return the handle, or delete the cluster and fail."""
@@ -196,12 +191,9 @@ class CreateRayClusterOperator(BaseOperator):
         """The handle of a ready cluster (``event``: the trigger's, or ``None``: wait here); a cluster that is
         not ready is deleted and the task fails."""
         try:
-            if event is not None:
-                handle = ready_handle(backend, plan, event)
-            else:
-                handle = wait_until_ready(
-                    backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval
-                )
+            handle = ready_handle(backend, plan, event) if event is not None else wait_until_ready(
+                backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval
+            )  # fmt: skip
         except RayClusterNotReadyError as exc:
             try:
                 backend.delete(plan, wait=True, timeout=120)
@@ -303,18 +295,19 @@ class AttachRayClusterOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         """Return the handle (``owned=False``) of the standing cluster."""
         if self.address is not None:
-            return self._by_address(self.address, self.token_file)
-        if not isinstance(self.cluster_name, str) or not self.cluster_name.strip():
+            handle = self._by_address(self.address, self.token_file)
+        elif not isinstance(self.cluster_name, str) or not self.cluster_name.strip():
             raise RayInvalidInputError(f"cluster_name must name a running cluster, got {self.cluster_name!r}")
-        with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
-            handle = backend.attach(self.cluster_name.strip())
+        else:
+            with closing(backend_for_connection(self.cluster_conn_id, namespace=self.namespace)) as backend:
+                handle = backend.attach(self.cluster_name.strip())
         self.log.info(
             "Attached to standing Ray cluster %s (%s); dashboard %s; it is never deleted by this DAG",
             handle.name, handle.backend, handle.dashboard_url,
         )  # fmt: skip
         return handle.to_dict()
 
-    def _by_address(self, address: str, token_file: str | None) -> dict[str, Any]:
+    def _by_address(self, address: str, token_file: str | None) -> RayClusterHandle:
         """A handle (never owned) to the cluster whose dashboard answers at ``address`` with the token."""
         if not isinstance(address, str) or not address.startswith(("http://", "https://")):
             raise RayInvalidInputError(f"address must be a dashboard's http(s)://host:port, got {address!r}")
@@ -329,15 +322,12 @@ class AttachRayClusterOperator(BaseOperator):
             raise RayClusterNotReadyError(
                 f"the Ray dashboard at {address} does not answer: {detail}", name=address
             )
+        self.log.info("The Ray dashboard at %s answers (Ray %s)", address, detail)
         name = re.sub(r"[^a-z0-9]+", "-", address.split("://", 1)[1].lower()).strip("-")
-        handle = RayClusterHandle(
+        return RayClusterHandle(
             backend="local", name=f"address-{name}", dashboard_url=url, auth_token_file=token_file,
             owned=False, extra={"address": address},
         )  # fmt: skip
-        self.log.info(
-            "Attached to the Ray cluster at %s (Ray %s); it is never deleted by this DAG", address, detail
-        )
-        return handle.to_dict()
 
 
 def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:

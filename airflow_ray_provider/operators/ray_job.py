@@ -1,9 +1,5 @@
 """Ray jobs through the Job API: on a given cluster (``SubmitRayJobOperator``) or on one of the task's own
-(``EphemeralRayJobOperator``).
-
-Re-attach, never duplicate: the submission id is deterministic per task instance, so a retried or
-restarted task waits on its live job, succeeds with its succeeded job, or submits a new attempt only after
-a failed or stopped one (:mod:`airflow_ray_provider.jobs.submission`).
+(``EphemeralRayJobOperator``); a retried task re-attaches to its job (the submission-id rule).
 """
 
 from __future__ import annotations
@@ -31,6 +27,9 @@ TEARDOWN_NOTES = {
     "one_task": "the task kept its cluster (cleanup), or deleting it failed",
     "pool": "a pool's cluster stays for its idle TTL after its last lease",
 }
+#: The arguments of ``EphemeralRayJobOperator`` that go to its cluster as they are.
+CLUSTER_ARGUMENTS = ("cluster_conn_id", "cluster_spec", "manifest", "namespace", "local_options",
+                     "name_prefix", "ready_timeout", "delete_timeout", "expiry")  # fmt: skip
 
 
 class SubmitRayJobOperator(RunOperator):
@@ -159,24 +158,14 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
             raise RayInvalidInputError("wait_for_completion=False would delete the cluster under the job")
         check_cluster_arguments(cluster_spec, manifest, cluster_conn_id, spec_name="cluster_spec",
                                 ready_timeout=ready_timeout, delete_timeout=delete_timeout)  # fmt: skip
+        arguments = {name: value for name, value in locals().items() if name in CLUSTER_ARGUMENTS}
         super().__init__(**kwargs)
-        self.cluster_conn_id = cluster_conn_id
-        self.cluster_spec = cluster_spec
-        self.manifest = manifest
-        self.namespace = namespace
-        self.local_options = local_options
-        self.name_prefix = name_prefix
-        self.ready_timeout = ready_timeout
-        self.delete_timeout = delete_timeout
-        self.expiry = expiry
+        for name, value in arguments.items():
+            setattr(self, name, value)
         self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
 
     def target(self, context: Context) -> RunTarget:
         """A cluster of the run's own (or the pool's): every check here, no API call (the run creates it)."""
-        return own_cluster_target(
-            task_identity(context), cluster_conn_id=self.cluster_conn_id, cluster_spec=self.cluster_spec,
-            local_options=self.local_options, manifest=self.manifest, namespace=self.namespace,
-            pool=self.cluster_pool, name_prefix=self.name_prefix, expiry=self.expiry,
-            ready_timeout=self.ready_timeout, delete_timeout=self.delete_timeout,
-            retry_attempts=self.retry_attempts,
-        )  # fmt: skip
+        arguments = {name: getattr(self, name) for name in CLUSTER_ARGUMENTS}
+        return own_cluster_target(task_identity(context), pool=self.cluster_pool,
+                                  retry_attempts=self.retry_attempts, **arguments)  # fmt: skip

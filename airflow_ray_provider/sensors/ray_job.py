@@ -1,8 +1,7 @@
 """``RayJobSensor``: wait for a Ray job that something else submitted (poke, reschedule or deferrable).
 
 A poke is one step of the wait of a :class:`~airflow_ray_provider.launch.JobRun` that watches the id with
-``cleanup="never"`` (a sensor never stops a job it does not own); deferred, the same run waits in
-:class:`~airflow_ray_provider.triggers.RayJobTrigger`.
+``cleanup="never"`` (a sensor never stops a job it does not own).
 """
 
 from __future__ import annotations
@@ -13,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target, target_from_ref
+from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES
 from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
-from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE
+from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, check_event, resumed_run
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -100,10 +99,6 @@ class RayJobSensor(BaseSensorOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at Ray job %s again", self.submission_id)
             return self.execute(context)
-        state = event["run"]
-        with JobRun.from_state(state, target_from_ref(state["target"]), say=self.log.info) as run:
-            if event.get("error"):
-                raise RayProviderError(
-                    f"waiting for Ray job {run.submission_id!r} failed in the triggerer: {event['error']}"
-                )
+        with resumed_run(event, say=self.log.info) as run:
+            check_event(run, event)
             return run.result()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -22,13 +22,8 @@ if TYPE_CHECKING:
 def plan_json(plan: ClusterPlan) -> dict[str, Any]:
     """What a readiness look needs of ``plan``, as JSON: its token Secret by name, never the token."""
     ref = plan.token_ref
-    template, token_ref = plan.dashboard_url_template, [ref.secret_name, ref.key] if ref else None
-    return {
-        "name": plan.name,
-        "namespace": plan.namespace,
-        "dashboard_url_template": template,
-        "token_ref": token_ref,
-    }
+    named = {key: getattr(plan, key) for key in ("name", "namespace", "dashboard_url_template")}
+    return {**named, "token_ref": [ref.secret_name, ref.key] if ref else None}
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -56,16 +51,11 @@ class RayClusterReadyTrigger(BaseTrigger):
     def cluster_plan(self) -> ClusterPlan:
         """The plan a readiness look takes, rebuilt from :attr:`plan`."""
         ref = self.plan.get("token_ref")
-        return ClusterPlan(
-            name=self.plan["name"], namespace=self.plan.get("namespace"),
-            dashboard_url_template=self.plan.get("dashboard_url_template"),
-            token_ref=TokenRef(*ref) if ref else None,
-        )  # fmt: skip
+        return ClusterPlan(**{**self.plan, "token_ref": TokenRef(*ref) if ref else None})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the classpath and every constructor argument."""
-        arguments = {item.name: getattr(self, item.name) for item in fields(self)}
-        return f"{type(self).__module__}.{type(self).__qualname__}", arguments
+        return f"{type(self).__module__}.{type(self).__qualname__}", asdict(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""

@@ -1,10 +1,7 @@
 """``RayJobTrigger``: wait for a run's Ray job in the triggerer, streaming its log, without importing ``ray``.
 
-It rebuilds a deferred run from its state (:meth:`~airflow_ray_provider.launch.JobRun.hand_over`: JSON, no
-secret; the token is read here), drives the run's wait with the async transport (a Job API job or a
-KubeRay RayJob alike) and fires one event with the run's state for ``execute_complete``; a failure becomes
-the event's ``error``. **A user's clear keeps the job**: Airflow calls :meth:`RayJobTrigger.on_kill` on a
-clear too, whose next try re-attaches to the job; only a mark failed or success ends the run as a kill.
+It rebuilds the run from its handed-over state (JSON, no secret), drives its wait and fires one event with
+the run's state for ``execute_complete``; a user's clear keeps the job for the next try (architecture.md).
 """
 
 from __future__ import annotations
@@ -55,11 +52,9 @@ class RayJobTrigger(BaseTrigger):
         try:
             job_run = await self._job_run()
             handed = float((self.run_state.get("times") or {}).get("handed_over") or time.time())
-            if job_run.stream_logs and time.time() - handed > RESTART_AFTER_S and job_run.plan.log_offset:
-                again = (
-                    "Streaming the job log again from character %d: an earlier triggerer's lines may repeat"
-                )
-                self.log.info(again, job_run.plan.log_offset)
+            offset = job_run.plan.log_offset if job_run.stream_logs else 0
+            if offset and time.time() - handed > RESTART_AFTER_S:
+                self.log.info("Streaming the job log again from character %d: lines may repeat", offset)
             await job_run.await_end()
             yield TriggerEvent({"run": job_run.state(), "error": None})
         except Exception as exc:  # an event, never an exception: execute_complete explains it
