@@ -7,6 +7,7 @@ documents of its file are named in a warning, not created. Every check runs befo
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import logging
 import re
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from airflow_ray_provider.kuberay.spec import (
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
-    default_ray_version,
     validate_spec,
 )
 from airflow_ray_provider.kuberay.validation import KubeRaySpecError
@@ -198,7 +198,9 @@ def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, 
     version must agree with it; one without (``latest``) is logged."""
     cluster_image = spec.image or default_image
     where = "spec.image" if spec.image else "the connection's default_image"
-    ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or default_ray_version()
+    # The Ray installed here (a dependency: the cluster matches the client), read without importing ray.
+    installed = importlib.metadata.version("ray")
+    ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or installed
     explicit = [(where, cluster_image)] if cluster_image else []
     explicit += [
         (f"spec.worker_groups[{i}].image", g.image) for i, g in enumerate(spec.worker_groups) if g.image
@@ -323,20 +325,16 @@ def prepare_manifest(
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
     v.check_raycluster(body)
-    check_supported_auth(body["spec"])
-    return body
-
-
-def check_supported_auth(spec: dict[str, Any]) -> None:
-    """Refuse ``authOptions.enableK8sTokenAuth``: its dashboard accepts only service-account tokens, so the
-    provider's probe and submissions (with the Ray token) would get 401 until the timeout."""
-    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
+    # With enableK8sTokenAuth the dashboard accepts only service-account tokens: the provider's probe and
+    # submissions (with the Ray token) would get 401 until the timeout.
+    if ((body["spec"].get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
         raise KubeRaySpecError(
             "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
             "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
             "and submits jobs with the Ray token; drop enableK8sTokenAuth (keep mode: token) or use "
             "mode: disabled"
         )
+    return body
 
 
 def validate_manifest_spec(spec: Any) -> None:

@@ -90,9 +90,6 @@ class KubeRayLeaseStore:
         self.poll_interval = poll_interval
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
 
-    def _find(self, name: str) -> dict[str, Any] | None:
-        return self.leases.find(name)
-
     def _labelled(self, **labels: str) -> list[dict[str, Any]]:
         return self.leases.list_labelled({LABEL_CREATED_BY: CREATED_BY, **labels})
 
@@ -126,7 +123,7 @@ class KubeRayLeaseStore:
     def _acquire(self, pool: str, token: str, timeout: float) -> None:
         name, deadline = lease_name(pool), time.monotonic() + timeout
         while True:
-            lease, now = self._find(name), time.time()
+            lease, now = self.leases.find(name), time.time()
             if self._holder(lease) == token:  # a create that a retry repeated after it had landed
                 return
             taken = {"holderIdentity": token, "leaseDurationSeconds": math.ceil(self.lock_ttl)}
@@ -161,7 +158,7 @@ class KubeRayLeaseStore:
 
     def _renew_lock(self, pool: str, token: str) -> bool:
         name = lease_name(pool)
-        while self._holder(lease := self._find(name)) == token:
+        while self._holder(lease := self.leases.find(name)) == token:
             assert lease is not None
             lease["spec"]["renewTime"] = micro_time(time.time())
             try:
@@ -174,7 +171,7 @@ class KubeRayLeaseStore:
     def _unlock(self, pool: str, token: str) -> None:
         """Free the lock (delete it, with the pool's record gone); nothing if it was taken over."""
         name = lease_name(pool)
-        while self._holder(lease := self._find(name)) == token:
+        while self._holder(lease := self.leases.find(name)) == token:
             assert lease is not None
             try:
                 if ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
@@ -191,7 +188,7 @@ class KubeRayLeaseStore:
     # ---------------------------------------------------------------- record
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
         """The pool's record (``None``: none) and its leases, holder -> expiry (expired ones too)."""
-        lock = self._find(lease_name(pool))
+        lock = self.leases.find(lease_name(pool))
         raw = (lock["metadata"].get("annotations") or {}).get(ANNOTATION_POOL_RECORD) if lock else None
         leases = {
             str(self._holder(item)): expiry(item)
@@ -208,7 +205,7 @@ class KubeRayLeaseStore:
             for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
                 self.leases.delete(item["metadata"]["name"])
         while True:
-            lease = self._find(name)
+            lease = self.leases.find(name)
             try:
                 if lease is None and record is not None:
                     self.leases.create(self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text}))
@@ -239,7 +236,7 @@ class KubeRayLeaseStore:
         seconds = max(1, math.ceil(expires - time.time()))
         renewed = micro_time(expires - seconds)
         while True:
-            lease = self._find(name)
+            lease = self.leases.find(name)
             try:
                 if lease is None:
                     spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds}

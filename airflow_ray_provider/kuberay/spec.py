@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import KW_ONLY, dataclass, field
-from importlib import metadata
 from typing import Any, TypeVar
 
 from airflow_ray_provider.kuberay import validation as v
@@ -22,11 +21,6 @@ HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-
-
-def default_ray_version() -> str:
-    """The Ray installed here (a dependency), so the cluster matches the client; ray is not imported."""
-    return metadata.version("ray")
 
 
 @dataclass(frozen=True)

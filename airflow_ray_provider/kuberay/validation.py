@@ -41,12 +41,9 @@ class KubeRaySpecError(KubeRayError, ValueError):
     """A spec, manifest or RayJob is invalid; raised before any API call. The message says what to fix."""
 
 
-def _refuse(field: str, rule: str) -> KubeRaySpecError:
-    return KubeRaySpecError(f"{field}: {rule} (KubeRay's controller refuses this and writes no status)")
-
-
-def _invalid(field: str, rule: str) -> KubeRaySpecError:
-    return KubeRaySpecError(f"{field}: {rule}")
+def _refuse(field: str, rule: str, kuberay: bool = True) -> KubeRaySpecError:
+    why = " (KubeRay's controller refuses this and writes no status)" if kuberay else ""
+    return KubeRaySpecError(f"{field}: {rule}{why}")
 
 
 # ---------------------------------------------------------------------------------------------- syntax
@@ -111,14 +108,16 @@ def is_qualified_name(key: Any) -> bool:
 
 def check_labels(value: Any, where: str, *, kuberay: bool = False) -> None:
     """Labels or a node selector; ``kuberay``: a rule KubeRay applies to the body (the message says so)."""
-    error = _refuse if kuberay else _invalid
     if not isinstance(value, dict):
-        raise error(where, "must map label keys to values")
+        raise _refuse(where, "must map label keys to values", kuberay)
     for key, item in value.items():
         if not is_qualified_name(key):
-            raise error(f"{where} key {key!r}", "not a qualified name ('[prefix/]name', name <= 63 chars)")
+            rule = "not a qualified name ('[prefix/]name', name <= 63 chars)"
+            raise _refuse(f"{where} key {key!r}", rule, kuberay)
         if not isinstance(item, str) or len(item) > 63 or not _LABEL_VALUE.match(item):
-            raise error(f"{where}[{key!r}] value {item!r}", "not a valid label value (<= 63 chars)")
+            raise _refuse(
+                f"{where}[{key!r}] value {item!r}", "not a valid label value (<= 63 chars)", kuberay
+            )
 
 
 def check_tolerations(tolerations: Any, where: str) -> None:
