@@ -114,7 +114,7 @@ class KubeRayLeaseStore:
         finally:
             stop.set()
             keeper.join()
-            self._unlock(pool, token)
+            self._as_holder(pool, token, free=True)
 
     @staticmethod
     def _holder(lease: dict[str, Any] | None) -> str | None:
@@ -150,40 +150,32 @@ class KubeRayLeaseStore:
         """Renew the lock every third of ``lock_ttl`` until ``stop`` (the holder's heartbeat)."""
         while not stop.wait(self.lock_ttl / 3):
             try:
-                if not self._renew_lock(pool, token):
+                if not self._as_holder(pool, token):
                     log.error("pool %r: lost its lock Lease %s", pool, lease_name(pool))
                     return
             except Exception:  # the next beat tries again; the lock lasts lock_ttl
                 log.warning("pool %r: renewing its lock failed", pool, exc_info=True)
 
-    def _renew_lock(self, pool: str, token: str) -> bool:
-        name = lease_name(pool)
-        while self._holder(lease := self.leases.find(name)) == token:
-            assert lease is not None
-            lease["spec"]["renewTime"] = micro_time(time.time())
-            try:
-                self.leases.replace(name, lease)
-                return True
-            except KubeRayConflictError:
-                continue  # the record was written meanwhile: renew the new version
-        return False
-
-    def _unlock(self, pool: str, token: str) -> None:
-        """Free the lock (delete it, with the pool's record gone); nothing if it was taken over."""
+    def _as_holder(self, pool: str, token: str, *, free: bool = False) -> bool:
+        """Renew the lock, or ``free`` it (delete it, with the pool's record gone), while ``token`` holds it,
+        again on a version written meanwhile; ``False``: another holds it, or none."""
         name = lease_name(pool)
         while self._holder(lease := self.leases.find(name)) == token:
             assert lease is not None
             try:
-                if ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
-                    spec = lease["spec"]
-                    lease["spec"] = {k: v for k, v in spec.items() if k == "leaseTransitions"}
+                if not free:
+                    lease["spec"]["renewTime"] = micro_time(time.time())
+                    self.leases.replace(name, lease)
+                elif ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
+                    lease["spec"] = {k: v for k, v in lease["spec"].items() if k == "leaseTransitions"}
                     self.leases.replace(name, lease)
                 else:
                     preconditions = {"resourceVersion": lease["metadata"]["resourceVersion"]}
                     self.leases.delete(name, body={"preconditions": preconditions})
-                return
+                return True
             except (KubeRayConflictError, KubeRayNotFoundError):
                 continue  # written or deleted meanwhile: look again
+        return False
 
     # ---------------------------------------------------------------- record
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:

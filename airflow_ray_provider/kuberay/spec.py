@@ -121,7 +121,7 @@ class RayClusterSpec:
         if not isinstance(spec.worker_groups, list):
             raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
         groups = [
-            _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
+            _to_dataclass(WorkerGroup, g, f"spec.worker_groups[{i}]")
             for i, g in enumerate(spec.worker_groups)
         ]
         return dataclasses.replace(
@@ -155,23 +155,12 @@ def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
-    return cls(**data)
-
-
-#: Worker-group counts that a templated (Jinja) spec renders as strings such as ``"3"``.
-_COUNT_KEYS = ("replicas", "min_replicas", "max_replicas", "gpu")
-
-
-def _rendered_counts(group: Any) -> Any:
-    """A worker-group dict with rendered whole-number strings (``"3"``) as ints; anything else as given."""
-    if not isinstance(group, dict):
-        return group
-    return {
-        key: int(value)
-        if key in _COUNT_KEYS and isinstance(value, str) and value.strip().isdigit()
-        else value
-        for key, value in group.items()
+    # Worker-group counts that a templated (Jinja) spec renders as strings such as "3".
+    counts = ("replicas", "min_replicas", "max_replicas", "gpu")
+    rendered = {
+        k: int(x) for k, x in data.items() if k in counts and isinstance(x, str) and x.strip().isdigit()
     }
+    return cls(**{**data, **rendered})
 
 
 def _cpu_value(quantity: str | int | float) -> float:
