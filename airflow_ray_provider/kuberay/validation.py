@@ -199,9 +199,19 @@ def check_raycluster(body: dict[str, Any]) -> None:
     for where, name, group in groups:
         _check_group(where, name, group)
     autoscaling = bool(spec.get("enableInTreeAutoscaling"))
-    _check_replicas(spec, autoscaling)
+    for where, name, group in groups[1:]:
+        if not autoscaling and ("minReplicas" not in group or "maxReplicas" not in group):
+            raise _refuse(
+                f"{where} ({name!r})",
+                "worker groups need both minReplicas and maxReplicas when enableInTreeAutoscaling is off",
+            )
+        if group.get("suspend"):
+            rule = "cannot be suspended with the autoscaler enabled" if autoscaling else (
+                "can be suspended only when the RayJobDeletionPolicy feature gate is enabled"
+            )  # fmt: skip
+            raise _refuse(f"{where}.suspend", f"worker group {name!r} {rule}")
     _check_gcs_fault_tolerance(spec, metadata.get("annotations") or {})
-    _check_autoscaler(spec, autoscaling)
+    _check_autoscaler(spec, autoscaling, groups)
     check_auth_options(spec)
 
 
@@ -229,21 +239,6 @@ def _check_group(where: str, name: str, group: dict[str, Any]) -> None:
     pod = (group.get("template") or {}).get("spec") or {}
     check_labels(pod.get("nodeSelector") or {}, f"{where}.template.spec.nodeSelector", kuberay=True)
     check_tolerations(pod.get("tolerations") or [], f"{where}.template.spec.tolerations")
-
-
-def _check_replicas(spec: dict[str, Any], autoscaling: bool) -> None:
-    for index, group in enumerate(spec.get("workerGroupSpecs") or []):
-        where = f"spec.workerGroupSpecs[{index}]"
-        if not autoscaling and ("minReplicas" not in group or "maxReplicas" not in group):
-            raise _refuse(
-                f"{where} ({group.get('groupName')!r})",
-                "worker groups need both minReplicas and maxReplicas when enableInTreeAutoscaling is off",
-            )
-        if group.get("suspend"):
-            rule = "cannot be suspended with the autoscaler enabled" if autoscaling else (
-                "can be suspended only when the RayJobDeletionPolicy feature gate is enabled"
-            )  # fmt: skip
-            raise _refuse(f"{where}.suspend", f"worker group {group.get('groupName')!r} {rule}")
 
 
 def _check_gcs_fault_tolerance(spec: dict[str, Any], annotations: dict[str, Any]) -> None:
@@ -276,9 +271,8 @@ def _check_gcs_fault_tolerance(spec: dict[str, Any], annotations: dict[str, Any]
         raise _refuse("spec.headGroupSpec", "redis username: use gcsFaultToleranceOptions.redisUsername")
 
 
-def _check_autoscaler(spec: dict[str, Any], autoscaling: bool) -> None:
-    head = spec.get("headGroupSpec") or {}
-    v2_env = _env(_containers(head)[0]).get("RAY_enable_autoscaler_v2")
+def _check_autoscaler(spec: dict[str, Any], autoscaling: bool, groups: list[tuple[str, str, dict]]) -> None:
+    v2_env = _env(_containers(groups[0][2])[0]).get("RAY_enable_autoscaler_v2")
     v2_by_env = v2_env is not None and v2_env.get("value") in ("1", "true")
     if not autoscaling:
         if v2_by_env:
@@ -295,10 +289,7 @@ def _check_autoscaler(spec: dict[str, Any], autoscaling: bool) -> None:
         )
     if options.get("version") != "v2" and not v2_by_env:
         return
-    pods = [("spec.headGroupSpec", head)] + [
-        (f"spec.workerGroupSpecs[{i}]", g) for i, g in enumerate(spec.get("workerGroupSpecs") or [])
-    ]
-    for where, group in pods:
+    for where, _, group in groups:
         policy = ((group.get("template") or {}).get("spec") or {}).get("restartPolicy")
         if policy not in (None, "", "Never"):
             raise _refuse(f"{where}.template.spec.restartPolicy", "must be Never or unset with autoscaler v2")
