@@ -9,7 +9,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,6 @@ from airflow_ray_provider.kuberay import (
     check_dns_label,
     dashboard_url,
     events_of,
-    expires_at,
     is_expired,
     matches,
     ownership_annotations,
@@ -153,7 +152,8 @@ class KubeRayBackend(ClusterBackend):
         namespace = request.namespace or self.settings.namespace
         template = request.dashboard_url_template or self.settings.dashboard_url_template
         labels = identity.labels()
-        annotations = ownership_annotations(run_id=identity.run_id, expires_at=expires_at(request.expiry))
+        expiry = datetime.now(timezone.utc) + request.expiry
+        annotations = ownership_annotations(run_id=identity.run_id, expires_at=expiry)
         name = request.name_for(identity)
         try:
             check_dns_label(namespace, "the operator's namespace" if request.namespace

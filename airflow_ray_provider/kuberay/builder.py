@@ -7,6 +7,7 @@ documents of its file are named in a warning, not created. Every check runs befo
 from __future__ import annotations
 
 import copy
+import importlib.metadata
 import logging
 import re
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from airflow_ray_provider.kuberay.spec import (
     HeadGroup,
     RayClusterSpec,
     WorkerGroup,
-    default_ray_version,
     validate_spec,
 )
 from airflow_ray_provider.kuberay.validation import KubeRaySpecError
@@ -94,39 +94,36 @@ def build_body(
     return body
 
 
-def _container(name: str, image: str, group: HeadGroup | WorkerGroup, gpu: int, spec: RayClusterSpec,
-               token: TokenRef | None) -> dict[str, Any]:  # fmt: skip
-    limits: dict[str, str] = {"cpu": str(group.cpu), "memory": str(group.memory), **group.resources}
-    if gpu:
-        limits["nvidia.com/gpu"] = str(gpu)
-    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
-    if token is not None:
-        # Without authOptions, Ray reads its token from these two variables on every node.
-        env.append({"name": "RAY_AUTH_MODE", "value": "token"})
-        env.append(_secret_env("RAY_AUTH_TOKEN", token.secret_name, token.key))
-    env += [_secret_env(var, *ref.split("/", 1)) for var, ref in sorted(spec.pods.secret_env.items())]
-    container: dict[str, Any] = {
-        "name": name,
-        "image": image,
-        "resources": {"requests": dict(limits), "limits": limits},
-        "env": env,
-        "envFrom": [{"secretRef": {"name": secret}} for secret in spec.pods.env_from_secrets],
-        "volumeMounts": copy.deepcopy(spec.pods.volume_mounts),
-    }
-    return {key: value for key, value in container.items() if value != []}
-
-
 def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
 def _template(
-    container: dict[str, Any], group: HeadGroup | WorkerGroup, spec: RayClusterSpec
-) -> dict[str, Any]:
-    """The pod template: the group's placement, then what :class:`PodOptions` asks of every pod."""
-    pods = spec.pods
+    group: HeadGroup | WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None
+) -> dict:
+    """A group's pod template: its one container, its placement, then what :class:`PodOptions` asks of every
+    pod."""
+    pods, head = spec.pods, isinstance(group, HeadGroup)
+    limits: dict[str, str] = {"cpu": str(group.cpu), "memory": str(group.memory), **group.resources}
+    if isinstance(group, WorkerGroup) and group.gpu:
+        limits["nvidia.com/gpu"] = str(group.gpu)
+    env: list[dict[str, Any]] = [{"name": key, "value": value} for key, value in sorted(spec.env.items())]
+    if token is not None:
+        # Without authOptions, Ray reads its token from these two variables on every node.
+        env.append({"name": "RAY_AUTH_MODE", "value": "token"})
+        env.append(_secret_env("RAY_AUTH_TOKEN", token.secret_name, token.key))
+    env += [_secret_env(var, *ref.split("/", 1)) for var, ref in sorted(pods.secret_env.items())]
+    container: dict[str, Any] = {
+        "name": "ray-head" if head else "ray-worker",
+        "image": image,
+        "resources": {"requests": dict(limits), "limits": limits},
+        "env": env,
+        "envFrom": [{"secretRef": {"name": secret}} for secret in pods.env_from_secrets],
+        "volumeMounts": copy.deepcopy(pods.volume_mounts),
+        "ports": copy.deepcopy(HEAD_PORTS) if head else [],
+    }
     pod: dict[str, Any] = {
-        "containers": [container],
+        "containers": [{key: value for key, value in container.items() if value != []}],
         "nodeSelector": dict(group.node_selector),
         "tolerations": copy.deepcopy(group.tolerations),
         "affinity": copy.deepcopy(group.affinity),
@@ -143,26 +140,23 @@ def _template(
 
 
 def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container("ray-head", image, head, 0, spec, token)
-    container["ports"] = copy.deepcopy(HEAD_PORTS)
     params = dict(head.ray_start_params)
     if spec.enable_autoscaling:
         params.setdefault("num-cpus", "0")  # with an autoscaler, work goes to workers, not the head
-    group: dict[str, Any] = {"rayStartParams": params, "template": _template(container, head, spec)}
+    group: dict[str, Any] = {"rayStartParams": params, "template": _template(head, spec, image, token)}
     if head.service_type:
         group["serviceType"] = head.service_type
     return group
 
 
 def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    container = _container("ray-worker", image, group, group.gpu, spec, token)
     return {
         "groupName": group.name,
         "replicas": group.replicas,
         "minReplicas": group.effective_min,
         "maxReplicas": group.effective_max,
         "rayStartParams": dict(group.ray_start_params),
-        "template": _template(container, group, spec),
+        "template": _template(group, spec, image, token),
     }
 
 
@@ -198,7 +192,9 @@ def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, 
     version must agree with it; one without (``latest``) is logged."""
     cluster_image = spec.image or default_image
     where = "spec.image" if spec.image else "the connection's default_image"
-    ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or default_ray_version()
+    # The Ray installed here (a dependency: the cluster matches the client), read without importing ray.
+    installed = importlib.metadata.version("ray")
+    ray_version = spec.ray_version or (cluster_image and tag_version(cluster_image)) or installed
     explicit = [(where, cluster_image)] if cluster_image else []
     explicit += [
         (f"spec.worker_groups[{i}].image", g.image) for i, g in enumerate(spec.worker_groups) if g.image
@@ -323,20 +319,16 @@ def prepare_manifest(
     metadata["labels"] = {**(metadata.get("labels") or {}), **labels}
     metadata["annotations"] = {**(metadata.get("annotations") or {}), **annotations}
     v.check_raycluster(body)
-    check_supported_auth(body["spec"])
-    return body
-
-
-def check_supported_auth(spec: dict[str, Any]) -> None:
-    """Refuse ``authOptions.enableK8sTokenAuth``: its dashboard accepts only service-account tokens, so the
-    provider's probe and submissions (with the Ray token) would get 401 until the timeout."""
-    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
+    # With enableK8sTokenAuth the dashboard accepts only service-account tokens: the provider's probe and
+    # submissions (with the Ray token) would get 401 until the timeout.
+    if ((body["spec"].get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
         raise KubeRaySpecError(
             "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
             "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
             "and submits jobs with the Ray token; drop enableK8sTokenAuth (keep mode: token) or use "
             "mode: disabled"
         )
+    return body
 
 
 def validate_manifest_spec(spec: Any) -> None:

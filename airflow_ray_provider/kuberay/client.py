@@ -15,7 +15,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from tenacity import Retrying, before_sleep_log, retry_if_exception, stop_after_attempt, wait_exponential
@@ -24,7 +24,7 @@ from airflow_ray_provider.kuberay.status import ClusterEvent
 from airflow_ray_provider.kuberay.validation import KubeRayError, check_cluster_name
 
 if TYPE_CHECKING:
-    from kubernetes.client import ApiClient, CoreV1Api
+    from kubernetes.client import ApiClient
 
 log = logging.getLogger(__name__)
 
@@ -42,12 +42,6 @@ BASE_RULES: list[dict[str, Any]] = [
         ("coordination.k8s.io", "leases", ["create", "get", "list", "update", "delete"]),
     )
 ]
-# Only for ``auth="secret"`` (KubeRay without ``authOptions``): the provider creates and deletes the Secret.
-SECRET_MODE_RULES: list[dict[str, Any]] = [
-    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]},
-]
-
-
 CREATED_BY = "airflow-ray-provider"
 LABEL_CREATED_BY = "app.kubernetes.io/created-by"
 LABEL_DAG_ID = "airflow-ray-provider/dag-id"
@@ -119,11 +113,6 @@ def is_expired(obj: dict[str, Any], now: datetime | None = None) -> bool:
     return expiry <= (now or datetime.now(timezone.utc))
 
 
-def expires_at(ttl: timedelta, now: datetime | None = None) -> datetime:
-    """The expiry time ``ttl`` from ``now``."""
-    return (now or datetime.now(timezone.utc)) + ttl
-
-
 class KubeRayApiError(KubeRayError):
     """The Kubernetes API answered with an error that retrying will not fix (``status`` 0: no answer)."""
 
@@ -147,7 +136,11 @@ class KubeRayTimeoutError(KubeRayError):
 
 def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
     """The ``rbac.authorization.k8s.io/v1`` Role to bind to Airflow's service account in ``namespace``."""
-    rules = copy.deepcopy(BASE_RULES) + (copy.deepcopy(SECRET_MODE_RULES) if secret_mode else [])
+    rules = copy.deepcopy(BASE_RULES)
+    if (
+        secret_mode
+    ):  # auth="secret" (KubeRay without authOptions): the provider creates and deletes the Secret
+        rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]})
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
@@ -299,11 +292,6 @@ class KubeRayClient(_Objects):
         super().__init__(self, namespace)
         self.secrets = _Secrets(self)
 
-    def _core(self) -> CoreV1Api:
-        from kubernetes.client import CoreV1Api
-
-        return CoreV1Api(self.api_client)
-
     def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """Call the API, retrying transient failures; ``what`` (``get RayCluster ns/n``) names the call."""
         kwargs.setdefault("_request_timeout", self.REQUEST_TIMEOUT)
@@ -321,10 +309,12 @@ class KubeRayClient(_Objects):
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
+        from kubernetes.client import CoreV1Api
+
         ns = namespace or self.namespace
         result = self._call(
             f"list events of RayCluster {ns}/{name}",
-            self._core().list_namespaced_event, ns,
+            CoreV1Api(self.api_client).list_namespaced_event, ns,
             field_selector=f"involvedObject.kind=RayCluster,involvedObject.name={name}",
         )  # fmt: skip
         return [

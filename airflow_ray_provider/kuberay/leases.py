@@ -90,9 +90,6 @@ class KubeRayLeaseStore:
         self.poll_interval = poll_interval
         self.identity = f"{socket.gethostname()}/{os.getpid()}"
 
-    def _find(self, name: str) -> dict[str, Any] | None:
-        return self.leases.find(name)
-
     def _labelled(self, **labels: str) -> list[dict[str, Any]]:
         return self.leases.list_labelled({LABEL_CREATED_BY: CREATED_BY, **labels})
 
@@ -117,7 +114,7 @@ class KubeRayLeaseStore:
         finally:
             stop.set()
             keeper.join()
-            self._unlock(pool, token)
+            self._as_holder(pool, token, free=True)
 
     @staticmethod
     def _holder(lease: dict[str, Any] | None) -> str | None:
@@ -126,7 +123,7 @@ class KubeRayLeaseStore:
     def _acquire(self, pool: str, token: str, timeout: float) -> None:
         name, deadline = lease_name(pool), time.monotonic() + timeout
         while True:
-            lease, now = self._find(name), time.time()
+            lease, now = self.leases.find(name), time.time()
             if self._holder(lease) == token:  # a create that a retry repeated after it had landed
                 return
             taken = {"holderIdentity": token, "leaseDurationSeconds": math.ceil(self.lock_ttl)}
@@ -153,45 +150,37 @@ class KubeRayLeaseStore:
         """Renew the lock every third of ``lock_ttl`` until ``stop`` (the holder's heartbeat)."""
         while not stop.wait(self.lock_ttl / 3):
             try:
-                if not self._renew_lock(pool, token):
+                if not self._as_holder(pool, token):
                     log.error("pool %r: lost its lock Lease %s", pool, lease_name(pool))
                     return
             except Exception:  # the next beat tries again; the lock lasts lock_ttl
                 log.warning("pool %r: renewing its lock failed", pool, exc_info=True)
 
-    def _renew_lock(self, pool: str, token: str) -> bool:
+    def _as_holder(self, pool: str, token: str, *, free: bool = False) -> bool:
+        """Renew the lock, or ``free`` it (delete it, with the pool's record gone), while ``token`` holds it,
+        again on a version written meanwhile; ``False``: another holds it, or none."""
         name = lease_name(pool)
-        while self._holder(lease := self._find(name)) == token:
-            assert lease is not None
-            lease["spec"]["renewTime"] = micro_time(time.time())
-            try:
-                self.leases.replace(name, lease)
-                return True
-            except KubeRayConflictError:
-                continue  # the record was written meanwhile: renew the new version
-        return False
-
-    def _unlock(self, pool: str, token: str) -> None:
-        """Free the lock (delete it, with the pool's record gone); nothing if it was taken over."""
-        name = lease_name(pool)
-        while self._holder(lease := self._find(name)) == token:
+        while self._holder(lease := self.leases.find(name)) == token:
             assert lease is not None
             try:
-                if ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
-                    spec = lease["spec"]
-                    lease["spec"] = {k: v for k, v in spec.items() if k == "leaseTransitions"}
+                if not free:
+                    lease["spec"]["renewTime"] = micro_time(time.time())
+                    self.leases.replace(name, lease)
+                elif ANNOTATION_POOL_RECORD in (lease["metadata"].get("annotations") or {}):
+                    lease["spec"] = {k: v for k, v in lease["spec"].items() if k == "leaseTransitions"}
                     self.leases.replace(name, lease)
                 else:
                     preconditions = {"resourceVersion": lease["metadata"]["resourceVersion"]}
                     self.leases.delete(name, body={"preconditions": preconditions})
-                return
+                return True
             except (KubeRayConflictError, KubeRayNotFoundError):
                 continue  # written or deleted meanwhile: look again
+        return False
 
     # ---------------------------------------------------------------- record
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
         """The pool's record (``None``: none) and its leases, holder -> expiry (expired ones too)."""
-        lock = self._find(lease_name(pool))
+        lock = self.leases.find(lease_name(pool))
         raw = (lock["metadata"].get("annotations") or {}).get(ANNOTATION_POOL_RECORD) if lock else None
         leases = {
             str(self._holder(item)): expiry(item)
@@ -208,7 +197,7 @@ class KubeRayLeaseStore:
             for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
                 self.leases.delete(item["metadata"]["name"])
         while True:
-            lease = self._find(name)
+            lease = self.leases.find(name)
             try:
                 if lease is None and record is not None:
                     self.leases.create(self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text}))
@@ -239,7 +228,7 @@ class KubeRayLeaseStore:
         seconds = max(1, math.ceil(expires - time.time()))
         renewed = micro_time(expires - seconds)
         while True:
-            lease = self._find(name)
+            lease = self.leases.find(name)
             try:
                 if lease is None:
                     spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds}

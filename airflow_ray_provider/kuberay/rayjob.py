@@ -24,9 +24,8 @@ KIND = "RayJob"
 SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
 #: KubeRay's ``DeletionPolicyType`` values, in the order a ``deletionRules`` TTL must not decrease.
 DELETION_POLICIES = ("DeleteWorkers", "DeleteCluster", "DeleteSelf", "DeleteNone")
-#: What a deletion rule's ``condition`` may wait for (``jobStatus``) or, instead, ``jobDeploymentStatus``.
-DELETION_JOB_STATUSES = ("SUCCEEDED", "FAILED")
-DELETION_DEPLOYMENT_STATUSES = ("Failed",)
+#: What a deletion rule's ``condition`` may wait for: a ``jobStatus`` or, instead, a ``jobDeploymentStatus``.
+DELETION_CONDITIONS = {"jobStatus": ("SUCCEEDED", "FAILED"), "jobDeploymentStatus": ("Failed",)}
 #: The key KubeRay reads from ``clusterSelector`` (``RayJobDefaultClusterSelectorKey``).
 CLUSTER_SELECTOR_KEY = "ray.io/cluster"
 #: When ``shutdownAfterJobFinishes`` is on and no TTL is given: seconds the cluster stays after the job,
@@ -137,42 +136,6 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
         raise KubeRaySpecError(f"job_id must be a non-empty string, got {options.job_id!r}")
 
 
-def _check_rule(rule: Any, where: str, *, selector: bool) -> tuple[str, str, int]:
-    """One deletion rule, as the CRD and KubeRay check it: ``(condition key, policy, ttl)``."""
-    if not isinstance(rule, dict) or set(rule) != {"policy", "condition"}:
-        raise KubeRaySpecError(
-            f"{where} must be a dict with exactly 'policy' and 'condition', e.g. "
-            "{'policy': 'DeleteCluster', 'condition': {'jobStatus': 'SUCCEEDED', 'ttlSeconds': 60}}; "
-            f"got {rule!r}"
-        )
-    policy, condition = rule["policy"], rule["condition"]
-    if policy not in DELETION_POLICIES:
-        raise KubeRaySpecError(f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}")
-    statuses = {"jobStatus": DELETION_JOB_STATUSES, "jobDeploymentStatus": DELETION_DEPLOYMENT_STATUSES}
-    if not isinstance(condition, dict) or not set(condition) <= {*statuses, "ttlSeconds"}:
-        raise KubeRaySpecError(
-            f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"
-        )
-    given = [status for status in statuses if status in condition]
-    if len(given) != 1:
-        raise KubeRaySpecError(
-            f"{where}.condition needs exactly one of jobStatus {DELETION_JOB_STATUSES} or "
-            f"jobDeploymentStatus {DELETION_DEPLOYMENT_STATUSES}, got {condition!r}"
-        )
-    status = given[0]
-    if condition[status] not in statuses[status]:
-        raise KubeRaySpecError(
-            f"{where}.condition.{status} must be one of {statuses[status]}, got {condition[status]!r}"
-        )
-    ttl = condition.get("ttlSeconds", 0)
-    v.check_count(ttl, f"{where}.condition.ttlSeconds", minimum=0)
-    if selector and policy in ("DeleteCluster", "DeleteWorkers"):
-        raise KubeRaySpecError(
-            f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"
-        )
-    return f"{status}={condition[status]}", policy, ttl
-
-
 def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
     """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``:
     per condition each policy at most once, TTLs not decreasing from ``DeleteWorkers`` to ``DeleteSelf``."""
@@ -186,9 +149,40 @@ def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
         raise KubeRaySpecError(f"deletion_rules must be a non-empty list of rules, got {rules!r}")
     ttls: dict[str, dict[str, int]] = {}
     for index, rule in enumerate(rules):
-        key, policy, ttl = _check_rule(rule, f"deletion_rules[{index}]", selector=selector)
+        where = f"deletion_rules[{index}]"
+        if not isinstance(rule, dict) or set(rule) != {"policy", "condition"}:
+            raise KubeRaySpecError(
+                f"{where} must be a dict with exactly 'policy' and 'condition', e.g. "
+                "{'policy': 'DeleteCluster', 'condition': {'jobStatus': 'SUCCEEDED', 'ttlSeconds': 60}}; "
+                f"got {rule!r}"
+            )
+        policy, condition = rule["policy"], rule["condition"]
+        if policy not in DELETION_POLICIES:
+            raise KubeRaySpecError(f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}")
+        if not isinstance(condition, dict) or not set(condition) <= {*DELETION_CONDITIONS, "ttlSeconds"}:
+            raise KubeRaySpecError(
+                f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"
+            )
+        given = [status for status in DELETION_CONDITIONS if status in condition]
+        if len(given) != 1:
+            raise KubeRaySpecError(
+                f"{where}.condition needs exactly one of jobStatus {DELETION_CONDITIONS['jobStatus']} or "
+                f"jobDeploymentStatus {DELETION_CONDITIONS['jobDeploymentStatus']}, got {condition!r}"
+            )
+        status, ttl = given[0], condition.get("ttlSeconds", 0)
+        if condition[status] not in DELETION_CONDITIONS[status]:
+            raise KubeRaySpecError(
+                f"{where}.condition.{status} must be one of {DELETION_CONDITIONS[status]}, "
+                f"got {condition[status]!r}"
+            )
+        v.check_count(ttl, f"{where}.condition.ttlSeconds", minimum=0)
+        if selector and policy in ("DeleteCluster", "DeleteWorkers"):
+            raise KubeRaySpecError(
+                f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"
+            )
+        key = f"{status}={condition[status]}"
         if policy in ttls.setdefault(key, {}):
-            raise KubeRaySpecError(f"deletion_rules[{index}]: a second {policy} rule for {key}")
+            raise KubeRaySpecError(f"{where}: a second {policy} rule for {key}")
         ttls[key][policy] = ttl
     for key, by_policy in ttls.items():
         ordered = [(p, by_policy[p]) for p in DELETION_POLICIES[:3] if p in by_policy]
@@ -218,14 +212,6 @@ def _check_cluster_rules(options: RayJobOptions, cluster_spec: dict[str, Any]) -
         )
 
 
-def _rules_body(rules: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
-    """The rules as KubeRay stores them (``ttlSeconds`` written out, its default 0)."""
-    return [
-        {"policy": rule["policy"], "condition": {"ttlSeconds": 0, **rule["condition"]}}
-        for rule in rules or ()
-    ]
-
-
 def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
     import yaml
 
@@ -233,25 +219,24 @@ def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
         "entrypoint": options.entrypoint.strip(),
         "submissionMode": options.submission_mode,
     }
+    rules = [
+        {"policy": r["policy"], "condition": {"ttlSeconds": 0, **r["condition"]}}
+        for r in options.deletion_rules or ()
+    ]
     optional = {
         "jobId": options.job_id,
-        "metadata": dict(options.metadata) or None,
-        "runtimeEnvYAML": yaml.safe_dump(options.runtime_env, sort_keys=True)
-        if options.runtime_env
-        else None,
+        "metadata": dict(options.metadata),
+        "runtimeEnvYAML": options.runtime_env and yaml.safe_dump(options.runtime_env, sort_keys=True),
         "entrypointNumCpus": options.entrypoint_num_cpus,
         "entrypointNumGpus": options.entrypoint_num_gpus,
-        "entrypointResources": (
-            json.dumps(options.entrypoint_resources, sort_keys=True) if options.entrypoint_resources else None
-        ),
+        "entrypointResources": options.entrypoint_resources
+        and json.dumps(options.entrypoint_resources, sort_keys=True),
         "activeDeadlineSeconds": options.active_deadline_seconds,
         "backoffLimit": options.backoff_limit,
         "preRunningDeadlineSeconds": options.pre_running_deadline_seconds,
-        "deletionStrategy": {"deletionRules": _rules_body(options.deletion_rules)}
-        if options.deletion_rules
-        else None,
+        "deletionStrategy": rules and {"deletionRules": rules},  # KubeRay writes ttlSeconds out, default 0
     }
-    spec.update({key: value for key, value in optional.items() if value is not None})
+    spec.update({key: value for key, value in optional.items() if value not in (None, {}, [])})
     if not selector:
         spec["shutdownAfterJobFinishes"] = options.shutdown_after_job_finishes
         spec["suspend"] = options.suspend

@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import KW_ONLY, dataclass, field
-from importlib import metadata
 from typing import Any, TypeVar
 
 from airflow_ray_provider.kuberay import validation as v
@@ -22,11 +21,6 @@ HEAD_SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 AFFINITY_KINDS = ("nodeAffinity", "podAffinity", "podAntiAffinity")
 LABEL_KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 _SECRET_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-
-
-def default_ray_version() -> str:
-    """The Ray installed here (a dependency), so the cluster matches the client; ray is not imported."""
-    return metadata.version("ray")
 
 
 @dataclass(frozen=True)
@@ -127,7 +121,7 @@ class RayClusterSpec:
         if not isinstance(spec.worker_groups, list):
             raise KubeRaySpecError("spec.worker_groups must be a list of worker group dicts")
         groups = [
-            _to_dataclass(WorkerGroup, _rendered_counts(g), f"spec.worker_groups[{i}]")
+            _to_dataclass(WorkerGroup, g, f"spec.worker_groups[{i}]")
             for i, g in enumerate(spec.worker_groups)
         ]
         return dataclasses.replace(
@@ -161,23 +155,12 @@ def _to_dataclass(cls: type[_GroupT], data: Any, where: str) -> _GroupT:
     unknown = sorted(set(data) - allowed)
     if unknown:
         raise KubeRaySpecError(f"{where} has unknown field(s) {unknown}; allowed fields: {sorted(allowed)}")
-    return cls(**data)
-
-
-#: Worker-group counts that a templated (Jinja) spec renders as strings such as ``"3"``.
-_COUNT_KEYS = ("replicas", "min_replicas", "max_replicas", "gpu")
-
-
-def _rendered_counts(group: Any) -> Any:
-    """A worker-group dict with rendered whole-number strings (``"3"``) as ints; anything else as given."""
-    if not isinstance(group, dict):
-        return group
-    return {
-        key: int(value)
-        if key in _COUNT_KEYS and isinstance(value, str) and value.strip().isdigit()
-        else value
-        for key, value in group.items()
+    # Worker-group counts that a templated (Jinja) spec renders as strings such as "3".
+    counts = ("replicas", "min_replicas", "max_replicas", "gpu")
+    rendered = {
+        k: int(x) for k, x in data.items() if k in counts and isinstance(x, str) and x.strip().isdigit()
     }
+    return cls(**{**data, **rendered})
 
 
 def _cpu_value(quantity: str | int | float) -> float:

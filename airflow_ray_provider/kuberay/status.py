@@ -7,7 +7,7 @@ A RayJob's lifecycle is in docs/architecture.md ("KubeRay client layer").
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, TypedDict
 
@@ -72,12 +72,6 @@ class ClusterStatus:
         found = next((c for c in self.conditions if c.get("type") == "HeadPodReady"), None)
         return found.get("status") == "True" if found is not None else self.state == "ready"
 
-    @property
-    def dashboard_port(self) -> int:
-        """The dashboard port KubeRay published in ``status.endpoints`` (8265 by default)."""
-        raw = self.endpoints.get("dashboard")
-        return int(raw) if raw and str(raw).isdigit() else 8265
-
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""
         parts = [f"state={self.state or '<none>'}"]
@@ -109,13 +103,14 @@ def dashboard_url(status: ClusterStatus, template: str | None = None) -> str:
     Template fields: ``{name}``, ``{namespace}``, ``{service_name}``, ``{service_ip}``, ``{pod_ip}``,
     ``{dashboard_port}``. The default is ``http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port}``.
     """
+    port = status.endpoints.get("dashboard", "")  # the port KubeRay published (8265 by default)
     fields = {
         "name": status.name,
         "namespace": status.namespace,
         "service_name": status.head.get("serviceName") or f"{status.name}-head-svc",
         "service_ip": status.head.get("serviceIP", ""),
         "pod_ip": status.head.get("podIP", ""),
-        "dashboard_port": status.dashboard_port,
+        "dashboard_port": int(port) if port.isdigit() else 8265,
     }
     chosen = template or "http://{service_name}.{namespace}.svc.cluster.local:{dashboard_port}"
     try:
@@ -247,12 +242,3 @@ class RayJobStatus:
         ]
         optional = (("reason", self.reason), ("message", self.message), ("failed attempts", self.failed))
         return "; ".join(parts + [f"{label}={value}" for label, value in optional if value])
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable dict (trigger events)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RayJobStatus:
-        """Rebuild a status from :meth:`to_dict` output."""
-        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})

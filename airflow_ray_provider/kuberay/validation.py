@@ -41,12 +41,9 @@ class KubeRaySpecError(KubeRayError, ValueError):
     """A spec, manifest or RayJob is invalid; raised before any API call. The message says what to fix."""
 
 
-def _refuse(field: str, rule: str) -> KubeRaySpecError:
-    return KubeRaySpecError(f"{field}: {rule} (KubeRay's controller refuses this and writes no status)")
-
-
-def _invalid(field: str, rule: str) -> KubeRaySpecError:
-    return KubeRaySpecError(f"{field}: {rule}")
+def _refuse(field: str, rule: str, kuberay: bool = True) -> KubeRaySpecError:
+    why = " (KubeRay's controller refuses this and writes no status)" if kuberay else ""
+    return KubeRaySpecError(f"{field}: {rule}{why}")
 
 
 # ---------------------------------------------------------------------------------------------- syntax
@@ -111,14 +108,16 @@ def is_qualified_name(key: Any) -> bool:
 
 def check_labels(value: Any, where: str, *, kuberay: bool = False) -> None:
     """Labels or a node selector; ``kuberay``: a rule KubeRay applies to the body (the message says so)."""
-    error = _refuse if kuberay else _invalid
     if not isinstance(value, dict):
-        raise error(where, "must map label keys to values")
+        raise _refuse(where, "must map label keys to values", kuberay)
     for key, item in value.items():
         if not is_qualified_name(key):
-            raise error(f"{where} key {key!r}", "not a qualified name ('[prefix/]name', name <= 63 chars)")
+            rule = "not a qualified name ('[prefix/]name', name <= 63 chars)"
+            raise _refuse(f"{where} key {key!r}", rule, kuberay)
         if not isinstance(item, str) or len(item) > 63 or not _LABEL_VALUE.match(item):
-            raise error(f"{where}[{key!r}] value {item!r}", "not a valid label value (<= 63 chars)")
+            raise _refuse(
+                f"{where}[{key!r}] value {item!r}", "not a valid label value (<= 63 chars)", kuberay
+            )
 
 
 def check_tolerations(tolerations: Any, where: str) -> None:
@@ -200,9 +199,19 @@ def check_raycluster(body: dict[str, Any]) -> None:
     for where, name, group in groups:
         _check_group(where, name, group)
     autoscaling = bool(spec.get("enableInTreeAutoscaling"))
-    _check_replicas(spec, autoscaling)
+    for where, name, group in groups[1:]:
+        if not autoscaling and ("minReplicas" not in group or "maxReplicas" not in group):
+            raise _refuse(
+                f"{where} ({name!r})",
+                "worker groups need both minReplicas and maxReplicas when enableInTreeAutoscaling is off",
+            )
+        if group.get("suspend"):
+            rule = "cannot be suspended with the autoscaler enabled" if autoscaling else (
+                "can be suspended only when the RayJobDeletionPolicy feature gate is enabled"
+            )  # fmt: skip
+            raise _refuse(f"{where}.suspend", f"worker group {name!r} {rule}")
     _check_gcs_fault_tolerance(spec, metadata.get("annotations") or {})
-    _check_autoscaler(spec, autoscaling)
+    _check_autoscaler(spec, autoscaling, groups)
     check_auth_options(spec)
 
 
@@ -230,21 +239,6 @@ def _check_group(where: str, name: str, group: dict[str, Any]) -> None:
     pod = (group.get("template") or {}).get("spec") or {}
     check_labels(pod.get("nodeSelector") or {}, f"{where}.template.spec.nodeSelector", kuberay=True)
     check_tolerations(pod.get("tolerations") or [], f"{where}.template.spec.tolerations")
-
-
-def _check_replicas(spec: dict[str, Any], autoscaling: bool) -> None:
-    for index, group in enumerate(spec.get("workerGroupSpecs") or []):
-        where = f"spec.workerGroupSpecs[{index}]"
-        if not autoscaling and ("minReplicas" not in group or "maxReplicas" not in group):
-            raise _refuse(
-                f"{where} ({group.get('groupName')!r})",
-                "worker groups need both minReplicas and maxReplicas when enableInTreeAutoscaling is off",
-            )
-        if group.get("suspend"):
-            rule = "cannot be suspended with the autoscaler enabled" if autoscaling else (
-                "can be suspended only when the RayJobDeletionPolicy feature gate is enabled"
-            )  # fmt: skip
-            raise _refuse(f"{where}.suspend", f"worker group {group.get('groupName')!r} {rule}")
 
 
 def _check_gcs_fault_tolerance(spec: dict[str, Any], annotations: dict[str, Any]) -> None:
@@ -277,9 +271,8 @@ def _check_gcs_fault_tolerance(spec: dict[str, Any], annotations: dict[str, Any]
         raise _refuse("spec.headGroupSpec", "redis username: use gcsFaultToleranceOptions.redisUsername")
 
 
-def _check_autoscaler(spec: dict[str, Any], autoscaling: bool) -> None:
-    head = spec.get("headGroupSpec") or {}
-    v2_env = _env(_containers(head)[0]).get("RAY_enable_autoscaler_v2")
+def _check_autoscaler(spec: dict[str, Any], autoscaling: bool, groups: list[tuple[str, str, dict]]) -> None:
+    v2_env = _env(_containers(groups[0][2])[0]).get("RAY_enable_autoscaler_v2")
     v2_by_env = v2_env is not None and v2_env.get("value") in ("1", "true")
     if not autoscaling:
         if v2_by_env:
@@ -296,10 +289,7 @@ def _check_autoscaler(spec: dict[str, Any], autoscaling: bool) -> None:
         )
     if options.get("version") != "v2" and not v2_by_env:
         return
-    pods = [("spec.headGroupSpec", head)] + [
-        (f"spec.workerGroupSpecs[{i}]", g) for i, g in enumerate(spec.get("workerGroupSpecs") or [])
-    ]
-    for where, group in pods:
+    for where, _, group in groups:
         policy = ((group.get("template") or {}).get("spec") or {}).get("restartPolicy")
         if policy not in (None, "", "Never"):
             raise _refuse(f"{where}.template.spec.restartPolicy", "must be Never or unset with autoscaler v2")

@@ -14,7 +14,7 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.clusters import ClusterPlan, KubeRayBackend, RayClusterHandle, TaskIdentity
@@ -120,13 +120,13 @@ class RayJobLook:
     def to_dict(self) -> dict[str, Any]:
         """The look as JSON."""
         cluster = self.cluster.to_dict() if self.cluster is not None else None
-        return {"status": self.status.to_dict(), "cluster": cluster}
+        return {"status": asdict(self.status), "cluster": cluster}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
         """The look of :meth:`to_dict`."""
         cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        return cls(RayJobStatus.from_dict(data["status"]), cluster)
+        return cls(RayJobStatus(**data["status"]), cluster)
 
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:

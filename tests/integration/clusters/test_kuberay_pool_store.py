@@ -202,23 +202,21 @@ def test_a_stale_record_write_is_refused_and_made_again(clients, kube_emulator):
     the replace (409), the store reads again and writes; both changes survive."""
     from kubernetes.client import CoordinationV1Api
 
-    from airflow_ray_provider.kuberay import KubeRayLeaseStore
     from airflow_ray_provider.kuberay.leases import lease_name
 
     other = CoordinationV1Api(clients[1].api_client)
     raced: list[str] = []
+    store = _store(clients[0])
+    find = store.leases.find
 
-    class Raced(KubeRayLeaseStore):
-        def _find(self, name: str) -> Any:
-            found = super()._find(name)
-            if found is not None and not raced:
-                raced.append(name)
-                other.patch_namespaced_lease(
-                    name, TEST_NAMESPACE, {"metadata": {"annotations": {"other": "x"}}}
-                )
-            return found
+    def raced_find(name: str, **kwargs: Any) -> Any:
+        found = find(name, **kwargs)
+        if found is not None and not raced:
+            raced.append(name)
+            other.patch_namespaced_lease(name, TEST_NAMESPACE, {"metadata": {"annotations": {"other": "x"}}})
+        return found
 
-    store = Raced(clients[0])
+    store.leases.find = raced_find  # type: ignore[method-assign]  # the other writer strikes after a read
     plain = _store(clients[0])
     plain.write("racepool", {"cluster": "racepool", "fingerprint": {}})
     since = len(kube_emulator.calls)
