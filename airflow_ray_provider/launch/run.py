@@ -23,9 +23,19 @@ from airflow_ray_provider.jobs.outcome import (
     timeout_error,
 )
 from airflow_ray_provider.jobs.submission import Choice
-from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 from airflow_ray_provider.launch.usage import observer
-from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
+from airflow_ray_provider.launch.wait import (
+    Cleanup,
+    Ending,
+    Observation,
+    Step,
+    WaitAction,
+    WaitPlan,
+    actions_for,
+    apoll,
+    poll,
+    step,
+)
 
 if TYPE_CHECKING:
     from airflow_ray_provider.jobs.client import JobClient
