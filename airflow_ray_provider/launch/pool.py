@@ -60,39 +60,26 @@ def pool_options(
         heartbeat, or the lease would lapse between looks.
     :raises RayInvalidInputError: naming the field.
     """
-    options = _parse_pool(value)
-    if options is not None and poll_interval is not None and poll_interval >= options.heartbeat:
+    if isinstance(value, dict):
+        known = {f.name for f in dataclasses.fields(PoolOptions)}
+        if unknown := sorted(set(value) - known):
+            raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
+        if "name" not in value:
+            raise RayInvalidInputError("pool.name is required")
+        prices = parse_prices(value.get("prices"), source="pool.prices")
+        try:
+            value = PoolOptions(**{**value, "prices": prices.to_dict() if prices else None})
+        except TypeError as exc:
+            raise RayInvalidInputError(f"pool: {exc}") from exc
+    elif value is not None and not isinstance(value, PoolOptions):
+        raise RayInvalidInputError(f"pool must be a mapping with a name, got {type(value).__name__}")
+    if value is not None and poll_interval is not None and poll_interval >= value.heartbeat:
         raise RayInvalidInputError(
             f"poll_interval ({poll_interval:g} s) must be below pool.lease_ttl / 4 "
-            f"({options.heartbeat:g} s): a run renews its lease at its looks; lower poll_interval or raise "
+            f"({value.heartbeat:g} s): a run renews its lease at its looks; lower poll_interval or raise "
             "pool.lease_ttl"
         )
-    return options
-
-
-def _parse_pool(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | None:
-    """``value`` as ``PoolOptions`` (its fields checked)."""
-    if value is None or isinstance(value, PoolOptions):
-        return value
-    if not isinstance(value, dict):
-        raise RayInvalidInputError(f"pool must be a mapping with a name, got {type(value).__name__}")
-    known = {f.name for f in dataclasses.fields(PoolOptions)}
-    if unknown := sorted(set(value) - known):
-        raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
-    if "name" not in value:
-        raise RayInvalidInputError("pool.name is required")
-    prices = parse_prices(value.get("prices"), source="pool.prices")
-    try:
-        return PoolOptions(**{**value, "prices": prices.to_dict() if prices else None})
-    except TypeError as exc:
-        raise RayInvalidInputError(f"pool: {exc}") from exc
-
-
-def pool_plan(backend: ClusterBackend, request: ClusterRequest, options: PoolOptions) -> ClusterPlan:
-    """The plan of a pool's cluster: named after the pool, labelled as the pool's (not a DAG run's), with
-    no expiry; the same for every run of the pool, so any of them may create it."""
-    request = dataclasses.replace(request, cluster_name=options.name, expiry=POOL_EXPIRY)
-    return backend.plan(request, TaskIdentity("pool", options.name, "cluster"))
+    return value
 
 
 def cluster_target(
@@ -102,24 +89,27 @@ def cluster_target(
     pool: PoolOptions | None = None,
     **options: Any,
 ) -> ClusterTarget:
-    """A cluster of the run's own, or with ``pool`` a lease on the pool's, held by the run's base submission
-    id (a retry renews it); ``options`` go to :class:`ClusterTarget`. No API call; closes ``backend`` on
-    errors."""
+    """A cluster of the run's own, or with ``pool`` a lease on the pool's cluster, held by the run's base
+    submission id (a retry renews it); ``options`` go to :class:`ClusterTarget`. No API call; closes
+    ``backend`` on errors.
+
+    The pool's cluster is named after the pool, labelled as the pool's (not a DAG run's), with no expiry:
+    the same for every run of the pool, so any of them may create it; its runs must share the fingerprint
+    of the cluster spec and the local head's options.
+    """
     try:
         if pool is None:
             return ClusterTarget(backend=backend, plan=backend.plan(request, identity), **options)
         holder = base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
-        lease, plan = PoolLease(backend, pool, holder), pool_plan(backend, request, pool)
-        return ClusterTarget(backend=backend, plan=plan, pool=lease, spec=spec_of(request), **options)
+        shared = dataclasses.replace(request, cluster_name=pool.name, expiry=POOL_EXPIRY)
+        plan = backend.plan(shared, TaskIdentity("pool", pool.name, "cluster"))
+        spec = dataclasses.asdict(request.spec) if request.spec is not None else {}
+        fingerprinted = fingerprint({"spec": spec, "local": dataclasses.asdict(request.local_options)})
+        return ClusterTarget(backend=backend, plan=plan, pool=PoolLease(backend, pool, holder),
+                             spec=fingerprinted, **options)  # fmt: skip
     except BaseException:
         backend.close()
         raise
-
-
-def spec_of(request: ClusterRequest) -> dict[str, str]:
-    """The fingerprint a pool's runs must share: the cluster spec and the local head's options."""
-    spec = dataclasses.asdict(request.spec) if request.spec is not None else {}
-    return fingerprint({"spec": spec, "local": dataclasses.asdict(request.local_options)})
 
 
 def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Callable[[str], None]) -> None:

@@ -251,6 +251,11 @@ class JobRun:
         """Whether the wait has ended (or the job was found finished)."""
         return self.last is not None or self.choice is Choice.DONE
 
+    @property
+    def live(self) -> bool:
+        """Whether the job may still run: submitted, and neither stopped nor seen to end."""
+        return bool(self.submission_id) and not self.stopped and not self.finished
+
     def _decide(self, seen: Observation) -> Step | None:
         decided = step(self.plan, seen)
         self.on_lines(list(decided.lines))
@@ -344,13 +349,11 @@ class JobRun:
         run created, release a pool's lease (kept while the job is left running: it expires, or the next
         try renews it). Each action runs once, however often this is called. ``close``: release the
         target's clients too (not on a kill: the wait still takes its last look)."""
-        self.ending = ending
-        actions = actions_for(self.cleanup, ending)
+        self.ending, actions, live = ending, actions_for(self.cleanup, ending), self.live
         try:
-            live = self.submission_id and not self.stopped and not self.finished
-            if actions.stop_job and live and self.target.stop_takes_cluster:
-                observer.record(self, refresh=True)
             if actions.stop_job and live:
+                if self.target.stop_takes_cluster:
+                    observer.record(self, refresh=True)
                 self.stopped = self.target.stop(self.submission_id or "")
                 self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
             elif live and ending is Ending.WORKER_SIGTERM:
@@ -365,7 +368,7 @@ class JobRun:
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
             try:
-                if not (self.submission_id and not self.stopped and not self.finished):
+                if not self.live:
                     self.target.release(self.say)  # a job left running keeps its lease until it expires
             finally:
                 if close:
@@ -379,10 +382,10 @@ class JobRun:
     async def akill(self, ending: Ending) -> None:
         """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
         self.killed = self.ending = ending
-        if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
+        if actions_for(self.cleanup, ending).stop_job and self.live:
             if self.target.stop_takes_cluster:
                 await asyncio.to_thread(observer.record, self, refresh=True)
-            self.stopped = await self.target.astop(self.submission_id)
+            self.stopped = await self.target.astop(self.submission_id or "")
             self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
         await self.target.aclose()
         await asyncio.to_thread(self.end, ending)
