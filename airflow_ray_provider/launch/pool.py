@@ -1,13 +1,9 @@
-"""A run's hold on a pool: find or create the pool's cluster under its lock, lease it, renew, release.
+"""A run's hold on a pool (find or create the pool's cluster under its lock, lease it, renew, release),
+and the janitor's sweep.
 
-Every decision is taken under the pool's lock from its record and leases (:func:`~airflow_ray_provider.
-clusters.pool.decide`); what takes long happens outside it: waiting for the cluster to answer, deleting a
-cluster being replaced, waiting for a deletion under way. Creating runs under the lock, so runs that start
-together make one cluster (a KubeRay create returns at once; a local head is up when its start returns).
-A pool's cluster is never deleted while a live lease holds it: only a release that leaves none (with
-``idle_ttl`` 0), a replacement, or :func:`delete_idle_pools` (the janitor, and every pool run's release)
-deletes one, each after marking the record ``deleting`` under the lock, so no lease can race the deletion.
-Generic over the backend's :class:`~airflow_ray_provider.clusters.pool.LeaseStore`. No Airflow imports.
+Every decision is taken under the pool's lock (:func:`~airflow_ray_provider.clusters.pool.decide`), creating
+too, so runs that start together make one cluster; waits happen outside it. A cluster is deleted only after
+its record is marked ``deleting`` under the lock, so no lease races the deletion. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -145,13 +141,23 @@ def delete_idle_pools(
     store = backend.lease_store()
     for name in store.pools():
         try:
-            expired = _mark_idle_expired(store, name, dry_run, lock_timeout)
+            with store.lock(name, timeout=lock_timeout):
+                raw, leases = store.read(name)
+                if raw is None:
+                    continue
+                record, now = PoolRecord.from_dict(raw), time.time()
+                if record.idle_since is None and leases and not live_holders(leases, now):
+                    record = dataclasses.replace(record, idle_since=max(leases.values()))
+                stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
+                if not stale and not idle_expired(record, leases, now, record.idle_ttl):
+                    continue
+                if not dry_run:
+                    store.write(name, deleting(record))
         except TimeoutError:
             continue
-        if expired:
-            found.append(name)
-            if not dry_run:
-                delete_pool(backend, store, name, say)
+        found.append(name)
+        if not dry_run:
+            delete_pool(backend, store, name, say)
     return found
 
 
@@ -185,32 +191,9 @@ def janitor_sweep(
     return [handle.name for handle, _ in found], idle
 
 
-def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout: float) -> bool:
-    """Whether the pool is idle and expired; marked ``deleting`` (under its lock) unless ``dry_run``."""
-    with store.lock(name, timeout=lock_timeout):
-        raw, leases = store.read(name)
-        if raw is None:
-            return False
-        record, now = PoolRecord.from_dict(raw), time.time()
-        if record.idle_since is None and leases and not live_holders(leases, now):
-            record = dataclasses.replace(record, idle_since=max(leases.values()))
-        stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
-        if not stale and not idle_expired(record, leases, now, record.idle_ttl):
-            return False
-        if not dry_run:
-            store.write(name, deleting(record))
-        return True
-
-
 class PoolLease:
-    """One run's lease on a pool (the holder: the run's base submission id, so a retried try renews the
-    same lease).
-
-    :param backend: the pool's backend (its lease store, its clusters).
-    :param options: the pool.
-    :param holder: who holds the lease.
-    :param held: the lease was taken already (a run rebuilt after a deferral).
-    """
+    """One run's lease on a pool (``holder``: the run's base submission id, so a retried try renews the
+    same lease; ``held``: the lease was taken already, by a run rebuilt after a deferral)."""
 
     def __init__(self, backend: ClusterBackend, options: PoolOptions, holder: str, *, held: bool = False):
         self.backend, self.options, self.holder = backend, options, holder

@@ -1,10 +1,6 @@
 """A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
-cleanup and deadlines.
-
-:func:`plan_rayjob` validates everything and builds the body (no API call); :class:`RayJobTarget` runs
-it. KubeRay creates the cluster, submits the job, enforces ``activeDeadlineSeconds`` and deletes the
-cluster after the job, so the wait has no timeout of its own; the log comes through the cluster's dashboard
-once its head answers. The RayJob owns its cluster (the handle to it is never owned). No Airflow imports.
+cleanup and deadlines (the wait has no timeout of its own). :func:`plan_rayjob` validates everything and
+builds the body (no API call); :class:`RayJobTarget` runs it. No Airflow imports.
 """
 
 from __future__ import annotations
