@@ -135,6 +135,7 @@ def print_lines(lines: list[str]) -> None:
         print(line, flush=True)
 
 
+@dataclasses.dataclass(eq=False)
 class JobRun:
     """One run of one Ray job (see the module's docstring).
 
@@ -149,35 +150,28 @@ class JobRun:
     :param timeout_errors: exception types that mean the task ran out of time (Airflow's task timeout).
     """
 
-    def __init__(
-        self,
-        target: RunTarget,
-        *,
-        job: JobSpec | None = None,
-        base_id: str = "",
-        submission_id: str | None = None,
-        cleanup: Cleanup = Cleanup.ON_EXCEPTION,
-        timeout: float | None = None,
-        poll_interval: float = 5.0,
-        stream_logs: bool = True,
-        missing_ok: bool = False,
-        tail_lines: int = DEFAULT_TAIL_LINES,
-        usage: UsageOptions | None = None,
-        on_lines: Callable[[list[str]], None] = print_lines,
-        say: Callable[[str], None] = log.info,
-        on_link: Callable[[str], None] | None = None,
-        timeout_errors: tuple[type[BaseException], ...] = (),
-    ) -> None:
-        self.target, self.job, self.base_id = target, job, base_id
-        self.submission_id = submission_id
-        self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
-        self.stream_logs, self.missing_ok = stream_logs, missing_ok
-        self.usage, self.tail_lines = usage, tail_lines
-        self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
+    target: RunTarget
+    _: dataclasses.KW_ONLY
+    job: JobSpec | None = None
+    base_id: str = ""
+    submission_id: str | None = None
+    cleanup: Cleanup = Cleanup.ON_EXCEPTION
+    timeout: float | None = None
+    poll_interval: float = 5.0
+    stream_logs: bool = True
+    missing_ok: bool = False
+    tail_lines: int = DEFAULT_TAIL_LINES
+    usage: UsageOptions | None = None
+    on_lines: Callable[[list[str]], None] = print_lines
+    say: Callable[[str], None] = log.info
+    on_link: Callable[[str], None] | None = None
+    timeout_errors: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
         self.linked = False
         self.choice: Choice | None = None
         self.subject: Any = None
-        self.plan = WaitPlan(time.time(), timeout, 0, stream_logs, missing_ok, cleanup)
+        self.plan = WaitPlan(time.time(), self.timeout, 0, self.stream_logs, self.missing_ok, self.cleanup)
         self.last: Step | None = None
         #: The job's log as last read (what a failure shows when the log cannot be read again).
         self.log_text = ""
