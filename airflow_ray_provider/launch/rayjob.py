@@ -6,6 +6,7 @@ builds the body (no API call); :class:`RayJobTarget` runs it. No Airflow imports
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import secrets
 import time
@@ -115,8 +116,7 @@ class RayJobLook:
 
     def to_dict(self) -> dict[str, Any]:
         """The look as JSON."""
-        cluster = self.cluster.to_dict() if self.cluster is not None else None
-        return {"status": self.status.to_dict(), "cluster": cluster}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
