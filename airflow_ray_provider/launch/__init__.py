@@ -4,7 +4,6 @@ the ``airflow-ray`` CLI are terminal shells.
 """
 
 from airflow_ray_provider.exceptions import RayJobFailedError
-from airflow_ray_provider.launch.cleanup import Cleanup, CleanupActions, Ending, actions_for
 from airflow_ray_provider.launch.pool import (
     PoolLease,
     cluster_target,
@@ -12,15 +11,7 @@ from airflow_ray_provider.launch.pool import (
     janitor_sweep,
     pool_options,
 )
-from airflow_ray_provider.launch.rayjob import (
-    ANNOTATION_SUSPENDED_ON_KILL,
-    RayJobLook,
-    RayJobPlan,
-    RayJobRequest,
-    RayJobTarget,
-    check_options,
-    plan_rayjob,
-)
+from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import (
     Connection,
@@ -37,10 +28,9 @@ from airflow_ray_provider.launch.runner import (
 from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
-    Observation,
-    Step,
+    Cleanup,
+    Ending,
     WaitAction,
-    WaitPlan,
     apoll,
     ready_handle,
     step,
@@ -48,9 +38,7 @@ from airflow_ray_provider.launch.wait import (
 )
 
 __all__ = [
-    "ANNOTATION_SUSPENDED_ON_KILL",
     "Cleanup",
-    "CleanupActions",
     "ClusterTarget",
     "Connection",
     "Ending",
@@ -58,23 +46,17 @@ __all__ = [
     "KubeRayCluster",
     "KubeRayJob",
     "LocalHead",
-    "Observation",
     "PoolLease",
     "RayAddress",
     "RayJobFailedError",
-    "RayJobLook",
-    "RayJobPlan",
     "RayJobRequest",
     "RayJobTarget",
     "RunResult",
     "RunTarget",
     "StandingCluster",
-    "Step",
     "Target",
     "UsageOptions",
     "WaitAction",
-    "WaitPlan",
-    "actions_for",
     "apoll",
     "check_options",
     "cluster_target",

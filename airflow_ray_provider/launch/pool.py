@@ -1,13 +1,9 @@
-"""A run's hold on a pool: find or create the pool's cluster under its lock, lease it, renew, release.
+"""A run's hold on a pool (find or create the pool's cluster under its lock, lease it, renew, release),
+and the janitor's sweep.
 
-Every decision is taken under the pool's lock from its record and leases (:func:`~airflow_ray_provider.
-clusters.pool.decide`); what takes long happens outside it: waiting for the cluster to answer, deleting a
-cluster being replaced, waiting for a deletion under way. Creating runs under the lock, so runs that start
-together make one cluster (a KubeRay create returns at once; a local head is up when its start returns).
-A pool's cluster is never deleted while a live lease holds it: only a release that leaves none (with
-``idle_ttl`` 0), a replacement, or :func:`delete_idle_pools` (the janitor, and every pool run's release)
-deletes one, each after marking the record ``deleting`` under the lock, so no lease can race the deletion.
-Generic over the backend's :class:`~airflow_ray_provider.clusters.pool.LeaseStore`. No Airflow imports.
+Every decision is taken under the pool's lock (:func:`~airflow_ray_provider.clusters.pool.decide`), creating
+too, so runs that start together make one cluster; waits happen outside it. A cluster is deleted only after
+its record is marked ``deleting`` under the lock, so no lease races the deletion. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -60,39 +56,26 @@ def pool_options(
         heartbeat, or the lease would lapse between looks.
     :raises RayInvalidInputError: naming the field.
     """
-    options = _parse_pool(value)
-    if options is not None and poll_interval is not None and poll_interval >= options.heartbeat:
+    if isinstance(value, dict):
+        known = {f.name for f in dataclasses.fields(PoolOptions)}
+        if unknown := sorted(set(value) - known):
+            raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
+        if "name" not in value:
+            raise RayInvalidInputError("pool.name is required")
+        prices = parse_prices(value.get("prices"), source="pool.prices")
+        try:
+            value = PoolOptions(**{**value, "prices": prices.to_dict() if prices else None})
+        except TypeError as exc:
+            raise RayInvalidInputError(f"pool: {exc}") from exc
+    elif value is not None and not isinstance(value, PoolOptions):
+        raise RayInvalidInputError(f"pool must be a mapping with a name, got {type(value).__name__}")
+    if value is not None and poll_interval is not None and poll_interval >= value.heartbeat:
         raise RayInvalidInputError(
             f"poll_interval ({poll_interval:g} s) must be below pool.lease_ttl / 4 "
-            f"({options.heartbeat:g} s): a run renews its lease at its looks; lower poll_interval or raise "
+            f"({value.heartbeat:g} s): a run renews its lease at its looks; lower poll_interval or raise "
             "pool.lease_ttl"
         )
-    return options
-
-
-def _parse_pool(value: PoolOptions | dict[str, Any] | None) -> PoolOptions | None:
-    """``value`` as ``PoolOptions`` (its fields checked)."""
-    if value is None or isinstance(value, PoolOptions):
-        return value
-    if not isinstance(value, dict):
-        raise RayInvalidInputError(f"pool must be a mapping with a name, got {type(value).__name__}")
-    known = {f.name for f in dataclasses.fields(PoolOptions)}
-    if unknown := sorted(set(value) - known):
-        raise RayInvalidInputError(f"pool has unknown key(s) {unknown}; known: {sorted(known)}")
-    if "name" not in value:
-        raise RayInvalidInputError("pool.name is required")
-    prices = parse_prices(value.get("prices"), source="pool.prices")
-    try:
-        return PoolOptions(**{**value, "prices": prices.to_dict() if prices else None})
-    except TypeError as exc:
-        raise RayInvalidInputError(f"pool: {exc}") from exc
-
-
-def pool_plan(backend: ClusterBackend, request: ClusterRequest, options: PoolOptions) -> ClusterPlan:
-    """The plan of a pool's cluster: named after the pool, labelled as the pool's (not a DAG run's), with
-    no expiry; the same for every run of the pool, so any of them may create it."""
-    request = dataclasses.replace(request, cluster_name=options.name, expiry=POOL_EXPIRY)
-    return backend.plan(request, TaskIdentity("pool", options.name, "cluster"))
+    return value
 
 
 def cluster_target(
@@ -102,24 +85,27 @@ def cluster_target(
     pool: PoolOptions | None = None,
     **options: Any,
 ) -> ClusterTarget:
-    """A cluster of the run's own, or with ``pool`` a lease on the pool's, held by the run's base submission
-    id (a retry renews it); ``options`` go to :class:`ClusterTarget`. No API call; closes ``backend`` on
-    errors."""
+    """A cluster of the run's own, or with ``pool`` a lease on the pool's cluster, held by the run's base
+    submission id (a retry renews it); ``options`` go to :class:`ClusterTarget`. No API call; closes
+    ``backend`` on errors.
+
+    The pool's cluster is named after the pool, labelled as the pool's (not a DAG run's), with no expiry:
+    the same for every run of the pool, so any of them may create it; its runs must share the fingerprint
+    of the cluster spec and the local head's options.
+    """
     try:
         if pool is None:
             return ClusterTarget(backend=backend, plan=backend.plan(request, identity), **options)
         holder = base_submission_id(identity.dag_id, identity.run_id, identity.task_id, identity.map_index)
-        lease, plan = PoolLease(backend, pool, holder), pool_plan(backend, request, pool)
-        return ClusterTarget(backend=backend, plan=plan, pool=lease, spec=spec_of(request), **options)
+        shared = dataclasses.replace(request, cluster_name=pool.name, expiry=POOL_EXPIRY)
+        plan = backend.plan(shared, TaskIdentity("pool", pool.name, "cluster"))
+        spec = dataclasses.asdict(request.spec) if request.spec is not None else {}
+        fingerprinted = fingerprint({"spec": spec, "local": dataclasses.asdict(request.local_options)})
+        return ClusterTarget(backend=backend, plan=plan, pool=PoolLease(backend, pool, holder),
+                             spec=fingerprinted, **options)  # fmt: skip
     except BaseException:
         backend.close()
         raise
-
-
-def spec_of(request: ClusterRequest) -> dict[str, str]:
-    """The fingerprint a pool's runs must share: the cluster spec and the local head's options."""
-    spec = dataclasses.asdict(request.spec) if request.spec is not None else {}
-    return fingerprint({"spec": spec, "local": dataclasses.asdict(request.local_options)})
 
 
 def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Callable[[str], None]) -> None:
@@ -155,13 +141,23 @@ def delete_idle_pools(
     store = backend.lease_store()
     for name in store.pools():
         try:
-            expired = _mark_idle_expired(store, name, dry_run, lock_timeout)
+            with store.lock(name, timeout=lock_timeout):
+                raw, leases = store.read(name)
+                if raw is None:
+                    continue
+                record, now = PoolRecord.from_dict(raw), time.time()
+                if record.idle_since is None and leases and not live_holders(leases, now):
+                    record = dataclasses.replace(record, idle_since=max(leases.values()))
+                stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
+                if not stale and not idle_expired(record, leases, now, record.idle_ttl):
+                    continue
+                if not dry_run:
+                    store.write(name, deleting(record))
         except TimeoutError:
             continue
-        if expired:
-            found.append(name)
-            if not dry_run:
-                delete_pool(backend, store, name, say)
+        found.append(name)
+        if not dry_run:
+            delete_pool(backend, store, name, say)
     return found
 
 
@@ -195,32 +191,9 @@ def janitor_sweep(
     return [handle.name for handle, _ in found], idle
 
 
-def _mark_idle_expired(store: LeaseStore, name: str, dry_run: bool, lock_timeout: float) -> bool:
-    """Whether the pool is idle and expired; marked ``deleting`` (under its lock) unless ``dry_run``."""
-    with store.lock(name, timeout=lock_timeout):
-        raw, leases = store.read(name)
-        if raw is None:
-            return False
-        record, now = PoolRecord.from_dict(raw), time.time()
-        if record.idle_since is None and leases and not live_holders(leases, now):
-            record = dataclasses.replace(record, idle_since=max(leases.values()))
-        stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
-        if not stale and not idle_expired(record, leases, now, record.idle_ttl):
-            return False
-        if not dry_run:
-            store.write(name, deleting(record))
-        return True
-
-
 class PoolLease:
-    """One run's lease on a pool (the holder: the run's base submission id, so a retried try renews the
-    same lease).
-
-    :param backend: the pool's backend (its lease store, its clusters).
-    :param options: the pool.
-    :param holder: who holds the lease.
-    :param held: the lease was taken already (a run rebuilt after a deferral).
-    """
+    """One run's lease on a pool (``holder``: the run's base submission id, so a retried try renews the
+    same lease; ``held``: the lease was taken already, by a run rebuilt after a deferral)."""
 
     def __init__(self, backend: ClusterBackend, options: PoolOptions, holder: str, *, held: bool = False):
         self.backend, self.options, self.holder = backend, options, holder

@@ -1,10 +1,6 @@
 """A KubeRay RayJob as a run's target: cluster and job as one Kubernetes resource, so Kubernetes enforces
-cleanup and deadlines.
-
-:func:`plan_rayjob` validates everything and builds the body (no API call); :class:`RayJobTarget` runs
-it. KubeRay creates the cluster, submits the job, enforces ``activeDeadlineSeconds`` and deletes the
-cluster after the job, so the wait has no timeout of its own; the log comes through the cluster's dashboard
-once its head answers. The RayJob owns its cluster (the handle to it is never owned). No Airflow imports.
+cleanup and deadlines (the wait has no timeout of its own). :func:`plan_rayjob` validates everything and
+builds the body (no API call); :class:`RayJobTarget` runs it. No Airflow imports.
 """
 
 from __future__ import annotations
@@ -119,8 +115,7 @@ class RayJobLook:
 
     def to_dict(self) -> dict[str, Any]:
         """The look as JSON."""
-        cluster = self.cluster.to_dict() if self.cluster is not None else None
-        return {"status": asdict(self.status), "cluster": cluster}
+        return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
@@ -354,7 +349,7 @@ class RayJobTarget(RunTarget):
         look = await asyncio.to_thread(self._find)
         if (replaced := self._take(look)) is not None:
             await replaced.aclose()
-        text, job_id = None, self._job_id(look) if with_log else ""
+        text, job_id = None, look.status.job_id if look is not None and with_log else ""
         if job_id and self.client is not None:
             try:
                 text = await self.client.aget_logs(job_id)
@@ -362,17 +357,14 @@ class RayJobTarget(RunTarget):
                 log.debug("No log of Ray job %s yet: %s", job_id, exc)
         return self._observed(look, text)
 
-    def _job_id(self, look: RayJobLook | None) -> str:
-        """The Ray job whose log can be read now (``""``: none yet, or no client to its cluster)."""
-        return look.status.job_id if look is not None and self.client is not None else ""
-
     def _read(self, look: RayJobLook | None) -> str | None:
-        if not (job_id := self._job_id(look)) or self.client is None:
+        """The job's log once its cluster answers (``None``: not submitted yet, or no cluster)."""
+        if look is None or not look.status.job_id or self.client is None:
             return None
         try:
-            return self.client.get_logs(job_id)
+            return self.client.get_logs(look.status.job_id)
         except Exception as exc:  # not submitted yet, or its cluster going away
-            log.debug("No log of Ray job %s yet: %s", job_id, exc)
+            log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
             return None
 
     def stop(self, submission_id: str) -> bool:
@@ -424,9 +416,7 @@ class RayJobTarget(RunTarget):
 
     def logs(self, submission_id: str) -> str:
         """The job's log through its cluster's dashboard, ``""`` once that is gone."""
-        look = self._find()
-        self._take(look)
-        return self._read(look) or ""
+        return self.look(submission_id, with_log=True).log_text or ""
 
     def result(self, subject: RayJobLook, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """The RayJob's XCom; :class:`KubeRayJobError` (reason, message, log tail, what to run) if it did

@@ -23,9 +23,19 @@ from airflow_ray_provider.jobs.outcome import (
     timeout_error,
 )
 from airflow_ray_provider.jobs.submission import Choice
-from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 from airflow_ray_provider.launch.usage import observer
-from airflow_ray_provider.launch.wait import Observation, Step, WaitAction, WaitPlan, apoll, poll, step
+from airflow_ray_provider.launch.wait import (
+    Cleanup,
+    Ending,
+    Observation,
+    Step,
+    WaitAction,
+    WaitPlan,
+    actions_for,
+    apoll,
+    poll,
+    step,
+)
 
 if TYPE_CHECKING:
     from airflow_ray_provider.jobs.client import JobClient
@@ -125,6 +135,7 @@ def print_lines(lines: list[str]) -> None:
         print(line, flush=True)
 
 
+@dataclasses.dataclass(eq=False)
 class JobRun:
     """One run of one Ray job (see the module's docstring).
 
@@ -139,35 +150,28 @@ class JobRun:
     :param timeout_errors: exception types that mean the task ran out of time (Airflow's task timeout).
     """
 
-    def __init__(
-        self,
-        target: RunTarget,
-        *,
-        job: JobSpec | None = None,
-        base_id: str = "",
-        submission_id: str | None = None,
-        cleanup: Cleanup = Cleanup.ON_EXCEPTION,
-        timeout: float | None = None,
-        poll_interval: float = 5.0,
-        stream_logs: bool = True,
-        missing_ok: bool = False,
-        tail_lines: int = DEFAULT_TAIL_LINES,
-        usage: UsageOptions | None = None,
-        on_lines: Callable[[list[str]], None] = print_lines,
-        say: Callable[[str], None] = log.info,
-        on_link: Callable[[str], None] | None = None,
-        timeout_errors: tuple[type[BaseException], ...] = (),
-    ) -> None:
-        self.target, self.job, self.base_id = target, job, base_id
-        self.submission_id = submission_id
-        self.cleanup, self.timeout, self.poll_interval = cleanup, timeout, poll_interval
-        self.stream_logs, self.missing_ok = stream_logs, missing_ok
-        self.usage, self.tail_lines = usage, tail_lines
-        self.on_lines, self.say, self.on_link, self.timeout_errors = on_lines, say, on_link, timeout_errors
+    target: RunTarget
+    _: dataclasses.KW_ONLY
+    job: JobSpec | None = None
+    base_id: str = ""
+    submission_id: str | None = None
+    cleanup: Cleanup = Cleanup.ON_EXCEPTION
+    timeout: float | None = None
+    poll_interval: float = 5.0
+    stream_logs: bool = True
+    missing_ok: bool = False
+    tail_lines: int = DEFAULT_TAIL_LINES
+    usage: UsageOptions | None = None
+    on_lines: Callable[[list[str]], None] = print_lines
+    say: Callable[[str], None] = log.info
+    on_link: Callable[[str], None] | None = None
+    timeout_errors: tuple[type[BaseException], ...] = ()
+
+    def __post_init__(self) -> None:
         self.linked = False
         self.choice: Choice | None = None
         self.subject: Any = None
-        self.plan = WaitPlan(time.time(), timeout, 0, stream_logs, missing_ok, cleanup)
+        self.plan = WaitPlan(time.time(), self.timeout, 0, self.stream_logs, self.missing_ok, self.cleanup)
         self.last: Step | None = None
         #: The job's log as last read (what a failure shows when the log cannot be read again).
         self.log_text = ""
@@ -240,6 +244,11 @@ class JobRun:
     def finished(self) -> bool:
         """Whether the wait has ended (or the job was found finished)."""
         return self.last is not None or self.choice is Choice.DONE
+
+    @property
+    def live(self) -> bool:
+        """Whether the job may still run: submitted, and neither stopped nor seen to end."""
+        return bool(self.submission_id) and not self.stopped and not self.finished
 
     def _decide(self, seen: Observation) -> Step | None:
         decided = step(self.plan, seen)
@@ -334,13 +343,11 @@ class JobRun:
         run created, release a pool's lease (kept while the job is left running: it expires, or the next
         try renews it). Each action runs once, however often this is called. ``close``: release the
         target's clients too (not on a kill: the wait still takes its last look)."""
-        self.ending = ending
-        actions = actions_for(self.cleanup, ending)
+        self.ending, actions, live = ending, actions_for(self.cleanup, ending), self.live
         try:
-            live = self.submission_id and not self.stopped and not self.finished
-            if actions.stop_job and live and self.target.stop_takes_cluster:
-                observer.record(self, refresh=True)
             if actions.stop_job and live:
+                if self.target.stop_takes_cluster:
+                    observer.record(self, refresh=True)
                 self.stopped = self.target.stop(self.submission_id or "")
                 self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
             elif live and ending is Ending.WORKER_SIGTERM:
@@ -355,7 +362,7 @@ class JobRun:
                 self.target.keep(lambda message: self.say(f"{message} (cleanup={self.cleanup.value})"))
         finally:
             try:
-                if not (self.submission_id and not self.stopped and not self.finished):
+                if not self.live:
                     self.target.release(self.say)  # a job left running keeps its lease until it expires
             finally:
                 if close:
@@ -369,10 +376,10 @@ class JobRun:
     async def akill(self, ending: Ending) -> None:
         """:meth:`kill` from a trigger: stop the job without blocking the loop, the rest in a thread."""
         self.killed = self.ending = ending
-        if actions_for(self.cleanup, ending).stop_job and self.submission_id and not self.stopped:
+        if actions_for(self.cleanup, ending).stop_job and self.live:
             if self.target.stop_takes_cluster:
                 await asyncio.to_thread(observer.record, self, refresh=True)
-            self.stopped = await self.target.astop(self.submission_id)
+            self.stopped = await self.target.astop(self.submission_id or "")
             self.say(f"Stopped Ray job {self.submission_id} (was running: {self.stopped})")
         await self.target.aclose()
         await asyncio.to_thread(self.end, ending)

@@ -37,11 +37,11 @@ from airflow_ray_provider.jobs.submission import (
     build_entrypoint,
     check_runtime_env,
 )
-from airflow_ray_provider.launch.cleanup import Cleanup
 from airflow_ray_provider.launch.pool import cluster_target, pool_options
 from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget
+from airflow_ray_provider.launch.wait import Cleanup
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, KubeRayBackend

@@ -1,7 +1,8 @@
 """Waiting, written once: one pure :func:`step` from what was seen to what to do next, driven by
 :func:`poll` (blocking) or :func:`apoll` (``await``), which own nothing but the sleeping (Airflow's
 ``await_pod_start(pod_manager | async_pod_manager)``). A cluster's readiness wait uses the same drivers.
-No Airflow or Ray imports.
+Also here: the cleanup table (:func:`actions_for`), what a run leaves behind at each way it ends. No Airflow
+or Ray imports.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_ray_provider.clusters import event_for
-from airflow_ray_provider.exceptions import RayClusterNotReadyError
+from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.jobs.outcome import new_log_lines
-from airflow_ray_provider.launch.cleanup import Cleanup, Ending, actions_for
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import (
@@ -32,6 +32,54 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class Cleanup(str, enum.Enum):
+    """What a run cleans up when it ends: one of three words (dagster-ray's ``Lifecycle.cleanup``), whose
+    table is :func:`actions_for` (docs/launch.md, "Cleanup"). "cluster" is only ever one the run created;
+    a KubeRay RayJob is the job (stopping it deletes or suspends it)."""
+
+    NEVER = "never"
+    ON_EXCEPTION = "on_exception"
+    ALWAYS = "always"
+
+    @classmethod
+    def parse(cls, value: str | Cleanup) -> Cleanup:
+        """The member for ``value``; :class:`RayInvalidInputError` naming the field and the words."""
+        try:
+            return cls(value)
+        except ValueError:
+            words = ", ".join(repr(m.value) for m in cls)
+            raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}") from None
+
+
+class Ending(str, enum.Enum):
+    """How a run stopped waiting for its job."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    USER_KILL = "user_kill"
+    WORKER_SIGTERM = "worker_sigterm"
+
+
+@dataclass(frozen=True)
+class CleanupActions:
+    """What to do at one ending: stop the job if it still runs, delete the cluster the run created."""
+
+    stop_job: bool
+    delete_cluster: bool
+
+
+def actions_for(cleanup: Cleanup, ending: Ending) -> CleanupActions:
+    """The row of the table for ``cleanup`` at ``ending``."""
+    if cleanup is Cleanup.NEVER:
+        return CleanupActions(stop_job=False, delete_cluster=False)
+    if ending in (Ending.SUCCEEDED, Ending.FAILED):
+        return CleanupActions(stop_job=False, delete_cluster=True)
+    if ending in (Ending.TIMED_OUT, Ending.USER_KILL) or cleanup is Cleanup.ALWAYS:
+        return CleanupActions(stop_job=True, delete_cluster=True)
+    return CleanupActions(stop_job=False, delete_cluster=False)  # ON_EXCEPTION at a worker's SIGTERM
 
 
 class WaitAction(str, enum.Enum):

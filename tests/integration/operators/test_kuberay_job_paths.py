@@ -77,7 +77,7 @@ def _deployment(rayjobs: Any, name: str) -> str:
 def test_killed_with_suspend_then_the_next_try_resumes_the_same_rayjob(
     kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, tmp_path
 ):
-    from airflow_ray_provider.launch import ANNOTATION_SUSPENDED_ON_KILL
+    from airflow_ray_provider.launch.rayjob import ANNOTATION_SUSPENDED_ON_KILL
 
     since = len(kube_emulator.calls)
     entrypoint = _once(tmp_path / "ran", "time.sleep(300)", "print('resumed and finished')")

@@ -248,7 +248,8 @@ def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix,
 def _event(ray_conn_id: str, sid: str, subject: Any, action: str, **fields: Any) -> dict[str, Any]:
     """A trigger's event: the run's state as the trigger hands it back."""
     from airflow_ray_provider.hooks.ray_job import target_from_ref
-    from airflow_ray_provider.launch import Cleanup, JobRun, Step, WaitAction
+    from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
+    from airflow_ray_provider.launch.wait import Step
 
     run = JobRun(target_from_ref({"ray_conn_id": ray_conn_id}), submission_id=sid, base_id=sid, timeout=30.0,
                  cleanup=Cleanup.ON_EXCEPTION)  # fmt: skip

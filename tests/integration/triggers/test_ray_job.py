@@ -11,7 +11,8 @@ from airflow_ray_provider.hooks.ray_job import target_from_ref
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
-from airflow_ray_provider.launch import Cleanup, JobRun, WaitPlan
+from airflow_ray_provider.launch import Cleanup, JobRun
+from airflow_ray_provider.launch.wait import WaitPlan
 from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 from tests.fixtures.ray_job import drop_connection, set_connection
 

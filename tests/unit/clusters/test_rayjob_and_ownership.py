@@ -19,7 +19,8 @@ from airflow_ray_provider.clusters import (
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, RayJobStatus, matches
-from airflow_ray_provider.launch import RayJobLook, RayJobPlan, RayJobRequest, RayJobTarget, plan_rayjob
+from airflow_ray_provider.launch import RayJobRequest, RayJobTarget, plan_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobLook, RayJobPlan
 
 pytestmark = pytest.mark.unit
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.launch import Cleanup, ClusterTarget, Ending, JobRun, actions_for
+from airflow_ray_provider.launch import Cleanup, ClusterTarget, Ending, JobRun
+from airflow_ray_provider.launch.wait import actions_for
 
 pytestmark = pytest.mark.unit
 
