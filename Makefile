@@ -31,7 +31,7 @@ lock:
 		--python-version $(PYTHON_FLOOR) -o requirements.lock
 
 demo: $(STAMP)
-	$(BIN)/python -m airflow_ray_provider.demo
+	$(BIN)/python -m tools.demo
 
 # The full suite on TEST_WORKERS pytest-xdist workers (each with its own Ray head, Airflow home and
 # emulator; an idle worker takes queued tests from the busy one). It ends with the 20 slowest tests and
@@ -67,7 +67,7 @@ compose-test: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/mypy airflow_ray_provider dags
+	$(BIN)/mypy airflow_ray_provider dags tools
 
 format: $(STAMP)
 	$(BIN)/ruff check --fix .

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from airflow_ray_provider.demo import timing_line
+from tools.demo import timing_line
 
 pytestmark = pytest.mark.unit
 T0 = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import stat
+from pathlib import Path
 
 import pytest
 
@@ -13,7 +14,7 @@ pytestmark = pytest.mark.unit
 def test_the_demo_sets_a_kept_fernet_key(tmp_path, monkeypatch):
     from cryptography.fernet import Fernet
 
-    from airflow_ray_provider.demo import configure_environment
+    from tools.demo import configure_environment
 
     # configure_environment edits os.environ: give it a private copy without the keys it sets
     ours = ("AIRFLOW_HOME", "AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
@@ -41,14 +42,17 @@ def test_the_demo_hides_the_starlette_httpx_warning_airflow_triggers(tmp_path):
     code = (
         "import sys; sys.modules['httpx2'] = None\n"
         "import os, pathlib\n"
-        "from airflow_ray_provider.demo import configure_environment\n"
+        "from tools.demo import configure_environment\n"
         f"configure_environment(pathlib.Path({str(tmp_path)!r}), 1000, verbose=False)\n"
         "import svcs.fastapi\n"
         "import subprocess, sys\n"
         f"subprocess.run([sys.executable, '-c', {without_httpx2!r}], check=True)\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "PYTHONWARNINGS"))}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    root = Path(__file__).resolve().parents[2]  # the checkout, where `tools` imports from
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env, cwd=root
+    )
     assert done.returncode == 0, done.stderr
     assert "httpx" not in done.stderr
     bare = subprocess.run(
@@ -82,7 +86,7 @@ def test_the_demo_hides_the_pathspec_warning_airflow_triggers_on_the_dag_folder(
     )
     configured = (
         "import pathlib\n"
-        "from airflow_ray_provider.demo import configure_environment, load_dag\n"
+        "from tools.demo import configure_environment, load_dag\n"
         f"configure_environment(pathlib.Path({str(tmp_path)!r}), 1000, verbose=False)\n"
         f"load_dag(pathlib.Path({str(dags / 'nightly_model_validation.py')!r}))\n"
         f"{discover}"
@@ -94,7 +98,8 @@ def test_the_demo_hides_the_pathspec_warning_airflow_triggers_on_the_dag_folder(
 
     def run(code: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-c", code]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env)
+        root = Path(__file__).resolve().parents[2]  # the checkout, where `tools` imports from
+        return subprocess.run(command, capture_output=True, text=True, timeout=120, env=env, cwd=root)
 
     done = run(configured)  # Airflow logs captured warnings to stdout: read both streams
     assert done.returncode == 0, done.stderr

@@ -1,0 +1,1 @@
+"""Tools of the checkout, not shipped in the wheel: ``make demo``'s runner."""
