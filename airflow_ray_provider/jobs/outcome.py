@@ -28,19 +28,13 @@ LOG_PREFIX = "[ray job] "
 def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
     """The complete lines of ``text`` past ``offset`` (no line endings) and the new offset; ``final``:
     the job has finished, so a trailing line without a newline too."""
-    if offset < 0 or offset > len(text):
-        # The log was rotated or truncated under us (or the offset is bogus): start over at its end
-        # for safety rather than dumping it all again.
-        offset = len(text) if offset > len(text) else 0
+    # A log rotated or truncated under us (or a bogus offset): start over at its end, not dump it again.
+    offset = min(max(offset, 0), len(text))
     pending = text[offset:]
-    if not pending:
-        return [], offset
     if final:
         return pending.splitlines(), len(text)
-    cut = pending.rfind("\n")
-    if cut < 0:
-        return [], offset
-    return pending[: cut + 1].splitlines(), offset + cut + 1
+    cut = pending.rfind("\n") + 1  # 0: no complete line yet
+    return pending[:cut].splitlines(), offset + cut
 
 
 def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
@@ -51,9 +45,8 @@ def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
 def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:
     """Where a re-attached try starts streaming: the last ``context_lines`` complete lines of ``text`` (the
     earlier try's task log has the rest)."""
-    complete = text[: text.rfind("\n") + 1]
-    starts = [0, *(i + 1 for i, char in enumerate(complete[:-1]) if char == "\n")]
-    return starts[-context_lines] if 0 < context_lines < len(starts) else 0
+    lines = text[: text.rfind("\n") + 1].split("\n")[:-1]
+    return sum(len(line) + 1 for line in lines[:-context_lines]) if 0 < context_lines < len(lines) else 0
 
 
 def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:

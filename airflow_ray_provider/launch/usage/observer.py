@@ -111,13 +111,14 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    rows = _read(
-        missing, "queued", "/api/v0/actors", lambda: state_list(reader, "/api/v0/actors", ("name", name))[0]
-    )
-    if rows is None:
-        missing["queued"] = "the job's supervisor is not named in /logical/actors and " + missing["queued"]
+    try:
+        ids = {str(row.get("actor_id")) for row in state_list(reader, "/api/v0/actors", ("name", name))[0]}
+    except Exception as exc:
+        missing["queued"] = (
+            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did "
+            f"not answer: {_why(exc)}"
+        )
         return None
-    ids = {str(row.get("actor_id")) for row in rows}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
     if found is None and ids:
         missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
@@ -217,17 +218,16 @@ def job_actors(
         found = mend_job_actors(again, gcs_rows, ray_job_id)
     starts = creation_starts(tasks)
     timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
-    lost = [row for row in found.unlisted if str(row.get("actor_id")) not in starts]
-    if timed:
-        missing["actors_timed_by_creation"] = (
-            f"{len(timed)} of the job's actors ({_names(timed)}) are in /api/v0/actors but not timed in "
-            "/logical/actors: counted from their creation task's end to the job's end (an upper bound)"
-        )
-    if lost:
-        missing["actors_unlisted"] = (
-            f"{len(lost)} of the job's actors ({_names(lost)}) are in /api/v0/actors but not timed in "
-            "/logical/actors, and no finished creation task in /api/v0/tasks: not counted"
-        )
+    lost = [row for row in found.unlisted if row not in timed]
+    untimed = "are in /api/v0/actors but not timed in /logical/actors"
+    notes = {
+        "actors_timed_by_creation": (timed, f"{untimed}: counted from their creation task's end to the job's "
+                                     "end (an upper bound)"),
+        "actors_unlisted": (lost, f"{untimed}, and no finished creation task in /api/v0/tasks: not counted"),
+    }  # fmt: skip
+    for key, (rows, text) in notes.items():
+        if rows:
+            missing[key] = f"{len(rows)} of the job's actors ({_names(rows)}) {text}"
     if found.unended:
         missing["actors_unended"] = (
             f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
@@ -293,14 +293,6 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     return None
 
 
-def _epoch(stamp: str | None) -> float | None:
-    """A Kubernetes timestamp (``2026-12-02T01:02:03Z``) in seconds since the epoch."""
-    try:
-        return datetime.fromisoformat(stamp).timestamp() if stamp else None
-    except ValueError:
-        return None
-
-
 def job_ended(subject: Any) -> bool:
     """Whether a look shows the Ray job ended (a RayJob's own status may follow a moment later)."""
     if isinstance(subject, JobState):
@@ -321,7 +313,7 @@ def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
     else:  # a RayJob: its Ray job and the cluster KubeRay made for it
         status = subject.status
         sid, cluster, ready = status.job_id, status.cluster_name or options.cluster, None
-        started = _epoch(status.start_time)
+        started = datetime.fromisoformat(status.start_time).timestamp() if status.start_time else None
         if status.reason in DEADLINES:
             ended_by = "timed_out"
     if not sid:
