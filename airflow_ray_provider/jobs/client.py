@@ -9,7 +9,6 @@ retried with back-off (:func:`is_transient`); the token travels as ``Authorizati
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import os
 import re
@@ -246,9 +245,10 @@ class JobClient:
     def reader(self, timeout: float = 10.0) -> JobClient:
         """This client for the usage record's reads: a short timeout and no retry (a slow dashboard costs
         the record, never the job)."""
-        reader = copy.copy(self)
-        reader.timeout, reader.retry_attempts = min(self.timeout, timeout), 1
-        return reader
+        return JobClient(
+            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify,
+            timeout=min(self.timeout, timeout), retry_attempts=1, source=self.source,
+        )  # fmt: skip
 
     def version(self) -> str:
         """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""

@@ -86,40 +86,26 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
     """Return quietly for a succeeded job; else raise :class:`RayJobFailedError` (with the driver's exit
     code), :class:`RayJobStoppedError` or, for a job not finished, :class:`RayProviderError`, carrying the
     last ``tail_lines`` lines of ``log_text``."""
+    sid = state.submission_id
     if state.is_success:
         return
+    if not state.is_terminal:
+        raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
     log_tail = clip_lines(tail(log_text, tail_lines))
     shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
-    sid = state.submission_id
-    if state.status is JobStatus.FAILED:
-        code = (
-            f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
-        )
-        raise RayJobFailedError(
-            f"Ray job {sid!r} FAILED{code}: {ray_message(state.message)}{shown}",
-            submission_id=sid,
-            log_tail=log_tail,
-            exit_code=state.driver_exit_code,
-        )
+    message = ray_message(state.message) + shown
     if state.status is JobStatus.STOPPED:
-        raise RayJobStoppedError(
-            f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): "
-            f"{ray_message(state.message)}{shown}",
-            submission_id=sid,
-            status=state.status.value,
-            log_tail=log_tail,
-        )
-    raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
+        raise RayJobStoppedError(f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): {message}",
+                                 submission_id=sid, status=state.status.value, log_tail=log_tail)  # fmt: skip
+    code = f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
+    raise RayJobFailedError(f"Ray job {sid!r} FAILED{code}: {message}", submission_id=sid, log_tail=log_tail,
+                            exit_code=state.driver_exit_code)  # fmt: skip
 
 
 def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped: bool) -> RayJobTimeoutError:
     """The error for a job that ran past ``job_timeout``."""
     log_tail = clip_lines(tail(log_text))
     action = "it was stopped" if stopped else "it was left running"
-    return RayJobTimeoutError(
-        f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
-        + (f"\nLast lines of its log:\n{log_tail}" if log_tail else ""),
-        submission_id=submission_id,
-        status="TIMEOUT",
-        log_tail=log_tail,
-    )
+    text = f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
+    shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else ""
+    return RayJobTimeoutError(text + shown, submission_id=submission_id, status="TIMEOUT", log_tail=log_tail)
