@@ -192,11 +192,7 @@ def decide(base: str, jobs: list[JobState]) -> Decision:
 
 
 def submit_or_attach(
-    base: str,
-    list_jobs: Callable[[], list[JobState]],
-    submit: Callable[[str], str],
-    *,
-    races: int = 3,
+    base: str, list_jobs: Callable[[], list[JobState]], submit: Callable[[str], str], *, races: int = 3
 ) -> Decision:
     """Decide, and submit when the decision says so; on an "already exists" race, decide again (at most
     ``races`` times). The decision carried out (``SUBMIT``: a job was just submitted)."""
