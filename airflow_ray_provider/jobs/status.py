@@ -68,11 +68,9 @@ class JobState:
         if not data.get("submission_id"):
             raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        status = JobStatus(getattr(data.get("status"), "value", data.get("status")))
-        metadata = dict(data.get("metadata") or {})
-        return cls(
-            **{**known, "submission_id": str(data["submission_id"]), "status": status, "metadata": metadata}
-        )
+        known.update(submission_id=str(data["submission_id"]), metadata=dict(data.get("metadata") or {}))
+        known["status"] = JobStatus(getattr(data.get("status"), "value", data.get("status")))
+        return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (for trigger events and XCom)."""

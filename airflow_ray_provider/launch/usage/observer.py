@@ -234,9 +234,8 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
     exists; what the dashboard could not tell is named in ``not_available``. The job is read first (its
     Ray job id filters the rest), then four reads at once; a job without a Ray job id never called
     ``ray.init``: it has no tasks or actors."""
-    submission_id = request.submission_id
     missing: dict[str, str] = {}
-    path = f"/api/jobs/{quote(submission_id, safe='')}"
+    path = f"/api/jobs/{quote(request.submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
     ray_job_id = str((job or {}).get("job_id") or "")
 
@@ -262,7 +261,7 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
     if every is not None and ray_job_id:
         reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
-    supervisor = find_supervisor(reader, submission_id, every or [], missing)
+    supervisor = find_supervisor(reader, request.submission_id, every or [], missing)
     reads = JobReads(job, got["nodes"], tasks, own, supervisor, missing)
     return make_record(reads, request, now=time.time())
 
