@@ -278,11 +278,9 @@ class JobClient:
                     raise RuntimeError(f"Request failed with status code {response.status}: {text}")
                 return await response.json(content_type=None)
 
+        policy = retry_policy(self.retry_attempts, max_wait=self.retry_max_wait)
         try:
-            retrying = tenacity.AsyncRetrying(
-                **retry_policy(self.retry_attempts, max_wait=self.retry_max_wait)
-            )
-            return await retrying(once)
+            return await tenacity.AsyncRetrying(**policy)(once)
         except Exception as exc:
             raise self._error(f"{method} {url}", exc) from exc
 

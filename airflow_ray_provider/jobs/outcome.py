@@ -28,19 +28,13 @@ LOG_PREFIX = "[ray job] "
 def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
     """The complete lines of ``text`` past ``offset`` (no line endings) and the new offset; ``final``:
     the job has finished, so a trailing line without a newline too."""
-    if offset < 0 or offset > len(text):
-        # The log was rotated or truncated under us (or the offset is bogus): start over at its end
-        # for safety rather than dumping it all again.
-        offset = len(text) if offset > len(text) else 0
+    # A log rotated or truncated under us (or a bogus offset): start over at its end, not dump it again.
+    offset = min(max(offset, 0), len(text))
     pending = text[offset:]
-    if not pending:
-        return [], offset
     if final:
         return pending.splitlines(), len(text)
-    cut = pending.rfind("\n")
-    if cut < 0:
-        return [], offset
-    return pending[: cut + 1].splitlines(), offset + cut + 1
+    cut = pending.rfind("\n") + 1  # 0: no complete line yet
+    return pending[:cut].splitlines(), offset + cut
 
 
 def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
@@ -51,9 +45,8 @@ def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
 def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:
     """Where a re-attached try starts streaming: the last ``context_lines`` complete lines of ``text`` (the
     earlier try's task log has the rest)."""
-    complete = text[: text.rfind("\n") + 1]
-    starts = [0, *(i + 1 for i, char in enumerate(complete[:-1]) if char == "\n")]
-    return starts[-context_lines] if 0 < context_lines < len(starts) else 0
+    lines = text[: text.rfind("\n") + 1].split("\n")[:-1]
+    return sum(len(line) + 1 for line in lines[:-context_lines]) if 0 < context_lines < len(lines) else 0
 
 
 def dashboard_job_url(dashboard_url: str, submission_id: str) -> str:
@@ -93,40 +86,26 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
     """Return quietly for a succeeded job; else raise :class:`RayJobFailedError` (with the driver's exit
     code), :class:`RayJobStoppedError` or, for a job not finished, :class:`RayProviderError`, carrying the
     last ``tail_lines`` lines of ``log_text``."""
+    sid = state.submission_id
     if state.is_success:
         return
+    if not state.is_terminal:
+        raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
     log_tail = clip_lines(tail(log_text, tail_lines))
     shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
-    sid = state.submission_id
-    if state.status is JobStatus.FAILED:
-        code = (
-            f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
-        )
-        raise RayJobFailedError(
-            f"Ray job {sid!r} FAILED{code}: {ray_message(state.message)}{shown}",
-            submission_id=sid,
-            log_tail=log_tail,
-            exit_code=state.driver_exit_code,
-        )
+    message = ray_message(state.message) + shown
     if state.status is JobStatus.STOPPED:
-        raise RayJobStoppedError(
-            f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): "
-            f"{ray_message(state.message)}{shown}",
-            submission_id=sid,
-            status=state.status.value,
-            log_tail=log_tail,
-        )
-    raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
+        raise RayJobStoppedError(f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): {message}",
+                                 submission_id=sid, status=state.status.value, log_tail=log_tail)  # fmt: skip
+    code = f" with driver exit code {state.driver_exit_code}" if state.driver_exit_code is not None else ""
+    raise RayJobFailedError(f"Ray job {sid!r} FAILED{code}: {message}", submission_id=sid, log_tail=log_tail,
+                            exit_code=state.driver_exit_code)  # fmt: skip
 
 
 def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped: bool) -> RayJobTimeoutError:
     """The error for a job that ran past ``job_timeout``."""
     log_tail = clip_lines(tail(log_text))
     action = "it was stopped" if stopped else "it was left running"
-    return RayJobTimeoutError(
-        f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
-        + (f"\nLast lines of its log:\n{log_tail}" if log_tail else ""),
-        submission_id=submission_id,
-        status="TIMEOUT",
-        log_tail=log_tail,
-    )
+    text = f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
+    shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else ""
+    return RayJobTimeoutError(text + shown, submission_id=submission_id, status="TIMEOUT", log_tail=log_tail)

@@ -62,24 +62,16 @@ class JobState:
 
     @classmethod
     def from_api(cls, details: Any) -> JobState:
-        """Parse one job of the Job API, Ray's ``JobDetails`` or its JSON (``ValueError`` without a
-        submission id or with an unknown status)."""
+        """Parse one job of the Job API (Ray's ``JobDetails`` or its JSON) or of :meth:`to_dict`
+        (``ValueError`` without a submission id or with an unknown status)."""
         data = details if isinstance(details, dict) else vars(details)
         if not data.get("submission_id"):
             raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")
-        status = getattr(data.get("status"), "value", data.get("status"))
-        return cls.from_dict({**data, "status": status, "metadata": dict(data.get("metadata") or {})})
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known.update(submission_id=str(data["submission_id"]), metadata=dict(data.get("metadata") or {}))
+        known["status"] = JobStatus(getattr(data.get("status"), "value", data.get("status")))
+        return cls(**known)
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-serialisable dict (for trigger events and XCom)."""
-        data = asdict(self)
-        data["status"] = self.status.value
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> JobState:
-        """Rebuild a state from :meth:`to_dict` output."""
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        known["submission_id"] = str(known["submission_id"])
-        known["status"] = JobStatus(known.get("status"))
-        return cls(**known)
+        return {**asdict(self), "status": self.status.value}

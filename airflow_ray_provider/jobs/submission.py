@@ -1,17 +1,13 @@
-"""What gets submitted, and under which id: the deterministic submission id, the re-attach rule, the
-quoted entrypoint, metadata, and the checks that run before anything reaches Ray.
-
-**Submission ids.** ``airflow-<dag>-<task>[-m<map_index>]-<run>-<hash>``: sanitised, shortened parts and
-10 hex digits of SHA-256 over the raw (dag_id, run_id, task_id, map_index), without the try number, so
-every try of a task instance computes the same id; later attempts get ``-a2``, ``-a3``, ...
-
-**Re-attach, never duplicate** (docs/operators.md): the latest of a task instance's ids on the cluster
-decides: none, submit ``<base>``; PENDING/RUNNING, re-attach; SUCCEEDED, done; FAILED/STOPPED, submit the
-next attempt. Ray refuses a second job with an existing id, so a racing zombie's loser re-attaches.
+"""What gets submitted, and under which id: the deterministic submission id (no try number, so every try
+of a task instance computes the same one; later attempts get ``-a2``, ``-a3``, ...), the re-attach rule
+(docs/operators.md: the latest of a task instance's jobs decides; Ray refuses a second job with an existing
+id, so a racing zombie's loser re-attaches), the quoted entrypoint, metadata, and the checks that run
+before anything reaches Ray.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import math
@@ -196,23 +192,16 @@ def decide(base: str, jobs: list[JobState]) -> Decision:
 
 
 def submit_or_attach(
-    base: str,
-    list_jobs: Callable[[], list[JobState]],
-    submit: Callable[[str], str],
-    *,
-    races: int = 3,
+    base: str, list_jobs: Callable[[], list[JobState]], submit: Callable[[str], str], *, races: int = 3
 ) -> Decision:
     """Decide, and submit when the decision says so; on an "already exists" race, decide again (at most
     ``races`` times). The decision carried out (``SUBMIT``: a job was just submitted)."""
     for _ in range(races):
         decision = decide(base, list_jobs())
-        if decision.choice is not Choice.SUBMIT:
+        with contextlib.suppress(RayJobAlreadyExistsError):  # another process won this race
+            if decision.choice is Choice.SUBMIT:
+                submit(decision.submission_id)
             return decision
-        try:
-            submit(decision.submission_id)
-        except RayJobAlreadyExistsError:
-            continue
-        return decision
     raise RayJobAlreadyExistsError(
         f"lost {races} submission races for {base!r}; another process keeps submitting its jobs",
         http_status=500,

@@ -177,7 +177,7 @@ class ClusterTarget(RunTarget):
 
     def restore(self, data: dict[str, Any]) -> JobState:
         """A handed-over state of the job."""
-        return JobState.from_dict(data)
+        return JobState.from_api(data)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete the run's own cluster, also one still starting; never a cluster the run did not create."""

@@ -2,19 +2,9 @@
 finished run by :func:`collect_usage` through any :class:`DashboardReader`. Airflow-free and Ray-free.
 """
 
-from airflow_ray_provider.launch.usage.observer import (
-    DashboardReader,
-    check_prices_on_cluster,
-    collect_usage,
-)
+from airflow_ray_provider.launch.usage.observer import DashboardReader, check_prices_on_cluster, collect_usage
 from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import (
-    HEAD_GROUP,
-    SCHEMA,
-    UsageOptions,
-    usage_line,
-    with_teardown,
-)
+from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageOptions, usage_line
 
 __all__ = [
     "HEAD_GROUP",
@@ -27,5 +17,4 @@ __all__ = [
     "collect_usage",
     "parse_prices",
     "usage_line",
-    "with_teardown",
 ]

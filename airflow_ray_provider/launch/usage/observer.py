@@ -111,13 +111,14 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    rows = _read(
-        missing, "queued", "/api/v0/actors", lambda: state_list(reader, "/api/v0/actors", ("name", name))[0]
-    )
-    if rows is None:
-        missing["queued"] = "the job's supervisor is not named in /logical/actors and " + missing["queued"]
+    try:
+        ids = {str(row.get("actor_id")) for row in state_list(reader, "/api/v0/actors", ("name", name))[0]}
+    except Exception as exc:
+        missing["queued"] = (
+            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did "
+            f"not answer: {_why(exc)}"
+        )
         return None
-    ids = {str(row.get("actor_id")) for row in rows}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
     if found is None and ids:
         missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
@@ -170,24 +171,11 @@ def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     ``startTime``), which the owner reports even when the actor's worker died before reporting its own."""
     starts: dict[str, float] = {}
     for task in tasks:
-        if task.get("type") != "ACTOR_CREATION_TASK" or task.get("state") != "FINISHED":
-            continue
-        if task.get("actor_id") and task.get("end_time_ms"):
+        created = task.get("type") == "ACTOR_CREATION_TASK" and task.get("state") == "FINISHED"
+        if created and task.get("actor_id") and task.get("end_time_ms"):
             actor_id, alive = str(task["actor_id"]), float(task["end_time_ms"])
             starts[actor_id] = min(alive, starts.get(actor_id, alive))
     return starts
-
-
-def timed_by_creation(gcs: dict[str, Any], start_ms: float) -> dict[str, Any]:
-    """A ``/logical/actors``-shaped row for an actor the dashboard cannot time: from its creation task's
-    end to the job's end."""
-    row = {key: gcs.get(source) for key, source in _FROM_GCS}
-    return {**row, "actorId": gcs.get("actor_id"), "requiredResources": row["requiredResources"] or {},
-            "address": {"nodeId": gcs.get("node_id")}, "startTime": start_ms, "endTime": 0}  # fmt: skip
-
-
-def _names(rows: list[dict[str, Any]]) -> str:
-    return ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
 
 
 def job_actors(
@@ -211,36 +199,43 @@ def job_actors(
         if not (found.unlisted or found.unended):
             break
         time.sleep(ACTOR_UPDATES_SETTLE_S)
-        again = reread()
-        if again is None:
+        if (again := reread()) is None:
             break
         found = mend_job_actors(again, gcs_rows, ray_job_id)
     starts = creation_starts(tasks)
     timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
-    lost = [row for row in found.unlisted if str(row.get("actor_id")) not in starts]
-    if timed:
-        missing["actors_timed_by_creation"] = (
-            f"{len(timed)} of the job's actors ({_names(timed)}) are in /api/v0/actors but not timed in "
-            "/logical/actors: counted from their creation task's end to the job's end (an upper bound)"
-        )
-    if lost:
-        missing["actors_unlisted"] = (
-            f"{len(lost)} of the job's actors ({_names(lost)}) are in /api/v0/actors but not timed in "
-            "/logical/actors, and no finished creation task in /api/v0/tasks: not counted"
-        )
+    lost = [row for row in found.unlisted if row not in timed]
+    untimed = "are in /api/v0/actors but not timed in /logical/actors"
+    notes = {
+        "actors_timed_by_creation": (timed, f"{untimed}: counted from their creation task's end to the job's "
+                                     "end (an upper bound)"),
+        "actors_unlisted": (lost, f"{untimed}, and no finished creation task in /api/v0/tasks: not counted"),
+    }  # fmt: skip
+    for key, (rows, text) in notes.items():
+        if rows:
+            names = ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
+            missing[key] = f"{len(rows)} of the job's actors ({names}) {text}"
     if found.unended:
         missing["actors_unended"] = (
             f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
             "have no end time in /logical/actors yet: counted to the job's end"
         )
-    return found.rows + [timed_by_creation(row, starts[str(row.get("actor_id"))]) for row in timed]
+    for gcs in timed:  # a /logical/actors-shaped row: from its creation task's end to the job's end
+        row = {key: gcs.get(source) for key, source in _FROM_GCS}
+        row.update(actorId=gcs.get("actor_id"), requiredResources=row["requiredResources"] or {},
+                   address={"nodeId": gcs.get("node_id")}, startTime=starts[str(gcs.get("actor_id"))],
+                   endTime=0)  # fmt: skip
+        found.rows.append(row)
+    return found.rows
 
 
-def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
-    """Everything the record of one job is made of: the job first (its Ray job id filters the rest),
-    then four reads at once. A job without a Ray job id never called ``ray.init``: no tasks or actors."""
+def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
+    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
+    exists; what the dashboard could not tell is named in ``not_available``. The job is read first (its
+    Ray job id filters the rest), then four reads at once; a job without a Ray job id never called
+    ``ray.init``: it has no tasks or actors."""
     missing: dict[str, str] = {}
-    path = f"/api/jobs/{quote(submission_id, safe='')}"
+    path = f"/api/jobs/{quote(request.submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
     ray_job_id = str((job or {}).get("job_id") or "")
 
@@ -266,14 +261,9 @@ def read_job(reader: DashboardReader, submission_id: str) -> JobReads:
     if every is not None and ray_job_id:
         reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
-    supervisor = find_supervisor(reader, submission_id, every or [], missing)
-    return JobReads(job, got["nodes"], tasks, own, supervisor, missing)
-
-
-def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
-    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
-    exists; what the dashboard could not tell is named in ``not_available``."""
-    return make_record(read_job(reader, request.submission_id), request, now=time.time())
+    supervisor = find_supervisor(reader, request.submission_id, every or [], missing)
+    reads = JobReads(job, got["nodes"], tasks, own, supervisor, missing)
+    return make_record(reads, request, now=time.time())
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
@@ -291,14 +281,6 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
         groups.setdefault(node.group, set()).update(node.resources)
     check_against_cluster(prices, groups)
     return None
-
-
-def _epoch(stamp: str | None) -> float | None:
-    """A Kubernetes timestamp (``2026-12-02T01:02:03Z``) in seconds since the epoch."""
-    try:
-        return datetime.fromisoformat(stamp).timestamp() if stamp else None
-    except ValueError:
-        return None
 
 
 def job_ended(subject: Any) -> bool:
@@ -321,7 +303,7 @@ def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
     else:  # a RayJob: its Ray job and the cluster KubeRay made for it
         status = subject.status
         sid, cluster, ready = status.job_id, status.cluster_name or options.cluster, None
-        started = _epoch(status.start_time)
+        started = datetime.fromisoformat(status.start_time).timestamp() if status.start_time else None
         if status.reason in DEADLINES:
             ended_by = "timed_out"
     if not sid:

@@ -104,13 +104,11 @@ def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -
         prices are checked only when it has nodes (an autoscaled group may have none yet).
     :raises RayInvalidInputError: naming the field and the resources the cluster has.
     """
-    tables = [(prices.source, prices.default, set().union(*groups.values()), "the cluster")]
-    for group, table in prices.groups.items():
-        where = f"{prices.source}['groups'][{group!r}]"
-        tables.append((where, table, set(groups.get(group, ())), f"worker group {group!r}"))
-    for where, table, have, whose in tables:
-        lacking = sorted(set(table) - have) if have or whose == "the cluster" else []
-        if lacking:
+    checks = [(prices.source, prices.default, set().union(*groups.values()), "the cluster")]
+    checks += [(f"{prices.source}['groups'][{group!r}]", table, set(groups[group]), f"worker group {group!r}")
+               for group, table in prices.groups.items() if groups.get(group)]  # fmt: skip
+    for where, table, have, whose in checks:
+        if lacking := sorted(set(table) - have):
             raise RayInvalidInputError(
                 f"{where} prices {lacking}, which {whose} does not have (it has {sorted(have)}); "
                 "drop those prices or fix their names"

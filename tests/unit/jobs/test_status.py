@@ -38,7 +38,7 @@ def test_state_parses_api_payload_and_round_trips():
     state = JobState.from_api(payload)
     assert state.status is JobStatus.FAILED and state.is_terminal and not state.is_success
     assert state.driver_exit_code == 3 and state.metadata == {"k": "v"}
-    assert JobState.from_dict(state.to_dict()) == state
+    assert JobState.from_api(state.to_dict()) == state
     assert state.to_dict()["status"] == "FAILED"
 
 

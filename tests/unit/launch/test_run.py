@@ -87,7 +87,7 @@ class Scripted(RunTarget):
         return job_result(subject, self.dashboard_url)
 
     def restore(self, data: dict[str, Any]) -> JobState:
-        return JobState.from_dict(data)
+        return JobState.from_api(data)
 
     def ref(self) -> dict[str, Any]:
         return {"scripted": True}

@@ -201,7 +201,7 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
 
 
 def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
-    from airflow_ray_provider.launch.usage import with_teardown
+    from airflow_ray_provider.launch.usage.record import with_teardown
 
     request = UsageOptions("one_task", "c", True, submission_id="s", teardown_note="not yet")
     record = _record(request, T0, T0 + 100, nodes=[_node()])
