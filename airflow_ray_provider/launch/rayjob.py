@@ -408,6 +408,12 @@ class RayJobTarget(RunTarget):
         """Say that the RayJob is kept."""
         say(f"Kept {self.plan.where}")
 
+    def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
+        """Mode ``rayjob``: the cluster KubeRay made for it (the run's), or a standing one."""
+        plan = self.plan
+        conn_id = self._ref.get("cluster_conn_id")
+        return "rayjob", plan.name, plan.standing_cluster is None, plan.teardown_note, conn_id
+
     def dashboard(self) -> JobClient | None:
         """The client of the RayJob's cluster, looked up when this process has not seen it yet."""
         if self.client is None:

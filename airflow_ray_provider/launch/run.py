@@ -100,6 +100,10 @@ class RunTarget(Protocol):
     def logs(self, submission_id: str) -> str:
         """The job's whole log, ``""`` when it cannot be read."""
 
+    def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
+        """What the usage record says of the cluster: the mode, the cluster's name, whether the run owns it,
+        why the record has no teardown time, and the connection whose prices hold."""
+
     def dashboard(self) -> JobClient | None:
         """The client of the job's cluster while it answers (the usage record reads its dashboard)."""
 

@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: Why a usage record has no ``teardown_s``, by the cluster's kind (the one-task operator measures it).
+TEARDOWN_NOTES = {
+    "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
+    "standing": "a standing cluster is never deleted by the provider",
+    "one_task": "the task kept its cluster (cleanup), or deleting it failed",
+    "pool": "a pool's cluster stays for its idle TTL after its last lease",
+}
+
 
 def observed(state: JobState | None, text: str | None) -> Observation:
     """An observation of a Job API job (``None``: not found)."""
@@ -193,9 +201,9 @@ class ClusterTarget(RunTarget):
         if self.pool is not None:
             self.pool.release(say)
 
-    def usage_facts(self) -> tuple[str, str, str | None]:
-        """What the usage record says of the cluster: its kind (``pool``: leased; ``one_task``: the run's own;
-        ``ephemeral``: a DAG task's; ``standing``), its name, and the ``ray`` connection whose prices hold."""
+    def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
+        """The mode is the cluster's kind (``pool``: leased; ``one_task``: the run's own; ``ephemeral``: a DAG
+        task's; ``standing``); the connection is the ``ray`` one."""
         handle, conn_id = self.handle, self._ref.get("ray_conn_id")
         name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
         if self.pool is not None:
@@ -204,7 +212,8 @@ class ClusterTarget(RunTarget):
             kind = "one_task"
         else:
             kind = "ephemeral" if handle is not None and handle.owned else "standing"
-        return kind, name, conn_id or (handle.conn_id if handle else None)
+        own = kind in ("one_task", "ephemeral")
+        return kind, name, own, TEARDOWN_NOTES[kind], conn_id or (handle.conn_id if handle else None)
 
     def prices(self) -> dict[str, Any] | None:
         """The pool's price table, kept in its record (``None`` off a pool, or a pool without one)."""

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_ray_provider.clusters import event_for
@@ -186,6 +187,17 @@ def ready_handle(backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEve
     return backend.handle(plan, event["dashboard_url"])
 
 
+def readiness_rule(
+    check: ReadinessCheck, *, started: float, timeout: float, logger: Any = log
+) -> ReadinessEvent | None:
+    """The decision after one readiness look (the blocking wait's and the trigger's): its event, or
+    ``None`` (logged) while the cluster is not ready and ``timeout`` seconds from epoch ``started`` last."""
+    event = event_for(check, waited=time.time() - started, timeout=timeout)
+    if event is None:
+        logger.info("%s not ready yet: %s", check.cluster, check.message)
+    return event
+
+
 def wait_until_ready(
     backend: ClusterBackend,
     plan: ClusterPlan,
@@ -196,16 +208,10 @@ def wait_until_ready(
 ) -> RayClusterHandle:
     """Look until the cluster answers, fails, or ``timeout`` seconds pass; its handle (see
     :func:`ready_handle`). ``on_look`` runs before each look (a pool's heartbeat)."""
-    started = time.monotonic()
 
     def look() -> ReadinessCheck:
         on_look()
         return backend.check(plan)
 
-    def decide(check: ReadinessCheck) -> ReadinessEvent | None:
-        event = event_for(check, waited=time.monotonic() - started, timeout=timeout)
-        if event is None:
-            log.info("%s not ready yet: %s", check.cluster, check.message)
-        return event
-
+    decide = partial(readiness_rule, started=time.time(), timeout=timeout)
     return ready_handle(backend, plan, poll(look, decide, interval=poll_interval))

@@ -200,6 +200,8 @@ class RunOperator(BaseOperator):
     job_timeout: float | None = None
     #: Bytes reserved for the entrypoint (``SubmitRayJobOperator``'s argument).
     entrypoint_memory: int | None = None
+    #: The usage record's ``mode`` (a pool's stays ``pool``); ``None``: the target's.
+    usage_mode: ClassVar[str | None] = None
 
     def __init__(
         self,
@@ -281,21 +283,21 @@ class RunOperator(BaseOperator):
         raise NotImplementedError
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """What the usage record needs (``None``: no record)."""
-        return None
-
-    def usage_options(self, conn_id: str | None, **fields: Any) -> UsageOptions | None:
-        """The usage record's ``fields`` with the entrypoint's reservation and ``prices`` (else the ``prices``
-        extra of ``conn_id``); ``None`` without ``record_usage``."""
+        """The usage record's fields (``None`` without ``record_usage``): what ``target`` says of its cluster
+        (:meth:`~airflow_ray_provider.launch.RunTarget.usage_facts`), the entrypoint's reservation, and
+        ``prices`` (else the ``prices`` extra of the target's connection)."""
         if not self.record_usage:
             return None
+        mode, cluster, own, note, conn_id = target.usage_facts()
         prices = self.prices or connection_prices(conn_id)
         reserved = {str(k): float(v) for k, v in (self.entrypoint_resources or {}).items()}
         for name, value in (("CPU", self.entrypoint_num_cpus), ("GPU", self.entrypoint_num_gpus),
                             ("memory", self.entrypoint_memory)):  # fmt: skip
             if value:
                 reserved[name] = float(value)
-        return UsageOptions(entrypoint=reserved, prices=prices.to_dict() if prices else None, **fields)
+        return UsageOptions(mode=mode if mode == "pool" else self.usage_mode or mode, cluster=cluster,
+                            own_cluster=own, entrypoint=reserved, prices=prices.to_dict() if prices else None,
+                            teardown_note=note)  # fmt: skip
 
     def result(self, run: JobRun) -> Any:
         """The task's XCom from a run whose wait ended; raises for every ending but success."""

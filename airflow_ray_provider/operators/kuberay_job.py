@@ -21,7 +21,7 @@ from airflow_ray_provider.operators.base import RunOperator, base_id, connection
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import RunTarget, UsageOptions
+    from airflow_ray_provider.launch import RunTarget
 
 #: The :class:`RayJobOptions` fields that are arguments of the operator as they are.
 _OPTIONS = tuple(
@@ -187,11 +187,3 @@ class KubeRayJobOperator(RunOperator):
             jobs.close()
             raise
         return RayJobTarget(jobs, plan, ref={"cluster_conn_id": self.cluster_conn_id})
-
-    def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The record of the RayJob's Ray job: the cluster KubeRay made for it, or a standing one."""
-        if not isinstance(target, RayJobTarget):
-            return None
-        return self.usage_options(self.cluster_conn_id, mode="rayjob", cluster=target.plan.name,
-                                  own_cluster=target.plan.standing_cluster is None,
-                                  teardown_note=target.plan.teardown_note)  # fmt: skip

@@ -52,17 +52,17 @@ def check_cluster_arguments(
     cluster_conn_id: str | None,
     *,
     spec_name: str = "spec",
-    **seconds: float,
+    **seconds: float | None,
 ) -> None:
-    """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``,
-    and a spec without Jinja (one with Jinja is checked at run time), by every rule that does not depend on
-    the connection (no connection: the local backend's token auth).
+    """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``
+    (``None``: not given), and a spec without Jinja (one with Jinja is checked at run time), by every rule
+    that does not depend on the connection (no connection: the local backend's token auth).
 
     :raises RayInvalidInputError: naming the bad field.
     """
     if spec is not None and manifest is not None:
         raise RayInvalidInputError(f"pass either {spec_name} or manifest, not both")
-    bad = [name for name, value in seconds.items() if value <= 0]
+    bad = [name for name, value in seconds.items() if value is not None and value <= 0]
     if bad:
         raise RayInvalidInputError(f"{' and '.join(bad)} must be positive")
     if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
@@ -113,13 +113,10 @@ class CreateRayClusterOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        lifetime = timedelta(seconds=float(expiry)) if isinstance(expiry, int | float) else expiry
+        seconds = None if lifetime is None else lifetime.total_seconds()
         check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
-                                poll_interval=poll_interval)  # fmt: skip
-        lifetime = (
-            expiry if expiry is None or isinstance(expiry, timedelta) else timedelta(seconds=float(expiry))
-        )
-        if lifetime is not None and lifetime.total_seconds() <= 0:
-            raise RayInvalidInputError(f"expiry must be positive, got {expiry!r}")
+                                poll_interval=poll_interval, expiry=seconds)  # fmt: skip
         self.cluster_conn_id = cluster_conn_id
         # Kept as plain data: templates render it and the DAG serializer stores it.
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec

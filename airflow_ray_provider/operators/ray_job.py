@@ -17,16 +17,9 @@ from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_ray_provider.launch import ClusterTarget, RunTarget, UsageOptions
+    from airflow_ray_provider.launch import RunTarget
 
 
-#: Why a record has no ``teardown_s``, by the cluster's kind (the one-task operator and a RayJob measure it).
-TEARDOWN_NOTES = {
-    "ephemeral": "the run's teardown task (delete_cluster) deletes the cluster after this record",
-    "standing": "a standing cluster is never deleted by the provider",
-    "one_task": "the task kept its cluster (cleanup), or deleting it failed",
-    "pool": "a pool's cluster stays for its idle TTL after its last lease",
-}
 #: The arguments of ``EphemeralRayJobOperator`` that go to its cluster as they are.
 CLUSTER_ARGUMENTS = ("cluster_conn_id", "cluster_spec", "manifest", "namespace", "local_options",
                      "name_prefix", "ready_timeout", "delete_timeout", "expiry")  # fmt: skip
@@ -53,8 +46,6 @@ class SubmitRayJobOperator(RunOperator):
     )  # fmt: skip
     template_fields_renderers = {"runtime_env": "json", "metadata": "json", "cluster": "json"}
     ui_color = "#d6e9ff"
-    #: The usage record's ``mode``; ``None``: the cluster's kind (:meth:`ClusterTarget.usage_facts`).
-    usage_mode: ClassVar[str | None] = None
     templated_numbers: ClassVar[dict[str, str]] = {
         **RunOperator.templated_numbers,
         "entrypoint_memory": "int",
@@ -99,15 +90,6 @@ class SubmitRayJobOperator(RunOperator):
                 "deleted under the job; wait for it, or use a standing cluster's connection"
             )
         return target
-
-    def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The record's mode (a pool's is ``pool``, else :attr:`usage_mode` or the cluster's kind), cluster
-        and prices."""
-        kind, name, conn_id = cast("ClusterTarget", target).usage_facts()
-        mode = "pool" if kind == "pool" else self.usage_mode or kind
-        own = kind in ("one_task", "ephemeral")
-        return self.usage_options(conn_id, mode=mode, cluster=name, own_cluster=own,
-                                  teardown_note=TEARDOWN_NOTES[kind])  # fmt: skip
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):

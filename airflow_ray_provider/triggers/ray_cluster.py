@@ -11,12 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_ray_provider.clusters import EVENT_ERROR, ClusterPlan, TokenRef, event_for, make_event
+from airflow_ray_provider.clusters import EVENT_ERROR, ClusterPlan, TokenRef, make_event
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
-from airflow_ray_provider.launch import apoll
+from airflow_ray_provider.launch import apoll, readiness_rule
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import ClusterBackend, ReadinessCheck, ReadinessEvent
+    from airflow_ray_provider.clusters import ClusterBackend
 
 
 def plan_json(plan: ClusterPlan) -> dict[str, Any]:
@@ -61,13 +61,7 @@ class RayClusterReadyTrigger(BaseTrigger):
         """Yield one event: ready, failed, timeout or error (the same rule as the blocking wait)."""
         backend: ClusterBackend | None = None
         plan = self.cluster_plan()
-
-        def decide(check: ReadinessCheck) -> ReadinessEvent | None:
-            event = event_for(check, waited=time.time() - self.start_time, timeout=self.timeout)
-            if event is None:
-                self.log.info("%s not ready yet: %s", check.cluster, check.message)
-            return event
-
+        decide = partial(readiness_rule, started=self.start_time, timeout=self.timeout, logger=self.log)
         try:
             backend = await asyncio.to_thread(backend_for_connection, self.conn_id, namespace=plan.namespace)
             look = partial(asyncio.to_thread, backend.check, plan)

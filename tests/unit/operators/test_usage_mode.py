@@ -4,17 +4,16 @@
 from __future__ import annotations
 
 from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
 from airflow_ray_provider.clusters import ClusterPlan, RayClusterHandle
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.launch import ClusterTarget
-from airflow_ray_provider.operators.ray_job import (
-    TEARDOWN_NOTES,
-    EphemeralRayJobOperator,
-    SubmitRayJobOperator,
-)
+from airflow_ray_provider.launch import ClusterTarget, RayJobTarget
+from airflow_ray_provider.launch.rayjob import RayJobPlan
+from airflow_ray_provider.launch.targets import TEARDOWN_NOTES
+from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
 
 pytestmark = pytest.mark.unit
 
@@ -48,7 +47,9 @@ def _targets() -> dict[str, ClusterTarget]:
     ],
 )
 def test_the_target_says_what_its_cluster_is(which: str, facts: tuple[str, str, str | None]) -> None:
-    assert _targets()[which].usage_facts() == facts
+    kind, name, conn_id = facts
+    own = kind in ("one_task", "ephemeral")
+    assert _targets()[which].usage_facts() == (kind, name, own, TEARDOWN_NOTES[kind], conn_id)
 
 
 @pytest.mark.parametrize(
@@ -74,3 +75,11 @@ def test_a_named_mode_holds_except_on_a_pool() -> None:
     op = Named(task_id="t", entrypoint="python x.py")
     assert op.usage(_targets()["dag_task"]).mode == "task_ray"
     assert op.usage(_targets()["pool"]).mode == "pool"
+
+
+def test_a_rayjob_record_names_its_rayjob_and_its_connection() -> None:
+    plan = RayJobPlan(name="rj", namespace="ml", standing_cluster="c9", teardown_note="kept by KubeRay")
+    target = RayJobTarget(cast("Any", None), plan, ref={"cluster_conn_id": "kuberay_x"})
+    assert target.usage_facts() == ("rayjob", "rj", False, "kept by KubeRay", "kuberay_x")
+    own = RayJobTarget(cast("Any", None), RayJobPlan(name="rj", namespace="ml"))
+    assert own.usage_facts()[2] is True
