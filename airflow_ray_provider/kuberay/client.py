@@ -281,11 +281,6 @@ class KubeRayClient(_Objects):
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
     RETRIES = 4  # attempts for transient failures
-    create_cluster = _Objects.create
-    get_cluster = _Objects.get
-    find_cluster = _Objects.find
-    delete_cluster = _Objects.delete
-    list_clusters = _Objects.list_labelled
 
     def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
         self.api_client, self.namespace = api_client, namespace
