@@ -277,7 +277,7 @@ class KubeRayBackend(ClusterBackend):
         namespace = self._namespace(cluster)
         deleted = self.client.delete(cluster.name, namespace=namespace)
         if ref is not None and ref.provider_created:
-            self.client.delete_secret(ref.secret_name, namespace=namespace)
+            self.client.secrets.delete(ref.secret_name, namespace=namespace)
         if wait:
             self.client.wait_until_gone(cluster.name, namespace=namespace, timeout=timeout)
         return deleted

@@ -303,7 +303,7 @@ class KubeRayClient(_Objects):
             raise _translate(exc, what) from exc
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
-        """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
+        """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_labelled`)."""
         from kubernetes.client import CoreV1Api
 
         ns = namespace or self.namespace
@@ -357,7 +357,3 @@ class KubeRayClient(_Objects):
             self.secrets.create(body)
         except KubeRayConflictError:
             log.info("Secret %s/%s already exists (an earlier try created it); keeping it", ns, name)
-
-    def delete_secret(self, name: str, *, namespace: str | None = None) -> bool:
-        """Delete a Secret; ``False`` if it was already gone."""
-        return self.secrets.delete(name, namespace=namespace)
