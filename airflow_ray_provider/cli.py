@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
@@ -184,10 +185,6 @@ def _kube_target(args: argparse.Namespace) -> Target:
     if args.cluster and (args.spec or args.rayjob):
         other = "--spec" if args.spec else "--rayjob"
         raise BadInput(f"--cluster: a standing cluster runs the job over its Job API; drop {other}")
-    if args.ttl_seconds_after_finished is not None and args.ttl_seconds_after_finished < 0:
-        raise BadInput(
-            f"--ttl-seconds-after-finished: must be 0 or more, got {args.ttl_seconds_after_finished}"
-        )
     spec = _read_mapping("--spec", args.spec) if args.spec else None
     _check_context(args.kuberay_context)
     context, namespace, template = args.kuberay_context, args.namespace, args.dashboard_url_template
@@ -201,25 +198,14 @@ def _kube_target(args: argparse.Namespace) -> Target:
     return KubeRayCluster(context, namespace, spec, template)  # its spec is checked by launch.run
 
 
-def _named(target: Target, exc: Exception, args: argparse.Namespace) -> str:
-    """A bad-input error ``launch.run`` found before it created anything, with the flag it names."""
-    from airflow_ray_provider.launch import KubeRayCluster, KubeRayJob, StandingCluster
-
-    text, flag = str(exc), ""
-    if "working_dir" in text and args.working_dir:
-        flag = "--working-dir"
-    elif "runtime_env" in text:
-        flag = "--runtime-env"
-    elif "entrypoint_num_" in text:
-        flag = "--entrypoint-num-gpus" if "entrypoint_num_gpus" in text else "--entrypoint-num-cpus"
-    elif text.startswith("pool"):
-        flag = "--idle-ttl" if "idle_ttl" in text else "--pool"
-    elif isinstance(target, StandingCluster):
-        flag = "--local-cluster" if target.namespace is None else "--cluster"
-    elif isinstance(target, (KubeRayJob, KubeRayCluster)):
-        flag = "--spec"
-    elif "entrypoint" in text:
-        flag = "ENTRYPOINT"
+def _named(exc: Exception, args: argparse.Namespace) -> str:
+    """A bad-input error of ``launch.run`` with its flag: the given flag of the field its message starts
+    with (``pool.idle_ttl``, ``runtime_env['working_dir']``), else of the target it is about."""
+    text = str(exc)
+    words = re.match(r"(\w*)(?:\.|\[')?(\w*)", text).groups()  # type: ignore[union-attr]
+    dests = tuple(word for word in reversed(words) if f"--{word.replace('_', '-')}" in RUN_FLAGS)
+    flag = _given(args, (*dests, "cluster", "local_cluster")) or ("--spec" if args.kuberay_context else None)
+    flag = flag or ("ENTRYPOINT" if words[0] == "entrypoint" else None)
     return f"{flag}: {text}" if flag else text
 
 
@@ -262,7 +248,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.timeout is not None and args.timeout <= 0:
         raise BadInput(f"--timeout: must be positive, got {args.timeout:g}")
     runtime_env = _read_mapping("--runtime-env", args.runtime_env) if args.runtime_env else None
-    target = run_target(args)
     pool = {"name": args.pool, "replace": args.replace_pool} if args.pool else None
     if pool is not None and args.idle_ttl is not None:
         pool["idle_ttl"] = args.idle_ttl
@@ -272,13 +257,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill is Ctrl-C: stop, delete, exit 130
     try:
+        target = run_target(args)
         result = run(
             entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
             cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval, pool=pool,
             entrypoint_num_cpus=args.entrypoint_num_cpus, entrypoint_num_gpus=args.entrypoint_num_gpus,
         )  # fmt: skip
     except RayInvalidInputError as exc:  # found before anything was created
-        raise BadInput(_named(target, exc, args)) from exc
+        raise BadInput(_named(exc, args)) from exc
     print(
         f"airflow-ray: Ray job {result.state.submission_id} SUCCEEDED (run {result.name!r})", file=sys.stderr
     )

@@ -189,7 +189,7 @@ class KubeRayBackend(ClusterBackend):
         """Create the RayCluster (and, in ``secret`` mode, its token Secret), or reuse this task's."""
         assert isinstance(plan, KubeRayPlan), plan
         namespace = self._namespace(plan)
-        existing = self.client.find_cluster(plan.name, namespace=namespace)
+        existing = self.client.find(plan.name, namespace=namespace)
         if existing is not None:
             check_ours(existing, plan.labels)
             log.info("Reusing RayCluster %s/%s created by an earlier try", namespace, plan.name)
@@ -199,9 +199,9 @@ class KubeRayBackend(ClusterBackend):
             data = {ref.key: secrets.token_hex(32)}
             self.client.create_secret(ref.secret_name, data=data, labels=plan.labels, namespace=namespace)
         try:
-            self.client.create_cluster(plan.body, namespace=namespace)
+            self.client.create(plan.body, namespace=namespace)
         except KubeRayConflictError:  # created concurrently (e.g. a zombie try): reuse if ours
-            check_ours(self.client.get_cluster(plan.name, namespace=namespace), plan.labels)
+            check_ours(self.client.get(plan.name, namespace=namespace), plan.labels)
             return False
         log.info("Created RayCluster %s/%s", namespace, plan.name)
         return True
@@ -211,7 +211,7 @@ class KubeRayBackend(ClusterBackend):
         """Look at the RayCluster's status, then (once its head is ready) at its dashboard."""
         namespace = self._namespace(plan)
         try:
-            status = ClusterStatus.from_object(self.client.get_cluster(plan.name, namespace=namespace))
+            status = ClusterStatus.from_object(self.client.get(plan.name, namespace=namespace))
         except KubeRayNotFoundError:
             message = f"RayCluster {namespace}/{plan.name} does not exist (deleted while waiting?)"
             return ReadinessCheck("failed", message, f"RayCluster {namespace}/{plan.name}")
@@ -275,9 +275,9 @@ class KubeRayBackend(ClusterBackend):
             return False
         ref = _token_ref_of_handle(cluster) if isinstance(cluster, RayClusterHandle) else cluster.token_ref
         namespace = self._namespace(cluster)
-        deleted = self.client.delete_cluster(cluster.name, namespace=namespace)
+        deleted = self.client.delete(cluster.name, namespace=namespace)
         if ref is not None and ref.provider_created:
-            self.client.delete_secret(ref.secret_name, namespace=namespace)
+            self.client.secrets.delete(ref.secret_name, namespace=namespace)
         if wait:
             self.client.wait_until_gone(cluster.name, namespace=namespace, timeout=timeout)
         return deleted
@@ -301,7 +301,7 @@ class KubeRayBackend(ClusterBackend):
         """Provider RayClusters in the namespace whose labels include ``labels``, less those a RayJob created:
         KubeRay copies the RayJob's labels onto its cluster, but that cluster belongs to the RayJob (deleting
         the RayJob deletes it). A handle's URL is the in-cluster one: only deleting uses it."""
-        found = self.client.list_clusters(
+        found = self.client.list_labelled(
             {LABEL_CREATED_BY: CREATED_BY, **labels}, namespace=self.settings.namespace
         )
         owned = [obj for obj in found if not matches(obj, {LABEL_ORIGINATED_FROM_CRD: "RayJob"})]
@@ -315,7 +315,7 @@ class KubeRayBackend(ClusterBackend):
     def find(self, name: str) -> ClusterPlan:
         """A standing RayCluster in the connection's namespace, with its token Secret."""
         namespace = self.settings.namespace
-        obj = self.client.find_cluster(name, namespace=namespace)
+        obj = self.client.find(name, namespace=namespace)
         if obj is None:
             raise RayInvalidInputError(
                 f"RayCluster {namespace}/{name} does not exist; check the name and the connection's "

@@ -146,20 +146,10 @@ class KubeRayHook(BaseHook):
         """Return the typed RayCluster client."""
         return self.client
 
-    def read_auth_token(
-        self, *, secret_name: str, namespace: str | None = None, key: str = "auth_token"
-    ) -> str:
-        """A cluster's Ray auth token from its Secret (registered with the secrets masker)."""
-        from airflow.sdk.log import mask_secret
-
-        token = self.client.read_secret_value(secret_name, key=key, namespace=namespace or self.namespace)
-        mask_secret(token)
-        return token
-
     def test_connection(self) -> tuple[bool, str]:
         """List RayClusters in the namespace: proves the credentials, the CRD and the Role's ``list``."""
         try:
-            found = self.client.list_clusters()
+            found = self.client.list_labelled()
         except Exception as exc:
             return False, f"cannot list RayClusters in namespace {self.namespace!r}: {exc}"
         return True, f"connected; {len(found)} RayCluster(s) in namespace {self.namespace!r}"

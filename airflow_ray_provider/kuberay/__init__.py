@@ -5,14 +5,11 @@
 
 from airflow_ray_provider.kuberay.builder import TokenRef, build_body, prepare_manifest, token_ref_of
 from airflow_ray_provider.kuberay.client import (
-    ANNOTATION_EXPIRES_AT,
     ANNOTATION_RUN_ID,
-    BASE_RULES,
     CREATED_BY,
     LABEL_CREATED_BY,
     LABEL_DAG_ID,
     LABEL_RUN_HASH,
-    LABEL_TASK_ID,
     KubeRayApiError,
     KubeRayClient,
     KubeRayConflictError,
@@ -30,7 +27,6 @@ from airflow_ray_provider.kuberay.client import (
 from airflow_ray_provider.kuberay.leases import KubeRayLeaseStore
 from airflow_ray_provider.kuberay.rayjob import (
     DEFAULT_TTL_SECONDS,
-    SUBMISSION_MODES,
     RayJobOptions,
     build_rayjob_body,
     validate_options,
@@ -38,11 +34,7 @@ from airflow_ray_provider.kuberay.rayjob import (
 from airflow_ray_provider.kuberay.spec import (
     AUTH_MODES,
     AUTH_TOKEN_KEY,
-    HeadGroup,
-    PodOptions,
     RayClusterSpec,
-    WorkerGroup,
-    validate_spec,
 )
 from airflow_ray_provider.kuberay.status import (
     LABEL_ORIGINATED_FROM_CRD,
@@ -64,22 +56,17 @@ from airflow_ray_provider.kuberay.validation import (
 )
 
 __all__ = [
-    "ANNOTATION_EXPIRES_AT",
     "ANNOTATION_RUN_ID",
     "AUTH_MODES",
     "AUTH_TOKEN_KEY",
-    "BASE_RULES",
     "CREATED_BY",
     "DEFAULT_TTL_SECONDS",
     "LABEL_CREATED_BY",
     "LABEL_DAG_ID",
     "LABEL_ORIGINATED_FROM_CRD",
     "LABEL_RUN_HASH",
-    "LABEL_TASK_ID",
-    "SUBMISSION_MODES",
     "ClusterEvent",
     "ClusterStatus",
-    "HeadGroup",
     "KubeRayApiError",
     "KubeRayClient",
     "KubeRayConflictError",
@@ -88,13 +75,11 @@ __all__ = [
     "KubeRayNotFoundError",
     "KubeRaySpecError",
     "KubeRayTimeoutError",
-    "PodOptions",
     "RayClusterSpec",
     "RayJobClient",
     "RayJobOptions",
     "RayJobStatus",
     "TokenRef",
-    "WorkerGroup",
     "build_body",
     "build_rayjob_body",
     "check_cluster_name",
@@ -114,6 +99,5 @@ __all__ = [
     "selector",
     "token_ref_of",
     "validate_options",
-    "validate_spec",
     "warning_summary",
 ]

@@ -281,11 +281,6 @@ class KubeRayClient(_Objects):
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
     RETRIES = 4  # attempts for transient failures
-    create_cluster = _Objects.create
-    get_cluster = _Objects.get
-    find_cluster = _Objects.find
-    delete_cluster = _Objects.delete
-    list_clusters = _Objects.list_labelled
 
     def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
         self.api_client, self.namespace = api_client, namespace
@@ -308,7 +303,7 @@ class KubeRayClient(_Objects):
             raise _translate(exc, what) from exc
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
-        """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_clusters`)."""
+        """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_labelled`)."""
         from kubernetes.client import CoreV1Api
 
         ns = namespace or self.namespace
@@ -362,7 +357,3 @@ class KubeRayClient(_Objects):
             self.secrets.create(body)
         except KubeRayConflictError:
             log.info("Secret %s/%s already exists (an earlier try created it); keeping it", ns, name)
-
-    def delete_secret(self, name: str, *, namespace: str | None = None) -> bool:
-        """Delete a Secret; ``False`` if it was already gone."""
-        return self.secrets.delete(name, namespace=namespace)

@@ -324,7 +324,7 @@ class RayJobTarget(RunTarget):
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.is_suspended:
             return RayJobLook(status)
-        found = self.backend.client.find_cluster(status.cluster_name, namespace=ns)
+        found = self.backend.client.find(status.cluster_name, namespace=ns)
         if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)

@@ -193,22 +193,18 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
     identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
         return _rayjob_target(target, identity, job)
+    if isinstance(target, LocalHead):
+        request = ClusterRequest(local_options=target.options, name_prefix="ray-cli")
+    elif isinstance(target, KubeRayCluster):  # checked before the backend exists (nothing to close)
+        request = ClusterRequest.from_arguments(
+            spec=target.spec or {}, local_options=None, name_prefix="ray-cli", namespace=target.namespace,
+            dashboard_url_template=target.dashboard_url_template,
+        )  # fmt: skip
     backend: ClusterBackend = LocalBackend()
     if not isinstance(target, LocalHead) and target.namespace is not None:
         backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
     if isinstance(target, StandingCluster):
         return ClusterTarget(backend=backend, standing=target.name)
-    try:
-        if isinstance(target, LocalHead):
-            request = ClusterRequest(local_options=target.options, name_prefix="ray-cli")
-        else:
-            request = ClusterRequest.from_arguments(
-                spec=target.spec or {}, local_options=None, name_prefix="ray-cli", namespace=target.namespace,
-                dashboard_url_template=target.dashboard_url_template,
-            )  # fmt: skip
-    except BaseException:
-        backend.close()
-        raise
     return cluster_target(backend, request, identity, pool)
 
 

@@ -268,7 +268,7 @@ def test_kuberay_context_creates_a_raycluster_runs_the_job_and_deletes_it(
     assert "kuberay-cli-marker" in out.stdout
     created = [line.split()[-1] for line in out.stderr.splitlines() if "Started Ray cluster" in line]
     assert created and "Deleted Ray cluster" in out.stderr, out.stderr
-    assert kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None
+    assert kuberay_client.find(created[0], namespace=TEST_NAMESPACE) is None
 
 
 def test_a_rayjob_by_kube_context_fails_with_the_log_tail_is_kept_and_ctrl_c_deletes_it(

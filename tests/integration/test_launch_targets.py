@@ -109,15 +109,15 @@ def standing_cluster(kuberay_controller: Any, kuberay_client: Any) -> Iterator[s
     from airflow_ray_provider.kuberay import RayClusterSpec, build_body
 
     name = f"team-{_name()}"
-    kuberay_client.create_cluster(build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE))
+    kuberay_client.create(build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE))
     try:
         eventually(
-            lambda: ((kuberay_client.find_cluster(name) or {}).get("status") or {}).get("state") == "ready",
+            lambda: ((kuberay_client.find(name) or {}).get("status") or {}).get("state") == "ready",
             what="standing cluster ready",
         )
         yield name
     finally:
-        kuberay_client.delete_cluster(name)
+        kuberay_client.delete(name)
 
 
 def test_a_standing_kuberay_cluster_by_name_runs_the_job_and_is_never_deleted_even_on_ctrl_c(
@@ -163,7 +163,7 @@ def test_a_standing_kuberay_cluster_by_name_runs_the_job_and_is_never_deleted_ev
     killed_sid = base_submission_id("cli", killed, "run")
     assert any(f"Stopped Ray job {killed_sid}" in s for s in said), said
     eventually(lambda: ray_job_hook.get_job(killed_sid).status is JobStatus.STOPPED, what="job stopped")
-    assert kuberay_client.find_cluster(standing_cluster) is not None
+    assert kuberay_client.find(standing_cluster) is not None
     assert kuberay_controller.head_of(TEST_NAMESPACE, standing_cluster) is ray_head
 
 
@@ -199,7 +199,7 @@ def test_bad_kuberay_input_exits_2_naming_the_flag_and_creates_nothing(
         "NEEDS_WORKERS": str(tmp_path / "bad.yaml"),
     }
     args = [swap.get(a, a) for a in args]
-    before = _names(kuberay_client.list_clusters()), _names(rayjobs.list_labelled())
+    before = _names(kuberay_client.list_labelled()), _names(rayjobs.list_labelled())
     since = len(kube_emulator.calls)
     with pytest.raises(SystemExit) as exited:
         main(
@@ -221,7 +221,7 @@ def test_bad_kuberay_input_exits_2_naming_the_flag_and_creates_nothing(
     assert len(lines) == 1 and lines[0].startswith(f"airflow-ray: error: {flag}: "), lines
     assert _posts(kube_emulator, since) == []  # no RayJob, no RayCluster, no Secret
     clusters, jobs = before  # an earlier test's cluster may still be going away: nothing new is the rule
-    assert _names(kuberay_client.list_clusters()) <= clusters and _names(rayjobs.list_labelled()) <= jobs
+    assert _names(kuberay_client.list_labelled()) <= clusters and _names(rayjobs.list_labelled()) <= jobs
 
 
 @pytest.mark.parametrize("interrupt", [KeyboardInterrupt, RuntimeError], ids=["ctrl-c", "an-exception"])
@@ -245,6 +245,6 @@ def test_an_interrupt_while_the_raycluster_starts_deletes_it(
         run(_python("print('never')"), target=target, name=_name(), poll_interval=0.2, say=say)
     assert created
     eventually(
-        lambda: kuberay_client.find_cluster(created[0], namespace=TEST_NAMESPACE) is None,
+        lambda: kuberay_client.find(created[0], namespace=TEST_NAMESPACE) is None,
         timeout=60, what="the interrupted RayCluster deleted",
     )  # fmt: skip

@@ -54,8 +54,8 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2024, 1, 1), catchup=Fal
 
         from airflow_ray_provider.hooks.kuberay import KubeRayHook
 
-        token = KubeRayHook(kuberay_conn_id=handle["conn_id"]).read_auth_token(
-            secret_name=handle["auth_token_secret"], namespace=handle["namespace"],
+        token = KubeRayHook(kuberay_conn_id=handle["conn_id"]).client.read_secret_value(
+            handle["auth_token_secret"], namespace=handle["namespace"],
             key=handle["auth_token_secret_key"],
         )
         headers = {{"Authorization": "Bearer " + token, "Content-Type": "application/json"}}
@@ -113,7 +113,7 @@ def test_create_ready_submit_delete_through_kubernetes_client(
     assert re.fullmatch(r"http://127\.0\.0\.1:\d+", handle["dashboard_url"])
     assert job["token"] not in json.dumps(handle)  # the handle refers to the token, never contains it
     # Teardown: the RayCluster is gone from the API and the controller stopped its real head.
-    assert kuberay_client.find_cluster(handle["name"]) is None
+    assert kuberay_client.find(handle["name"]) is None
     head = kuberay_controller.history[handle["name"]]
     assert not is_running(head)
     assert kuberay_controller.head_of(TEST_NAMESPACE, handle["name"]) is None
@@ -124,7 +124,7 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     kube_emulator, kuberay_controller, kuberay_conn, ray_head, ray_head_token
 ):
     from airflow_ray_provider.hooks.kuberay import KubeRayHook
-    from airflow_ray_provider.kuberay import BASE_RULES
+    from airflow_ray_provider.kuberay.client import BASE_RULES
     from airflow_ray_provider.operators.ray_cluster import (
         CreateRayClusterOperator,
         DeleteRayClusterOperator,
@@ -146,8 +146,8 @@ def test_retry_reuses_cluster_and_client_stays_within_role(
     assert [c[2] for c in creates] == [f"/apis/ray.io/v1/namespaces/{TEST_NAMESPACE}/rayclusters"]
     assert first["dashboard_url"] == ray_head.dashboard_url
     hook = KubeRayHook(kuberay_conn_id=first["conn_id"])
-    token = hook.read_auth_token(
-        secret_name=first["auth_token_secret"],
+    token = hook.client.read_secret_value(
+        first["auth_token_secret"],
         namespace=first["namespace"],
         key=first["auth_token_secret_key"],
     )
@@ -201,7 +201,7 @@ def test_timeout_deletes_cluster_and_secret_and_reports_conditions(
     assert "kubectl describe raycluster" in message and "was deleted" in message
     assert any(c["type"] == "ReplicaFailure" for c in excinfo.value.conditions)
     name = excinfo.value.name
-    assert kuberay_client.find_cluster(name) is None
+    assert kuberay_client.find(name) is None
     with pytest.raises(KubeRayNotFoundError):
         kuberay_client.read_secret_value(f"{name}-ray-token", key="auth_token")
     methods = [(m, p) for _, m, p in _provider_calls(kube_emulator, since)]
@@ -240,13 +240,14 @@ def test_deferred_timeout_deletes_the_cluster(
     deleted = [p for _, m, p in _provider_calls(kube_emulator, since) if m == "DELETE"]
     assert len(created) == 1 and len(deleted) == 1
     name = deleted[0].rsplit("/", 1)[1]
-    assert kuberay_client.find_cluster(name) is None
+    assert kuberay_client.find(name) is None
 
 
 @pytest.mark.integration
 def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emulator):
     """Clusters in a namespace no controller watches: only provider-owned, expired ones are deleted."""
-    from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, KubeRayClient, matches, ownership_labels
+    from airflow_ray_provider.kuberay import KubeRayClient, matches, ownership_labels
+    from airflow_ray_provider.kuberay.client import ANNOTATION_EXPIRES_AT
     from airflow_ray_provider.operators.ray_cluster import RayClusterJanitorOperator
 
     namespace = "janitor-test"
@@ -259,7 +260,7 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
         ("expired-foreign", {"team": "ml"}, past),
     ):
         meta = {"name": name, "labels": labels, "annotations": {ANNOTATION_EXPIRES_AT: expiry}}
-        client.create_cluster({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
+        client.create({"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": meta, "spec": {}})
 
     from kubernetes.client import CustomObjectsApi  # the provider never patches (not in its Role)
 
@@ -269,15 +270,15 @@ def test_janitor_deletes_only_expired_provider_clusters(kuberay_conn, kube_emula
     assert patched["metadata"]["labels"]["team"] == "ml" and matches(patched, owned)
     kwargs = {"cluster_conn_id": kuberay_conn, "namespace": namespace}
     assert RayClusterJanitorOperator(task_id="j", list_only=True, **kwargs).execute({}) == ["expired-owned"]
-    assert client.find_cluster("expired-owned") is not None
+    assert client.find("expired-owned") is not None
     assert RayClusterJanitorOperator(task_id="j", wait_for_deletion=True, **kwargs).execute({}) == [
         "expired-owned"
     ]
 
-    remaining = sorted(o["metadata"]["name"] for o in client.list_clusters())
+    remaining = sorted(o["metadata"]["name"] for o in client.list_labelled())
     assert remaining == ["expired-foreign", "fresh-owned"]
     for name in remaining:
-        client.delete_cluster(name)
+        client.delete(name)
     client.api_client.close()
 
 
@@ -327,7 +328,8 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
     from airflow_ray_provider.clusters import ClusterRequest, KubeRayBackend, TaskIdentity
     from airflow_ray_provider.clusters.kuberay import KubeRayPlan
     from airflow_ray_provider.hooks.kuberay import backend_for_connection
-    from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, matches
+    from airflow_ray_provider.kuberay import matches
+    from airflow_ray_provider.kuberay.client import ANNOTATION_EXPIRES_AT
     from airflow_ray_provider.operators.ray_cluster import DeleteRayClusterOperator
 
     backend = backend_for_connection(kuberay_conn, namespace="manifests")
@@ -338,7 +340,7 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
 
     assert isinstance(backend, KubeRayBackend)
     client = backend.client
-    stored = client.get_cluster(plan.name, namespace="manifests")
+    stored = client.get(plan.name, namespace="manifests")
     meta = stored.pop("metadata")
     expected = json.loads(json.dumps(kuberay_sample_manifest))
     expected_meta = expected.pop("metadata")
@@ -350,5 +352,5 @@ def test_sample_manifest_is_sent_unchanged_but_for_ownership(
 
     handle = backend.handle(plan, "http://raycluster-kuberay-head-svc.manifests.svc.cluster.local:8265")
     result = DeleteRayClusterOperator(task_id="delete", cluster=handle.to_dict()).execute(_context("delete"))
-    assert result["deleted"] is True and client.find_cluster(plan.name, namespace="manifests") is None
+    assert result["deleted"] is True and client.find(plan.name, namespace="manifests") is None
     backend.close()

@@ -67,11 +67,11 @@ def test_53_character_name_is_ready_through_the_truncated_token_secret(
     handle = op.execute(_context("long"))
     try:
         assert handle["name"] == name and handle["auth_token_secret"] == name[3:]
-        token = KubeRayHook(kuberay_conn_id=kuberay_conn).read_auth_token(secret_name=name[3:])
+        token = KubeRayHook(kuberay_conn_id=kuberay_conn).client.read_secret_value(name[3:], key="auth_token")
         assert token == ray_head_token
     finally:
         DeleteRayClusterOperator(task_id="delete", cluster=handle).execute(_context("delete"))
-    assert kuberay_client.find_cluster(name) is None
+    assert kuberay_client.find(name) is None
 
 
 @pytest.mark.integration
@@ -87,17 +87,17 @@ def test_controller_refuses_an_invalid_object_with_an_event_and_no_status(
     body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": {}}
     backend = backend_for_connection(kuberay_conn, namespace=NAMESPACE)
     client = backend.client  # type: ignore[attr-defined]
-    client.create_cluster(body)
+    client.create(body)
     try:
         events = eventually(lambda: client.list_events(name), what="the refusal event")
         assert [(e.type, e.reason) for e in events] == [("Warning", "InvalidRayClusterMetadata")]
         assert "no more than 53 characters" in events[0].message
-        assert "status" not in client.get_cluster(name)  # KubeRay writes no status
+        assert "status" not in client.get(name)  # KubeRay writes no status
         check = backend.check(ClusterPlan(name=name, namespace=NAMESPACE))
         assert check.verdict == "failed", check
         assert "KubeRay's controller refused" in check.message and "no more than 53" in check.message
     finally:
-        client.delete_cluster(name)
+        client.delete(name)
         backend.close()
     events_path = f"/api/v1/namespaces/{NAMESPACE}/events"
     assert any(
@@ -226,12 +226,12 @@ def test_every_kuberay_sample_through_the_manifest_path_against_the_emulator(
             return
         plan = backend.plan(request, identity)
         assert backend.ensure(plan) is True
-        stored = backend.client.get_cluster(plan.name, namespace="samples")  # type: ignore[attr-defined]
+        stored = backend.client.get(plan.name, namespace="samples")  # type: ignore[attr-defined]
         original = next(
             d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "RayCluster"
         )
         assert stored["spec"] == original["spec"]
         assert stored["metadata"]["name"] == plan.name and stored["metadata"]["namespace"] == "samples"
-        assert backend.client.delete_cluster(plan.name, namespace="samples")  # type: ignore[attr-defined]
+        assert backend.client.delete(plan.name, namespace="samples")  # type: ignore[attr-defined]
     finally:
         backend.close()

@@ -310,7 +310,7 @@ def test_ten_runs_that_start_together_create_one_cluster(clients, kuberay_conn):
 def test_the_role_grants_exactly_the_lease_verbs_the_store_uses(clients, kube_emulator):
     """Every Lease call of a store's whole life is in the Role, and the Role grants no Lease verb it does
     not use (the emulator does not enforce RBAC: its request log is checked against the rules)."""
-    from airflow_ray_provider.kuberay import BASE_RULES
+    from airflow_ray_provider.kuberay.client import BASE_RULES
     from tests.fixtures.kuberay import allowed
 
     store = _store(clients[0], lock_ttl=3)

@@ -135,7 +135,7 @@ RETRY_MESSAGE = "The local Ray head failed during startup"
 def test_a_head_is_up_only_once_its_job_agent_answers(ray_head):
     """The job agent (which runs submitted jobs) can answer long after the dashboard; a head counts as up
     only once it answers too, so the first submission is not refused with "No available agent"."""
-    from airflow_ray_provider.local import agent_answers
+    from airflow_ray_provider.local.head import agent_answers
 
     assert ray_head.agent_url is not None
     assert agent_answers(ray_head)

@@ -260,5 +260,5 @@ def test_one_task_on_kuberay_returns_the_value_and_leaves_no_cluster(
 
     assert task_states(dag_run) == {"on_its_own_cluster": "success"}
     assert xcom_value(dag_run, "on_its_own_cluster") == {"x": 21, "cpus": True}
-    left = [o for o in kuberay_client.list_clusters() if matches(o, {LABEL_DAG_ID: dag_id})]
+    left = [o for o in kuberay_client.list_labelled() if matches(o, {LABEL_DAG_ID: dag_id})]
     assert left == []

@@ -43,7 +43,7 @@ def pool(kube_context: str, kuberay_controller: Any, kuberay_client: Any) -> Ite
     finally:
         backend = kuberay_backend(kube_context, TEST_NAMESPACE)
         try:
-            if backend.lease_store().read(name)[0] is not None or kuberay_client.find_cluster(name):
+            if backend.lease_store().read(name)[0] is not None or kuberay_client.find(name):
                 delete_pool(backend, backend.lease_store(), name, lambda message: None)
             for holder in backend.lease_store().read(name)[1]:
                 backend.lease_store().release(name, holder)
@@ -118,7 +118,7 @@ def test_runs_started_together_create_one_raycluster_and_the_janitor_deletes_it_
         assert raw is not None and leases == {}  # every run released its lease
         record = PoolRecord.from_dict(raw)
         assert record.idle_since is not None and not record.deleting
-        assert kuberay_client.find_cluster(pool) is not None  # it stays its idle TTL ...
+        assert kuberay_client.find(pool) is not None  # it stays its idle TTL ...
         assert delete_idle_pools(backend) == []  # ... and the janitor leaves it until then
         time.sleep(max(0.0, record.idle_since + 3.2 - time.time()))
     finally:
@@ -129,9 +129,7 @@ def test_runs_started_together_create_one_raycluster_and_the_janitor_deletes_it_
         main(["clusters", "janitor", "--kuberay-context", kube_context, "--namespace", TEST_NAMESPACE]) == 0
     )
     assert f"deleted {pool} (an idle pool)" in capsys.readouterr().out
-    eventually(
-        lambda: kuberay_client.find_cluster(pool) is None, timeout=60, what="the pool's RayCluster gone"
-    )
+    eventually(lambda: kuberay_client.find(pool) is None, timeout=60, what="the pool's RayCluster gone")
     backend = kuberay_backend(kube_context, TEST_NAMESPACE)
     try:
         assert backend.lease_store().read(pool) == (None, {}) and pool not in backend.lease_store().pools()
@@ -157,7 +155,7 @@ def test_a_run_of_another_spec_fails_before_submitting_naming_the_field(
     assert all(p.startswith(LEASES) for p in posts), posts  # the lock only: no RayCluster, no RayJob
     other_sid = base_submission_id("cli", f"{pool}-other", "run")
     assert not [j for j in ray_job_hook.list_jobs() if j.submission_id.startswith(other_sid)]
-    assert kuberay_client.find_cluster(pool) is not None  # the pool's cluster is untouched
+    assert kuberay_client.find(pool) is not None  # the pool's cluster is untouched
 
 
 def test_submit_operator_on_a_pool_connection_leases_the_pools_raycluster(
@@ -191,7 +189,7 @@ def test_submit_operator_on_a_pool_connection_leases_the_pools_raycluster(
 
     usage = ti.xcoms["usage"]
     assert usage["mode"] == "pool" and usage["cluster"] == pool and usage["cost"]["prices"]["CPU"] == 0.2
-    assert kuberay_client.find_cluster(pool) is not None  # it stays its idle TTL
+    assert kuberay_client.find(pool) is not None  # it stays its idle TTL
     backend = kuberay_backend(kube_context, TEST_NAMESPACE)
     try:
         raw, leases = backend.lease_store().read(pool)

@@ -91,7 +91,7 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     kube_emulator, rayjob_controller, kuberay_conn, kuberay_client, rayjobs, ray_head, capfd, tmp_path
 ):
     from airflow_ray_provider.jobs.submission import base_submission_id
-    from airflow_ray_provider.kuberay import BASE_RULES
+    from airflow_ray_provider.kuberay.client import BASE_RULES
     from tests.fixtures.kuberay import allowed
 
     since = len(kube_emulator.calls)
@@ -145,7 +145,7 @@ def test_rayjob_success_then_kubernetes_deletes_the_cluster_and_a_rerun_reattach
     assert transitions[0] == "Initializing" and transitions[-1] == "Complete" and "Running" in transitions
     assert result["rayjob_name"] not in rayjob_controller.invalid  # KubeRay and the strict CRD accept it
     # shutdownAfterJobFinishes (TTL 0): Kubernetes deleted the cluster, the RayJob stays with its verdict.
-    eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
+    eventually(lambda: kuberay_client.find(result["cluster_name"]) is None, what="cluster deleted")
     assert rayjobs.get(result["rayjob_name"])["status"]["jobDeploymentStatus"] == "Complete"
 
     # A rerun of the same task instance (a restarted worker, try 2) re-attaches: no second RayJob.
@@ -212,7 +212,7 @@ def test_active_deadline_fails_the_rayjob_and_stops_its_job(
 
 def test_a_zombie_try_and_its_retry_share_one_rayjob(kube_emulator, rayjob_controller, kuberay_conn, rayjobs):
     """Try 1's worker is lost mid-wait (it keeps polling, as a zombie would); try 2 re-attaches to it."""
-    from airflow_ray_provider.kuberay import LABEL_TASK_ID
+    from airflow_ray_provider.kuberay.client import LABEL_TASK_ID
 
     since = len(kube_emulator.calls)
     code = "import time; time.sleep(10); print('one run only')"
@@ -253,15 +253,15 @@ def standing_cluster(kuberay_controller, kuberay_client) -> Iterator[str]:
 
     name = "team-standing-ray"
     body = build_body(RayClusterSpec(**SHARED), name=name, namespace=TEST_NAMESPACE)
-    kuberay_client.create_cluster(body)
+    kuberay_client.create(body)
     try:
         eventually(
-            lambda: ((kuberay_client.find_cluster(name) or {}).get("status") or {}).get("state") == "ready",
+            lambda: ((kuberay_client.find(name) or {}).get("status") or {}).get("state") == "ready",
             what="standing cluster ready",
         )
         yield name
     finally:
-        kuberay_client.delete_cluster(name)
+        kuberay_client.delete(name)
 
 
 def test_standing_cluster_is_used_by_name_and_never_deleted(
@@ -304,7 +304,7 @@ def test_standing_cluster_is_used_by_name_and_never_deleted(
 
     assert deleted["deleted"] is False and standing_cluster not in janitor
     time.sleep(1)  # give the controllers a few reconciles: nothing may delete it
-    assert kuberay_client.find_cluster(standing_cluster) is not None
+    assert kuberay_client.find(standing_cluster) is not None
     assert rayjob_controller.clusters.head_of(TEST_NAMESPACE, standing_cluster) is ray_head
 
 
@@ -343,7 +343,7 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
 
     name = "stuck-standing-ray"
     spec = RayClusterSpec(annotations={BEHAVIOUR: "never-ready"})
-    kuberay_client.create_cluster(build_body(spec, name=name, namespace=TEST_NAMESPACE))
+    kuberay_client.create(build_body(spec, name=name, namespace=TEST_NAMESPACE))
     try:
         api = kube_emulator.api_client()
         client.CustomObjectsApi(api).patch_namespaced_custom_object_status(
@@ -356,9 +356,9 @@ def test_standing_cluster_problems_fail_at_once_with_its_conditions(
             stuck.execute(context_for(StandInTI("standing_bad")))
         assert time.monotonic() - started < 10  # no waiting for a cluster someone else runs
         assert "ReplicaFailure" in str(excinfo.value) and excinfo.value.conditions
-        assert kuberay_client.find_cluster(name) is not None  # not ours: never deleted
+        assert kuberay_client.find(name) is not None  # not ours: never deleted
     finally:
-        kuberay_client.delete_cluster(name)
+        kuberay_client.delete(name)
 
 
 def _one_task(kuberay_conn: str, task_id: str, code: str, **kwargs: Any) -> Any:
@@ -371,10 +371,11 @@ def _one_task(kuberay_conn: str, task_id: str, code: str, **kwargs: Any) -> Any:
 
 
 def _clusters_of(kuberay_client: Any, dag_id: str, task_id: str | None = None) -> list[str]:
-    from airflow_ray_provider.kuberay import LABEL_DAG_ID, LABEL_TASK_ID, matches
+    from airflow_ray_provider.kuberay import LABEL_DAG_ID, matches
+    from airflow_ray_provider.kuberay.client import LABEL_TASK_ID
 
     wanted = {LABEL_DAG_ID: dag_id, **({LABEL_TASK_ID: task_id} if task_id else {})}
-    return [o["metadata"]["name"] for o in kuberay_client.list_clusters() if matches(o, wanted)]
+    return [o["metadata"]["name"] for o in kuberay_client.list_labelled() if matches(o, wanted)]
 
 
 def test_one_task_mode_runs_the_job_and_deletes_its_cluster_on_success_and_failure(
@@ -466,4 +467,4 @@ def test_deferrable_rayjob_and_one_task_under_dag_test(
     assert xcom_value(dag_run, "ok", key="ray_job_url") == result["job_url"]
     failed = rayjobs.list_labelled({"airflow-ray-provider/task-id": "bad"})
     assert failed and failed[0]["status"]["reason"] == "AppFailed"
-    eventually(lambda: kuberay_client.find_cluster(result["cluster_name"]) is None, what="cluster deleted")
+    eventually(lambda: kuberay_client.find(result["cluster_name"]) is None, what="cluster deleted")

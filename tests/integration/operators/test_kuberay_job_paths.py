@@ -100,7 +100,7 @@ def test_killed_with_suspend_then_the_next_try_resumes_the_same_rayjob(
     # Suspending stops the Ray job, lets Ray's job monitor settle, then deletes the cluster (its head):
     # tens of seconds on a loaded machine, so the bound is the one try 1's start had.
     eventually(lambda: _deployment(rayjobs, name) == "Suspended", timeout=120.0, what="RayJob suspended")
-    assert kuberay_client.find_cluster(cluster) is None  # KubeRay released the cluster
+    assert kuberay_client.find(cluster) is None  # KubeRay released the cluster
     assert rayjobs.get(name)["metadata"]["annotations"][ANNOTATION_SUSPENDED_ON_KILL] == "true"
 
     second = _op(kuberay_conn, "suspended", entrypoint=entrypoint, suspend_on_kill=True)
@@ -189,7 +189,7 @@ def test_deletion_rules_delete_workers_then_cluster_then_the_rayjob_each_after_i
     applied = rayjob_controller.deletions[name]
     assert [policy for policy, _ in applied] == ["DeleteWorkers", "DeleteCluster", "DeleteSelf"]
     assert [after >= ttl for (_, after), ttl in zip(applied, (0, 2, 4), strict=True)] == [True] * 3
-    assert kuberay_client.find_cluster(result["cluster_name"]) is None
+    assert kuberay_client.find(result["cluster_name"]) is None
 
 
 def test_deletion_rules_with_shutdown_are_refused_before_any_api_call(kuberay_conn):

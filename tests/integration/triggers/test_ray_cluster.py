@@ -31,14 +31,14 @@ def unwatched_client(kube_emulator):
     try:
         yield client
     finally:
-        for obj in client.list_clusters():
-            client.delete_cluster(obj["metadata"]["name"])
+        for obj in client.list_labelled():
+            client.delete(obj["metadata"]["name"])
         client.api_client.close()
 
 
 def _cluster(client: Any, name: str, status: dict[str, Any]) -> None:
     body = {"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name}, "spec": {}}
-    client.create_cluster(body)
+    client.create(body)
     from kubernetes.client import CustomObjectsApi  # the provider never patches: the test writes the status
 
     CustomObjectsApi(client.api_client).patch_namespaced_custom_object(

@@ -18,7 +18,8 @@ from airflow_ray_provider.clusters import (
     TaskIdentity,
 )
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
-from airflow_ray_provider.kuberay import ANNOTATION_EXPIRES_AT, ANNOTATION_RUN_ID, RayJobStatus, matches
+from airflow_ray_provider.kuberay import ANNOTATION_RUN_ID, RayJobStatus, matches
+from airflow_ray_provider.kuberay.client import ANNOTATION_EXPIRES_AT
 from airflow_ray_provider.launch import RayJobRequest, RayJobTarget, plan_rayjob
 from airflow_ray_provider.launch.rayjob import RayJobLook, RayJobPlan
 

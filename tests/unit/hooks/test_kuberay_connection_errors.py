@@ -58,7 +58,8 @@ def test_bad_namespace_names_its_source():
 
 @pytest.mark.unit
 def test_replicas_above_max_replicas_is_named_as_such():
-    from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, WorkerGroup, build_body
+    from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, build_body
+    from airflow_ray_provider.kuberay.spec import WorkerGroup
 
     spec = RayClusterSpec(worker_groups=[WorkerGroup(name="w", replicas=5, max_replicas=2)])
     with pytest.raises(

@@ -9,13 +9,8 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.kuberay import (
-    HeadGroup,
-    KubeRaySpecError,
-    RayClusterSpec,
-    WorkerGroup,
-    build_body,
-)
+from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, build_body
+from airflow_ray_provider.kuberay.spec import HeadGroup, WorkerGroup
 from airflow_ray_provider.kuberay.validation import check_raycluster, kuberay_secret_name
 
 Body = dict[str, Any]

@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, WorkerGroup, build_body
+from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, build_body
 from airflow_ray_provider.kuberay.builder import tag_version
+from airflow_ray_provider.kuberay.spec import WorkerGroup
 
 GROUPS = [WorkerGroup(name="cpu"), WorkerGroup(name="gpu", gpu=1)]
 

@@ -6,7 +6,8 @@ import re
 
 import pytest
 
-from airflow_ray_provider.kuberay import BASE_RULES, role_manifest
+from airflow_ray_provider.kuberay import role_manifest
+from airflow_ray_provider.kuberay.client import BASE_RULES
 from airflow_ray_provider.kuberay.leases import NAME_MAX, expiry, lease_name, micro_time
 from tests.fixtures.kuberay import allowed
 from tests.fixtures.kuberay_emulator import selects

@@ -13,13 +13,12 @@ from airflow_ray_provider.kuberay import (
     KubeRaySpecError,
     RayClusterSpec,
     RayJobOptions,
-    WorkerGroup,
     build_body,
     build_rayjob_body,
     ownership_labels,
 )
 from airflow_ray_provider.kuberay.rayjob import CLUSTER_SELECTOR_KEY
-from airflow_ray_provider.kuberay.spec import LABEL_KUEUE_QUEUE
+from airflow_ray_provider.kuberay.spec import LABEL_KUEUE_QUEUE, WorkerGroup
 from tests.fixtures.crd import crd_schema, schema_errors
 from tests.fixtures.kuberay_rayjob import kuberay_rules
 

@@ -9,17 +9,16 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.kuberay import (
-    ANNOTATION_EXPIRES_AT,
-    HeadGroup,
     KubeRaySpecError,
     RayClusterSpec,
-    WorkerGroup,
     build_body,
     generate_name,
     ownership_labels,
     prepare_manifest,
     token_ref_of,
 )
+from airflow_ray_provider.kuberay.client import ANNOTATION_EXPIRES_AT
+from airflow_ray_provider.kuberay.spec import HeadGroup, WorkerGroup
 
 OWNER = ownership_labels(
     dag_id="nightly_eval", run_id="scheduled__2024-01-01T00:00:00+00:00", task_id="create"

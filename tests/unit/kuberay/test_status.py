@@ -7,7 +7,6 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_ray_provider.kuberay import (
-    BASE_RULES,
     CREATED_BY,
     LABEL_CREATED_BY,
     LABEL_RUN_HASH,
@@ -20,6 +19,7 @@ from airflow_ray_provider.kuberay import (
     readiness,
     role_manifest,
 )
+from airflow_ray_provider.kuberay.client import BASE_RULES
 from tests.fixtures.kuberay import allowed
 
 

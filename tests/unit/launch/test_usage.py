@@ -219,7 +219,8 @@ def test_a_timed_out_job_gets_a_record_whose_line_says_so() -> None:
 
 
 def test_prices_are_checked_against_the_spec_of_a_rayjobs_cluster() -> None:
-    from airflow_ray_provider.kuberay import RayClusterSpec, WorkerGroup
+    from airflow_ray_provider.kuberay import RayClusterSpec
+    from airflow_ray_provider.kuberay.spec import WorkerGroup
     from airflow_ray_provider.operators.kuberay_job import check_prices_on_spec
 
     spec = RayClusterSpec(worker_groups=[WorkerGroup(name="gpu", gpu=1)])

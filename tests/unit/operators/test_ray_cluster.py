@@ -7,7 +7,8 @@ import json
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.kuberay import RayClusterSpec, WorkerGroup
+from airflow_ray_provider.kuberay import RayClusterSpec
+from airflow_ray_provider.kuberay.spec import WorkerGroup
 
 
 @pytest.mark.unit

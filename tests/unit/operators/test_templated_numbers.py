@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec, validate_spec
+from airflow_ray_provider.kuberay import KubeRaySpecError, RayClusterSpec
+from airflow_ray_provider.kuberay.spec import validate_spec
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from tests.fixtures.ray_job import StandInTI, context_for
