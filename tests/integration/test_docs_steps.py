@@ -41,6 +41,14 @@ def _ours(marker: str) -> list[int]:
     return found
 
 
+def _orphaned_multiprocessing_folders(before: set[Path]) -> set[Path]:
+    """New ``/tmp/pymp-*`` folders whose forkserver socket no process holds (a killed process's leftovers):
+    a socket a live process has bound is listed in ``/proc/net/unix``."""
+    bound = {line.split()[-1] for line in Path("/proc/net/unix").read_text().splitlines()[1:]}
+    new = set(Path("/tmp").glob("pymp-*")) - before
+    return {folder for folder in new if any(str(s) not in bound for s in folder.glob("listener-*"))}
+
+
 def _answers(url: str, token: str) -> bool:
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
@@ -61,6 +69,7 @@ def test_the_ray_start_recipe_runs_a_job_and_stops_only_its_own_head(
         ARP_DOCS_STEP=marker,
     )
     logs_before = set(Path("/tmp").glob("ray-*.log"))
+    multiprocessing_before = set(Path("/tmp").glob("pymp-*"))  # another process's may come and go meanwhile
     try:
         done = subprocess.run(
             ["bash", "-c", recipe],
@@ -82,6 +91,8 @@ def test_the_ray_start_recipe_runs_a_job_and_stops_only_its_own_head(
         new_logs = set(Path("/tmp").glob("ray-*.log")) - logs_before
         assert len(new_logs) == 1  # the log it keeps, and nothing else of the head in /tmp
         assert not Path(str(next(iter(new_logs)))[: -len(".log")]).exists()
+        # the killed dashboard's multiprocessing folder was in the head's temp dir, not in /tmp
+        assert _orphaned_multiprocessing_folders(multiprocessing_before) == set()
     finally:
         for pid in _ours(marker):
             with contextlib.suppress(ProcessLookupError):
