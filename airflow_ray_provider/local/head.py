@@ -6,6 +6,7 @@ only processes that still belong to it (a reused process id does not). No Airflo
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import logging
 import os
@@ -349,7 +350,10 @@ def _wait_until_up(
         if AGENT_HTTP_FAILED_MARKER in _read(Path(info.temp_dir, AGENT_LOG)):
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
-        waiting = waiting_for(info, token)
+        try:
+            waiting = waiting_for(info, token)
+        except http.client.HTTPException:  # a port it was given went to another process before Ray bound it
+            _fail(info, StartupCrashError, "a port of the head answers, but not in HTTP", HEAD_LOG_NAME)
         if not waiting:
             log.info("local Ray head %s up after %.1fs", info.name, time.monotonic() - start)
             return
