@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_ray_provider.local import LocalHeadInfo
-from airflow_ray_provider.local.head import agent_answers
+from airflow_ray_provider.local import LocalHeadInfo, agent_answers
 
 OLD_RECORD = {
     "name": "nightly-1a2b", "pid": 4242, "pgid": 4242, "temp_dir": "/tmp/rayh-x",
