@@ -23,7 +23,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -133,13 +133,9 @@ class LocalHeadInfo:
     token_file: str | None
     agent_url: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The info as a plain dict."""
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LocalHeadInfo:
-        """Rebuild the info from :meth:`to_dict` output (unknown keys are ignored)."""
+        """The info from its ``asdict`` (unknown keys, e.g. a handle's ``expires_at``, are ignored)."""
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 

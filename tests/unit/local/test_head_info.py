@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
 from airflow_ray_provider.local import LocalHeadInfo, agent_answers
@@ -22,4 +24,4 @@ def test_info_without_an_agent_url_reads_without_one_and_info_round_trips() -> N
     assert agent_answers(old)
 
     new = LocalHeadInfo(**{**OLD_RECORD, "agent_url": "http://127.0.0.1:52365"})
-    assert LocalHeadInfo.from_dict(new.to_dict()) == new
+    assert LocalHeadInfo.from_dict(asdict(new)) == new
