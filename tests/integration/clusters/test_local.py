@@ -335,15 +335,15 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     from airflow_ray_provider.clusters.local import LocalPlan, find_cluster, read_record, start_cluster
     from airflow_ray_provider.local import LocalClusterOptions
 
-    write_record = cluster_module._write_record
+    write_json = cluster_module.write_json
     seen: list[dict] = []
 
-    def register_then_interrupt(record: dict) -> None:
-        write_record(record)
+    def register_then_interrupt(path: Path, record: dict) -> None:
+        write_json(path, record)
         seen.append(record)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
+    monkeypatch.setattr(cluster_module, "write_json", register_then_interrupt)
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
     with pytest.raises(KeyboardInterrupt):
         start_cluster(LocalPlan("never-ran", options=LocalClusterOptions(num_cpus=1, temp_root=str(root))))
