@@ -24,16 +24,16 @@ from typing import Any
 from urllib.parse import quote
 
 from airflow_ray_provider.clusters.backend import (
+    BackendName,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RayClusterHandle,
     ReadinessCheck,
     RunCluster,
     TaskIdentity,
     check_spec,
-    keeps_unowned,
 )
-from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
@@ -318,12 +318,8 @@ class LocalBackend(ClusterBackend):
         """The head's token, from its 0600 file."""
         return read_token(handle.auth_token_file) if handle.auth_token_file else None
 
-    def delete(
-        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
-    ) -> bool:
-        """Stop a head from any process, also one still starting (always waits); never an unowned one."""
-        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
-            return False
+    def _delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
+        """Stop a head from any process, also one still starting (always waits)."""
         extra = cluster.extra if isinstance(cluster, RayClusterHandle) else None
         info = LocalHeadInfo.from_dict(extra) if extra else find_cluster(cluster.name)
         return stop_cluster(info) if info is not None else False
