@@ -233,9 +233,8 @@ class KubeRayBackend(ClusterBackend):
                 message = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
             return _look(status, verdict, message, events=events)
         url = dashboard_url(status, plan.dashboard_url_template)
-        token = None
-        if plan.token_ref is not None:
-            ref = plan.token_ref
+        token, ref = None, plan.token_ref
+        if ref is not None:
             try:
                 token = self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace)
             except KubeRayNotFoundError:

@@ -102,13 +102,11 @@ class LocalClusterOptions:
         """Accept options, a dict of them, or ``None``; unknown keys raise ``ValueError``."""
         if isinstance(value, LocalClusterOptions):
             return value
-        value = dict(value or {})
-        unknown = sorted(set(value) - set(cls.__dataclass_fields__))
+        known = sorted(cls.__dataclass_fields__)
+        unknown = sorted(set(value or {}) - set(known))
         if unknown:
-            raise ValueError(
-                f"local options has unknown key(s) {unknown}; known: {sorted(cls.__dataclass_fields__)}"
-            )
-        return cls(**value)
+            raise ValueError(f"local options has unknown key(s) {unknown}; known: {known}")
+        return cls(**(value or {}))
 
 
 @dataclass(frozen=True)
