@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
 from airflow_ray_provider.exceptions import RayInvalidInputError

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
-from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, RayClusterHandle, TaskIdentity
 from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.kuberay import (

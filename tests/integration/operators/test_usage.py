@@ -63,7 +63,7 @@ def gpu_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _handle(head: Any) -> dict[str, Any]:
-    from airflow_ray_provider.clusters.handle import RayClusterHandle
+    from airflow_ray_provider.clusters import RayClusterHandle
 
     return RayClusterHandle(
         backend="local", name=head.name, dashboard_url=head.dashboard_url, auth_token_file=head.token_file
