@@ -29,7 +29,6 @@ class KubeRayHook(BaseHook):
     """Reach RayClusters through a ``kuberay`` connection.
 
     :param namespace: overrides the connection's namespace.
-    :param api_client: an already configured ``kubernetes.client.ApiClient`` (skips the connection's auth).
     :param connection: an already fetched connection.
     """
 
@@ -43,13 +42,11 @@ class KubeRayHook(BaseHook):
         kuberay_conn_id: str = default_conn_name,
         *,
         namespace: str | None = None,
-        api_client: ApiClient | None = None,
         connection: Connection | None = None,
     ) -> None:
         super().__init__()
         self.kuberay_conn_id = kuberay_conn_id
         self._namespace = namespace
-        self._api_client = api_client
         self._connection = connection
 
     @cached_property
@@ -94,8 +91,6 @@ class KubeRayHook(BaseHook):
 
         :raises RayInvalidInputError: naming the connection and the Extra to fix.
         """
-        if self._api_client is not None:
-            return self._api_client
         import os
 
         import yaml
