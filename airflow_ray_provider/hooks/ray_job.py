@@ -82,15 +82,6 @@ def _dashboard_url(conn: Connection, source: str) -> str:
     return f"{scheme}://{host}:{conn.port}" if conn.port else f"{scheme}://{host}"
 
 
-def _verify(extra: dict[str, Any]) -> bool | str:
-    if extra.get("ca_bundle"):
-        return str(extra["ca_bundle"])
-    verify = extra.get("verify", True)
-    if isinstance(verify, str):
-        return verify.strip().lower() not in ("false", "0", "no", "off")
-    return bool(verify)
-
-
 def connection_link_url(conn: Connection) -> str:
     """The dashboard of a ``ray`` connection as a browser reaches it: its ``dashboard_url`` extra, else Host.
 
@@ -103,31 +94,6 @@ def connection_link_url(conn: Connection) -> str:
             f"{source}: extra 'dashboard_url' must start with http:// or https://, got {url!r}"
         )
     return url or _dashboard_url(conn, source)
-
-
-def client_of_connection(
-    conn: Connection, *, retry_attempts: int = 5, retry_max_wait: float = 10.0
-) -> JobClient:
-    """The Job API client of a ``ray`` connection, its credentials registered with Airflow's secrets masker.
-
-    :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
-    """
-    from airflow.sdk.log import mask_secret
-
-    source = f"connection {conn.conn_id!r}"
-    extra = conn.extra_dejson or {}
-    texts = {
-        name: {str(key): str(value) for key, value in (_json_extra(extra, name, source) or {}).items()}
-        for name in ("headers", "cookies", "metadata")
-    }
-    client = JobClient(
-        _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
-        verify=_verify(extra), timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
-        retry_attempts=retry_attempts, retry_max_wait=retry_max_wait, **texts,
-    )  # fmt: skip
-    for secret in client.secrets():
-        mask_secret(secret)
-    return client
 
 
 class RayJobHook(BaseHook):
@@ -176,22 +142,42 @@ class RayJobHook(BaseHook):
 
     @cached_property
     def client(self) -> JobClient:
-        """The Job API client (its secrets masked)."""
-        options: dict[str, Any] = {
-            "retry_attempts": self.retry_attempts,
-            "retry_max_wait": self.retry_max_wait,
+        """The Job API client, its credentials registered with Airflow's secrets masker.
+
+        :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
+        """
+        if self.cluster is not None:
+            backend = backend_for_handle(self.cluster)
+            try:
+                return backend.job_client(
+                    self.cluster, retry_attempts=self.retry_attempts, retry_max_wait=self.retry_max_wait
+                )
+            except OSError as exc:
+                raise RayProviderError(
+                    f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
+                ) from exc
+            finally:
+                backend.close()
+        from airflow.sdk.log import mask_secret
+
+        conn, source = self.connection, f"connection {self.ray_conn_id!r}"
+        extra = conn.extra_dejson or {}
+        texts = {
+            name: {str(key): str(value) for key, value in (_json_extra(extra, name, source) or {}).items()}
+            for name in ("headers", "cookies", "metadata")
         }
-        if self.cluster is None:
-            return client_of_connection(self.connection, **options)
-        backend = backend_for_handle(self.cluster)
-        try:
-            return backend.job_client(self.cluster, **options)
-        except OSError as exc:
-            raise RayProviderError(
-                f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
-            ) from exc
-        finally:
-            backend.close()
+        verify = extra.get("verify", True)
+        if isinstance(verify, str):
+            verify = verify.strip().lower() not in ("false", "0", "no", "off")
+        client = JobClient(
+            _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
+            verify=str(extra["ca_bundle"]) if extra.get("ca_bundle") else bool(verify),
+            timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+            retry_attempts=self.retry_attempts, retry_max_wait=self.retry_max_wait, **texts,
+        )  # fmt: skip
+        for secret in client.secrets():
+            mask_secret(secret)
+        return client
 
     def test_connection(self) -> tuple[bool, str]:
         """Check the connection from the Airflow UI: ``GET /api/version`` with the token."""
