@@ -1,9 +1,6 @@
-"""The ``kuberay`` connection type: how Airflow reaches the Kubernetes API that KubeRay watches.
-
-Its Extra (JSON) holds one way to authenticate, never loaded globally (``in_cluster``, ``kube_config_path``
-or an inline ``kube_config``), plus ``context``, ``namespace``, ``default_image``,
-``dashboard_url_template``, ``link_url_template`` and ``ray_auth`` (see :mod:`..connection_forms`).
-"""
+"""The ``kuberay`` connection type (its Extra: :mod:`..connection_forms`): how Airflow reaches the Kubernetes
+API that KubeRay watches, never through a globally loaded kubeconfig; and which backend a connection or a
+handle means."""
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ soon as read; and the run target a task's arguments, or a deferred run's referen
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,7 @@ from airflow.sdk import BaseHook
 from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
 from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
-from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import (
     backend_for_connection,
     backend_for_handle,
@@ -147,17 +148,9 @@ class RayJobHook(BaseHook):
         :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
         """
         if self.cluster is not None:
-            backend = backend_for_handle(self.cluster)
-            try:
-                return backend.job_client(
-                    self.cluster, retry_attempts=self.retry_attempts, retry_max_wait=self.retry_max_wait
-                )
-            except OSError as exc:
-                raise RayProviderError(
-                    f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
-                ) from exc
-            finally:
-                backend.close()
+            with closing(backend_for_handle(self.cluster)) as backend:
+                options = {"retry_attempts": self.retry_attempts, "retry_max_wait": self.retry_max_wait}
+                return backend.job_client(self.cluster, **options)
         from airflow.sdk.log import mask_secret
 
         conn, source = self.connection, f"connection {self.ray_conn_id!r}"
