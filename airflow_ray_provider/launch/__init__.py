@@ -11,7 +11,7 @@ from airflow_ray_provider.launch.pool import (
     janitor_sweep,
     pool_options,
 )
-from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import (
     Connection,
@@ -30,7 +30,6 @@ from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
     Cleanup,
     Ending,
-    WaitAction,
     apoll,
     readiness_rule,
     ready_handle,
@@ -50,14 +49,12 @@ __all__ = [
     "PoolLease",
     "RayAddress",
     "RayJobFailedError",
-    "RayJobRequest",
     "RayJobTarget",
     "RunResult",
     "RunTarget",
     "StandingCluster",
     "Target",
     "UsageOptions",
-    "WaitAction",
     "apoll",
     "check_options",
     "cluster_target",

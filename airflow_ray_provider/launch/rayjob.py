@@ -54,29 +54,6 @@ TEARDOWN_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
-class RayJobRequest:
-    """What a RayJob was asked for (templates rendered).
-
-    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
-        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
-        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
-    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
-    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
-    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
-    """
-
-    options: RayJobOptions
-    spec: RayClusterSpec | None = None
-    manifest: dict[str, Any] | str | None = None
-    cluster_name: str | None = None
-    rayjob_name: str | None = None
-    name_prefix: str = "rayjob"
-    namespace: str | None = None
-    dashboard_url_template: str | None = None
-    suspend_on_kill: bool = False
-
-
-@dataclass(frozen=True)
 class RayJobPlan:
     """A validated RayJob, fixed before any API call (its name is the same for every try).
 
@@ -133,33 +110,60 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
         raise RayInvalidInputError(str(exc)) from exc
 
 
-def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
+def plan_rayjob(
+    backend: KubeRayBackend,
+    options: RayJobOptions,
+    identity: TaskIdentity,
+    *,
+    spec: RayClusterSpec | None = None,
+    manifest: dict[str, Any] | str | None = None,
+    cluster_name: str | None = None,
+    rayjob_name: str | None = None,
+    name_prefix: str = "rayjob",
+    namespace: str | None = None,
+    dashboard_url_template: str | None = None,
+    suspend_on_kill: bool = False,
+) -> RayJobPlan:
     """Validate everything and build the RayJob's body through a KubeRay backend (no API call);
-    :class:`RayInvalidInputError` names the bad field."""
-    namespace = request.namespace or backend.settings.namespace
-    template = request.dashboard_url_template or backend.settings.dashboard_url_template
+    :class:`RayInvalidInputError` names the bad field.
+
+    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
+        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
+        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
+    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
+    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
+    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
+    """
+    namespace = namespace or backend.settings.namespace
+    template = dashboard_url_template or backend.settings.dashboard_url_template
     try:
-        name = request.rayjob_name or generate_name(
-            prefix=request.name_prefix, dag_id=identity.dag_id, run_id=identity.run_id,
-            task_id=identity.task_id, map_index=identity.map_index,
+        name = rayjob_name or generate_name(
+            prefix=name_prefix, dag_id=identity.dag_id, run_id=identity.run_id, task_id=identity.task_id,
+            map_index=identity.map_index,
         )  # fmt: skip
         check_rayjob_name(name)
         dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
-        cluster_spec, labels, annotations = _cluster_part(backend, request, name, namespace)
+        if spec is not None and manifest is not None:
+            raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
+        cluster_spec, labels, annotations = None, {}, {}  # a standing cluster's
+        if cluster_name is None or spec is not None or manifest is not None:  # spec + cluster_name: refused
+            cluster = backend.body(spec, manifest, name=name, namespace=namespace)
+            cluster_spec, meta = cluster["spec"], cluster["metadata"]  # KubeRay copies these onto the cluster
+            source = meta if manifest is not None else asdict(spec or RayClusterSpec())
+            labels, annotations = dict(source.get("labels") or {}), dict(source.get("annotations") or {})
         owner = identity.labels()
         body = build_rayjob_body(
-            request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
-            cluster_name=request.cluster_name, labels={**labels, **owner},
-            annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
+            options, name=name, namespace=namespace, cluster_spec=cluster_spec, cluster_name=cluster_name,
+            labels={**labels, **owner}, annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
         )  # fmt: skip
     except (KubeRaySpecError, ValueError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
     ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
-    wait, note = _teardown(request.options, request.cluster_name)
+    wait, note = _teardown(options, cluster_name)
     return RayJobPlan(
-        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
+        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=cluster_name,
         token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
-        dashboard_url_template=template, suspend_on_kill=request.suspend_on_kill, teardown_wait=wait,
+        dashboard_url_template=template, suspend_on_kill=suspend_on_kill, teardown_wait=wait,
         teardown_note=note,
     )  # fmt: skip
 
@@ -182,23 +186,6 @@ def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]
             "not wait for it (its cost then is not in reserved)"
         )
     return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
-
-
-def _cluster_part(
-    backend: KubeRayBackend, request: RayJobRequest, name: str, namespace: str
-) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
-    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster (a spec beside
-    ``cluster_name`` goes on: :func:`build_rayjob_body` refuses both)."""
-    if request.spec is not None and request.manifest is not None:
-        raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
-    if request.cluster_name is not None and request.spec is None and request.manifest is None:
-        return None, {}, {}
-    body = backend.body(request.spec, request.manifest, name=name, namespace=namespace)
-    if request.manifest is not None:
-        meta = body["metadata"]
-        return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
-    spec = request.spec or RayClusterSpec()
-    return body["spec"], dict(spec.labels), dict(spec.annotations)
 
 
 class RayJobTarget(RunTarget):

@@ -29,7 +29,6 @@ from airflow_ray_provider.launch.wait import (
     Ending,
     Observation,
     Step,
-    WaitAction,
     WaitPlan,
     actions_for,
     apoll,
@@ -263,7 +262,7 @@ class JobRun:
         if seen.log_text is not None:
             self.log_text = seen.log_text
         self._announce()
-        return None if decided.action is WaitAction.WAIT else decided
+        return None if decided.ending is None else decided
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
@@ -300,11 +299,11 @@ class JobRun:
 
     def result(self) -> dict[str, Any]:
         """The XCom of a succeeded job; the provider's error for every other ending."""
-        action = self.last.action if self.last is not None else WaitAction.SUCCEED
+        ending = self.last.ending if self.last is not None else Ending.SUCCEEDED
         sid = self.submission_id or "?"
-        if action is WaitAction.TIME_OUT:
+        if ending is Ending.TIMED_OUT:
             raise timeout_error(sid, self.timeout or 0, self.logs(), stopped=self.stopped)
-        if action is WaitAction.STOP:
+        if ending in (Ending.USER_KILL, Ending.WORKER_SIGTERM):
             why = self.last.message if self.last is not None else "the task was killed"
             if self.stopped:
                 log_tail = tail(self.logs(), self.tail_lines)
@@ -338,7 +337,7 @@ class JobRun:
             return Ending.USER_KILL
         if isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
             return Ending.TIMED_OUT
-        if self.last is not None and self.last.action is WaitAction.TIME_OUT:
+        if self.last is not None and self.last.ending is Ending.TIMED_OUT:
             return Ending.TIMED_OUT
         return Ending.FAILED if exc is not None else Ending.SUCCEEDED
 
@@ -403,7 +402,7 @@ class JobRun:
             "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
             "start_time": plan.start_time, "log_offset": plan.log_offset,
             "subject": self.subject.to_dict() if self.subject is not None else None,
-            "step": None if last is None else {"action": last.action.value, "message": last.message},
+            "step": last and last.ending and {"ending": last.ending.value, "message": last.message},
             "usage": dataclasses.asdict(self.usage) if self.usage is not None else None,
             "log_tail": tail(self.log_text),
         }  # fmt: skip
@@ -425,6 +424,6 @@ class JobRun:
         if state["subject"] is not None:
             run.subject = target.restore(state["subject"])
         if state["step"]:
-            run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
+            run.last = Step(Ending(state["step"]["ending"]), message=state["step"]["message"])
         run.log_text = state["log_tail"]
         return run

@@ -38,7 +38,7 @@ from airflow_ray_provider.jobs.submission import (
     check_runtime_env,
 )
 from airflow_ray_provider.launch.pool import cluster_target, pool_options
-from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.wait import Cleanup
@@ -216,11 +216,10 @@ def _rayjob_target(target: KubeRayJob, identity: TaskIdentity, job: JobSpec) -> 
     base = base_submission_id(CLI_DAG_ID, identity.run_id, CLI_TASK_ID)
     options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
                              metadata=dict(job.metadata))  # fmt: skip
-    request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
-                            dashboard_url_template=target.dashboard_url_template)  # fmt: skip
     backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
     try:
-        return RayJobTarget(backend, plan_rayjob(backend, request, identity))
+        plan = plan_rayjob(backend, options, identity, spec=spec, name_prefix="ray-cli")
+        return RayJobTarget(backend, plan)
     except BaseException:
         backend.close()
         raise
