@@ -7,7 +7,6 @@ from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.pool import (
     PoolLease,
     cluster_target,
-    delete_idle_pools,
     janitor_sweep,
     pool_options,
 )
@@ -58,7 +57,6 @@ __all__ = [
     "apoll",
     "check_options",
     "cluster_target",
-    "delete_idle_pools",
     "janitor_sweep",
     "kuberay_backend",
     "plan_rayjob",

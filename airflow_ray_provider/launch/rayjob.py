@@ -449,7 +449,3 @@ class RayJobTarget(RunTarget):
         self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
         self.job_id = self.job_id or look.status.job_id
         return look
-
-    def close(self) -> None:
-        """Close the Kubernetes client."""
-        self.backend.close()

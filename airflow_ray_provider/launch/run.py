@@ -55,12 +55,14 @@ class RunTarget(Protocol):
         before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
     :attr client: the Job API client of the job's cluster, once reached.
+    :attr backend: what reaches the cluster (a ``ClusterBackend``, ``None`` for a client given ready).
     """
 
     owned: bool
     stop_takes_cluster: bool
     dashboard_url: str | None
     client: JobClient | None
+    backend: Any
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Make the cluster ready (create, find or attach); blocking."""
@@ -119,7 +121,9 @@ class RunTarget(Protocol):
         """How the face that made this target makes it again (JSON, never a secret)."""
 
     def close(self) -> None:
-        """Release blocking clients."""
+        """Release blocking clients: the backend's."""
+        if self.backend is not None:
+            self.backend.close()
 
     async def aclose(self) -> None:
         """Release async clients: the Job API client's reader."""

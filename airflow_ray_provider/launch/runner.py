@@ -192,7 +192,18 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
     identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
-        return _rayjob_target(target, identity, job)
+        try:
+            spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
+        except ValueError as exc:
+            raise RayInvalidInputError(f"spec: {exc}") from exc
+        options = target.options(job.entrypoint, job_id=base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID),
+                                 runtime_env=dict(job.runtime_env), metadata=dict(job.metadata))  # fmt: skip
+        jobs = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+        try:
+            return RayJobTarget(jobs, plan_rayjob(jobs, options, identity, spec=spec, name_prefix="ray-cli"))
+        except BaseException:
+            jobs.close()
+            raise
     if isinstance(target, LocalHead):
         request = ClusterRequest(local_options=target.options, name_prefix="ray-cli")
     elif isinstance(target, KubeRayCluster):  # checked before the backend exists (nothing to close)
@@ -206,23 +217,6 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
     if isinstance(target, StandingCluster):
         return ClusterTarget(backend=backend, standing=target.name)
     return cluster_target(backend, request, identity, pool)
-
-
-def _rayjob_target(target: KubeRayJob, identity: TaskIdentity, job: JobSpec) -> RunTarget:
-    try:
-        spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
-    except ValueError as exc:
-        raise RayInvalidInputError(f"spec: {exc}") from exc
-    base = base_submission_id(CLI_DAG_ID, identity.run_id, CLI_TASK_ID)
-    options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
-                             metadata=dict(job.metadata))  # fmt: skip
-    backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    try:
-        plan = plan_rayjob(backend, options, identity, spec=spec, name_prefix="ray-cli")
-        return RayJobTarget(backend, plan)
-    except BaseException:
-        backend.close()
-        raise
 
 
 @dataclass(frozen=True)
