@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
 #: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
 TEARDOWN_WAIT_S = 30.0
+#: The fields of a :class:`RayJobPlan` a handed-over run's target keeps.
+REF_FIELDS = ("namespace", "dashboard_url_template", "suspend_on_kill", "teardown_wait", "teardown_note")
 
 
 @dataclass(frozen=True)
@@ -220,21 +222,15 @@ class RayJobTarget(RunTarget):
         return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
-        """The face's reference with the RayJob's name, namespace and dashboard template, and how a stop
-        treats it (``suspend_on_kill``, ``teardown_wait``): what :meth:`from_ref` reads."""
-        plan = self.plan
-        return {**self._ref, "rayjob": plan.name, "namespace": plan.namespace,
-                "template": plan.dashboard_url_template, "suspend_on_kill": plan.suspend_on_kill,
-                "teardown_wait": plan.teardown_wait}  # fmt: skip
+        """The face's reference with the RayJob's name and its plan's :data:`REF_FIELDS` (what a stop and a
+        finished run need): what :meth:`from_ref` reads."""
+        plan = {name: getattr(self.plan, name) for name in REF_FIELDS}
+        return {**self._ref, "rayjob": self.plan.name, **plan}
 
     @classmethod
     def from_ref(cls, backend: KubeRayBackend, ref: dict[str, Any]) -> RayJobTarget:
         """The target a :meth:`ref` names (after a deferral: no body, it waits, stops and deletes)."""
-        plan = RayJobPlan(name=ref["rayjob"], namespace=backend.settings.namespace,
-                          dashboard_url_template=ref.get("template"),
-                          suspend_on_kill=bool(ref.get("suspend_on_kill")),
-                          teardown_wait=float(ref.get("teardown_wait") or 0.0))  # fmt: skip
-        return cls(backend, plan, ref=ref)
+        return cls(backend, RayJobPlan(ref["rayjob"], **{name: ref[name] for name in REF_FIELDS}), ref=ref)
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""

@@ -1,6 +1,6 @@
 """One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
 
-As a context manager it cleans up by the ``cleanup`` word (:mod:`.cleanup`) on every way out, from the
+As a context manager it cleans up by the ``cleanup`` word on every way out, from the
 moment a cluster is being created; each cleanup action runs once. A deferrable task hands the run over as
 JSON (:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
 """
@@ -303,19 +303,18 @@ class JobRun:
 
     def result(self) -> dict[str, Any]:
         """The XCom of a succeeded job; the provider's error for every other ending."""
-        ending = self.last.ending if self.last is not None else Ending.SUCCEEDED
-        sid = self.submission_id or "?"
-        if ending is Ending.TIMED_OUT:
+        last, sid = self.last or Step(Ending.SUCCEEDED), self.submission_id or "?"  # none: found finished
+        if last.ending is Ending.TIMED_OUT:
             raise timeout_error(sid, self.timeout or 0, self.logs(), stopped=self.stopped)
-        if ending in (Ending.USER_KILL, Ending.WORKER_SIGTERM):
-            why = self.last.message if self.last is not None else "the task was killed"
+        if last.ending in (Ending.USER_KILL, Ending.WORKER_SIGTERM):
+            why = last.message
             if self.stopped:
                 log_tail = tail(self.logs(), self.tail_lines)
                 raise RayJobStoppedError(f"Ray job {sid!r} was stopped: {why}", submission_id=sid,
                                          status="STOPPED", log_tail=log_tail)  # fmt: skip
             raise RayProviderError(f"stopped waiting for Ray job {sid!r} ({why}); it was left running")
         if self.subject is None:
-            raise RayProviderError(f"waiting for Ray job {sid!r} failed: {self.last and self.last.message}")
+            raise RayProviderError(f"waiting for Ray job {sid!r} failed: {last.message}")
         result = self.target.result(self.subject, self.logs, self.tail_lines)
         self.say(f"Ray job {sid} SUCCEEDED")
         return result

@@ -90,7 +90,7 @@ class WaitPlan:
     :param start_time: epoch seconds the timeout counts from (the job's start); ``timeout`` ``None``: no end.
     :param log_offset: characters of the job's log already written.
     :param missing_ok: keep waiting while the job does not exist (yet); otherwise that fails the wait.
-    :param cleanup: what a timeout or a kill does to a live job (:mod:`.cleanup`).
+    :param cleanup: what a timeout or a kill does to a live job.
     """
 
     start_time: float
