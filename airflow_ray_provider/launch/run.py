@@ -1,8 +1,8 @@
 """One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
 
-As a context manager it cleans up by the ``cleanup`` word on every way out, from the
-moment a cluster is being created; each cleanup action runs once. A deferrable task hands the run over as
-JSON (:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
+As a context manager it cleans up by the ``cleanup`` word on every way out, from the moment a cluster is
+being created; each cleanup action runs once. A deferrable task hands the run over as JSON
+(:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
 """
 
 from __future__ import annotations
