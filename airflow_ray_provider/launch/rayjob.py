@@ -200,11 +200,7 @@ class RayJobTarget(RunTarget):
     owned = stop_takes_cluster = True
 
     def __init__(
-        self,
-        backend: KubeRayBackend,
-        plan: RayJobPlan,
-        *,
-        ref: dict[str, Any] | None = None,
+        self, backend: KubeRayBackend, plan: RayJobPlan, *, ref: dict[str, Any] | None = None
     ) -> None:
         self.backend, self.plan = backend, plan
         self._ref = ref or {}

@@ -99,14 +99,10 @@ class KubeRayJob:
     def __post_init__(self) -> None:
         check_options(self.options("-", job_id=None), standing=False)  # modes and numbers, as KubeRay
 
-    def options(self, entrypoint: str, *, job_id: str | None, **job: Any) -> RayJobOptions:
-        """The RayJob's options for ``entrypoint`` (``job``: runtime env and metadata)."""
-        return RayJobOptions(
-            entrypoint=entrypoint, job_id=job_id, submission_mode=self.submission_mode,
-            active_deadline_seconds=self.active_deadline_seconds,
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished, backoff_limit=self.backoff_limit,
-            **job,
-        )  # fmt: skip
+    def options(self, entrypoint: str, **job: Any) -> RayJobOptions:
+        """The RayJob's options for ``entrypoint`` (``job``: its id, runtime env and metadata)."""
+        names = ("submission_mode", "active_deadline_seconds", "ttl_seconds_after_finished", "backoff_limit")
+        return RayJobOptions(entrypoint=entrypoint, **{name: getattr(self, name) for name in names}, **job)
 
 
 @dataclass(frozen=True)
