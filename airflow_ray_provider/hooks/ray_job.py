@@ -257,9 +257,9 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     """The run target a reference names (a run's ``state["target"]``; blocking: connections are read).
 
     ``{"ray_conn_id"}``: a ``ray`` connection; ``{"handle", "owned", "cluster_conn_id"}``: a cluster
-    handle (owned: the run created it and deletes it); ``{"rayjob", "namespace", "cluster_conn_id",
-    "template", "suspend_on_kill"}``: a KubeRay RayJob; with ``{"pool", "holder"}``: a pool's cluster, whose
-    lease the target renews and releases.
+    handle (owned: the run created it and deletes it); ``{"rayjob", "namespace", "cluster_conn_id", ...}``:
+    a KubeRay RayJob (``RayJobTarget.ref``); with ``{"pool", "holder"}``: a pool's cluster, whose lease the
+    target renews and releases.
     """
     attempts = int(ref.get("retry_attempts") or 5)
     if ref.get("rayjob"):

@@ -7,11 +7,10 @@ from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.pool import (
     PoolLease,
     cluster_target,
-    delete_idle_pools,
     janitor_sweep,
     pool_options,
 )
-from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget
 from airflow_ray_provider.launch.runner import (
     Connection,
@@ -30,7 +29,6 @@ from airflow_ray_provider.launch.usage import UsageOptions
 from airflow_ray_provider.launch.wait import (
     Cleanup,
     Ending,
-    WaitAction,
     apoll,
     readiness_rule,
     ready_handle,
@@ -50,18 +48,15 @@ __all__ = [
     "PoolLease",
     "RayAddress",
     "RayJobFailedError",
-    "RayJobRequest",
     "RayJobTarget",
     "RunResult",
     "RunTarget",
     "StandingCluster",
     "Target",
     "UsageOptions",
-    "WaitAction",
     "apoll",
     "check_options",
     "cluster_target",
-    "delete_idle_pools",
     "janitor_sweep",
     "kuberay_backend",
     "plan_rayjob",

@@ -51,29 +51,8 @@ log = logging.getLogger(__name__)
 ANNOTATION_SUSPENDED_ON_KILL = "airflow-ray-provider/suspended-on-kill"
 #: Seconds a finished RayJob's run waits for KubeRay to delete the cluster it deletes at once (TTL 0).
 TEARDOWN_WAIT_S = 30.0
-
-
-@dataclass(frozen=True)
-class RayJobRequest:
-    """What a RayJob was asked for (templates rendered).
-
-    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
-        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
-        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
-    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
-    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
-    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
-    """
-
-    options: RayJobOptions
-    spec: RayClusterSpec | None = None
-    manifest: dict[str, Any] | str | None = None
-    cluster_name: str | None = None
-    rayjob_name: str | None = None
-    name_prefix: str = "rayjob"
-    namespace: str | None = None
-    dashboard_url_template: str | None = None
-    suspend_on_kill: bool = False
+#: The fields of a :class:`RayJobPlan` a handed-over run's target keeps.
+REF_FIELDS = ("namespace", "dashboard_url_template", "suspend_on_kill", "teardown_wait", "teardown_note")
 
 
 @dataclass(frozen=True)
@@ -133,33 +112,60 @@ def check_options(options: RayJobOptions, *, standing: bool) -> None:
         raise RayInvalidInputError(str(exc)) from exc
 
 
-def plan_rayjob(backend: KubeRayBackend, request: RayJobRequest, identity: TaskIdentity) -> RayJobPlan:
+def plan_rayjob(
+    backend: KubeRayBackend,
+    options: RayJobOptions,
+    identity: TaskIdentity,
+    *,
+    spec: RayClusterSpec | None = None,
+    manifest: dict[str, Any] | str | None = None,
+    cluster_name: str | None = None,
+    rayjob_name: str | None = None,
+    name_prefix: str = "rayjob",
+    namespace: str | None = None,
+    dashboard_url_template: str | None = None,
+    suspend_on_kill: bool = False,
+) -> RayJobPlan:
     """Validate everything and build the RayJob's body through a KubeRay backend (no API call);
-    :class:`RayInvalidInputError` names the bad field."""
-    namespace = request.namespace or backend.settings.namespace
-    template = request.dashboard_url_template or backend.settings.dashboard_url_template
+    :class:`RayInvalidInputError` names the bad field.
+
+    :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
+        or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
+        ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
+    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
+    :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
+    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
+    """
+    namespace = namespace or backend.settings.namespace
+    template = dashboard_url_template or backend.settings.dashboard_url_template
     try:
-        name = request.rayjob_name or generate_name(
-            prefix=request.name_prefix, dag_id=identity.dag_id, run_id=identity.run_id,
-            task_id=identity.task_id, map_index=identity.map_index,
+        name = rayjob_name or generate_name(
+            prefix=name_prefix, dag_id=identity.dag_id, run_id=identity.run_id, task_id=identity.task_id,
+            map_index=identity.map_index,
         )  # fmt: skip
         check_rayjob_name(name)
         dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
-        cluster_spec, labels, annotations = _cluster_part(backend, request, name, namespace)
+        if spec is not None and manifest is not None:
+            raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
+        cluster_spec, labels, annotations = None, {}, {}  # a standing cluster's
+        if cluster_name is None or spec is not None or manifest is not None:  # spec + cluster_name: refused
+            cluster = backend.body(spec, manifest, name=name, namespace=namespace)
+            cluster_spec, meta = cluster["spec"], cluster["metadata"]  # KubeRay copies these onto the cluster
+            source = meta if manifest is not None else asdict(spec or RayClusterSpec())
+            labels, annotations = dict(source.get("labels") or {}), dict(source.get("annotations") or {})
         owner = identity.labels()
         body = build_rayjob_body(
-            request.options, name=name, namespace=namespace, cluster_spec=cluster_spec,
-            cluster_name=request.cluster_name, labels={**labels, **owner},
-            annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
+            options, name=name, namespace=namespace, cluster_spec=cluster_spec, cluster_name=cluster_name,
+            labels={**labels, **owner}, annotations={**annotations, ANNOTATION_RUN_ID: identity.run_id},
         )  # fmt: skip
     except (KubeRaySpecError, ValueError) as exc:
         raise RayInvalidInputError(str(exc)) from exc
     ref = token_ref_of({"metadata": {"name": name}, "spec": cluster_spec or {}})
-    wait, note = _teardown(request.options, request.cluster_name)
+    wait, note = _teardown(options, cluster_name)
     return RayJobPlan(
-        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=request.cluster_name,
+        name=name, namespace=namespace, labels=owner, body=body, standing_cluster=cluster_name,
         token_secret=ref.secret_name if ref is not None and ref.provider_created else None,
-        dashboard_url_template=template, suspend_on_kill=request.suspend_on_kill, teardown_wait=wait,
+        dashboard_url_template=template, suspend_on_kill=suspend_on_kill, teardown_wait=wait,
         teardown_note=note,
     )  # fmt: skip
 
@@ -184,23 +190,6 @@ def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]
     return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
 
 
-def _cluster_part(
-    backend: KubeRayBackend, request: RayJobRequest, name: str, namespace: str
-) -> tuple[dict[str, Any] | None, dict[str, str], dict[str, str]]:
-    """The ``rayClusterSpec`` and the labels/annotations KubeRay copies onto the cluster (a spec beside
-    ``cluster_name`` goes on: :func:`build_rayjob_body` refuses both)."""
-    if request.spec is not None and request.manifest is not None:
-        raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
-    if request.cluster_name is not None and request.spec is None and request.manifest is None:
-        return None, {}, {}
-    body = backend.body(request.spec, request.manifest, name=name, namespace=namespace)
-    if request.manifest is not None:
-        meta = body["metadata"]
-        return body["spec"], dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
-    spec = request.spec or RayClusterSpec()
-    return body["spec"], dict(spec.labels), dict(spec.annotations)
-
-
 class RayJobTarget(RunTarget):
     """The run target of a KubeRay RayJob, planned by :func:`plan_rayjob` (see the module's docstring); how
     a stop and a finished run treat it (``suspend_on_kill``, ``teardown_wait``) is the plan's.
@@ -211,11 +200,7 @@ class RayJobTarget(RunTarget):
     owned = stop_takes_cluster = True
 
     def __init__(
-        self,
-        backend: KubeRayBackend,
-        plan: RayJobPlan,
-        *,
-        ref: dict[str, Any] | None = None,
+        self, backend: KubeRayBackend, plan: RayJobPlan, *, ref: dict[str, Any] | None = None
     ) -> None:
         self.backend, self.plan = backend, plan
         self._ref = ref or {}
@@ -233,21 +218,15 @@ class RayJobTarget(RunTarget):
         return RayJobClient(self.backend.client)
 
     def ref(self) -> dict[str, Any]:
-        """The face's reference with the RayJob's name, namespace and dashboard template, and how a stop
-        treats it (``suspend_on_kill``, ``teardown_wait``): what :meth:`from_ref` reads."""
-        plan = self.plan
-        return {**self._ref, "rayjob": plan.name, "namespace": plan.namespace,
-                "template": plan.dashboard_url_template, "suspend_on_kill": plan.suspend_on_kill,
-                "teardown_wait": plan.teardown_wait}  # fmt: skip
+        """The face's reference with the RayJob's name and its plan's :data:`REF_FIELDS` (what a stop and a
+        finished run need): what :meth:`from_ref` reads."""
+        plan = {name: getattr(self.plan, name) for name in REF_FIELDS}
+        return {**self._ref, "rayjob": self.plan.name, **plan}
 
     @classmethod
     def from_ref(cls, backend: KubeRayBackend, ref: dict[str, Any]) -> RayJobTarget:
         """The target a :meth:`ref` names (after a deferral: no body, it waits, stops and deletes)."""
-        plan = RayJobPlan(name=ref["rayjob"], namespace=backend.settings.namespace,
-                          dashboard_url_template=ref.get("template"),
-                          suspend_on_kill=bool(ref.get("suspend_on_kill")),
-                          teardown_wait=float(ref.get("teardown_wait") or 0.0))  # fmt: skip
-        return cls(backend, plan, ref=ref)
+        return cls(backend, RayJobPlan(ref["rayjob"], **{name: ref[name] for name in REF_FIELDS}), ref=ref)
 
     def reach(self, say: Callable[[str], None]) -> None:
         """A standing cluster must be there, ready and answering (KubeRay makes any other cluster)."""
@@ -462,7 +441,3 @@ class RayJobTarget(RunTarget):
         self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
         self.job_id = self.job_id or look.status.job_id
         return look
-
-    def close(self) -> None:
-        """Close the Kubernetes client."""
-        self.backend.close()

@@ -1,8 +1,8 @@
 """One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
 
-As a context manager it cleans up by the ``cleanup`` word (:mod:`.cleanup`) on every way out, from the
-moment a cluster is being created; each cleanup action runs once. A deferrable task hands the run over as
-JSON (:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
+As a context manager it cleans up by the ``cleanup`` word on every way out, from the moment a cluster is
+being created; each cleanup action runs once. A deferrable task hands the run over as JSON
+(:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from airflow_ray_provider.launch.wait import (
     Ending,
     Observation,
     Step,
-    WaitAction,
     WaitPlan,
     actions_for,
     apoll,
@@ -56,12 +55,14 @@ class RunTarget(Protocol):
         before the stop.
     :attr dashboard_url: the dashboard people open for the job, once known.
     :attr client: the Job API client of the job's cluster, once reached.
+    :attr backend: what reaches the cluster (a ``ClusterBackend``, ``None`` for a client given ready).
     """
 
     owned: bool
     stop_takes_cluster: bool
     dashboard_url: str | None
     client: JobClient | None
+    backend: Any
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Make the cluster ready (create, find or attach); blocking."""
@@ -120,7 +121,9 @@ class RunTarget(Protocol):
         """How the face that made this target makes it again (JSON, never a secret)."""
 
     def close(self) -> None:
-        """Release blocking clients."""
+        """Release blocking clients: the backend's."""
+        if self.backend is not None:
+            self.backend.close()
 
     async def aclose(self) -> None:
         """Release async clients: the Job API client's reader."""
@@ -263,7 +266,7 @@ class JobRun:
         if seen.log_text is not None:
             self.log_text = seen.log_text
         self._announce()
-        return None if decided.action is WaitAction.WAIT else decided
+        return None if decided.ending is None else decided
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
@@ -300,19 +303,18 @@ class JobRun:
 
     def result(self) -> dict[str, Any]:
         """The XCom of a succeeded job; the provider's error for every other ending."""
-        action = self.last.action if self.last is not None else WaitAction.SUCCEED
-        sid = self.submission_id or "?"
-        if action is WaitAction.TIME_OUT:
+        last, sid = self.last or Step(Ending.SUCCEEDED), self.submission_id or "?"  # none: found finished
+        if last.ending is Ending.TIMED_OUT:
             raise timeout_error(sid, self.timeout or 0, self.logs(), stopped=self.stopped)
-        if action is WaitAction.STOP:
-            why = self.last.message if self.last is not None else "the task was killed"
+        if last.ending in (Ending.USER_KILL, Ending.WORKER_SIGTERM):
+            why = last.message
             if self.stopped:
                 log_tail = tail(self.logs(), self.tail_lines)
                 raise RayJobStoppedError(f"Ray job {sid!r} was stopped: {why}", submission_id=sid,
                                          status="STOPPED", log_tail=log_tail)  # fmt: skip
             raise RayProviderError(f"stopped waiting for Ray job {sid!r} ({why}); it was left running")
         if self.subject is None:
-            raise RayProviderError(f"waiting for Ray job {sid!r} failed: {self.last and self.last.message}")
+            raise RayProviderError(f"waiting for Ray job {sid!r} failed: {last.message}")
         result = self.target.result(self.subject, self.logs, self.tail_lines)
         self.say(f"Ray job {sid} SUCCEEDED")
         return result
@@ -338,7 +340,7 @@ class JobRun:
             return Ending.USER_KILL
         if isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
             return Ending.TIMED_OUT
-        if self.last is not None and self.last.action is WaitAction.TIME_OUT:
+        if self.last is not None and self.last.ending is Ending.TIMED_OUT:
             return Ending.TIMED_OUT
         return Ending.FAILED if exc is not None else Ending.SUCCEEDED
 
@@ -403,7 +405,7 @@ class JobRun:
             "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
             "start_time": plan.start_time, "log_offset": plan.log_offset,
             "subject": self.subject.to_dict() if self.subject is not None else None,
-            "step": None if last is None else {"action": last.action.value, "message": last.message},
+            "step": last and last.ending and {"ending": last.ending.value, "message": last.message},
             "usage": dataclasses.asdict(self.usage) if self.usage is not None else None,
             "log_tail": tail(self.log_text),
         }  # fmt: skip
@@ -425,6 +427,6 @@ class JobRun:
         if state["subject"] is not None:
             run.subject = target.restore(state["subject"])
         if state["step"]:
-            run.last = Step(WaitAction(state["step"]["action"]), message=state["step"]["message"])
+            run.last = Step(Ending(state["step"]["ending"]), message=state["step"]["message"])
         run.log_text = state["log_tail"]
         return run

@@ -38,7 +38,7 @@ from airflow_ray_provider.jobs.submission import (
     check_runtime_env,
 )
 from airflow_ray_provider.launch.pool import cluster_target, pool_options
-from airflow_ray_provider.launch.rayjob import RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget
 from airflow_ray_provider.launch.wait import Cleanup
@@ -99,14 +99,10 @@ class KubeRayJob:
     def __post_init__(self) -> None:
         check_options(self.options("-", job_id=None), standing=False)  # modes and numbers, as KubeRay
 
-    def options(self, entrypoint: str, *, job_id: str | None, **job: Any) -> RayJobOptions:
-        """The RayJob's options for ``entrypoint`` (``job``: runtime env and metadata)."""
-        return RayJobOptions(
-            entrypoint=entrypoint, job_id=job_id, submission_mode=self.submission_mode,
-            active_deadline_seconds=self.active_deadline_seconds,
-            ttl_seconds_after_finished=self.ttl_seconds_after_finished, backoff_limit=self.backoff_limit,
-            **job,
-        )  # fmt: skip
+    def options(self, entrypoint: str, **job: Any) -> RayJobOptions:
+        """The RayJob's options for ``entrypoint`` (``job``: its id, runtime env and metadata)."""
+        names = ("submission_mode", "active_deadline_seconds", "ttl_seconds_after_finished", "backoff_limit")
+        return RayJobOptions(entrypoint=entrypoint, **{name: getattr(self, name) for name in names}, **job)
 
 
 @dataclass(frozen=True)
@@ -192,7 +188,18 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
     identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
-        return _rayjob_target(target, identity, job)
+        try:
+            spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
+        except ValueError as exc:
+            raise RayInvalidInputError(f"spec: {exc}") from exc
+        options = target.options(job.entrypoint, job_id=base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID),
+                                 runtime_env=dict(job.runtime_env), metadata=dict(job.metadata))  # fmt: skip
+        jobs = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
+        try:
+            return RayJobTarget(jobs, plan_rayjob(jobs, options, identity, spec=spec, name_prefix="ray-cli"))
+        except BaseException:
+            jobs.close()
+            raise
     if isinstance(target, LocalHead):
         request = ClusterRequest(local_options=target.options, name_prefix="ray-cli")
     elif isinstance(target, KubeRayCluster):  # checked before the backend exists (nothing to close)
@@ -206,24 +213,6 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
     if isinstance(target, StandingCluster):
         return ClusterTarget(backend=backend, standing=target.name)
     return cluster_target(backend, request, identity, pool)
-
-
-def _rayjob_target(target: KubeRayJob, identity: TaskIdentity, job: JobSpec) -> RunTarget:
-    try:
-        spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
-    except ValueError as exc:
-        raise RayInvalidInputError(f"spec: {exc}") from exc
-    base = base_submission_id(CLI_DAG_ID, identity.run_id, CLI_TASK_ID)
-    options = target.options(job.entrypoint, job_id=base, runtime_env=dict(job.runtime_env),
-                             metadata=dict(job.metadata))  # fmt: skip
-    request = RayJobRequest(options=options, spec=spec, name_prefix="ray-cli", namespace=target.namespace,
-                            dashboard_url_template=target.dashboard_url_template)  # fmt: skip
-    backend = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
-    try:
-        return RayJobTarget(backend, plan_rayjob(backend, request, identity))
-    except BaseException:
-        backend.close()
-        raise
 
 
 @dataclass(frozen=True)

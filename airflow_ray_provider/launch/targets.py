@@ -224,8 +224,3 @@ class ClusterTarget(RunTarget):
         what = self.handle or self.plan
         if what is not None:
             say(f"Kept Ray cluster {what.name}; the janitor deletes it after its expiry")
-
-    def close(self) -> None:
-        """Release the backend's clients."""
-        if self.backend is not None:
-            self.backend.close()

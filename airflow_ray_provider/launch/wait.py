@@ -55,7 +55,7 @@ class Cleanup(str, enum.Enum):
 
 
 class Ending(str, enum.Enum):
-    """How a run stopped waiting for its job."""
+    """How a run stopped waiting for its job (a wait's :class:`Step` ends with one)."""
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"
@@ -83,16 +83,6 @@ def actions_for(cleanup: Cleanup, ending: Ending) -> CleanupActions:
     return CleanupActions(stop_job=False, delete_cluster=False)  # ON_EXCEPTION at a worker's SIGTERM
 
 
-class WaitAction(str, enum.Enum):
-    """What the wait does after a look."""
-
-    WAIT = "wait"
-    SUCCEED = "succeed"
-    FAIL = "fail"
-    TIME_OUT = "time_out"
-    STOP = "stop"
-
-
 @dataclass(frozen=True)
 class WaitPlan:
     """What a wait needs to decide (JSON-safe: it travels to a trigger).
@@ -100,7 +90,7 @@ class WaitPlan:
     :param start_time: epoch seconds the timeout counts from (the job's start); ``timeout`` ``None``: no end.
     :param log_offset: characters of the job's log already written.
     :param missing_ok: keep waiting while the job does not exist (yet); otherwise that fails the wait.
-    :param cleanup: what a timeout or a kill does to a live job (:mod:`.cleanup`).
+    :param cleanup: what a timeout or a kill does to a live job.
     """
 
     start_time: float
@@ -130,11 +120,11 @@ class Observation:
 
 @dataclass(frozen=True)
 class Step:
-    """The decision for one look: the ``action``, the new complete log ``lines`` to write now and the
-    ``log_offset`` after them, whether to stop the job first (a timeout or a kill, as ``cleanup`` says),
-    and why the wait ended (``FAIL`` without a job, ``TIME_OUT``, ``STOP``)."""
+    """The decision for one look: the wait's ``ending`` (``None``: keep waiting), the new complete log
+    ``lines`` to write now and the ``log_offset`` after them, whether to stop the job first (a timeout or a
+    kill, as ``cleanup`` says), and why the wait ended (``FAILED`` without a job, ``TIMED_OUT``, a kill)."""
 
-    action: WaitAction
+    ending: Ending | None
     lines: tuple[str, ...] = field(default=())
     log_offset: int = 0
     stop_job: bool = False
@@ -145,22 +135,22 @@ def step(plan: WaitPlan, seen: Observation) -> Step:
     """Decide what to do after one look (pure: the same plan and look always give the same step)."""
     if seen.killed is not None:
         stop = actions_for(plan.cleanup, seen.killed).stop_job
-        return Step(WaitAction.STOP, (), plan.log_offset, stop, f"the task was killed ({seen.killed.value})")
+        return Step(seen.killed, (), plan.log_offset, stop, f"the task was killed ({seen.killed.value})")
     if seen.subject is None:
         if plan.missing_ok:
-            return Step(WaitAction.WAIT, (), plan.log_offset)
-        return Step(WaitAction.FAIL, (), plan.log_offset, message="job not found")
+            return Step(None, (), plan.log_offset)
+        return Step(Ending.FAILED, (), plan.log_offset, message="job not found")
     lines: list[str] = []
     offset = plan.log_offset
     if plan.stream_logs and seen.log_text is not None:
         lines, offset = new_log_lines(seen.log_text, plan.log_offset, final=seen.terminal)
     if seen.terminal:
-        return Step(WaitAction.SUCCEED if seen.succeeded else WaitAction.FAIL, tuple(lines), offset)
+        return Step(Ending.SUCCEEDED if seen.succeeded else Ending.FAILED, tuple(lines), offset)
     if plan.timeout is not None and seen.now >= plan.start_time + plan.timeout:
         stop = actions_for(plan.cleanup, Ending.TIMED_OUT).stop_job
         message = f"ran past its timeout of {plan.timeout:g}s"
-        return Step(WaitAction.TIME_OUT, tuple(lines), offset, stop, message)
-    return Step(WaitAction.WAIT, tuple(lines), offset)
+        return Step(Ending.TIMED_OUT, tuple(lines), offset, stop, message)
+    return Step(None, tuple(lines), offset)
 
 
 def poll(look: Callable[[], T], decide: Callable[[T], R | None], *, interval: float) -> R:

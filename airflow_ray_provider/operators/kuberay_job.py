@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow_ray_provider.clusters import RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
-from airflow_ray_provider.launch import Cleanup, RayJobRequest, RayJobTarget, check_options, plan_rayjob
+from airflow_ray_provider.launch import Cleanup, RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.usage import HEAD_GROUP, Prices, check_against_cluster
 from airflow_ray_provider.operators.base import RunOperator, base_id, connection_prices, task_identity
 
@@ -150,7 +150,7 @@ class KubeRayJobOperator(RunOperator):
         """None: the RayJob's options carry the reservation (checked with them, in :meth:`target`)."""
         return {}
 
-    def _request(self, context: Context) -> RayJobRequest:
+    def _request(self, context: Context) -> dict[str, Any]:
         job = self.job(context)
         options = RayJobOptions(
             entrypoint=job.entrypoint, runtime_env=dict(job.runtime_env), metadata=dict(job.metadata),
@@ -168,7 +168,7 @@ class KubeRayJobOperator(RunOperator):
             spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
         except ValueError as exc:
             raise RayInvalidInputError(str(exc)) from exc
-        return RayJobRequest(
+        return dict(
             options=options, spec=spec, manifest=self.manifest, cluster_name=cluster,
             rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
             dashboard_url_template=self.dashboard_url_template, suspend_on_kill=self.suspend_on_kill,
@@ -179,10 +179,10 @@ class KubeRayJobOperator(RunOperator):
         request = self._request(context)
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
-            plan = plan_rayjob(jobs, request, task_identity(context))
+            plan = plan_rayjob(jobs, identity=task_identity(context), **request)
             prices = self.prices or connection_prices(self.cluster_conn_id)
-            if prices is not None and plan.standing_cluster is None and request.spec is not None:
-                check_prices_on_spec(prices, request.spec)
+            if prices is not None and plan.standing_cluster is None and request["spec"] is not None:
+                check_prices_on_spec(prices, request["spec"])
         except BaseException:
             jobs.close()
             raise

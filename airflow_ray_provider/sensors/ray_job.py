@@ -14,7 +14,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES
-from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
+from airflow_ray_provider.launch import Cleanup, JobRun
 from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, check_event, resumed_run
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ class RayJobSensor(BaseSensorOperator):
     def poke(self, context: Context) -> PokeReturnValue:
         """One look through the wait's step function (a poke is one step of the wait)."""
         with self._run() as run:
-            waiting = run.look_once().action is WaitAction.WAIT
+            waiting = run.look_once().ending is None
             if run.subject is None and not waiting:
                 raise RayProviderError(
                     f"no Ray job {self.submission_id!r} on {run.target.dashboard_url}; check the id (or set "

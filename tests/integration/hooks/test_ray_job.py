@@ -114,4 +114,4 @@ def test_kuberay_handle_resolves_token_from_its_secret(
         event = asyncio.run(first())  # the token was read off the event loop; auth passed (404, not 401)
     finally:
         kuberay_client.secrets.delete(secret)
-    assert event["error"] is None and event["run"]["step"] == {"action": "fail", "message": "job not found"}
+    assert event["error"] is None and event["run"]["step"] == {"ending": "failed", "message": "job not found"}

@@ -100,7 +100,7 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
 
     from airflow_ray_provider.clusters import LocalBackend, PoolRecord
     from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
-    from airflow_ray_provider.launch import delete_idle_pools
+    from airflow_ray_provider.launch.pool import delete_idle_pools
     from airflow_ray_provider.local import LocalHeadInfo
 
     source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")

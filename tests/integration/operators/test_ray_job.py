@@ -245,17 +245,17 @@ def test_bad_input_fails_before_anything_is_submitted(kwargs, match, job_prefix,
     assert job_ids_for(ray_job_hook, job_prefix) == []
 
 
-def _event(ray_conn_id: str, sid: str, subject: Any, action: str, **fields: Any) -> dict[str, Any]:
+def _event(ray_conn_id: str, sid: str, subject: Any, ending: str | None, **fields: Any) -> dict[str, Any]:
     """A trigger's event: the run's state as the trigger hands it back."""
     from airflow_ray_provider.hooks.ray_job import target_from_ref
-    from airflow_ray_provider.launch import Cleanup, JobRun, WaitAction
+    from airflow_ray_provider.launch import Cleanup, Ending, JobRun
     from airflow_ray_provider.launch.wait import Step
 
     run = JobRun(target_from_ref({"ray_conn_id": ray_conn_id}), submission_id=sid, base_id=sid, timeout=30.0,
                  cleanup=Cleanup.ON_EXCEPTION)  # fmt: skip
     run.subject, run.last, run.stopped = (
         subject,
-        Step(WaitAction(action), message=fields.pop("message", "")),
+        Step(Ending(ending), message=fields.pop("message", "")) if ending else None,
         True,
     )
     return {"run": run.state(), "error": fields.pop("error", None)}
@@ -270,15 +270,15 @@ def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
     sid = "no-such-job-anywhere"  # its log cannot be read: the event's outcome must still win
     failed = JobState(submission_id=sid, status=JobStatus.FAILED, driver_exit_code=9)
     with pytest.raises(RayJobFailedError) as excinfo:
-        op.execute_complete(ctx, _event(ray_conn_id, sid, failed, "fail"))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, failed, "failed"))
     assert excinfo.value.exit_code == 9
     running = JobState(submission_id=sid, status=JobStatus.RUNNING)
     with pytest.raises(RayJobTimeoutError, match="job_timeout=30s; it was stopped"):
-        op.execute_complete(ctx, _event(ray_conn_id, sid, running, "time_out"))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, running, "timed_out"))
     with pytest.raises(RayProviderError, match="failed in the triggerer: boom"):
-        op.execute_complete(ctx, _event(ray_conn_id, sid, running, "wait", error="boom"))
+        op.execute_complete(ctx, _event(ray_conn_id, sid, running, None, error="boom"))
     with pytest.raises(RayProviderError, match="unexpected trigger event"):
         op.execute_complete(ctx, {"status": "??"})
     succeeded = JobState(submission_id=sid, status=JobStatus.SUCCEEDED)
-    result = op.execute_complete(ctx, _event(ray_conn_id, sid, succeeded, "succeed"))
+    result = op.execute_complete(ctx, _event(ray_conn_id, sid, succeeded, "succeeded"))
     assert result["status"] == "SUCCEEDED" and result["submission_id"] == sid

@@ -74,7 +74,7 @@ def test_timeout_from_serialised_start_time_stops_the_job(
                        start_time=time.time() - 10)  # fmt: skip
     event = asyncio.run(_first_event(RayJobTrigger(**trigger.serialize()[1])))
     run = event["run"]
-    assert event["error"] is None and run["step"]["action"] == "time_out" and run["stopped"] is True
+    assert event["error"] is None and run["step"]["ending"] == "timed_out" and run["stopped"] is True
     assert run["submission_id"] == sid
     _wait_status(ray_job_hook, sid, JobStatus.STOPPED)
 
@@ -124,7 +124,7 @@ def test_log_offset_resumes_where_the_last_poll_stopped(ray_job_hook, ray_conn_i
     out = capfd.readouterr().out
     streamed = [line for line in out.splitlines() if LOG_PREFIX in line]
     run = event["run"]
-    assert run["step"]["action"] == "succeed" and run["subject"]["status"] == "SUCCEEDED"
+    assert run["step"]["ending"] == "succeeded" and run["subject"]["status"] == "SUCCEEDED"
     assert run["log_offset"] == len(full)
     emitted = [line.split(LOG_PREFIX, 1)[1].split(" [airflow")[0].strip() for line in streamed]
     assert emitted == ["second", "third"]

@@ -20,7 +20,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import KubeRayJobError, RayInvalidInputError
 from airflow_ray_provider.kuberay import ANNOTATION_RUN_ID, RayJobStatus, matches
 from airflow_ray_provider.kuberay.client import ANNOTATION_EXPIRES_AT
-from airflow_ray_provider.launch import RayJobRequest, RayJobTarget, plan_rayjob
+from airflow_ray_provider.launch import RayJobTarget, plan_rayjob
 from airflow_ray_provider.launch.rayjob import RayJobLook, RayJobPlan
 
 pytestmark = pytest.mark.unit
@@ -40,11 +40,11 @@ def _jobs(**settings: Any) -> KubeRayBackend:
 
 def test_plan_is_deterministic_per_task_instance_and_makes_no_api_call() -> None:
     jobs = _jobs(default_image="repo/ray:2.60.0")
-    request = RayJobRequest(options=OPTIONS, spec=RayClusterSpec(labels={"team": "ml"}))
+    spec = RayClusterSpec(labels={"team": "ml"})
 
-    plan = plan_rayjob(jobs, request, IDENTITY)
-    again = plan_rayjob(jobs, request, dataclasses.replace(IDENTITY))
-    other = plan_rayjob(jobs, request, dataclasses.replace(IDENTITY, map_index=4))
+    plan = plan_rayjob(jobs, OPTIONS, IDENTITY, spec=spec)
+    again = plan_rayjob(jobs, OPTIONS, dataclasses.replace(IDENTITY), spec=spec)
+    other = plan_rayjob(jobs, OPTIONS, dataclasses.replace(IDENTITY, map_index=4), spec=spec)
 
     assert plan == again and plan.name != other.name  # the map index is part of the name
     assert plan.name.startswith("rayjob-nightly-") and len(plan.name) <= 47
@@ -59,7 +59,7 @@ def test_plan_is_deterministic_per_task_instance_and_makes_no_api_call() -> None
 
 
 def test_plan_in_secret_auth_mode_names_the_secret_the_provider_creates() -> None:
-    plan = plan_rayjob(_jobs(ray_auth="secret"), RayJobRequest(options=OPTIONS), IDENTITY)
+    plan = plan_rayjob(_jobs(ray_auth="secret"), OPTIONS, IDENTITY)
 
     assert plan.token_secret == f"{plan.name}-ray-token"
     assert "authOptions" not in plan.body["spec"]["rayClusterSpec"]
@@ -79,8 +79,8 @@ def test_plan_from_a_raycluster_manifest_and_for_a_standing_cluster() -> None:
             }
         },
     }
-    from_manifest = plan_rayjob(_jobs(), RayJobRequest(options=OPTIONS, manifest=manifest), IDENTITY)
-    standing = plan_rayjob(_jobs(), RayJobRequest(options=OPTIONS, cluster_name="shared-ray"), IDENTITY)
+    from_manifest = plan_rayjob(_jobs(), OPTIONS, IDENTITY, manifest=manifest)
+    standing = plan_rayjob(_jobs(), OPTIONS, IDENTITY, cluster_name="shared-ray")
 
     assert from_manifest.body["spec"]["rayClusterSpec"] == manifest["spec"]
     assert from_manifest.body["metadata"]["labels"]["team"] == "ml"
@@ -100,10 +100,8 @@ def test_plan_from_a_raycluster_manifest_and_for_a_standing_cluster() -> None:
     ],
 )
 def test_plan_rejects_bad_input_without_an_api_call(request_fields: dict[str, Any], expected: str) -> None:
-    request = RayJobRequest(**{"options": OPTIONS, **request_fields})
-
     with pytest.raises(RayInvalidInputError, match=expected):
-        plan_rayjob(_jobs(), request, IDENTITY)
+        plan_rayjob(_jobs(), identity=IDENTITY, **{"options": OPTIONS, **request_fields})
 
 
 def _status(**fields: Any) -> RayJobStatus:

@@ -10,7 +10,8 @@ import pytest
 
 from airflow_ray_provider.clusters import LocalBackend, PoolOptions, PoolRecord
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch import delete_idle_pools, pool_options
+from airflow_ray_provider.launch import pool_options
+from airflow_ray_provider.launch.pool import delete_idle_pools
 
 pytestmark = pytest.mark.unit
 

@@ -18,7 +18,7 @@ from airflow_ray_provider.exceptions import RayJobFailedError, RayJobTimeoutErro
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
 from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import Choice
-from airflow_ray_provider.launch import Cleanup, Ending, JobRun, RunTarget, WaitAction
+from airflow_ray_provider.launch import Cleanup, Ending, JobRun, RunTarget
 from airflow_ray_provider.launch.targets import observed
 from airflow_ray_provider.launch.wait import Observation, actions_for
 
@@ -177,7 +177,7 @@ def test_both_transports_drive_the_same_step_to_the_same_end():
     blocking.wait()
     asyncio.run(asynced.await_end())
     assert blocking.last == asynced.last and blocking.last is not None
-    assert blocking.last.action is WaitAction.FAIL
+    assert blocking.last.ending is Ending.FAILED
     assert blocking.lines == asynced.lines == ["line PENDING", "line RUNNING", "line FAILED"]  # type: ignore[attr-defined]
     assert (
         blocking.plan.log_offset
@@ -192,7 +192,7 @@ def test_a_timeout_stops_the_job_only_when_the_step_says_so(cleanup, stopped):
     run = _run(target, cleanup, timeout=0.0)
     run.submission_id, run.choice = "sid", Choice.SUBMIT
     run.wait()
-    assert run.last is not None and run.last.action is WaitAction.TIME_OUT
+    assert run.last is not None and run.last.ending is Ending.TIMED_OUT
     assert run.stopped is stopped and target.calls.count("stop") == int(stopped)
     with pytest.raises(RayJobTimeoutError, match="stopped" if stopped else "left running"):
         run.result()

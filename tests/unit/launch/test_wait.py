@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.jobs.status import JobState, JobStatus
-from airflow_ray_provider.launch.wait import Cleanup, Ending, Observation, WaitAction, WaitPlan, step
+from airflow_ray_provider.launch.wait import Cleanup, Ending, Observation, WaitPlan, step
 
 pytestmark = pytest.mark.unit
 
@@ -22,25 +22,25 @@ def _seen(status: JobStatus | None, *, now: float = START + 1, log: str | None =
 @pytest.mark.parametrize(
     ("status", "action"),
     [
-        (JobStatus.PENDING, WaitAction.WAIT),
-        (JobStatus.RUNNING, WaitAction.WAIT),
-        (JobStatus.SUCCEEDED, WaitAction.SUCCEED),
-        (JobStatus.FAILED, WaitAction.FAIL),
-        (JobStatus.STOPPED, WaitAction.FAIL),
+        (JobStatus.PENDING, None),
+        (JobStatus.RUNNING, None),
+        (JobStatus.SUCCEEDED, Ending.SUCCEEDED),
+        (JobStatus.FAILED, Ending.FAILED),
+        (JobStatus.STOPPED, Ending.FAILED),
     ],
 )
 def test_every_job_status_maps_to_one_action(status, action):
     decided = step(WaitPlan(start_time=START), _seen(status))
-    assert decided.action is action and not decided.stop_job and decided.message == ""
+    assert decided.ending is action and not decided.stop_job and decided.message == ""
 
 
 @pytest.mark.parametrize(
     ("missing_ok", "action", "message"),
-    [(False, WaitAction.FAIL, "job not found"), (True, WaitAction.WAIT, "")],
+    [(False, Ending.FAILED, "job not found"), (True, None, "")],
 )
 def test_a_missing_job_fails_unless_missing_is_ok(missing_ok, action, message):
     decided = step(WaitPlan(start_time=START, missing_ok=missing_ok, log_offset=7), _seen(None))
-    assert (decided.action, decided.message, decided.log_offset) == (action, message, 7)
+    assert (decided.ending, decided.message, decided.log_offset) == (action, message, 7)
 
 
 @pytest.mark.parametrize(
@@ -49,16 +49,16 @@ def test_a_missing_job_fails_unless_missing_is_ok(missing_ok, action, message):
 @pytest.mark.parametrize("status", [JobStatus.PENDING, JobStatus.RUNNING])
 def test_a_live_job_past_its_timeout_times_out_and_is_stopped_as_cleanup_says(cleanup, stops, status):
     plan = WaitPlan(start_time=START, timeout=10, cleanup=cleanup)
-    assert step(plan, _seen(status, now=START + 9.9)).action is WaitAction.WAIT
+    assert step(plan, _seen(status, now=START + 9.9)).ending is None
     decided = step(plan, _seen(status, now=START + 10))
-    assert decided.action is WaitAction.TIME_OUT and decided.stop_job is stops
+    assert decided.ending is Ending.TIMED_OUT and decided.stop_job is stops
     assert "timeout of 10s" in decided.message
 
 
 def test_a_finished_job_wins_over_its_timeout():
     plan = WaitPlan(start_time=START, timeout=10)
-    assert step(plan, _seen(JobStatus.SUCCEEDED, now=START + 99)).action is WaitAction.SUCCEED
-    assert step(plan, _seen(JobStatus.FAILED, now=START + 99)).action is WaitAction.FAIL
+    assert step(plan, _seen(JobStatus.SUCCEEDED, now=START + 99)).ending is Ending.SUCCEEDED
+    assert step(plan, _seen(JobStatus.FAILED, now=START + 99)).ending is Ending.FAILED
 
 
 @pytest.mark.parametrize(
@@ -75,7 +75,7 @@ def test_a_finished_job_wins_over_its_timeout():
 @pytest.mark.parametrize("status", [None, JobStatus.RUNNING, JobStatus.SUCCEEDED])
 def test_a_kill_stops_the_wait_at_once_and_the_job_as_cleanup_says(cleanup, ending, stops, status):
     decided = step(WaitPlan(start_time=START, cleanup=cleanup), _seen(status, killed=ending))
-    assert decided.action is WaitAction.STOP and decided.stop_job is stops
+    assert decided.ending is ending and decided.stop_job is stops
     assert ending.value in decided.message
 
 
