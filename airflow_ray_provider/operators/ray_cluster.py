@@ -53,14 +53,14 @@ def check_cluster_arguments(
     cluster_conn_id: str | None,
     *,
     spec_name: str = "spec",
-    **seconds: float | None,
+    **seconds: float | timedelta | None,
 ) -> None:
     """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``,
     and a spec without Jinja by every rule the connection does not decide (:class:`RayInvalidInputError`)."""
     if spec is not None and manifest is not None:
         raise RayInvalidInputError(f"pass either {spec_name} or manifest, not both")
-    bad = [name for name, value in seconds.items() if value is not None and value <= 0]
-    if bad:
+    numbers = {name: v.total_seconds() if isinstance(v, timedelta) else v for name, v in seconds.items()}
+    if bad := [name for name, value in numbers.items() if value is not None and value <= 0]:
         raise RayInvalidInputError(f"{' and '.join(bad)} must be positive")
     if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
         return  # nothing, an upstream XCom or a template: checked once it is rendered
@@ -102,9 +102,8 @@ class CreateRayClusterOperator(BaseOperator):
         arguments = {name: value for name, value in locals().items() if name in REQUEST_ARGUMENTS}
         super().__init__(**kwargs)
         lifetime = timedelta(seconds=float(expiry)) if isinstance(expiry, int | float) else expiry
-        seconds = None if lifetime is None else lifetime.total_seconds()
         check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
-                                poll_interval=poll_interval, expiry=seconds)  # fmt: skip
+                                poll_interval=poll_interval, expiry=lifetime)  # fmt: skip
         for name, value in arguments.items():
             setattr(self, name, value)
         self.cluster_conn_id = cluster_conn_id
