@@ -249,7 +249,6 @@ class RunOperator(BaseOperator):
         build_metadata(self.literal("metadata"))
         check_entrypoint_reservation(*map(self.literal, RESERVATION))
 
-    # ----------------------------------------------------------------- what subclasses say
     def job(self, context: Context) -> JobSpec:
         """The rendered job, checked before any cluster or job exists; no I/O."""
         keys = {**dataclasses.asdict(task_identity(context)), "try_number": context["ti"].try_number}
@@ -285,7 +284,6 @@ class RunOperator(BaseOperator):
     def job_submitted(self, submission_id: str) -> None:
         """Called once the job is submitted or found (Ray has uploaded its local files)."""
 
-    # ----------------------------------------------------------------- the run
     def _callbacks(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
@@ -344,7 +342,6 @@ class RunOperator(BaseOperator):
         if self.run is not None and not self.run.handed_over and self.run.ending is None:
             self.run.kill(Ending.WORKER_SIGTERM)
 
-    # ----------------------------------------------------------------- usage and lineage
     def check_prices(self, run: JobRun) -> None:
         """Refuse prices for resources the reached cluster lacks, before submitting."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None

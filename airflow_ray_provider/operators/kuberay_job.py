@@ -26,6 +26,8 @@ _OPTIONS = tuple(
     for f in dataclasses.fields(RayJobOptions)
     if f.name not in ("entrypoint", "job_id", "runtime_env", "metadata")
 )
+#: The operator's arguments that go to its :class:`RayJobRequest` as they are.
+_REQUEST = ("manifest", "rayjob_name", "name_prefix", "dashboard_url_template", "suspend_on_kill")
 
 
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
@@ -104,19 +106,14 @@ class KubeRayJobOperator(RunOperator):
         suspend_on_kill: bool = False,
         **kwargs: Any,
     ) -> None:
-        options = {name: value for name, value in locals().items() if name in _OPTIONS}
+        arguments = {name: value for name, value in locals().items() if name in _OPTIONS + _REQUEST}
         super().__init__(**kwargs)
-        for name, value in options.items():  # RayJob fields, as they are
+        for name, value in arguments.items():
             setattr(self, name, value)
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
-        self.manifest = manifest
         self.cluster = cluster
-        self.rayjob_name = rayjob_name
-        self.name_prefix = name_prefix
         self.namespace = namespace
-        self.dashboard_url_template = dashboard_url_template
-        self.suspend_on_kill = suspend_on_kill
         if sum(x is not None for x in (self.spec, manifest, cluster)) > 1:
             raise RayInvalidInputError(
                 "pass one cluster: spec or manifest (KubeRay creates it for the job), or cluster (a standing "
@@ -151,9 +148,8 @@ class KubeRayJobOperator(RunOperator):
         except ValueError as exc:
             raise RayInvalidInputError(str(exc)) from exc
         return RayJobRequest(
-            options=options, spec=spec, manifest=self.manifest, cluster_name=cluster,
-            rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template, suspend_on_kill=self.suspend_on_kill,
+            options=options, spec=spec, cluster_name=cluster, namespace=self.namespace,
+            **{name: getattr(self, name) for name in _REQUEST},
         )  # fmt: skip
 
     def target(self, context: Context) -> RunTarget:

@@ -41,8 +41,6 @@ if TYPE_CHECKING:
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
-#: DAG run states after which no task of the run needs its cluster any more.
-FINISHED_RUN_STATES = ("success", "failed")
 #: ``CreateRayClusterOperator``'s arguments that go to its :class:`ClusterRequest` as they are.
 REQUEST_ARGUMENTS = ("manifest", "cluster_name", "name_prefix", "dashboard_url_template", "local_options")
 
@@ -310,7 +308,7 @@ def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
     if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
         return f"its DAG run {dag_id}/{run_id} no longer exists"
     state = str(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
-    return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in FINISHED_RUN_STATES else None
+    return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in ("success", "failed") else None
 
 
 class RayClusterJanitorOperator(BaseOperator):
