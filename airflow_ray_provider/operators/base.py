@@ -346,10 +346,9 @@ class RunOperator(BaseOperator):
         """Refuse prices for resources the reached cluster lacks, before submitting."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
         client = run.target.dashboard() if prices is not None else None
-        if prices is not None and client is not None:
-            why = check_prices_on_cluster(client.reader(), prices)
-            if why:
-                self.log.warning("Could not check the prices against the cluster's resources: %s", why)
+        why = check_prices_on_cluster(client.reader(), prices) if client and prices else None
+        if why:
+            self.log.warning("Could not check the prices against the cluster's resources: %s", why)
 
     def publish(self, context: Context) -> None:
         """Publish the run's usage record, once made (XCom, ``usage.json``, its log line)."""
