@@ -1,7 +1,5 @@
-"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job
-(a subclass says where the job goes; the run is :class:`~airflow_ray_provider.launch.JobRun`'s), and its
-"Ray job" link. It adds what is Airflow's: templated numbers, deferral, the task log, the link, a
-worker's SIGTERM, the usage record's publication and OpenLineage.
+"""The Airflow shell of a run: :class:`RunOperator`, the base of every operator that runs one Ray job (a
+subclass says where it goes; :class:`~airflow_ray_provider.launch.JobRun` runs it), and its "Ray job" link.
 """
 
 from __future__ import annotations
@@ -46,7 +44,6 @@ DEFAULT_DEFERRABLE = conf.getboolean("operators", "default_deferrable", fallback
 JOB_URL_XCOM_KEY = "ray_job_url"
 #: What :class:`RayJobLink` reads: the URL pushed in this process, or that it resumed a deferred task.
 LINK_ATTRIBUTE, RESUMED_ATTRIBUTE = "_ray_job_url", "_resumed_from_trigger"
-#: The entrypoint's reservation, as the job carries it.
 RESERVATION = ("entrypoint_num_cpus", "entrypoint_num_gpus", "entrypoint_memory", "entrypoint_resources")
 
 
@@ -58,7 +55,7 @@ def positive(value: float, name: str) -> float:
 
 
 def task_identity(context: Context) -> TaskIdentity:
-    """Who runs, read from the task context (the try number is not part of it)."""
+    """Who runs, from the task context (without the try number)."""
     ti = context["ti"]
     map_index = getattr(ti, "map_index", -1)
     return TaskIdentity(
@@ -67,7 +64,7 @@ def task_identity(context: Context) -> TaskIdentity:
 
 
 def base_id(context: Context) -> str:
-    """The task instance's base submission id (a RayJob's job id, a pool lease's holder too)."""
+    """The task instance's base submission id (also a RayJob's job id)."""
     return base_submission_id(*dataclasses.astuple(task_identity(context)))
 
 
@@ -90,8 +87,8 @@ def is_template(value: Any) -> bool:
 
 
 def is_literal(value: Any) -> bool:
-    """Whether ``value`` is written in the DAG file as it is used: ``None``, numbers, strings without Jinja,
-    and lists, tuples and dicts of those (not an XCom or any object resolved at run time)."""
+    """Whether ``value`` is used as the DAG file writes it: ``None``, numbers, strings without Jinja, and
+    lists, tuples and dicts of those."""
     if isinstance(value, dict):
         return all(is_literal(key) and is_literal(item) for key, item in value.items())
     if isinstance(value, list | tuple):
@@ -100,11 +97,8 @@ def is_literal(value: Any) -> bool:
 
 
 def rendered_number(value: Any, name: str, kind: str = "float") -> int | float | None:
-    """``value`` as a number of ``kind`` (``None`` stays ``None``; a rendered ``"30"`` is parsed):
-    ``float``, ``int`` (a whole number, returned as ``int``) or ``seconds`` (positive; a ``timedelta``).
-
-    :raises RayInvalidInputError: naming ``name`` when the value is not such a number.
-    """
+    """``value`` (``None``, a number, a rendered ``"30"``) as a ``float``, an ``int`` or positive ``seconds``
+    (from a ``timedelta`` too); else :class:`RayInvalidInputError` naming ``name``."""
     number = value.total_seconds() if kind == "seconds" and isinstance(value, timedelta) else value
     if isinstance(value, str):
         try:
@@ -127,14 +121,14 @@ def rendered_number(value: Any, name: str, kind: str = "float") -> int | float |
 
 
 class RayJobLink(BaseOperatorLink):
-    """Extra link: the job's page in the Ray dashboard, at the address a browser reaches (``""`` before
-    the task submitted: a missing XCom would log an error when the task runner asks at the task's end)."""
+    """Extra link: the job's page in the Ray dashboard (``""`` before the task submitted: a missing XCom
+    would log an error when the task runner asks at the task's end)."""
 
     name = "Ray job"
     xcom_key = JOB_URL_XCOM_KEY
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
-        """Return the job URL of this task, or an empty string before submission."""
+        """The job URL of this task, or ``""``."""
         url = getattr(operator, LINK_ATTRIBUTE, None)
         if url is not None:
             return str(url)
@@ -146,7 +140,7 @@ class RayJobLink(BaseOperatorLink):
 
 
 def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
-    """Push the job's link XCom and remember it for :class:`RayJobLink` in this process."""
+    """Push the job's link XCom and keep it for :class:`RayJobLink` in this process."""
     setattr(operator, LINK_ATTRIBUTE, url)
     ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
 
@@ -160,7 +154,7 @@ def resumed_run(event: Any, **callbacks: Any) -> JobRun:
 
 
 def check_event(run: JobRun, event: dict[str, Any]) -> None:
-    """Raise the error of a trigger whose wait failed (inside the run: it ends as the error says)."""
+    """Raise the error of a trigger whose wait failed (inside the run, which ends as it says)."""
     if event.get("error"):
         raise RayProviderError(
             f"waiting for Ray job {run.submission_id!r} failed in the triggerer: {event['error']}"
@@ -168,38 +162,29 @@ def check_event(run: JobRun, event: dict[str, Any]) -> None:
 
 
 class RunOperator(BaseOperator):
-    """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (see the module's docstring).
+    """Run one Ray job through :class:`~airflow_ray_provider.launch.JobRun` (arguments: docs/operators.md).
 
-    :param entrypoint: shell command, or a list of arguments (quoted safely with ``shlex.join``).
-    :param metadata: job metadata; ``airflow_dag_id``, ``airflow_run_id``, ``airflow_task_id``,
-        ``airflow_map_index`` and ``airflow_try_number`` are always added.
+    :param entrypoint: shell command, or a list of arguments (quoted with ``shlex.join``).
     :param cleanup: ``never``, ``on_exception`` or ``always``: what a timeout, a kill or the task's end
         does to the job and to a cluster the task created (docs/launch.md, "Cleanup").
-    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
-    :param log_tail_lines: lines of the job's log a failure's error carries.
-    :param prices: price per resource-hour for the usage record (docs/usage.md); default: the
-        connection's ``prices`` extra; none: no cost in the record.
-    :param artifact_uri: where the job writes its artifacts; ``usage.json`` goes there (default: the
-        ``output_uri`` of a workload entrypoint).
-    :param record_usage: make the usage record (XCom ``usage``, ``usage.json``, one log line).
+    :param prices: price per resource-hour for the usage record (default: the connection's ``prices``).
+    :param artifact_uri: where ``usage.json`` goes (default: a workload entrypoint's ``output_uri``).
     :param lineage_inputs: URIs the job reads, for OpenLineage (a workload entrypoint names its own).
     """
 
     operator_extra_links = (RayJobLink(),)
-    #: ``cleanup`` when none is given.
     default_cleanup: ClassVar[Cleanup] = Cleanup.ON_EXCEPTION
-    #: Attributes that may be Jinja numbers, each made a number of its kind once rendered (naming a bad
-    #: one; :func:`rendered_number`).
+    #: Attributes that may be Jinja numbers, and their kind (:func:`rendered_number`, once rendered).
     templated_numbers: ClassVar[dict[str, str]] = {
         "entrypoint_num_cpus": "float",
         "entrypoint_num_gpus": "float",
     }
-    #: Return once the job is submitted (``SubmitRayJobOperator(wait_for_completion=False)``).
+    #: ``SubmitRayJobOperator``'s arguments.
     wait_for_completion: bool = True
-    #: Seconds from the job's start before the run gives up on it (``None``: no limit).
     job_timeout: float | None = None
-    #: Bytes reserved for the entrypoint (``SubmitRayJobOperator``'s argument).
     entrypoint_memory: int | None = None
+    #: The reservation the job carries (a RayJob's options carry it instead).
+    reservation: ClassVar[tuple[str, ...]] = RESERVATION
     #: The usage record's ``mode`` (a pool's stays ``pool``); ``None``: the target's.
     usage_mode: ClassVar[str | None] = None
 
@@ -250,14 +235,13 @@ class RunOperator(BaseOperator):
             setattr(self, name, rendered_number(getattr(self, name), name, kind))
 
     def literal(self, name: str) -> Any:
-        """The argument ``name`` as written in the DAG file, or ``None`` when it holds Jinja or an upstream
-        value (checked once rendered)."""
+        """The argument ``name`` as the DAG file writes it, or ``None`` for Jinja or an upstream value."""
         value = getattr(self, name)
         return value if is_literal(value) else None
 
     def check_literals(self) -> None:
-        """Check the job arguments written in the DAG file as they are, when the DAG is parsed (the others,
-        and a local ``working_dir``, which must exist where the task runs, in :meth:`job`)."""
+        """Check the literal job arguments when the DAG is parsed (the others, and a local ``working_dir``,
+        in :meth:`job`)."""
         if self.literal("entrypoint") is not None:
             build_entrypoint(self.entrypoint)
         if self.literal("runtime_env") is not None:
@@ -265,48 +249,41 @@ class RunOperator(BaseOperator):
         build_metadata(self.literal("metadata"))
         check_entrypoint_reservation(*map(self.literal, RESERVATION))
 
-    # ----------------------------------------------------------------- what subclasses say
     def job(self, context: Context) -> JobSpec:
-        """The rendered job, checked (bad input fails here, before any cluster or job exists); no I/O."""
+        """The rendered job, checked before any cluster or job exists; no I/O."""
         keys = {**dataclasses.asdict(task_identity(context)), "try_number": context["ti"].try_number}
         return JobSpec(
             entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
-            metadata=build_metadata(self.metadata, task_instance=keys), **self.job_reservation(),
+            metadata=build_metadata(self.metadata, task_instance=keys),
+            **{name: getattr(self, name) for name in self.reservation},
         )  # fmt: skip
-
-    def job_reservation(self) -> dict[str, Any]:
-        """The entrypoint's reservation the job carries (checked with it)."""
-        return {name: getattr(self, name) for name in RESERVATION}
 
     def target(self, context: Context) -> RunTarget:
         """Where the job goes (no I/O yet)."""
         raise NotImplementedError
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The usage record's fields (``None`` without ``record_usage``): what ``target`` says of its cluster
-        (:meth:`~airflow_ray_provider.launch.RunTarget.usage_facts`), the entrypoint's reservation, and
-        ``prices`` (else the ``prices`` extra of the target's connection)."""
+        """The usage record's fields (``None`` without ``record_usage``): the target's cluster, the
+        entrypoint's reservation, and ``prices`` (else the target's connection's)."""
         if not self.record_usage:
             return None
         mode, cluster, own, note, conn_id = target.usage_facts()
         prices = self.prices or connection_prices(conn_id)
         reserved = {str(k): float(v) for k, v in (self.entrypoint_resources or {}).items()}
-        for name, value in (("CPU", self.entrypoint_num_cpus), ("GPU", self.entrypoint_num_gpus),
-                            ("memory", self.entrypoint_memory)):  # fmt: skip
-            if value:
+        for name, attribute in zip(("CPU", "GPU", "memory"), RESERVATION, strict=False):
+            if value := getattr(self, attribute):
                 reserved[name] = float(value)
         return UsageOptions(mode=mode if mode == "pool" else self.usage_mode or mode, cluster=cluster,
                             own_cluster=own, entrypoint=reserved, prices=prices.to_dict() if prices else None,
                             teardown_note=note)  # fmt: skip
 
     def result(self, run: JobRun) -> Any:
-        """The task's XCom from a run whose wait ended; raises for every ending but success."""
+        """The task's XCom from a run whose wait ended (raises for every ending but success)."""
         return run.result()
 
     def job_submitted(self, submission_id: str) -> None:
-        """Called once the job is submitted or found: Ray has uploaded the job's local files by then."""
+        """Called once the job is submitted or found (Ray has uploaded its local files)."""
 
-    # ----------------------------------------------------------------- the run
     def _callbacks(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowTaskTimeout
 
@@ -345,8 +322,8 @@ class RunOperator(BaseOperator):
             self.publish(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Go on with the run the trigger handed back: write the log's last lines, end, clean up (without an
-        event, after a worker died between the event and this call: run the task again, which re-attaches)."""
+        """Go on with the run the trigger handed back (without an event, after a worker died between the event
+        and this call: run the task again, which re-attaches)."""
         setattr(self, RESUMED_ATTRIBUTE, True)
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
@@ -365,15 +342,13 @@ class RunOperator(BaseOperator):
         if self.run is not None and not self.run.handed_over and self.run.ending is None:
             self.run.kill(Ending.WORKER_SIGTERM)
 
-    # ----------------------------------------------------------------- usage and lineage
     def check_prices(self, run: JobRun) -> None:
-        """Refuse prices for resources the reached cluster lacks, before anything is submitted."""
+        """Refuse prices for resources the reached cluster lacks, before submitting."""
         prices = parse_prices(run.usage.prices) if run.usage is not None else None
         client = run.target.dashboard() if prices is not None else None
-        if prices is not None and client is not None:
-            why = check_prices_on_cluster(client.reader(), prices)
-            if why:
-                self.log.warning("Could not check the prices against the cluster's resources: %s", why)
+        why = check_prices_on_cluster(client.reader(), prices) if client and prices else None
+        if why:
+            self.log.warning("Could not check the prices against the cluster's resources: %s", why)
 
     def publish(self, context: Context) -> None:
         """Publish the run's usage record, once made (XCom, ``usage.json``, its log line)."""
@@ -382,7 +357,7 @@ class RunOperator(BaseOperator):
             publish_usage(record, ti=context.get("ti"), artifact_uri=self.job_io().artifact_uri, log=self.log)
 
     def job_io(self) -> JobIO:
-        """What the job reads and writes: its workload's URIs plus ``lineage_inputs``/``lineage_outputs``."""
+        """What the job reads and writes: its workload's URIs and ``lineage_inputs``/``lineage_outputs``."""
         found = workload_io(self.entrypoint) if not is_template(self.entrypoint) else JobIO()
         inputs, outputs = (*found.inputs, *self.lineage_inputs), (*found.outputs, *self.lineage_outputs)
         return JobIO(inputs, outputs, self.artifact_uri or found.artifact_uri)

@@ -1,8 +1,5 @@
-"""``KubeRayJobOperator``: a KubeRay ``RayJob``, so Kubernetes itself enforces cleanup and deadlines.
-
-KubeRay creates the RayJob's cluster (or targets a standing one), submits the job and deletes the cluster:
-nothing depends on the Airflow worker staying alive. The name is deterministic per task instance, so a
-retry re-attaches to it.
+"""``KubeRayJobOperator``: a KubeRay ``RayJob``, so Kubernetes itself enforces cleanup and deadlines
+(nothing depends on the Airflow worker staying alive); a retry re-attaches to its task instance's RayJob.
 """
 
 from __future__ import annotations
@@ -23,21 +20,19 @@ if TYPE_CHECKING:
 
     from airflow_ray_provider.launch import RunTarget
 
-#: The :class:`RayJobOptions` fields that are arguments of the operator as they are.
+#: The :class:`RayJobOptions` fields that are the operator's arguments as they are.
 _OPTIONS = tuple(
     f.name
     for f in dataclasses.fields(RayJobOptions)
     if f.name not in ("entrypoint", "job_id", "runtime_env", "metadata")
 )
+#: The operator's arguments that go to :func:`~airflow_ray_provider.launch.plan_rayjob` as they are.
+_REQUEST = ("manifest", "rayjob_name", "name_prefix", "dashboard_url_template", "suspend_on_kill")
 
 
 def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
-    """Check a price table against the cluster a spec will make (a RayJob's cluster does not exist
-    before submit): its head group ``headgroup`` and worker groups, each offering what its pod size and
-    ``ray start`` params give.
-
-    :raises RayInvalidInputError: for a price of a resource no group of the spec has.
-    """
+    """Check a price table against the groups a spec will make (a RayJob's cluster does not exist before
+    submit), each offering what its pod size and ``ray start`` params give (:class:`RayInvalidInputError`)."""
     groups: dict[str, set[str]] = {}
     sizes = [(g.name, g.cpu, g.gpu, g.ray_start_params) for g in spec.worker_groups]
     for name, cpu, gpu, params in [(HEAD_GROUP, spec.head.cpu, 0, spec.head.ray_start_params), *sizes]:
@@ -57,22 +52,14 @@ def check_prices_on_spec(prices: Prices, spec: RayClusterSpec) -> None:
 class KubeRayJobOperator(RunOperator):
     """Run a Ray job as a KubeRay ``RayJob`` and wait for it (in the worker, or deferred).
 
-    XCom: ``{"rayjob_name", "namespace", "job_id", "cluster_name", "status", "deployment_status",
-    "dashboard_url", "job_url"}``. Every argument of :class:`RunOperator` too (``runtime_env`` goes as
-    ``runtimeEnvYAML``, its ``working_dir`` a remote URI); ``cleanup`` (default ``always``) says when a kill
-    deletes the RayJob (KubeRay then deletes its cluster); a finished RayJob is kept as its run's record.
-    The entrypoint's CPUs and GPUs and the RayJob's numbers may be Jinja, checked once rendered. The
-    RayJob's own arguments are KubeRay's fields (docs/operators.md, "RayJob").
+    Every argument of :class:`RunOperator` too; ``cleanup`` (default ``always``) says when a kill deletes the
+    RayJob. The RayJob's own arguments are KubeRay's fields (docs/operators.md, "RayJob").
 
-    :param cluster_conn_id: a ``kuberay`` connection.
     :param spec: the cluster KubeRay creates for the job (:class:`RayClusterSpec` or a dict of its fields).
     :param manifest: instead, a RayCluster manifest (dict, YAML text or file) whose spec is used.
     :param cluster: instead, a standing RayCluster: its name or a cluster handle (``clusterSelector``).
-    :param rayjob_name: a fixed RayJob name (default: generated from dag, run, task and map index).
-    :param dashboard_url_template: overrides how the cluster's dashboard is reached (see
-        ``CreateRayClusterOperator``).
     :param suspend_on_kill: where the cleanup table stops the job, suspend the RayJob instead of deleting
-        it (KubeRay deletes its cluster and keeps the RayJob; the next try resumes it).
+        it (KubeRay deletes its cluster; the next try resumes it).
     """
 
     templated_numbers: ClassVar[dict[str, str]] = {
@@ -94,6 +81,7 @@ class KubeRayJobOperator(RunOperator):
     }
     ui_color = "#d6f0ff"
     default_cleanup: ClassVar[Cleanup] = Cleanup.ALWAYS
+    reservation: ClassVar[tuple[str, ...]] = ()  # the RayJob's options carry it
 
     def __init__(
         self,
@@ -118,19 +106,14 @@ class KubeRayJobOperator(RunOperator):
         suspend_on_kill: bool = False,
         **kwargs: Any,
     ) -> None:
-        options = {name: value for name, value in locals().items() if name in _OPTIONS}
+        arguments = {name: value for name, value in locals().items() if name in _OPTIONS + _REQUEST}
         super().__init__(**kwargs)
-        for name, value in options.items():  # RayJob fields, as they are
+        for name, value in arguments.items():
             setattr(self, name, value)
         self.cluster_conn_id = cluster_conn_id
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
-        self.manifest = manifest
         self.cluster = cluster
-        self.rayjob_name = rayjob_name
-        self.name_prefix = name_prefix
         self.namespace = namespace
-        self.dashboard_url_template = dashboard_url_template
-        self.suspend_on_kill = suspend_on_kill
         if sum(x is not None for x in (self.spec, manifest, cluster)) > 1:
             raise RayInvalidInputError(
                 "pass one cluster: spec or manifest (KubeRay creates it for the job), or cluster (a standing "
@@ -145,10 +128,6 @@ class KubeRayJobOperator(RunOperator):
                 "suspend_on_kill needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends "
                 "a RayJob by deleting its cluster); drop suspend_on_kill"
             )
-
-    def job_reservation(self) -> dict[str, Any]:
-        """None: the RayJob's options carry the reservation (checked with them, in :meth:`target`)."""
-        return {}
 
     def _request(self, context: Context) -> dict[str, Any]:
         job = self.job(context)
@@ -169,9 +148,8 @@ class KubeRayJobOperator(RunOperator):
         except ValueError as exc:
             raise RayInvalidInputError(str(exc)) from exc
         return dict(
-            options=options, spec=spec, manifest=self.manifest, cluster_name=cluster,
-            rayjob_name=self.rayjob_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template, suspend_on_kill=self.suspend_on_kill,
+            options=options, spec=spec, cluster_name=cluster, namespace=self.namespace,
+            **{name: getattr(self, name) for name in _REQUEST},
         )  # fmt: skip
 
     def target(self, context: Context) -> RunTarget:

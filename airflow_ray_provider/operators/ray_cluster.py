@@ -1,6 +1,5 @@
-"""The cluster operators: create a cluster for a DAG run, delete it (teardown), attach a standing one, and
-the janitor of what killed runs left behind. A local head (no connection) and a KubeRay RayCluster push
-the same handle, so a DAG switches by its connection only.
+"""The cluster operators: create a cluster for a DAG run, delete it, attach a standing one, and the janitor
+of what killed runs left behind. A local head and a KubeRay RayCluster push the same handle.
 """
 
 from __future__ import annotations
@@ -42,8 +41,8 @@ if TYPE_CHECKING:
 
 #: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
 DEFAULT_EXPIRY = timedelta(hours=24)
-#: DAG run states after which no task of the run needs its cluster any more.
-FINISHED_RUN_STATES = ("success", "failed")
+#: ``CreateRayClusterOperator``'s arguments that go to its :class:`ClusterRequest` as they are.
+REQUEST_ARGUMENTS = ("manifest", "cluster_name", "name_prefix", "dashboard_url_template", "local_options")
 
 
 def check_cluster_arguments(
@@ -52,18 +51,14 @@ def check_cluster_arguments(
     cluster_conn_id: str | None,
     *,
     spec_name: str = "spec",
-    **seconds: float | None,
+    **seconds: float | timedelta | None,
 ) -> None:
-    """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``
-    (``None``: not given), and a spec without Jinja (one with Jinja is checked at run time), by every rule
-    that does not depend on the connection (no connection: the local backend's token auth).
-
-    :raises RayInvalidInputError: naming the bad field.
-    """
+    """Check a cluster's arguments when the DAG is parsed: ``spec`` or ``manifest``, positive ``seconds``,
+    and a spec without Jinja by every rule the connection does not decide (:class:`RayInvalidInputError`)."""
     if spec is not None and manifest is not None:
         raise RayInvalidInputError(f"pass either {spec_name} or manifest, not both")
-    bad = [name for name, value in seconds.items() if value is not None and value <= 0]
-    if bad:
+    numbers = {name: v.total_seconds() if isinstance(v, timedelta) else v for name, v in seconds.items()}
+    if bad := [name for name, value in numbers.items() if value is not None and value <= 0]:
         raise RayInvalidInputError(f"{' and '.join(bad)} must be positive")
     if not isinstance(spec, RayClusterSpec) and not (isinstance(spec, dict) and is_literal(spec)):
         return  # nothing, an upstream XCom or a template: checked once it is rendered
@@ -71,23 +66,13 @@ def check_cluster_arguments(
 
 
 class CreateRayClusterOperator(BaseOperator):
-    """Provision a Ray cluster and push its handle (``RayClusterHandle.to_dict()``) to XCom.
-
-    Ready means the head is ready (its job agent answering, as KubeRay's default head readiness probe
-    checks) AND the dashboard's ``/api/version`` answers. A retry finds and reuses the cluster its earlier
-    try created. A cluster not ready in ``ready_timeout`` is deleted and the task fails with its conditions.
+    """Provision a Ray cluster (or reuse its earlier try's) and push its handle; one not ready in
+    ``ready_timeout`` is deleted and the task fails with its conditions (arguments: docs/operators.md).
 
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
-    :param spec: a :class:`RayClusterSpec` or a dict of its fields (head, worker_groups, image, ...).
-    :param manifest: instead of ``spec``: a full RayCluster manifest (dict, YAML text or a ``.yaml`` path,
-        absolute or relative to the DAG folder), sent unchanged but for its name, namespace and ownership
-        labels and annotations.
-    :param cluster_name: a fixed name (default: generated from dag_id, run_id, task_id and map index).
-    :param dashboard_url_template: overrides how the dashboard is reached, e.g.
-        ``https://{name}.ray.example.com`` (docs/operators.md).
+    :param manifest: instead of ``spec``: a RayCluster manifest (dict, YAML text or a ``.yaml`` path).
     :param expiry: lifetime after which the janitor may delete the cluster (timedelta or seconds);
-        default: the DAG's ``dagrun_timeout`` when it has one (an orphan outlives no run), else 24 h.
-    :param deferrable: wait in the triggerer (KubeRay only; the local head starts within the task).
+        default: the DAG's ``dagrun_timeout``, else 24 h.
     """
 
     template_fields = ("spec", "manifest", "cluster_name", "namespace", "dashboard_url_template")
@@ -112,28 +97,24 @@ class CreateRayClusterOperator(BaseOperator):
         deferrable: bool = DEFAULT_DEFERRABLE,
         **kwargs: Any,
     ) -> None:
+        arguments = {name: value for name, value in locals().items() if name in REQUEST_ARGUMENTS}
         super().__init__(**kwargs)
         lifetime = timedelta(seconds=float(expiry)) if isinstance(expiry, int | float) else expiry
-        seconds = None if lifetime is None else lifetime.total_seconds()
         check_cluster_arguments(spec, manifest, cluster_conn_id, ready_timeout=ready_timeout,
-                                poll_interval=poll_interval, expiry=seconds)  # fmt: skip
+                                poll_interval=poll_interval, expiry=lifetime)  # fmt: skip
+        for name, value in arguments.items():
+            setattr(self, name, value)
         self.cluster_conn_id = cluster_conn_id
         # Kept as plain data: templates render it and the DAG serializer stores it.
         self.spec = dataclasses.asdict(spec) if isinstance(spec, RayClusterSpec) else spec
-        self.manifest = manifest
-        self.cluster_name = cluster_name
-        self.name_prefix = name_prefix
         self.namespace = namespace
-        self.dashboard_url_template = dashboard_url_template
-        self.local_options = local_options
         self.ready_timeout = ready_timeout
         self.poll_interval = poll_interval
         self.expiry = lifetime
         self.deferrable = deferrable
 
     def get_template_env(self, dag: DAG | None = None) -> jinja2.Environment:
-        """The DAG's Jinja environment (DAG folder, ``template_searchpath``), then a ``manifest`` given as an
-        absolute file path, which those loaders refuse (a relative one is never looked up from ``/``)."""
+        """The DAG's Jinja environment, then an absolute ``manifest`` path, which its loaders refuse."""
         import jinja2
 
         env = super().get_template_env(dag)
@@ -151,9 +132,8 @@ class CreateRayClusterOperator(BaseOperator):
         if not (isinstance(run_timeout, timedelta) and run_timeout > timedelta(0)):
             run_timeout = DEFAULT_EXPIRY
         return ClusterRequest.from_arguments(
-            spec=self.spec, local_options=self.local_options, manifest=self.manifest,
-            cluster_name=self.cluster_name, name_prefix=self.name_prefix, namespace=self.namespace,
-            dashboard_url_template=self.dashboard_url_template, expiry=self.expiry or run_timeout,
+            spec=self.spec, namespace=self.namespace, expiry=self.expiry or run_timeout,
+            **{name: getattr(self, name) for name in REQUEST_ARGUMENTS},
         )  # fmt: skip
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -185,8 +165,8 @@ class CreateRayClusterOperator(BaseOperator):
     def _finish(
         self, backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent | None
     ) -> dict[str, Any]:
-        """The handle of a ready cluster (``event``: the trigger's, or ``None``: wait here); a cluster that is
-        not ready is deleted and the task fails."""
+        """The handle of a ready cluster (``event``: the trigger's; ``None``: wait here), else delete it and
+        fail."""
         try:
             handle = ready_handle(backend, plan, event) if event is not None else wait_until_ready(
                 backend, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval
@@ -206,11 +186,8 @@ class CreateRayClusterOperator(BaseOperator):
 
 
 class DeleteRayClusterOperator(BaseOperator):
-    """Delete a cluster; meant as a teardown task (``.as_teardown(setups=create)``).
-
-    Idempotent: a cluster already gone counts as deleted. Without a handle (``create.output``: the create
-    task pushed none), it deletes the clusters this DAG run's create tasks labelled, through
-    ``cluster_conn_id`` (which also serves a handle that names no connection).
+    """Delete a cluster, as a teardown task; one already gone counts as deleted. Without a handle (the
+    create task pushed none) it deletes the clusters this DAG run's create tasks labelled.
     """
 
     template_fields = ("cluster",)
@@ -249,16 +226,12 @@ class DeleteRayClusterOperator(BaseOperator):
 
 
 class AttachRayClusterOperator(BaseOperator):
-    """Check a standing cluster now and push its handle, marked *not owned*: the downstream operators take
-    it as ``cluster=attach.output``; ``DeleteRayClusterOperator`` and the janitor leave the cluster alone.
+    """Check a standing cluster now and push its handle, marked *not owned* (no task deletes it); one that is
+    missing, not ready or not answering fails the task at once.
 
-    By name: a RayCluster in a ``kuberay`` connection's namespace, or a running local head (its token stays
-    in its Secret or file). By ``address``: any cluster's dashboard (``ray start --head``), with the file
-    holding its token (``ray get-auth-token`` writes ``~/.ray/auth_token``); the handle refers to the file,
-    never carries the token. A cluster that is missing, not ready or not answering fails the task at once.
-
-    :param address: instead of ``cluster_name``, a dashboard's ``http(s)://host:port``.
-    :param token_file: with ``address``: the file holding its Ray auth token (``None``: no token auth).
+    :param cluster_name: a RayCluster in a ``kuberay`` connection's namespace, or a running local head.
+    :param address: instead, any cluster's dashboard ``http(s)://host:port``.
+    :param token_file: with ``address``: the file holding its Ray auth token (the handle names the file).
     """
 
     template_fields = ("cluster_name", "namespace", "address", "token_file")
@@ -305,7 +278,7 @@ class AttachRayClusterOperator(BaseOperator):
         return handle.to_dict()
 
     def _by_address(self, address: str, token_file: str | None) -> RayClusterHandle:
-        """A handle (never owned) to the cluster whose dashboard answers at ``address`` with the token."""
+        """A handle to the cluster whose dashboard answers at ``address`` with the token."""
         if not isinstance(address, str) or not address.startswith(("http://", "https://")):
             raise RayInvalidInputError(f"address must be a dashboard's http(s)://host:port, got {address!r}")
         token_file = os.path.expanduser(token_file) if token_file is not None else None
@@ -328,26 +301,22 @@ class AttachRayClusterOperator(BaseOperator):
 
 
 def orphan_reason(ti: Any, dag_id: str, run_id: str) -> str | None:
-    """Why a cluster of this DAG run is an orphan: the run no longer exists (``airflow tasks test`` deletes
-    its temporary run) or has finished (``None``: it still runs, or ``ti``, the Task SDK's, cannot say)."""
-    count = getattr(ti, "get_dr_count", None)
-    state_of = getattr(ti, "get_dagrun_state", None)
-    if count is None or state_of is None:
+    """Why a cluster of this DAG run is an orphan: the run is gone (``airflow tasks test`` deletes its
+    temporary run) or finished (``None``: it runs, or ``ti`` cannot say)."""
+    if ti is None:
         return None
-    if count(dag_id=dag_id, run_ids=[run_id]) == 0:
+    if ti.get_dr_count(dag_id=dag_id, run_ids=[run_id]) == 0:
         return f"its DAG run {dag_id}/{run_id} no longer exists"
-    state = str(state_of(dag_id=dag_id, run_id=run_id))
-    return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in FINISHED_RUN_STATES else None
+    state = str(ti.get_dagrun_state(dag_id=dag_id, run_id=run_id))
+    return f"its DAG run {dag_id}/{run_id} has finished ({state})" if state in ("success", "failed") else None
 
 
 class RayClusterJanitorOperator(BaseOperator):
-    """Delete provider-created clusters whose expiry annotation has passed (orphans of killed runs), local
-    heads whose DAG run no longer exists or has finished, and pools whose idle TTL is over; never a pool's
-    cluster that a run holds (a pool's cluster goes by its leases, not by an expiry or a DAG run).
+    """Delete provider-created clusters past their expiry, local heads whose DAG run is gone or finished,
+    and pools idle past their TTL (a pool's cluster goes by its leases only).
 
     :param list_only: only list what would be deleted (a dry run).
-    :param orphans_of_finished_runs: also delete the clusters whose DAG run is gone or finished (local
-        heads; a KubeRay namespace may serve several Airflow deployments, so there only expiry counts).
+    :param orphans_of_finished_runs: also delete local heads whose DAG run is gone or finished.
     """
 
     template_fields = ("namespace",)

@@ -20,23 +20,19 @@ if TYPE_CHECKING:
     from airflow_ray_provider.launch import RunTarget
 
 
-#: The arguments of ``EphemeralRayJobOperator`` that go to its cluster as they are.
+#: ``EphemeralRayJobOperator``'s arguments that go to its cluster as they are.
 CLUSTER_ARGUMENTS = ("cluster_conn_id", "cluster_spec", "manifest", "namespace", "local_options",
                      "name_prefix", "ready_timeout", "delete_timeout", "expiry")  # fmt: skip
 
 
 class SubmitRayJobOperator(RunOperator):
-    """Submit a Ray job and (optionally) wait for it, streaming its log into the task log.
+    """Submit a Ray job and (optionally) wait for it, streaming its log into the task log; every argument
+    of :class:`~airflow_ray_provider.operators.base.RunOperator` too.
 
-    XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``. Every argument of
-    :class:`~airflow_ray_provider.operators.base.RunOperator` too (a local ``working_dir`` is uploaded).
-
-    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or use ``ray_conn_id``, default
+    :param cluster: a cluster handle, e.g. ``create_cluster.output`` (or ``ray_conn_id``, default
         ``ray_default``; a connection whose extra names a ``pool`` runs the job on the pool's cluster).
-    :param entrypoint_memory: bytes reserved for the entrypoint.
-    :param wait_for_completion: ``False`` returns once the job is submitted.
-    :param job_timeout: seconds (or timedelta) from the job's start; on expiry the task fails and the
-        job is stopped (unless ``cleanup="never"``).
+    :param job_timeout: seconds (or timedelta) from the job's start; then the task fails and the job is
+        stopped (unless ``cleanup="never"``).
     :param retry_attempts: attempts per Job API call on transient failures.
     """
 
@@ -77,8 +73,7 @@ class SubmitRayJobOperator(RunOperator):
         self.check_literals()
 
     def target(self, context: Context) -> RunTarget:
-        """The cluster handle's Job API, or the ``ray`` connection's (a pool's cluster, leased for this task
-        instance, when the connection names a pool)."""
+        """The cluster handle's Job API, or the ``ray`` connection's (or its pool's cluster, leased)."""
         target = job_api_target(
             self.cluster, self.ray_conn_id, identity=task_identity(context),
             poll_interval=self.poll_interval, retry_attempts=self.retry_attempts,
@@ -93,20 +88,14 @@ class SubmitRayJobOperator(RunOperator):
 
 
 class EphemeralRayJobOperator(SubmitRayJobOperator):
-    """Create a cluster, run one Ray job on it, delete the cluster: all in this task.
-
-    The cluster is made through the same ``ClusterBackend`` as ``CreateRayClusterOperator`` and deleted as
-    ``cleanup`` says (default ``always``: whatever happens, also while it starts). A retry re-attaches: the
-    cluster's name comes from the task instance too. Takes every argument of :class:`SubmitRayJobOperator`
-    except ``cluster``, ``ray_conn_id`` and ``wait_for_completion``. XCom: the job's result.
+    """Create a cluster, run one Ray job on it, delete the cluster as ``cleanup`` says (default ``always``):
+    all in this task, which a retry re-attaches to. Every argument of :class:`SubmitRayJobOperator` but
+    ``cluster``, ``ray_conn_id`` and ``wait_for_completion``.
 
     :param cluster_conn_id: ``None`` for a local ephemeral head, or a ``kuberay`` connection.
     :param cluster_spec: the cluster (:class:`RayClusterSpec` or a dict of its fields), or ``manifest``.
-    :param expiry: after this the janitor may delete the cluster (if a killed worker left it behind).
-    :param cluster_pool: run on this pool's cluster of this spec instead (``PoolOptions`` or its fields:
-        ``name``, ``idle_ttl``, ``lease_ttl``, ``replace``; ``pool`` is Airflow's slot pool), shared with
-        every task and laptop run that names it: the task leases it while it waits (in the triggerer too);
-        ``cleanup`` acts on the job only, and the cluster stays ``idle_ttl`` s after its last lease.
+    :param cluster_pool: run on this pool's cluster of this spec instead (``PoolOptions`` or its fields),
+        leased while the task waits; ``cleanup`` acts on the job only (docs/launch.md, "Pools").
     """
 
     template_fields = (  # type: ignore[assignment]  # the base's tuple, longer
@@ -147,7 +136,7 @@ class EphemeralRayJobOperator(SubmitRayJobOperator):
         self.cluster_pool = pool_options(cluster_pool, self.poll_interval)
 
     def target(self, context: Context) -> RunTarget:
-        """A cluster of the run's own (or the pool's): every check here, no API call (the run creates it)."""
+        """A cluster of the run's own (or the pool's): every check, no API call."""
         arguments = {name: getattr(self, name) for name in CLUSTER_ARGUMENTS}
         return own_cluster_target(task_identity(context), pool=self.cluster_pool,
                                   retry_attempts=self.retry_attempts, **arguments)  # fmt: skip

@@ -1,7 +1,5 @@
-"""``RayJobSensor``: wait for a Ray job that something else submitted (poke, reschedule or deferrable).
-
-A poke is one step of the wait of a :class:`~airflow_ray_provider.launch.JobRun` that watches the id with
-``cleanup="never"`` (a sensor never stops a job it does not own).
+"""``RayJobSensor``: wait for a Ray job that something else submitted; a poke is one step of the wait of a
+:class:`~airflow_ray_provider.launch.JobRun` with ``cleanup="never"`` (it never stops a job it does not own).
 """
 
 from __future__ import annotations
@@ -22,16 +20,11 @@ if TYPE_CHECKING:
 
 
 class RayJobSensor(BaseSensorOperator):
-    """Wait until a Ray job finishes; succeed on SUCCEEDED, fail on FAILED / STOPPED.
+    """Wait until a Ray job finishes; succeed on SUCCEEDED, fail on FAILED / STOPPED. XCom as
+    ``SubmitRayJobOperator``'s.
 
-    For jobs submitted with ``SubmitRayJobOperator(wait_for_completion=False)`` or by other systems.
-    XCom (return value): ``{"submission_id", "status", "dashboard_url", "job_url"}``.
-
-    :param submission_id: the job's submission id (templated; e.g. from the submit task's XCom).
-    :param cluster: a cluster handle (or use ``ray_conn_id``, default ``ray_default``).
-    :param deferrable: wait in the triggerer (default: ``[operators] default_deferrable``).
+    :param cluster: a cluster handle (or ``ray_conn_id``, default ``ray_default``).
     :param missing_ok: keep waiting while no job has this id yet (default: fail at once).
-    :param retry_attempts: attempts per Job API call on transient failures.
     """
 
     template_fields = ("submission_id", "cluster", "ray_conn_id")
@@ -68,7 +61,7 @@ class RayJobSensor(BaseSensorOperator):
         )  # fmt: skip
 
     def poke(self, context: Context) -> PokeReturnValue:
-        """One look through the wait's step function (a poke is one step of the wait)."""
+        """One step of the wait."""
         with self._run() as run:
             waiting = run.look_once().ending is None
             if run.subject is None and not waiting:
@@ -95,7 +88,7 @@ class RayJobSensor(BaseSensorOperator):
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=self.timeout))
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Resume after the trigger fired (without an event, e.g. after a worker crash: look again)."""
+        """Resume after the trigger fired (without an event: look again)."""
         if event is None:
             self.log.info("Resumed without a trigger event: looking at Ray job %s again", self.submission_id)
             return self.execute(context)

@@ -28,13 +28,9 @@ def plan_json(plan: ClusterPlan) -> dict[str, Any]:
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterReadyTrigger(BaseTrigger):
-    """Look at a cluster from the triggerer through its backend; every look runs in a worker thread.
+    """Look at a cluster from the triggerer through its backend, in a worker thread; one
+    :class:`~airflow_ray_provider.clusters.ReadinessEvent` (never the token).
 
-    Events are :class:`~airflow_ray_provider.clusters.ReadinessEvent` payloads: ``ready``
-    (with ``dashboard_url``), or ``timeout`` / ``failed`` / ``error`` with ``message`` and
-    ``conditions``. The token is read here and never put in an event.
-
-    :param conn_id: the cluster connection (``kuberay``).
     :param plan: the cluster (:func:`plan_json`).
     :param start_time: epoch seconds when waiting began (kept across triggerer restarts).
     """
@@ -54,7 +50,7 @@ class RayClusterReadyTrigger(BaseTrigger):
         return ClusterPlan(**{**self.plan, "token_ref": TokenRef(*ref) if ref else None})
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Return the classpath and every constructor argument."""
+        """The classpath and every constructor argument."""
         return f"{type(self).__module__}.{type(self).__qualname__}", asdict(self)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -1,13 +1,10 @@
-"""``RayJobTrigger``: wait for a run's Ray job in the triggerer, streaming its log, without importing ``ray``.
-
-It rebuilds the run from its handed-over state (JSON, no secret), drives its wait and fires one event with
-the run's state for ``execute_complete``; a user's clear keeps the job for the next try (architecture.md).
+"""``RayJobTrigger``: a run's wait in the triggerer, from its handed-over state (JSON, no secret), without
+importing ``ray``; a user's clear keeps the job for the next try (docs/architecture.md).
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -19,14 +16,11 @@ from airflow_ray_provider.launch.usage import usage_line
 
 #: Task instance states a user's mark leaves; any other state at ``on_kill`` means the task was cleared.
 MARKED_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
-#: Seconds after the hand-over past which a trigger that starts is taken for one a triggerer restarted.
-RESTART_AFTER_S = 60.0
 
 
 class RayJobTrigger(BaseTrigger):
-    """Drive a deferred run's wait until its job ends, times out or the wait fails; fire one event.
-
-    The event is ``{"run": <the run's state>, "error": <why the wait failed, or None>}``.
+    """Drive a deferred run's wait to its end; fire one event ``{"run": <its state>, "error": <why the wait
+    failed, or None>}``.
 
     :param run: the run's state (``JobRun.hand_over()``).
     """
@@ -47,14 +41,10 @@ class RayJobTrigger(BaseTrigger):
         return JobRun.from_state(self.run_state, target, on_lines=lines, say=self.log.info)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Wait for the job; one event with the run's state (and the error, if the wait failed)."""
+        """Wait for the job; one event."""
         job_run: JobRun | None = None
         try:
             job_run = await self._job_run()
-            handed = float((self.run_state.get("times") or {}).get("handed_over") or time.time())
-            offset = job_run.plan.log_offset if job_run.stream_logs else 0
-            if offset and time.time() - handed > RESTART_AFTER_S:
-                self.log.info("Streaming the job log again from character %d: lines may repeat", offset)
             await job_run.await_end()
             yield TriggerEvent({"run": job_run.state(), "error": None})
         except Exception as exc:  # an event, never an exception: execute_complete explains it
@@ -88,8 +78,7 @@ class RayJobTrigger(BaseTrigger):
 
     async def on_kill(self) -> None:
         """A user acted on the deferred task: a clear keeps the job for the next try; a mark ends the run as
-        a user's kill (stop the job, make the usage record, delete the run's own cluster, as ``cleanup``
-        says)."""
+        a user's kill (as ``cleanup`` says)."""
         if await self._cleared():
             self.log.info("The task was cleared: Ray job %s keeps running and its next try re-attaches to it",
                           self.run_state.get("submission_id"))  # fmt: skip
