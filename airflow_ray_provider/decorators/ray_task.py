@@ -205,13 +205,10 @@ class _RayTaskBase(DecoratedOperator):
         try:
             return super().execute(context)
         finally:
-            self._remove_staged()  # a failure before the submission
+            self.job_submitted("")  # a failure before the submission
 
     def job_submitted(self, submission_id: str) -> None:
         """The package is uploaded (or was never needed: re-attached): its folder goes now."""
-        self._remove_staged()
-
-    def _remove_staged(self) -> None:
         if self._staged is not None:
             shutil.rmtree(self._staged, ignore_errors=True)
             self._staged = None
