@@ -63,19 +63,6 @@ def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
     return JobIO((*data, *uris), (f"{out.rstrip('/')}/metrics.json",), out)
 
 
-def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
-    """Check an operator's lineage URIs (strings with a path), naming the argument ``name``."""
-    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
-    for uri in uris:
-        problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
-        if problem or not dataset_name(uri)[1]:
-            why = f": {problem}" if problem else ""
-            raise RayInvalidInputError(
-                f"{name} must be URIs or paths (e.g. 's3://bucket/key'), got {uri!r}{why}"
-            )
-    return uris
-
-
 #: OpenLineage's dataset namespaces: ``file``, or ``<scheme>://<authority>`` (``s3://bucket``,
 #: ``gs://bucket``, ``hdfs://host:8020``, ``abfss://container@account.dfs.core.windows.net``).
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
@@ -101,18 +88,26 @@ def namespace_problem(uri: str) -> str | None:
     return None
 
 
+def check_uris(value: Iterable[str] | None, name: str, *, path: bool = True) -> tuple[str, ...]:
+    """Check dataset URIs (strings that make a well-formed namespace, and with ``path``, have a path), naming
+    ``name`` (the argument, or where they came from), what is wrong and the fix."""
+    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
+    for uri in uris:
+        problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
+        if not problem and path and not dataset_name(uri)[1]:
+            problem = "it names no path"
+        if problem:
+            raise RayInvalidInputError(
+                f"{name} must be URIs or paths, got {uri!r}: {problem}. Give them as "
+                "'<scheme>://<bucket or host>/<path>' (e.g. 's3://logs/clicks') or a local path"
+            )
+    return uris
+
+
 def check_lineage_namespaces(io: JobIO) -> None:
-    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit,
-    naming the URI, why its namespace is malformed and the fix."""
-    for field_name, uris in (("inputs", io.inputs), ("outputs", io.outputs)):
-        for uri in uris:
-            problem = namespace_problem(uri)
-            if problem:
-                raise RayInvalidInputError(
-                    f"OpenLineage {field_name}: {uri!r} makes a malformed dataset namespace: {problem}. "
-                    "Give lineage_inputs / lineage_outputs (or the workload's data_uri, models, output_uri) "
-                    "as '<scheme>://<bucket or host>/<path>' (e.g. 's3://logs/clicks') or a local path"
-                )
+    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit."""
+    check_uris(io.inputs, "OpenLineage inputs (lineage_inputs, a workload's data_uri and models)", path=False)
+    check_uris(io.outputs, "OpenLineage outputs (lineage_outputs, a workload's output_uri)", path=False)
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
