@@ -1,8 +1,6 @@
-"""What a job task hands on when its run ends: the usage record (made by the run) as the ``usage`` XCom,
-``usage.json`` and one log line; and OpenLineage: what the job read and wrote (from a workload
-entrypoint's config, plus ``lineage_inputs`` / ``lineage_outputs``) and the ``rayJob`` run facet. The
-OpenLineage provider is imported only when Airflow asks for lineage (it is optional at run time).
-"""
+"""What a job task hands on when its run ends: its usage record (XCom, ``usage.json``, a log line) and its
+OpenLineage (what the job read and wrote, the ``rayJob`` run facet; the optional OpenLineage provider is
+imported only when Airflow asks for lineage)."""
 
 from __future__ import annotations
 
@@ -22,10 +20,6 @@ from airflow_ray_provider.launch.usage import usage_line
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
 ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
-#: The run facet's key in an OpenLineage event.
-RUN_FACET = "rayJob"
-#: The XCom key of the usage record.
-USAGE_XCOM_KEY = "usage"
 #: The record's file name beside the job's artifacts.
 USAGE_FILE = "usage.json"
 
@@ -122,21 +116,12 @@ def dataset_name(uri: str) -> tuple[str, str]:
 
 @cache
 def _facet_class() -> type:
-    from attrs import define
+    """The ``rayJob`` run facet: the Ray job behind a task (OpenLineage facets use camelCase)."""
+    from attrs import make_class
     from openlineage.client.facet_v2 import RunFacet
 
-    @define
-    class RayJobRunFacet(RunFacet):  # type: ignore[misc]
-        """The Ray job behind an Airflow task: ids, cluster, mode, usage record."""
-
-        jobId: str | None  # OpenLineage facets use camelCase
-        submissionId: str | None
-        cluster: str | None
-        mode: str
-        dashboardUrl: str | None
-        usage: dict[str, Any] | None
-
-    return RayJobRunFacet
+    fields = ["jobId", "submissionId", "cluster", "mode", "dashboardUrl", "usage"]
+    return make_class("RayJobRunFacet", fields, bases=(RunFacet,))
 
 
 def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
@@ -153,20 +138,19 @@ def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = Non
         mode=mode, dashboardUrl=ids.get("dashboard_url"), usage=usage,
     )  # fmt: skip
     return OperatorLineage(
-        inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}
+        inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={"rayJob": facet}
     )
 
 
 def publish_usage(
     data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
 ) -> None:
-    """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
-    lacks."""
+    """Log a record's line and gaps, push it as the ``usage`` XCom, write ``usage.json`` (best effort)."""
     log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
     for name, why in sorted((data.get("not_available") or {}).items()):
         log.info("Usage record: %s not available: %s", name, why)
     if ti is not None:
-        ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
+        ti.xcom_push(key="usage", value=data)
     if artifact_uri:
         from airflow_ray_provider.workloads.common import artifacts
 
