@@ -1,10 +1,7 @@
 """``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
 
-Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` and
-:class:`~airflow_ray_provider.operators.ray_job.EphemeralRayJobOperator`, so the run (re-attach,
-deferral, cleanup, ...) is theirs. This module adds the function's input rules (checked when the DAG is
-parsed), its package (:mod:`.payload`) and the value read back from the job's last log message: a retried
-task that finds its job succeeded returns the same value without running the function again.
+The run (re-attach, deferral, cleanup) is the job operators'; this module adds the function's input rules,
+its package (:mod:`.payload`) and the value or error read back from the job's last log message.
 """
 
 from __future__ import annotations
@@ -149,10 +146,7 @@ def task_error(
 
 
 def task_value(message: Message | None, submission_id: str) -> Any:
-    """The function's return value from a succeeded job's last message.
-
-    :raises RayTaskError: no message (the log lost it), an error message, or an unreadable result file.
-    """
+    """The function's return value from a succeeded job's last message (else :class:`RayTaskError`)."""
     if message is None:
         raise RayTaskError(
             f"Ray job {submission_id} succeeded but its log holds no @task.ray result; was the log "
@@ -173,10 +167,9 @@ def task_value(message: Message | None, submission_id: str) -> Any:
 class _RayTaskBase(DecoratedOperator):
     """What both ``@task.ray`` operators add to their job operator: the call's package and its value.
 
-    :param result_uri: a ``pyarrow.fs`` folder (local path, ``s3://``, ``gs://``) for return values
-        that are not JSON or whose JSON is over 1 MiB; reachable by the cluster and the Airflow worker.
-    :param python: the interpreter of the job's driver on the cluster (Python and Ray's cloudpickle must
-        match the Airflow worker's).
+    :param result_uri: a ``pyarrow.fs`` folder, reachable by the cluster and the Airflow worker, for values
+        that are not JSON or whose JSON is over 1 MiB.
+    :param python: the job driver's interpreter on the cluster (Python and cloudpickle as the worker's).
     """
 
     custom_operator_name = "@task.ray"
@@ -272,13 +265,9 @@ def ray_task(
 ) -> TaskDecorator:
     """Run the decorated function as a Ray job; its return value is the task's XCom (docs/task_ray.md).
 
-    Where: ``cluster=`` or ``ray_conn_id=`` (default ``ray_default``), or ``cluster_spec=`` /
-    ``cluster_conn_id=`` for a cluster of the task's own. Every other keyword is an argument of
-    :class:`SubmitRayJobOperator` or :class:`EphemeralRayJobOperator`, plus ``result_uri`` and ``python``
-    (see :class:`_RayTaskBase`).
-
-    :param python_callable: the function (when used as ``@task.ray`` without parentheses).
-    :param multiple_outputs: push each key of a returned dict as its own XCom.
+    ``cluster=`` or ``ray_conn_id=`` (default ``ray_default``) run it on that cluster, ``cluster_spec=`` /
+    ``cluster_conn_id=`` on one of its own; other keywords go to the job operator (and ``result_uri``,
+    ``python``: :class:`_RayTaskBase`). ``multiple_outputs`` pushes each key of a returned dict.
     """
     check_decorator_arguments(kwargs)
     factory = task_decorator_factory(
