@@ -7,6 +7,7 @@ go by reference and must exist on the cluster.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -39,7 +40,7 @@ def function_name(function: Callable[..., Any]) -> str:
 
 
 @contextmanager
-def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iterator[Any]:
+def _by_value(function: Callable[..., Any], roots: Iterable[str]) -> Iterator[Any]:
     """Ray's cloudpickle with the function's module and the DAG folder's modules registered by value."""
     from ray import cloudpickle
 
@@ -55,13 +56,10 @@ def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iter
     already = set(cloudpickle.list_registry_pickle_by_value())
     registered = []
     for module in filter(None, modules):
-        if module.__name__ in ("__main__", "builtins", *already):
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except (ValueError, TypeError):  # not in sys.modules under that name
-            continue
-        registered.append(module)
+        if module.__name__ not in ("__main__", "builtins", *already):
+            with contextlib.suppress(ValueError, TypeError):  # not in sys.modules under that name
+                cloudpickle.register_pickle_by_value(module)
+                registered.append(module)
     try:
         yield cloudpickle
     finally:
@@ -110,19 +108,15 @@ def _culprit(pickler: Any, parts: Iterable[tuple[str, Any]], depth: int = 0) -> 
 
 
 def dumps_call(
-    function: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    local_roots: Iterable[str | Path] = (),
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, roots: Iterable[str] = ()
 ) -> bytes:
     """cloudpickle ``(function, args, kwargs)``; a failure names the function's global, closure variable,
     default or the argument that cannot be pickled (:class:`RayInvalidInputError`).
 
-    :param local_roots: folders whose modules the cluster cannot import (pickled by value).
+    :param roots: folders whose modules the cluster cannot import (pickled by value).
     """
     name = function_name(function)
-    with _by_value(function, local_roots) as pickler:
+    with _by_value(function, roots) as pickler:
         try:
             data: bytes = pickler.dumps((function, args, kwargs), protocol=5)
         except Exception as exc:

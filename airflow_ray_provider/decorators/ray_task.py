@@ -24,8 +24,8 @@ from airflow_ray_provider.exceptions import (
     RayTaskError,
     RayTaskFunctionError,
 )
-from airflow_ray_provider.hooks.ray_job import check_target_arguments
-from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
+from airflow_ray_provider.hooks import check_target_arguments
+from airflow_ray_provider.operators import EphemeralRayJobOperator, SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
     KIND_ERROR,
     KIND_VALUE,
@@ -103,19 +103,16 @@ def check_result_uri(uri: Any) -> str | None:
 
 
 def call_arguments(
-    function: Callable[..., Any],
-    op_args: Collection[Any],
-    op_kwargs: Mapping[str, Any],
-    context: Mapping[str, Any],
+    function: Callable[..., Any], args: Collection[Any], kwargs: Mapping[str, Any], context: Mapping[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call's arguments: the task's (XComs resolved), plus the context values the function names (unlike
     ``@task``, a ``**kwargs`` parameter does not receive the whole context)."""
-    args, kwargs = tuple(op_args), dict(op_kwargs)
+    positional, named = tuple(args), dict(kwargs)
     for index, p in enumerate(inspect.signature(function).parameters.values()):
-        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(args))
-        if free and p.name not in kwargs and p.name in context:
-            kwargs[p.name] = context[p.name]
-    return args, kwargs
+        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(positional))
+        if free and p.name not in named and p.name in context:
+            named[p.name] = context[p.name]
+    return positional, named
 
 
 _WHAT_FAILED = {
@@ -185,7 +182,6 @@ class _RayTaskBase(DecoratedOperator):
         python: str = "python",
         **kwargs: Any,
     ) -> None:
-        check_function(python_callable)
         check_decorator_arguments({**kwargs, "result_uri": result_uri})
         self.result_uri = result_uri
         self.python = python
@@ -209,13 +205,12 @@ class _RayTaskBase(DecoratedOperator):
     def job(self, context: Context) -> Any:
         """The job operator's job, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
         spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
-        if self._staged is None:
-            args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
-            roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
-            data = dumps_call(self.python_callable, args, kwargs, local_roots=roots)
-            name = function_name(self.python_callable)
-            self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
-            self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
+        args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
+        roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
+        data = dumps_call(self.python_callable, args, kwargs, roots=roots)
+        name = function_name(self.python_callable)
+        self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
+        self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
         runtime_env = dict(spec.runtime_env)
         runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(self._staged / PACKAGE_NAME)]
         return dataclasses.replace(spec, runtime_env=runtime_env)
