@@ -68,11 +68,8 @@ def _by_value(function: Callable[..., Any], roots: Iterable[str]) -> Iterator[An
 
 
 def _referenced_names(code: CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            names |= _referenced_names(const)
-    return names
+    nested = (_referenced_names(const) for const in code.co_consts if isinstance(const, CodeType))
+    return set(code.co_names).union(*nested)
 
 
 def _parts(function: Any) -> Iterator[tuple[str, Any]]:
@@ -84,10 +81,8 @@ def _parts(function: Any) -> Iterator[tuple[str, Any]]:
         if name in function.__globals__:
             yield f"global {name!r}", function.__globals__[name]
     for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
-        try:
+        with contextlib.suppress(ValueError):  # an empty cell
             yield f"closure variable {name!r}", cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
     for index, default in enumerate(function.__defaults__ or ()):
         yield f"default #{index + 1}", default
     for name, default in (function.__kwdefaults__ or {}).items():

@@ -87,18 +87,15 @@ def check_decorator_arguments(arguments: Mapping[str, Any]) -> None:
 
 def check_result_uri(uri: Any) -> str | None:
     """``uri``, checked: a folder path or URI without credentials (they come from the environment)."""
-    if uri is None:
-        return None
-    if not isinstance(uri, str) or not uri.strip():
+    if uri is not None and (not isinstance(uri, str) or not uri.strip()):
         raise RayInvalidInputError(f"result_uri must be a folder path or URI (s3://, gs://), got {uri!r}")
-    if "://" in uri:
-        parts = urlsplit(uri)
-        secret_params = [k for k, _ in parse_qsl(parts.query) if any(w in k.lower() for w in _SECRET_WORDS)]
-        if parts.username or parts.password or secret_params:
-            raise RayInvalidInputError(
-                "result_uri must not carry credentials (it travels to the job in its manifest): give the "
-                "cluster and the Airflow workers access through their environment (IAM role, env vars)"
-            )
+    parts = urlsplit(uri if uri and "://" in uri else "")
+    secret_params = [k for k, _ in parse_qsl(parts.query) if any(w in k.lower() for w in _SECRET_WORDS)]
+    if parts.username or parts.password or secret_params:
+        raise RayInvalidInputError(
+            "result_uri must not carry credentials (it travels to the job in its manifest): give the "
+            "cluster and the Airflow workers access through their environment (IAM role, env vars)"
+        )
     return uri
 
 

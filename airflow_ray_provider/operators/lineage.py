@@ -74,9 +74,7 @@ def namespace_problem(uri: str) -> str | None:
         return None
     authority = rest.split("/", 1)[0]
     if not authority:
-        return (
-            f"it names no bucket or host after '{scheme}://' (OpenLineage's namespace is {scheme}://<bucket>)"
-        )
+        return f"it names no bucket or host after '{scheme}://' (the namespace is {scheme}://<bucket>)"
     if not _AUTHORITY.match(authority):
         return f"its bucket or host {authority!r} has characters a URI authority cannot have"
     return None
