@@ -21,10 +21,6 @@ class RayInvalidInputError(RayProviderError, ValueError):
     """Bad operator input, found before any cluster or job was created."""
 
 
-class InvalidClusterHandleError(RayInvalidInputError):
-    """A value passed as a cluster handle is not one (not the XCom of ``CreateRayClusterOperator``)."""
-
-
 class PolicyError(RayInvalidInputError):
     """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
