@@ -13,7 +13,7 @@ _PKG = "airflow_ray_provider"
 _MODULES = {
     "hooks": {"Ray": ["hooks.ray_job"], "KubeRay": ["hooks.kuberay"]},
     "operators": {
-        "Ray": ["operators.ray_job", "operators.metrics"],
+        "Ray": ["operators.ray_job", "templates.collect"],
         "KubeRay": ["operators.ray_cluster", "operators.kuberay_job"],
     },
     "sensors": {"Ray": ["sensors.ray_job"]},

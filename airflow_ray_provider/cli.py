@@ -298,14 +298,11 @@ def cmd_clusters(args: argparse.Namespace) -> int:
         backend = LocalBackend()
     try:
         if args.action == "list":
-            from datetime import datetime, timedelta, timezone
-
-            far = datetime.now(timezone.utc) + timedelta(days=36500)
-            runs = {owned.handle.name: f"{owned.dag_id}/{owned.run_id}" for owned in backend.owned_runs()}
-            for handle in backend.expired(far):  # every cluster of this provider, expired or not
+            for found in backend.listed():  # every cluster of this provider, expired or not
+                handle, run = found.handle, f"{found.dag_id}/{found.run_id}" if found.run_id else "-"
                 expires = (handle.extra or {}).get("expires_at") or "-"
                 where = f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}"
-                print(f"{where}\trun {runs.get(handle.name, '-')}\texpires {expires}")
+                print(f"{where}\trun {run}\texpires {expires}")
         elif args.action == "delete":  # by name, also a cluster still starting (never ready)
             deleted = backend.delete(backend.find(args.name), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))

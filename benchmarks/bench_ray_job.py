@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     """Start a local head, run both benchmarks, print and save the figures; 0 when the goals are met."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    from airflow_ray_provider.clusters.handle import RayClusterHandle
+    from airflow_ray_provider.clusters import RayClusterHandle
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     started = time.monotonic()

@@ -69,7 +69,7 @@ def airflow_db() -> str:
 def ray_head() -> Iterator[object]:
     """A real local Ray head (Job API on 127.0.0.1, token auth on), stopped at session end.
 
-    Yields a :class:`airflow_ray_provider.local.head.LocalHeadInfo`.
+    Yields a :class:`airflow_ray_provider.local.LocalHeadInfo`.
     """
     from airflow_ray_provider.local import LocalHeadConfig, start_head, stop_head
 

@@ -7,6 +7,7 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RayClusterHandle,
     ReadinessCheck,
     ReadinessEvent,
     TaskIdentity,
@@ -17,7 +18,6 @@ from airflow_ray_provider.clusters.backend import (
     probe_dashboard,
     validate_event,
 )
-from airflow_ray_provider.clusters.handle import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
 from airflow_ray_provider.clusters.local import LocalBackend
 from airflow_ray_provider.clusters.pool import (

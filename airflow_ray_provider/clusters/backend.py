@@ -1,9 +1,8 @@
-"""The cluster backend interface, the request, task identity and plan it works with, and readiness.
-
-Creating, waiting for and deleting a Ray cluster are the same steps whatever lends the machines; the
-cluster operators and the readiness trigger talk to nothing but :class:`ClusterBackend`. Ready: the head
-is up, and its dashboard (with the token) and job agent answer; :func:`event_for` ends the blocking wait
-and the trigger's alike, and an event never carries the token.
+"""The cluster backend interface (:class:`ClusterBackend`, local and KubeRay alike: create, wait for and
+delete a cluster), the request, task identity and plan it works with, the handle it gives (the XCom every
+downstream task takes: it *refers* to the Ray auth token, never holds it), and readiness: ready once the
+head is up and its dashboard (with the token) and job agent answer; :func:`event_for` ends the blocking
+wait and the trigger's alike, and an event never carries the token.
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, get_args, runtime_checkable
 
@@ -36,7 +35,6 @@ from airflow_ray_provider.kuberay import (
 from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
     from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.jobs.client import JobClient
 
@@ -49,23 +47,80 @@ EventStatus = Literal["ready", "failed", "timeout", "error"]
 EVENT_ERROR: Final = "error"
 EVENT_STATUSES: tuple[EventStatus, ...] = get_args(EventStatus)
 
+#: The cluster backends: an ephemeral local Ray head, or a KubeRay RayCluster.
+BackendName = Literal["local", "kuberay"]
+BACKENDS: tuple[BackendName, ...] = get_args(BackendName)
 
-def keeps_unowned(handle: RayClusterHandle) -> bool:
-    """Whether a delete must leave this cluster alone (``owned=False``: attached); every ``delete`` asks."""
-    if handle.owned:
-        return False
-    where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
-    log.info(
-        "Not deleting Ray cluster %s: this task does not own it (it was attached, not created, here; its "
-        "owner deletes it)", where,
-    )  # fmt: skip
-    return True
+
+#: ``extra`` key of a handle: the dashboard's address for people, when it differs from Airflow's.
+EXTRA_LINK_URL = "link_url"
+
+
+@dataclass(frozen=True)
+class RayClusterHandle:
+    """Where a Ray cluster's dashboard (Job API) is and where its token is: a 0600 ``auth_token_file``
+    (local), or the Kubernetes ``auth_token_secret`` read through ``conn_id``; ``extra``: details safe to
+    show (pid, temp dir, ...). An unowned cluster (attached, or a RayJob's) is never deleted through it."""
+
+    backend: BackendName
+    name: str
+    dashboard_url: str
+    namespace: str | None = None
+    auth_token_file: str | None = None
+    auth_token_secret: str | None = None
+    auth_token_secret_key: str | None = None
+    conn_id: str | None = None
+    extra: dict[str, Any] | None = None
+    owned: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise RayInvalidInputError(
+                f"cluster handle backend must be one of {BACKENDS}, got {self.backend!r}"
+            )
+        if not self.name:
+            raise RayInvalidInputError("cluster handle has an empty name")
+        if not self.dashboard_url.startswith(("http://", "https://")):
+            raise RayInvalidInputError(
+                f"cluster handle dashboard_url must start with http:// or https://, "
+                f"got {self.dashboard_url!r}"
+            )
+
+    @property
+    def link_url(self) -> str:
+        """The dashboard as a person's browser reaches it (extra links): ``extra["link_url"]`` when the
+        cluster connection gives one (an ingress), else :attr:`dashboard_url` (how Airflow reaches it)."""
+        return str((self.extra or {}).get(EXTRA_LINK_URL) or self.dashboard_url)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict for XCom."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, value: Any) -> RayClusterHandle:
+        """A handle from an XCom value (or the handle itself); RayInvalidInputError if not one."""
+        if isinstance(value, RayClusterHandle):
+            return value
+        if not isinstance(value, dict):
+            raise RayInvalidInputError(
+                "expected a cluster handle (the XCom of CreateRayClusterOperator, a dict with "
+                f"backend, name and dashboard_url), got {type(value).__name__}"
+            )
+        missing = {"backend", "name", "dashboard_url"} - value.keys()
+        if missing:
+            raise RayInvalidInputError(
+                f"cluster handle is missing {sorted(missing)}; pass the XCom of "
+                "CreateRayClusterOperator (e.g. create_cluster.output)"
+            )
+        unknown = set(value) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise RayInvalidInputError(f"cluster handle has unknown keys {sorted(unknown)}")
+        return cls(**value)
 
 
 def check_spec(spec: RayClusterSpec | dict[str, Any], *, default_auth: str | None = "auth_options") -> None:
-    """Validate a spec (or a dict of its fields) and its body as KubeRay would, on any backend (a spec the
-    local backend runs is one KubeRay accepts); ``default_auth``: when the spec names none (``None``: not
-    known yet). :class:`RayInvalidInputError`: naming the bad field and what to change."""
+    """Validate a spec (or a dict of its fields) and its body as KubeRay would, on any backend, with
+    ``default_auth`` when it names none (``None``: not known yet); :class:`RayInvalidInputError` if bad."""
     try:
         typed = RayClusterSpec.from_dict(spec)
         auth = typed.auth or default_auth or "disabled"
@@ -117,16 +172,14 @@ def make_event(
 
 
 def validate_event(event: Any) -> ReadinessEvent:
-    """Check an event before acting on it (a ``ready`` one has its URL); :class:`RayProviderError` if
-    malformed."""
+    """Check an event before acting on it (a ``ready`` one has its URL); :class:`RayProviderError` if not."""
     if not isinstance(event, dict) or event.get("status") not in EVENT_STATUSES:
         raise RayProviderError(f"unexpected cluster readiness event: {event!r}")
-    if not isinstance(event.get("conditions") or [], list) or (
-        event["status"] == "ready" and not event.get("dashboard_url")
-    ):
+    url, conditions = event.get("dashboard_url"), event.get("conditions")
+    if not isinstance(conditions or [], list) or (event["status"] == "ready" and not url):
         raise RayProviderError(f"malformed cluster readiness event: {event!r}")
-    message, url = str(event.get("message") or ""), event.get("dashboard_url")
-    return make_event(event["status"], message=message, dashboard_url=url, conditions=event.get("conditions"))
+    message = str(event.get("message") or "")
+    return make_event(event["status"], message=message, dashboard_url=url, conditions=conditions)
 
 
 def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> ReadinessEvent | None:
@@ -142,8 +195,7 @@ def event_for(check: ReadinessCheck, *, waited: float, timeout: float) -> Readin
 
 
 def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[bool, str]:
-    """Whether the dashboard answers ``/api/version`` with the token: ``(True, ray_version)`` or
-    ``(False, why)``."""
+    """``(True, ray_version)`` if the dashboard answers ``/api/version``, else ``(False, why)``."""
     from airflow_ray_provider.jobs.client import JobClient
 
     try:
@@ -156,8 +208,7 @@ def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[
 
 @dataclass(frozen=True)
 class RunCluster:
-    """A provider-created cluster as a listing finds it: its handle, whether its expiry had passed, and the
-    DAG run that created it (``""``: not recorded)."""
+    """A provider-created cluster as listed: its handle, whether it expired, its DAG run (``""``: unknown)."""
 
     handle: RayClusterHandle
     expired: bool = False
@@ -287,8 +338,19 @@ class ClusterBackend(Protocol):
                 self.mask(secret)
         return client
 
-    def delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
-        """Delete a cluster by its handle (or by its plan while it starts); ``False``: already gone."""
+    def delete(
+        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
+    ) -> bool:
+        """Delete a cluster by its handle (or by its plan while it starts); ``False``: already gone, or not
+        this task's (``owned=False``: attached here, its owner deletes it)."""
+        if isinstance(cluster, RayClusterHandle) and not cluster.owned:
+            where = f"{cluster.namespace}/{cluster.name}" if cluster.namespace else cluster.name
+            log.info("Not deleting Ray cluster %s: this task does not own it (its owner deletes it)", where)
+            return False
+        return self._delete(cluster, wait=wait, timeout=timeout)
+
+    def _delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
+        """Delete an owned cluster (:meth:`delete` asks first)."""
         ...
 
     def find(self, name: str) -> ClusterPlan:

@@ -14,17 +14,18 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_ray_provider.clusters.backend import (
+    EXTRA_LINK_URL,
+    BackendName,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RayClusterHandle,
     ReadinessCheck,
     RunCluster,
     TaskIdentity,
     Verdict,
-    keeps_unowned,
     probe_dashboard,
 )
-from airflow_ray_provider.clusters.handle import EXTRA_LINK_URL, BackendName, RayClusterHandle
 from airflow_ray_provider.exceptions import RayClusterError, RayInvalidInputError
 from airflow_ray_provider.kuberay import (
     AUTH_TOKEN_KEY,
@@ -232,9 +233,8 @@ class KubeRayBackend(ClusterBackend):
                 message = f"KubeRay's controller refused {where} and will not create it: {refused.line()}"
             return _look(status, verdict, message, events=events)
         url = dashboard_url(status, plan.dashboard_url_template)
-        token = None
-        if plan.token_ref is not None:
-            ref = plan.token_ref
+        token, ref = None, plan.token_ref
+        if ref is not None:
             try:
                 token = self.client.read_secret_value(ref.secret_name, key=ref.key, namespace=namespace)
             except KubeRayNotFoundError:
@@ -266,13 +266,8 @@ class KubeRayBackend(ClusterBackend):
         )
 
     # ----------------------------------------------------------------- delete
-    def delete(
-        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
-    ) -> bool:
-        """Delete the RayCluster (its pods first) and the token Secret the provider made, by its handle or
-        its plan (still starting); never an unowned one."""
-        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
-            return False
+    def _delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
+        """Delete the RayCluster (its pods first) and the token Secret the provider made."""
         ref = _token_ref_of_handle(cluster) if isinstance(cluster, RayClusterHandle) else cluster.token_ref
         namespace = self._namespace(cluster)
         deleted = self.client.delete(cluster.name, namespace=namespace)

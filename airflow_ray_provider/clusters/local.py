@@ -1,11 +1,7 @@
-"""The local backend: ephemeral Ray heads on this machine, the embedded default (no connection).
-
-A registry of JSON files (one per head: labels, owner, expiry; no secrets) lets any process find and stop
-a head by name: a retried task adopts its earlier try's head, a teardown in another process stops it, the
-janitor finds expired ones. A head is registered (``starting``) before Ray starts in it, so an interrupted
-start leaves a head others find; only registering creates the folder. Pools keep their lock, record and
-leases in ``pools/<pool>/`` (:class:`LocalLeaseStore`). A KubeRay spec is summarised into its CPUs and
-GPUs, so one DAG runs on either backend unchanged.
+"""The local backend: ephemeral Ray heads on this machine, the embedded default (no connection), and a
+registry of JSON files (one per head: labels, owner, expiry; no secrets) by which any process finds a head
+by name. A head is registered (``starting``) before Ray starts in it, so an interrupted start leaves a
+head others find; only registering creates the folder. Pools keep theirs in ``pools/<pool>/``.
 """
 
 from __future__ import annotations
@@ -22,21 +18,22 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from airflow_ray_provider.clusters.backend import (
+    BackendName,
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    RayClusterHandle,
     ReadinessCheck,
     RunCluster,
     TaskIdentity,
     check_spec,
-    keeps_unowned,
 )
-from airflow_ray_provider.clusters.handle import BackendName, RayClusterHandle
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
@@ -93,10 +90,6 @@ def read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _write_record(record: dict[str, Any]) -> None:
-    write_json(_record_path(record["info"]["name"]), record)
-
-
 def read_record(name: str) -> dict[str, Any] | None:
     """The registry record of a cluster (``info``, ``labels``, ``expires_at``, ``state``), or ``None``."""
     return read_json(_record_path(name))
@@ -105,10 +98,8 @@ def read_record(name: str) -> dict[str, Any] | None:
 def find_cluster(name: str) -> LocalHeadInfo | None:
     """The running head registered under ``name``, or ``None`` (a dead head's record and files go)."""
     record = read_record(name)
-    if record is None:
-        return None
-    info = LocalHeadInfo.from_dict(record["info"])
-    if is_running(info):
+    info = LocalHeadInfo.from_dict(record["info"]) if record else None
+    if info is None or is_running(info):
         return info
     stop_cluster(info)
     return None
@@ -126,55 +117,47 @@ class LocalPlan(ClusterPlan):
 
 def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
     """Start the plan's head, or find it on a retry (one a killed try left ``starting`` is waited for, not
-    started twice); its ``owner`` (``dag_id``, ``run_id``) is for the janitor. Returns the info and whether
-    it was created now; :class:`LocalHeadError`: it did not come up (stopped and unregistered)."""
-    name, options, expires_at = plan.name, plan.options, plan.expires_at
-    record = {"labels": plan.labels, "owner": plan.owner, "expires_at": _iso(expires_at)}
+    started twice; one whose start crashed is replaced); ``owner`` (``dag_id``, ``run_id``) is for the
+    janitor. Returns the info and whether it was created now; :class:`LocalHeadError`: it did not come up
+    (stopped and unregistered)."""
+    name, options = plan.name, plan.options
+
+    def register(info: LocalHeadInfo, state: str = READY) -> None:
+        expiry = plan.expires_at
+        if state == STARTING:  # the janitor may stop a head whose start was abandoned once its wait is over
+            wait_ends = datetime.now(timezone.utc) + timedelta(seconds=options.ready_timeout)
+            expiry = min(expiry, wait_ends) if expiry else wait_ends
+        expires_at = expiry.astimezone(timezone.utc).isoformat() if expiry else None
+        record = {"info": asdict(info), "labels": plan.labels, "owner": plan.owner, "state": state}
+        write_json(_record_path(name), {**record, "expires_at": expires_at})
+
     existing = find_cluster(name)
+    if existing is not None and (read_record(name) or {}).get("state", READY) != STARTING:
+        log.info("Reusing local Ray head %s (pid %s) started by an earlier try", name, existing.pid)
+        return existing, False
     if existing is not None:
-        if (read_record(name) or {}).get("state", READY) != STARTING:
-            log.info("Reusing local Ray head %s (pid %s) started by an earlier try", name, existing.pid)
+        log.info("Adopting local Ray head %s (pid %s): an earlier try started it", name, existing.pid)
+        try:
+            wait_for_head(existing, options.ready_timeout)
+            register(existing)
             return existing, False
-        if _adopt(existing, options.ready_timeout):
-            _write_record({**record, "info": existing.to_dict(), "state": READY})
-            return existing, False
-
-    def register(info: LocalHeadInfo) -> None:
-        wait_ends = datetime.now(timezone.utc) + timedelta(seconds=options.ready_timeout)
-        expiry = min(expires_at, wait_ends) if expires_at else wait_ends
-        _write_record({**record, "info": info.to_dict(), "state": STARTING, "expires_at": _iso(expiry)})
-
+        except LocalHeadError as exc:
+            stop_cluster(existing)
+            if not isinstance(exc, StartupCrashError):
+                raise
+            log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", name, exc)
     try:
         config = LocalHeadConfig(**{**asdict(options), "auth": plan.auth})
-        info = start_head(config, name=name, on_spawn=register)
+        info = start_head(config, name=name, on_spawn=partial(register, state=STARTING))
     except LocalHeadError:
         _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
         raise
     try:
-        _write_record({**record, "info": info.to_dict(), "state": READY})
+        register(info)
     except OSError:
         stop_cluster(info)
         raise
     return info, True
-
-
-def _adopt(info: LocalHeadInfo, timeout: float) -> bool:
-    """Wait for a head a killed try left ``starting``: ``True`` once up, ``False`` when its start crashed
-    (start a fresh one); late: :class:`LocalHeadError`. A failed head is stopped and unregistered."""
-    log.info("Adopting local Ray head %s (pid %s): an earlier try started it", info.name, info.pid)
-    try:
-        wait_for_head(info, timeout)
-    except LocalHeadError as exc:
-        stop_cluster(info)
-        if not isinstance(exc, StartupCrashError):
-            raise
-        log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", info.name, exc)
-        return False
-    return True
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return moment.astimezone(timezone.utc).isoformat() if moment else None
 
 
 def stop_cluster(info: LocalHeadInfo) -> bool:
@@ -277,7 +260,7 @@ def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
 def _handle_of(info: LocalHeadInfo | dict[str, Any], expires_at: str | None = None) -> RayClusterHandle:
     """The handle of a head (a listed one's ``extra`` has its ``expires_at`` too, for ``clusters list``)."""
     info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
-    extra = {**info.to_dict(), "expires_at": expires_at} if expires_at else info.to_dict()
+    extra = {**asdict(info), "expires_at": expires_at} if expires_at else asdict(info)
     return RayClusterHandle(
         backend="local", name=info.name, dashboard_url=info.dashboard_url, auth_token_file=info.token_file,
         extra=extra,
@@ -335,12 +318,8 @@ class LocalBackend(ClusterBackend):
         """The head's token, from its 0600 file."""
         return read_token(handle.auth_token_file) if handle.auth_token_file else None
 
-    def delete(
-        self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool = True, timeout: float = 300
-    ) -> bool:
-        """Stop a head from any process, also one still starting (always waits); never an unowned one."""
-        if isinstance(cluster, RayClusterHandle) and keeps_unowned(cluster):
-            return False
+    def _delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
+        """Stop a head from any process, also one still starting (always waits)."""
         extra = cluster.extra if isinstance(cluster, RayClusterHandle) else None
         info = LocalHeadInfo.from_dict(extra) if extra else find_cluster(cluster.name)
         return stop_cluster(info) if info is not None else False

@@ -1,9 +1,6 @@
-"""The ``kuberay`` connection type: how Airflow reaches the Kubernetes API that KubeRay watches.
-
-Its Extra (JSON) holds one way to authenticate, never loaded globally (``in_cluster``, ``kube_config_path``
-or an inline ``kube_config``), plus ``context``, ``namespace``, ``default_image``,
-``dashboard_url_template``, ``link_url_template`` and ``ray_auth`` (see :mod:`..connection_forms`).
-"""
+"""The ``kuberay`` connection type (its Extra: :mod:`..connection_forms`): how Airflow reaches the Kubernetes
+API that KubeRay watches, never through a globally loaded kubeconfig; and which backend a connection or a
+handle means."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters import RayClusterHandle
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings
 from airflow_ray_provider.clusters.local import LocalBackend
 from airflow_ray_provider.exceptions import RayInvalidInputError
@@ -29,7 +26,6 @@ class KubeRayHook(BaseHook):
     """Reach RayClusters through a ``kuberay`` connection.
 
     :param namespace: overrides the connection's namespace.
-    :param api_client: an already configured ``kubernetes.client.ApiClient`` (skips the connection's auth).
     :param connection: an already fetched connection.
     """
 
@@ -43,13 +39,11 @@ class KubeRayHook(BaseHook):
         kuberay_conn_id: str = default_conn_name,
         *,
         namespace: str | None = None,
-        api_client: ApiClient | None = None,
         connection: Connection | None = None,
     ) -> None:
         super().__init__()
         self.kuberay_conn_id = kuberay_conn_id
         self._namespace = namespace
-        self._api_client = api_client
         self._connection = connection
 
     @cached_property
@@ -94,8 +88,6 @@ class KubeRayHook(BaseHook):
 
         :raises RayInvalidInputError: naming the connection and the Extra to fix.
         """
-        if self._api_client is not None:
-            return self._api_client
         import os
 
         import yaml

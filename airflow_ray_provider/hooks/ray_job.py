@@ -5,15 +5,15 @@ soon as read; and the run target a task's arguments, or a deferred run's referen
 from __future__ import annotations
 
 import json
+from contextlib import closing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, TaskIdentity
-from airflow_ray_provider.clusters.handle import RayClusterHandle
+from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, RayClusterHandle, TaskIdentity
 from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
-from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import (
     backend_for_connection,
     backend_for_handle,
@@ -22,7 +22,7 @@ from airflow_ray_provider.hooks.kuberay import (
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.submission import check_runtime_env
-from airflow_ray_provider.launch import ClusterTarget, cluster_target, pool_options
+from airflow_ray_provider.launch import ClusterTarget, PoolLease, RayJobTarget, cluster_target, pool_options
 
 if TYPE_CHECKING:
     import logging
@@ -82,15 +82,6 @@ def _dashboard_url(conn: Connection, source: str) -> str:
     return f"{scheme}://{host}:{conn.port}" if conn.port else f"{scheme}://{host}"
 
 
-def _verify(extra: dict[str, Any]) -> bool | str:
-    if extra.get("ca_bundle"):
-        return str(extra["ca_bundle"])
-    verify = extra.get("verify", True)
-    if isinstance(verify, str):
-        return verify.strip().lower() not in ("false", "0", "no", "off")
-    return bool(verify)
-
-
 def connection_link_url(conn: Connection) -> str:
     """The dashboard of a ``ray`` connection as a browser reaches it: its ``dashboard_url`` extra, else Host.
 
@@ -103,31 +94,6 @@ def connection_link_url(conn: Connection) -> str:
             f"{source}: extra 'dashboard_url' must start with http:// or https://, got {url!r}"
         )
     return url or _dashboard_url(conn, source)
-
-
-def client_of_connection(
-    conn: Connection, *, retry_attempts: int = 5, retry_max_wait: float = 10.0
-) -> JobClient:
-    """The Job API client of a ``ray`` connection, its credentials registered with Airflow's secrets masker.
-
-    :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
-    """
-    from airflow.sdk.log import mask_secret
-
-    source = f"connection {conn.conn_id!r}"
-    extra = conn.extra_dejson or {}
-    texts = {
-        name: {str(key): str(value) for key, value in (_json_extra(extra, name, source) or {}).items()}
-        for name in ("headers", "cookies", "metadata")
-    }
-    client = JobClient(
-        _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
-        verify=_verify(extra), timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
-        retry_attempts=retry_attempts, retry_max_wait=retry_max_wait, **texts,
-    )  # fmt: skip
-    for secret in client.secrets():
-        mask_secret(secret)
-    return client
 
 
 class RayJobHook(BaseHook):
@@ -176,27 +142,34 @@ class RayJobHook(BaseHook):
 
     @cached_property
     def client(self) -> JobClient:
-        """The Job API client (its secrets masked)."""
-        options: dict[str, Any] = {
-            "retry_attempts": self.retry_attempts,
-            "retry_max_wait": self.retry_max_wait,
-        }
-        if self.cluster is None:
-            return client_of_connection(self.connection, **options)
-        backend = backend_for_handle(self.cluster)
-        try:
-            return backend.job_client(self.cluster, **options)
-        except OSError as exc:
-            raise RayProviderError(
-                f"cannot read the Ray auth token of cluster {self.cluster.name!r}: {exc}"
-            ) from exc
-        finally:
-            backend.close()
+        """The Job API client, its credentials registered with Airflow's secrets masker.
 
-    @property
-    def link_url(self) -> str:
-        """The dashboard as people reach it (the "Ray job" link)."""
-        return self.cluster.link_url if self.cluster is not None else connection_link_url(self.connection)
+        :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
+        """
+        if self.cluster is not None:
+            with closing(backend_for_handle(self.cluster)) as backend:
+                options = {"retry_attempts": self.retry_attempts, "retry_max_wait": self.retry_max_wait}
+                return backend.job_client(self.cluster, **options)
+        from airflow.sdk.log import mask_secret
+
+        conn, source = self.connection, f"connection {self.ray_conn_id!r}"
+        extra = conn.extra_dejson or {}
+        texts = {
+            name: {str(key): str(value) for key, value in (_json_extra(extra, name, source) or {}).items()}
+            for name in ("headers", "cookies", "metadata")
+        }
+        verify = extra.get("verify", True)
+        if isinstance(verify, str):
+            verify = verify.strip().lower() not in ("false", "0", "no", "off")
+        client = JobClient(
+            _dashboard_url(conn, source), token=conn.password or None, source=source, conn_id=conn.conn_id,
+            verify=str(extra["ca_bundle"]) if extra.get("ca_bundle") else bool(verify),
+            timeout=float(extra.get("request_timeout") or DEFAULT_REQUEST_TIMEOUT),
+            retry_attempts=self.retry_attempts, retry_max_wait=self.retry_max_wait, **texts,
+        )  # fmt: skip
+        for secret in client.secrets():
+            mask_secret(secret)
+        return client
 
     def test_connection(self) -> tuple[bool, str]:
         """Check the connection from the Airflow UI: ``GET /api/version`` with the token."""
@@ -221,48 +194,35 @@ def job_api_target(
     retry_attempts: int = 5,
 ) -> ClusterTarget:
     """The Job API target of a task with ``cluster`` (a handle) or ``ray_conn_id`` (default
-    ``ray_default``); nothing is called yet. A ``ray`` connection whose extra holds ``pool`` names a pool
-    (:func:`connection_pool`): the target leases the pool's cluster for ``identity``'s task instance.
+    ``ray_default``); nothing is called yet. A ``ray`` connection whose extra holds ``pool`` (the pool's
+    fields, its prices by default the connection's ``prices`` extra, and its cluster's,
+    :data:`POOL_CLUSTER_KEYS`) runs on the pool's cluster, leased for ``identity``'s task instance.
 
     :raises RayInvalidInputError: for both, a malformed handle, or a malformed pool.
     """
     check_target_arguments(cluster, ray_conn_id)
-    if cluster is None:
-        hook = RayJobHook(ray_conn_id or RayJobHook.default_conn_name, retry_attempts=retry_attempts)
-        settings = connection_pool(hook.connection)  # the connection is read once, here
-        if settings is not None and identity is not None:
-            try:
-                return own_cluster_target(
-                    identity, **settings, poll_interval=poll_interval, ray_conn_id=hook.ray_conn_id,
-                    retry_attempts=retry_attempts,
-                )  # fmt: skip
-            except RayInvalidInputError as exc:
-                raise RayInvalidInputError(f"connection {hook.ray_conn_id!r} extra 'pool': {exc}") from exc
-        ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
-        return ClusterTarget(client=hook.client, link_url=hook.link_url, ref=ref)
-    return target_from_ref({"handle": cluster, "retry_attempts": retry_attempts})  # a malformed one: refused
+    if cluster is not None:
+        return target_from_ref({"handle": cluster, "retry_attempts": retry_attempts})  # malformed: refused
+    hook = RayJobHook(ray_conn_id or RayJobHook.default_conn_name, retry_attempts=retry_attempts)
+    extra, source = hook.connection.extra_dejson or {}, f"connection {hook.ray_conn_id!r}"  # read once, here
+    pool = _json_extra(extra, "pool", source)
+    if pool is not None and identity is not None:
+        where = {key: pool.pop(key) for key in POOL_CLUSTER_KEYS if key in pool}
+        pool.setdefault("prices", extra.get("prices"))
+        try:
+            return own_cluster_target(
+                identity, **where, pool=pool, poll_interval=poll_interval, ray_conn_id=hook.ray_conn_id,
+                retry_attempts=retry_attempts,
+            )  # fmt: skip
+        except RayInvalidInputError as exc:
+            raise RayInvalidInputError(f"{source} extra 'pool': {exc}") from exc
+    ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
+    return ClusterTarget(client=hook.client, link_url=connection_link_url(hook.connection), ref=ref)
 
 
-#: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made.
+#: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made (a local head
+#: of ``local_options`` by default); the others are the pool's.
 POOL_CLUSTER_KEYS = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")
-
-
-def connection_pool(conn: Connection) -> dict[str, Any] | None:
-    """The pool a ``ray`` connection names in its ``pool`` extra (``None``: a plain connection), as
-    :func:`own_cluster_target`'s arguments: the pool's fields (``name``, ``idle_ttl``, ``lease_ttl``,
-    ``replace``, ``prices``, default the connection's ``prices`` extra) and its cluster's
-    (:data:`POOL_CLUSTER_KEYS`: a local head of ``local_options`` by default).
-
-    :raises RayInvalidInputError: for a ``pool`` extra that is not an object, naming the connection.
-    """
-    extra = conn.extra_dejson or {}
-    value = _json_extra(extra, "pool", f"connection {conn.conn_id!r}")
-    if value is None:
-        return None
-    pool = {key: item for key, item in value.items() if key not in POOL_CLUSTER_KEYS}
-    pool.setdefault("prices", extra.get("prices"))
-    cluster = {key: value[key] for key in POOL_CLUSTER_KEYS if key in value}
-    return {"pool": pool, **cluster}
 
 
 def own_cluster_target(
@@ -271,8 +231,6 @@ def own_cluster_target(
     cluster_conn_id: str | None = None,
     cluster_spec: Any = None,
     local_options: Any = None,
-    manifest: Any = None,
-    namespace: str | None = None,
     pool: PoolOptions | dict[str, Any] | None = None,
     poll_interval: float | None = None,
     ray_conn_id: str | None = None,
@@ -283,16 +241,14 @@ def own_cluster_target(
     ``pool`` the pool's; every check here, no API call (the run creates or leases it).
 
     :param request: the other :class:`~airflow_ray_provider.clusters.ClusterRequest` fields
-        (``name_prefix``, ``expiry``) and :class:`ClusterTarget`'s timeouts.
+        (``manifest``, ``namespace``, ``name_prefix``, ``expiry``) and :class:`ClusterTarget`'s timeouts.
     :raises RayInvalidInputError: naming the field.
     """
     timeouts = {key: request.pop(key) for key in ("ready_timeout", "delete_timeout") if key in request}
     ref = {"cluster_conn_id": cluster_conn_id, "retry_attempts": retry_attempts, "ray_conn_id": ray_conn_id}
     options = pool_options(pool, poll_interval)
-    cluster = ClusterRequest.from_arguments(
-        spec=cluster_spec, local_options=local_options, manifest=manifest, namespace=namespace, **request
-    )
-    backend = backend_for_connection(cluster_conn_id, namespace=namespace)
+    cluster = ClusterRequest.from_arguments(spec=cluster_spec, local_options=local_options, **request)
+    backend = backend_for_connection(cluster_conn_id, namespace=request.get("namespace"))
     return cluster_target(backend, cluster, identity, options, ref=ref, retry_attempts=retry_attempts,
                           **timeouts)  # fmt: skip
 
@@ -305,9 +261,6 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     "template", "suspend_on_kill"}``: a KubeRay RayJob; with ``{"pool", "holder"}``: a pool's cluster, whose
     lease the target renews and releases.
     """
-    from airflow_ray_provider.clusters import PoolOptions
-    from airflow_ray_provider.launch import PoolLease, RayJobTarget
-
     attempts = int(ref.get("retry_attempts") or 5)
     if ref.get("rayjob"):
         jobs = rayjobs_for_connection(ref.get("cluster_conn_id"), namespace=ref.get("namespace"))

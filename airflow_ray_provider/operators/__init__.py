@@ -1,8 +1,7 @@
-"""Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs, metrics collectors."""
+"""Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs."""
 
 from airflow_ray_provider.operators.base import RayJobLink, RunOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
-from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_cluster import (
     AttachRayClusterOperator,
     CreateRayClusterOperator,
@@ -13,8 +12,6 @@ from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, Subm
 
 __all__ = [
     "AttachRayClusterOperator",
-    "CollectRayMetricsOperator",
-    "CollectZoneTrainingOperator",
     "CreateRayClusterOperator",
     "DeleteRayClusterOperator",
     "EphemeralRayJobOperator",

@@ -268,9 +268,9 @@ def _wire(
     poll_interval: float,
     listed: ListSpec | None = None,
 ) -> None:
-    from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator
     from airflow_ray_provider.templates.champion_challenger import listing
     from airflow_ray_provider.templates.champion_challenger import tasks as steps
+    from airflow_ray_provider.templates.collect import CollectRayMetricsOperator
 
     setup = setup_task(settings)  # create (ephemeral), attach (standing by name) or none
     entrypoint = workload_entrypoint(settings.interpreter, EVALUATE_MODULE, config)

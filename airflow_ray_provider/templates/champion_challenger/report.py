@@ -1,7 +1,7 @@
 """The champion-vs-challenger report: one self-contained HTML file (inline SVG) and a markdown summary.
 
 Inputs are the collector's summary (the XCom of
-:class:`~airflow_ray_provider.operators.metrics.CollectRayMetricsOperator`) and the decision;
+:class:`~airflow_ray_provider.templates.collect.CollectRayMetricsOperator`) and the decision;
 output is text. :func:`write_report` puts both files beside the artifact.
 """
 
@@ -335,7 +335,7 @@ def build_report(
 ) -> Report:
     """Render the HTML report and the markdown summary (no I/O).
 
-    :param usage: the evaluation job's usage summary (``operators.metrics.usage_summary``), if any.
+    :param usage: the evaluation job's usage summary (``templates.collect.usage_summary``), if any.
     """
     title = title or f"Champion vs challenger: {decision.outcome}"
     report_uri = f"{str(summary.get('artifact_uri', '')).rstrip('/')}/{REPORT_HTML}"

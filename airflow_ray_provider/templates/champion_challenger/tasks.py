@@ -67,8 +67,8 @@ def report(
 ) -> dict[str, str]:
     """Write ``report.html`` + ``report.md`` beside the artifact and log the markdown summary; the
     evaluation job's usage record (``usage.json`` beside the artifact), when there is one, goes in too."""
-    from airflow_ray_provider.operators.metrics import read_usage, usage_summary
     from airflow_ray_provider.templates.champion_challenger.report import build_report, write_report
+    from airflow_ray_provider.templates.collect import read_usage, usage_summary
 
     summary, decision = resolved(summary), resolved(decision)
     rendered = build_report(

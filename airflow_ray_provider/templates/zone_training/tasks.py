@@ -14,8 +14,8 @@ from airflow.sdk import task, task_group
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
-from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
 from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
+from airflow_ray_provider.templates.collect import CollectZoneTrainingOperator
 from airflow_ray_provider.templates.common import (
     ClusterSettings,
     create_cluster_task,

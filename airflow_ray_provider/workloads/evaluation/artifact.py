@@ -1,6 +1,6 @@
 """The evaluation artifact: ``metrics.json``, ``slices.parquet``, ``predictions/``, then ``_SUCCESS``.
 
-The layout is the cross-area contract (schema_version 1) read by ``operators.metrics`` and the templates.
+The layout is the cross-area contract (schema_version 1) read by the templates (``templates.collect``).
 Files are written atomically and the ``_SUCCESS`` marker last; a stale marker is removed first, so a
 reader never takes a half-written artifact for a complete one. Predictions are written to a staging
 folder while the job runs and moved into place only once every metric is computed.

@@ -122,7 +122,7 @@ def test_local_janitor_stops_only_expired_heads(local_registry, tmp_path):
 @pytest.mark.integration
 def test_a_head_is_up_only_once_its_node_started(ray_head):
     """The dashboard answers before the node registers; a head counts as started only after both."""
-    from airflow_ray_provider.local.head import HEAD_LOG_NAME, STARTED_MARKER
+    from airflow_ray_provider.local import HEAD_LOG_NAME, STARTED_MARKER
 
     assert STARTED_MARKER in Path(ray_head.temp_dir, HEAD_LOG_NAME).read_text()
 
@@ -135,7 +135,7 @@ RETRY_MESSAGE = "The local Ray head failed during startup"
 def test_a_head_is_up_only_once_its_job_agent_answers(ray_head):
     """The job agent (which runs submitted jobs) can answer long after the dashboard; a head counts as up
     only once it answers too, so the first submission is not refused with "No available agent"."""
-    from airflow_ray_provider.local.head import agent_answers
+    from airflow_ray_provider.local import agent_answers
 
     assert ray_head.agent_url is not None
     assert agent_answers(ray_head)
@@ -150,7 +150,7 @@ def test_a_head_whose_job_agent_cannot_open_its_port_is_started_again(caplog, mo
     import socket
     import tempfile
 
-    from airflow_ray_provider.local import head as head_module
+    import airflow_ray_provider.local as head_module
 
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))  # short: Ray's socket paths are limited
 
@@ -234,7 +234,7 @@ def test_a_head_runs_its_dashboard_and_monitors_but_no_ray_client_server(ray_hea
     """``ray start --head`` starts a Ray Client server whenever Ray Client's packages are installed (on a
     port nobody was told); a local head is reached through its Job API and starts none. What a user of
     the head sees stays: the dashboard, the autoscaler monitor (``ray status``), the log monitor."""
-    from airflow_ray_provider.local.head import _cmdline, _head_processes
+    from airflow_ray_provider.local import _cmdline, _head_processes
 
     running = " | ".join(_cmdline(pid).replace("\0", " ") for pid in _head_processes(ray_head))
     assert "ray.util.client.server" not in running, running
@@ -251,8 +251,7 @@ def test_what_a_head_leaves_in_its_temp_files_goes_with_it(ray_head):
 
 @pytest.mark.integration
 def test_a_head_that_cannot_start_is_tried_again_and_leaves_nothing(tmp_path, caplog):
-    from airflow_ray_provider.local import LocalHeadConfig, LocalHeadError, start_head
-    from airflow_ray_provider.local.head import START_ATTEMPTS
+    from airflow_ray_provider.local import START_ATTEMPTS, LocalHeadConfig, LocalHeadError, start_head
 
     config = LocalHeadConfig(resources={"CPU": 1.0}, temp_root=str(tmp_path))  # `ray start` refuses CPU here
 
@@ -336,15 +335,15 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     from airflow_ray_provider.clusters.local import LocalPlan, find_cluster, read_record, start_cluster
     from airflow_ray_provider.local import LocalClusterOptions
 
-    write_record = cluster_module._write_record
+    write_json = cluster_module.write_json
     seen: list[dict] = []
 
-    def register_then_interrupt(record: dict) -> None:
-        write_record(record)
+    def register_then_interrupt(path: Path, record: dict) -> None:
+        write_json(path, record)
         seen.append(record)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cluster_module, "_write_record", register_then_interrupt)
+    monkeypatch.setattr(cluster_module, "write_json", register_then_interrupt)
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
     with pytest.raises(KeyboardInterrupt):
         start_cluster(LocalPlan("never-ran", options=LocalClusterOptions(num_cpus=1, temp_root=str(root))))
@@ -366,8 +365,8 @@ def test_a_start_interrupted_before_its_head_is_registered_runs_no_ray_and_leave
     import gc
     import tempfile
 
+    import airflow_ray_provider.local as head_module
     from airflow_ray_provider.local import LocalHeadConfig, start_head
-    from airflow_ray_provider.local import head as head_module
     from tests.fixtures.waiting import eventually
 
     def interrupted(**fields: object) -> None:

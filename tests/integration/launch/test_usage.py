@@ -91,7 +91,7 @@ class TokenReader:
 @pytest.fixture(scope="module")
 def head() -> Iterator[TokenReader]:
     """A local 2-CPU head with token auth, stopped at the module's end."""
-    from airflow_ray_provider.local.head import LocalHeadConfig, read_token, start_head, stop_head
+    from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     info = start_head(LocalHeadConfig(num_cpus=2, auth=True), name="usage-reader")
     try:

@@ -63,7 +63,7 @@ def gpu_head(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _handle(head: Any) -> dict[str, Any]:
-    from airflow_ray_provider.clusters.handle import RayClusterHandle
+    from airflow_ray_provider.clusters import RayClusterHandle
 
     return RayClusterHandle(
         backend="local", name=head.name, dashboard_url=head.dashboard_url, auth_token_file=head.token_file
@@ -231,8 +231,8 @@ def test_zone_summary_and_usage_record_agree_on_the_cpu_seconds_the_tasks_held(
     import sys
 
     from airflow_ray_provider.operators.lineage import ZONE_MODULE
-    from airflow_ray_provider.operators.metrics import CollectZoneTrainingOperator
     from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+    from airflow_ray_provider.templates.collect import CollectZoneTrainingOperator
 
     cfg = zone_config(
         trainer="tests.fixtures.zone_training:zone_busy_trainer", trainer_kwargs={"spin_s": 0.04},

@@ -120,7 +120,7 @@ COLLECT_DAG = """
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_ray_provider.operators import CollectRayMetricsOperator, CollectZoneTrainingOperator
+from airflow_ray_provider.templates.collect import CollectRayMetricsOperator, CollectZoneTrainingOperator
 
 with DAG("collect_from_s3", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC")) as dag:
     CollectRayMetricsOperator(task_id="metrics", artifact_uri={metrics!r})

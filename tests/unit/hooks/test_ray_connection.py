@@ -8,7 +8,7 @@ import pytest
 
 from airflow_ray_provider.connection_forms import RAY_CONNECTION_TYPE
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks.ray_job import client_of_connection
+from airflow_ray_provider.hooks.ray_job import RayJobHook
 from tests.fixtures.ray_job import drop_connection, set_connection
 
 pytestmark = pytest.mark.unit
@@ -17,12 +17,13 @@ CONN_FIELDS = RAY_CONNECTION_TYPE["conn-fields"]
 UI_FIELD_BEHAVIOUR = RAY_CONNECTION_TYPE["ui-field-behaviour"]
 
 
-def conn(**fields):
-    from airflow.sdk import Connection
-
-    if isinstance(fields.get("extra"), dict):
-        fields["extra"] = json.dumps(fields["extra"])
-    return Connection(conn_id="c1", conn_type="ray", **fields)
+def client_of_connection(**fields):
+    """The client of a ``ray`` connection ``c1`` with these fields (defined through the environment)."""
+    set_connection("c1", **fields)
+    try:
+        return RayJobHook("c1").client
+    finally:
+        drop_connection("c1")
 
 
 def test_full_url_host_token_and_extras():
@@ -33,7 +34,7 @@ def test_full_url_host_token_and_extras():
         "metadata": {"team": "ml"},
         "request_timeout": "7",
     }
-    client = client_of_connection(conn(host="https://ray.example:8443/", password=TOKEN, extra=extra))
+    client = client_of_connection(host="https://ray.example:8443/", password=TOKEN, extra=extra)
     assert client.address == "https://ray.example:8443"
     assert client.headers == {"X-Org": "ml", "Authorization": f"Bearer {TOKEN}"}
     assert client.cookies == {"session": "ck-secret-value"}
@@ -43,9 +44,7 @@ def test_full_url_host_token_and_extras():
 
 
 def test_host_port_schema_and_ca_bundle():
-    client = client_of_connection(
-        conn(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"})
-    )
+    client = client_of_connection(host="head", port=8265, schema="https", extra={"ca_bundle": "/ca.pem"})
     assert client.address == "https://head:8265" and client.verify == "/ca.pem" and client.headers == {}
 
 
@@ -55,7 +54,7 @@ def test_host_port_schema_and_ca_bundle():
 )
 def test_bad_connection_is_rejected(fields, match):
     with pytest.raises(RayInvalidInputError, match=match):
-        client_of_connection(conn(**fields))
+        client_of_connection(**fields)
 
 
 def test_ui_metadata_is_consistent():
@@ -77,8 +76,6 @@ def test_ui_metadata_is_consistent():
 
 
 def test_hook_init_does_no_io_and_unknown_connection_is_a_clear_error():
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
-
     hook = RayJobHook("no_such_conn_xyz")  # nothing resolved yet
     with pytest.raises(RayInvalidInputError, match=r"no_such_conn_xyz.*not defined"):
         hook.client  # noqa: B018
@@ -86,8 +83,6 @@ def test_hook_init_does_no_io_and_unknown_connection_is_a_clear_error():
 
 def test_hook_reads_env_connection_and_masks_its_secrets():
     from airflow.sdk.log import redact
-
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
 
     set_connection(
         "ray_unit_mask",

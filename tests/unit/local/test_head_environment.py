@@ -12,8 +12,7 @@ import pytest
 @pytest.mark.unit
 def test_plain_python_in_the_heads_environment_is_this_interpreter(tmp_path, monkeypatch):
     """With the venv off PATH, a job's ``python`` is still the one with Ray, not the machine's."""
-    from airflow_ray_provider.local import LocalHeadConfig
-    from airflow_ray_provider.local.head import head_environment
+    from airflow_ray_provider.local import LocalHeadConfig, head_environment
 
     monkeypatch.setenv("PATH", "/usr/bin:/bin")  # as under a scheduler started without the venv active
     env = head_environment(LocalHeadConfig(), str(tmp_path))
@@ -25,8 +24,7 @@ def test_plain_python_in_the_heads_environment_is_this_interpreter(tmp_path, mon
 
 @pytest.mark.unit
 def test_a_path_given_in_the_options_wins(tmp_path):
-    from airflow_ray_provider.local import LocalHeadConfig
-    from airflow_ray_provider.local.head import head_environment
+    from airflow_ray_provider.local import LocalHeadConfig, head_environment
 
     env = head_environment(LocalHeadConfig(env={"PATH": "/opt/x/bin"}), str(tmp_path))
     assert env["PATH"] == "/opt/x/bin"
@@ -35,8 +33,7 @@ def test_a_path_given_in_the_options_wins(tmp_path):
 @pytest.mark.unit
 def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_otherwise(tmp_path):
     """A killed dashboard's multiprocessing folders (``pymp-*``) go with the head, not into ``/tmp``."""
-    from airflow_ray_provider.local import LocalHeadConfig
-    from airflow_ray_provider.local.head import head_environment
+    from airflow_ray_provider.local import LocalHeadConfig, head_environment
 
     assert head_environment(LocalHeadConfig(), str(tmp_path))["TMPDIR"] == str(tmp_path)
     given = LocalHeadConfig(env={"TMPDIR": "/scratch"})
@@ -47,7 +44,7 @@ def test_temporary_files_of_the_head_go_in_its_temp_dir_unless_the_options_say_o
 def test_the_heads_ray_start_is_rays_own_command_without_serve_jobs_or_state_imported():
     """The head's ``ray start`` is Ray's own command, without Ray's Serve, job and state CLIs (pandas,
     FastAPI) imported; it runs once its launcher has read the go-ahead the registered head sends."""
-    from airflow_ray_provider.local.head import _LAUNCHER
+    from airflow_ray_provider.local import _LAUNCHER
 
     out = subprocess.run(
         [sys.executable, "-u", "-c", _LAUNCHER, "start", "--help"],

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 import pytest
 
-from airflow_ray_provider.local import LocalHeadInfo
-from airflow_ray_provider.local.head import agent_answers
+from airflow_ray_provider.local import LocalHeadInfo, agent_answers
 
 OLD_RECORD = {
     "name": "nightly-1a2b", "pid": 4242, "pgid": 4242, "temp_dir": "/tmp/rayh-x",
@@ -23,4 +24,4 @@ def test_info_without_an_agent_url_reads_without_one_and_info_round_trips() -> N
     assert agent_answers(old)
 
     new = LocalHeadInfo(**{**OLD_RECORD, "agent_url": "http://127.0.0.1:52365"})
-    assert LocalHeadInfo.from_dict(new.to_dict()) == new
+    assert LocalHeadInfo.from_dict(asdict(new)) == new

@@ -10,8 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from airflow_ray_provider.local import LocalHeadInfo, StartupCrashError
-from airflow_ray_provider.local.head import HEAD_LOG_NAME, STARTED_MARKER, _wait_until_up
+from airflow_ray_provider.local import (
+    HEAD_LOG_NAME,
+    STARTED_MARKER,
+    LocalHeadInfo,
+    StartupCrashError,
+    _wait_until_up,
+)
 
 pytestmark = pytest.mark.unit
 

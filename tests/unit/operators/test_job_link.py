@@ -53,11 +53,16 @@ def test_task_that_pushed_answers_its_url() -> None:
 def test_connection_dashboard_url_is_the_browser_address() -> None:
     from airflow.sdk import Connection
 
-    from airflow_ray_provider.hooks.ray_job import client_of_connection, connection_link_url
+    from airflow_ray_provider.hooks.ray_job import RayJobHook, connection_link_url
+    from tests.fixtures.ray_job import drop_connection, set_connection
 
-    conn = Connection(conn_id="c", conn_type="ray", host="http://ray-head:8265",
-                      extra='{"dashboard_url": "http://localhost:8265/"}')  # fmt: skip
-    address, link = client_of_connection(conn).address, connection_link_url(conn)
+    extra = {"dashboard_url": "http://localhost:8265/"}
+    set_connection("c", host="http://ray-head:8265", extra=extra)
+    try:
+        hook = RayJobHook("c")
+        address, link = hook.client.address, connection_link_url(hook.connection)
+    finally:
+        drop_connection("c")
     assert (address, link) == ("http://ray-head:8265", "http://localhost:8265")
     plain = Connection(conn_id="c", conn_type="ray", host="http://h:8265")
     assert connection_link_url(plain) == "http://h:8265"

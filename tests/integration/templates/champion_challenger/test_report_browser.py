@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from airflow_ray_provider.operators.metrics import summarize_evaluation
 from airflow_ray_provider.templates.champion_challenger.decision import (
     DecisionPolicy,
     Guardrail,
@@ -18,6 +17,7 @@ from airflow_ray_provider.templates.champion_challenger.decision import (
     evaluate_policy,
 )
 from airflow_ray_provider.templates.champion_challenger.report import build_report, write_report
+from airflow_ray_provider.templates.collect import summarize_evaluation
 from tests.fixtures.templates import chromium, chromium_path
 
 pytestmark = [

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from airflow_ray_provider.exceptions import MetricsArtifactError
-from airflow_ray_provider.operators.metrics import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from airflow_ray_provider.templates.champion_challenger.decision import (
     DecisionPolicy,
     PrimaryMetric,
     evaluate_policy,
 )
+from airflow_ray_provider.templates.collect import CollectRayMetricsOperator, CollectZoneTrainingOperator
 from tests.fixtures.templates import write_artifact
 
 pytestmark = pytest.mark.unit

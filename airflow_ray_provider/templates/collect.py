@@ -1,6 +1,7 @@
-"""Read the artifacts a Ray job left behind (through ``pyarrow.fs``) and push a compact, validated summary
-to XCom; a missing, partial or corrupt artifact fails the task naming the file and what is wrong. The
-usage record (``usage.json``) is read here too, for the reports, never failing the task.
+"""The templates' collect step: read the artifacts a workload's Ray job left behind (through ``pyarrow.fs``)
+and push a compact, validated summary to XCom; a missing, partial or corrupt artifact fails the task
+naming the file and what is wrong. The usage record (``usage.json``) is read here too, for the reports,
+never failing the task.
 """
 
 from __future__ import annotations
