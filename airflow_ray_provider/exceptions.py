@@ -1,10 +1,5 @@
-"""Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import.
-
-Each carries the fields a user needs to act on it (dataclass fields, passed by keyword), and its message
-says what to do next; the lifecycle, the CLI and the operators raise the same plain errors
-(docs/architecture.md). ``RayInvalidInputError`` (also a ``ValueError``) is bad input, found before
-anything was created.
-"""
+"""Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import:
+each carries the fields a user acts on (dataclass fields, by keyword) and says what to do next."""
 
 from __future__ import annotations
 
@@ -26,18 +21,13 @@ class RayInvalidInputError(RayProviderError, ValueError):
     """Bad operator input, found before any cluster or job was created."""
 
 
-class InvalidClusterHandleError(RayInvalidInputError):
-    """A value passed as a cluster handle is not one (not the XCom of ``CreateRayClusterOperator``)."""
-
-
 class PolicyError(RayInvalidInputError):
     """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayDashboardUnreachableError(RayProviderError):
-    """The Ray dashboard (Job API) at ``url`` did not answer after retries; ``conn_id`` is the connection
-    (or cluster handle) the URL came from."""
+    """The Ray dashboard (Job API) at ``url`` of ``conn_id`` (or cluster handle) did not answer (retried)."""
 
     url: str
     conn_id: str | None = None
@@ -45,8 +35,7 @@ class RayDashboardUnreachableError(RayProviderError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayJobApiError(RayProviderError):
-    """The Ray Job API answered ``url`` (never carrying credentials) with an error that retrying will not fix
-    (e.g. 400, 401, 404)."""
+    """The Ray Job API at ``url`` (no credentials) answered an error retrying will not fix (400, 401, 404)."""
 
     http_status: int
     url: str
@@ -83,9 +72,8 @@ class RayJobTimeoutError(RayJobError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class KubeRayJobError(RayJobError):
-    """A KubeRay RayJob ended without success: ``Failed`` (its ``reason`` says why: ``AppFailed``,
-    ``DeadlineExceeded``, ``SubmissionFailed``, ...) or ``Complete`` with a Ray job that did not succeed.
-    ``deployment_status`` is its final ``status.jobDeploymentStatus``."""
+    """A KubeRay RayJob ended ``Failed`` (``reason``: ``AppFailed``, ``DeadlineExceeded``, ...) or
+    ``Complete`` with a Ray job that did not succeed (``deployment_status``: its final one)."""
 
     name: str
     namespace: str
@@ -95,13 +83,8 @@ class KubeRayJobError(RayJobError):
 
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayTaskError(RayJobError):
-    """A ``@task.ray`` job did not return its function's value (the driver said why, or the job died).
-
-    :param stage: where it failed in the job: ``setup`` (interpreter mismatch, unpickling), ``function``
-        or ``result`` (the value could not travel back); ``""`` when the job left no message.
-    :param remote_type: the exception's type in the job (``ValueError``, ``mypkg.MyError``), with its
-        ``remote_message`` and ``remote_traceback`` as the job printed them.
-    """
+    """A ``@task.ray`` job did not return its function's value: ``stage`` (``setup``, ``function``,
+    ``result``; ``""`` without a message from the job) and the remote exception's type, message, traceback."""
 
     status: str = "FAILED"
     stage: str = ""

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, get_args, runtime_checkable
 
 from airflow_ray_provider.exceptions import (
-    InvalidClusterHandleError,
     RayClusterNotReadyError,
     RayInvalidInputError,
     RayJobApiError,
@@ -76,13 +75,13 @@ class RayClusterHandle:
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
-            raise InvalidClusterHandleError(
+            raise RayInvalidInputError(
                 f"cluster handle backend must be one of {BACKENDS}, got {self.backend!r}"
             )
         if not self.name:
-            raise InvalidClusterHandleError("cluster handle has an empty name")
+            raise RayInvalidInputError("cluster handle has an empty name")
         if not self.dashboard_url.startswith(("http://", "https://")):
-            raise InvalidClusterHandleError(
+            raise RayInvalidInputError(
                 f"cluster handle dashboard_url must start with http:// or https://, "
                 f"got {self.dashboard_url!r}"
             )
@@ -99,23 +98,23 @@ class RayClusterHandle:
 
     @classmethod
     def from_dict(cls, value: Any) -> RayClusterHandle:
-        """A handle from an XCom value (or the handle itself); InvalidClusterHandleError if not one."""
+        """A handle from an XCom value (or the handle itself); RayInvalidInputError if not one."""
         if isinstance(value, RayClusterHandle):
             return value
         if not isinstance(value, dict):
-            raise InvalidClusterHandleError(
+            raise RayInvalidInputError(
                 "expected a cluster handle (the XCom of CreateRayClusterOperator, a dict with "
                 f"backend, name and dashboard_url), got {type(value).__name__}"
             )
         missing = {"backend", "name", "dashboard_url"} - value.keys()
         if missing:
-            raise InvalidClusterHandleError(
+            raise RayInvalidInputError(
                 f"cluster handle is missing {sorted(missing)}; pass the XCom of "
                 "CreateRayClusterOperator (e.g. create_cluster.output)"
             )
         unknown = set(value) - set(cls.__dataclass_fields__)
         if unknown:
-            raise InvalidClusterHandleError(f"cluster handle has unknown keys {sorted(unknown)}")
+            raise RayInvalidInputError(f"cluster handle has unknown keys {sorted(unknown)}")
         return cls(**value)
 
 

@@ -7,7 +7,7 @@ go by reference and must exist on the cluster.
 
 from __future__ import annotations
 
-import inspect
+import contextlib
 import json
 import os
 import re
@@ -22,12 +22,7 @@ from types import CodeType, FunctionType, ModuleType
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.workloads.function import (
-    INLINE_RESULT_LIMIT,
-    MANIFEST_FILE,
-    PAYLOAD_FILE,
-    runtime_versions,
-)
+from airflow_ray_provider.workloads.function import MANIFEST_FILE, PAYLOAD_FILE, runtime_versions
 
 #: The importable name of the uploaded package (``python -m airflow_ray_task`` in the job).
 PACKAGE_NAME = "airflow_ray_task"
@@ -45,32 +40,26 @@ def function_name(function: Callable[..., Any]) -> str:
 
 
 @contextmanager
-def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iterator[Any]:
+def _by_value(function: Callable[..., Any], roots: Iterable[str]) -> Iterator[Any]:
     """Ray's cloudpickle with the function's module and the DAG folder's modules registered by value."""
     from ray import cloudpickle
 
     folders = [Path(root).resolve() for root in roots if root]
-    modules: dict[str, ModuleType] = {}
+    modules: set[ModuleType | None] = {sys.modules.get(getattr(function, "__module__", "") or "")}
     for module in list(sys.modules.values()) if folders else []:
         file = getattr(module, "__file__", None)
         path = Path(file).resolve() if file else None
         if path is None or "site-packages" in path.parts or "dist-packages" in path.parts:
             continue
         if any(path.is_relative_to(folder) for folder in folders):  # the DAG folder's modules
-            modules[module.__name__] = module
-    home = sys.modules.get(getattr(function, "__module__", "") or "")
-    if home is not None and home.__name__ not in ("__main__", "builtins"):
-        modules.setdefault(home.__name__, home)
+            modules.add(module)
     already = set(cloudpickle.list_registry_pickle_by_value())
     registered = []
-    for name, module in modules.items():
-        if name in already:
-            continue
-        try:
-            cloudpickle.register_pickle_by_value(module)
-        except (ValueError, TypeError):  # not in sys.modules under that name
-            continue
-        registered.append(module)
+    for module in filter(None, modules):
+        if module.__name__ not in ("__main__", "builtins", *already):
+            with contextlib.suppress(ValueError, TypeError):  # not in sys.modules under that name
+                cloudpickle.register_pickle_by_value(module)
+                registered.append(module)
     try:
         yield cloudpickle
     finally:
@@ -79,14 +68,11 @@ def _by_value(function: Callable[..., Any], roots: Iterable[str | Path]) -> Iter
 
 
 def _referenced_names(code: CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            names |= _referenced_names(const)
-    return names
+    nested = (_referenced_names(const) for const in code.co_consts if isinstance(const, CodeType))
+    return set(code.co_names).union(*nested)
 
 
-def _parts(function: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+def _parts(function: Any) -> Iterator[tuple[str, Any]]:
     """What pickling a function by value pickles: its globals, closure variables and defaults."""
     if not isinstance(function, FunctionType):
         return
@@ -95,63 +81,47 @@ def _parts(function: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
         if name in function.__globals__:
             yield f"global {name!r}", function.__globals__[name]
     for name, cell in zip(code.co_freevars, function.__closure__ or (), strict=False):
-        try:
+        with contextlib.suppress(ValueError):  # an empty cell
             yield f"closure variable {name!r}", cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
     for index, default in enumerate(function.__defaults__ or ()):
         yield f"default #{index + 1}", default
     for name, default in (function.__kwdefaults__ or {}).items():
         yield f"default of {name!r}", default
 
 
-def _culprit(pickler: Any, function: Callable[..., Any], depth: int = 0) -> str | None:
-    """Which part of ``function`` cannot be pickled, e.g. ``global 'helper' -> closure variable 'lock'``."""
-    for where, obj in _parts(function):
+def _culprit(pickler: Any, parts: Iterable[tuple[str, Any]], depth: int = 0) -> str | None:
+    """The first of ``parts`` that cannot be pickled, followed into functions, e.g. ``global 'helper' ->
+    closure variable 'lock' (_thread.lock: cannot pickle '_thread.lock' object)``."""
+    for where, obj in parts:
         try:
             pickler.dumps(obj)
         except Exception as exc:
-            inner = _culprit(pickler, obj, depth + 1) if depth < 3 and inspect.isfunction(obj) else None
-            kind = type(obj)
-            here = f"{where} ({kind.__module__}.{kind.__qualname__}: {exc})"
-            return f"{where} -> {inner}" if inner else here
+            inner = _culprit(pickler, _parts(obj), depth + 1) if depth < 3 else None
+            kind = f"{type(obj).__module__}.{type(obj).__qualname__}"
+            return f"{where} -> {inner}" if inner else f"{where} ({kind}: {exc})"
     return None
 
 
 def dumps_call(
-    function: Callable[..., Any],
-    args: tuple[Any, ...],
-    kwargs: dict[str, Any],
-    *,
-    local_roots: Iterable[str | Path] = (),
+    function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], *, roots: Iterable[str] = ()
 ) -> bytes:
-    """cloudpickle ``(function, args, kwargs)``; a failure names the object that cannot be pickled.
+    """cloudpickle ``(function, args, kwargs)``; a failure names the function's global, closure variable,
+    default or the argument that cannot be pickled (:class:`RayInvalidInputError`).
 
-    :param local_roots: folders whose modules the cluster cannot import (pickled by value).
-    :raises RayInvalidInputError: naming the function's global, closure variable, default or argument.
+    :param roots: folders whose modules the cluster cannot import (pickled by value).
     """
-    with _by_value(function, local_roots) as pickler:
-        name = function_name(function)
+    name = function_name(function)
+    with _by_value(function, roots) as pickler:
         try:
-            pickler.dumps(function)
+            data: bytes = pickler.dumps((function, args, kwargs), protocol=5)
         except Exception as exc:
-            culprit = _culprit(pickler, function) or f"{type(exc).__name__}: {exc}"
+            arguments = [(f"argument #{i + 1}", value) for i, value in enumerate(args)]
+            arguments += [(f"argument {key!r}", value) for key, value in kwargs.items()]
+            culprit = _culprit(pickler, [*_parts(function), *arguments]) or f"{type(exc).__name__}: {exc}"
             raise RayInvalidInputError(
                 f"@task.ray function {name} cannot be pickled: its {culprit}. Create such objects inside "
-                "the function (or pass what builds them as arguments)"
+                "the function, or pass plain data (or a URI the function reads) as arguments"
             ) from exc
-        arguments = [(f"argument #{i + 1}", value) for i, value in enumerate(args)]
-        arguments += [(f"argument {key!r}", value) for key, value in kwargs.items()]
-        for where, value in arguments:
-            try:
-                pickler.dumps(value)
-            except Exception as exc:
-                kind = type(value)
-                raise RayInvalidInputError(
-                    f"@task.ray function {name}: its {where} ({kind.__module__}.{kind.__qualname__}) cannot "
-                    f"be pickled ({exc}); pass plain data (or a URI the function reads)"
-                ) from exc
-        data: bytes = pickler.dumps((function, args, kwargs), protocol=5)
     if len(data) > MAX_PAYLOAD_BYTES:
         raise RayInvalidInputError(
             f"@task.ray function {name}: the pickled call is {len(data):,} bytes, over the "
@@ -160,9 +130,7 @@ def dumps_call(
     return data
 
 
-def stage_package(
-    payload: bytes, *, function: str, result_uri: str | None, inline_limit: int = INLINE_RESULT_LIMIT
-) -> Path:
+def stage_package(payload: bytes, *, function: str, result_uri: str | None) -> Path:
     """Write the task package (driver, protocol, pickled call, manifest) as ``PACKAGE_NAME`` in a new
     temporary folder, returned: remove it once the job is submitted (Ray's client has uploaded it)."""
     from airflow_ray_provider.workloads import function as shipped
@@ -171,39 +139,24 @@ def stage_package(
     root = Path(tempfile.mkdtemp(prefix=f"{STAGE_PREFIX}{os.getpid()}@{socket.gethostname()}-"))
     package = root / PACKAGE_NAME
     package.mkdir()
-    source = Path(shipped.__file__).parent
     (package / "__init__.py").write_text("")
     for target, origin in _SHIPPED.items():
-        shutil.copyfile(source / origin, package / target)
+        shutil.copyfile(Path(shipped.__file__).parent / origin, package / target)
     (package / PAYLOAD_FILE).write_bytes(payload)
-    manifest = {"format": 1, "function": function, "versions": runtime_versions(), "result_uri": result_uri,
-                "inline_limit": inline_limit}  # fmt: skip
+    manifest = {"function": function, "versions": runtime_versions(), "result_uri": result_uri}
     (package / MANIFEST_FILE).write_text(json.dumps(manifest, indent=2))
     return root
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's live process
-        return True
-    return True
-
-
 def remove_orphaned_stages(temp_dir: str | Path | None = None) -> list[Path]:
-    """Remove staged folders of this host whose process is gone (a worker killed before it removed its own).
+    """Remove staged folders of this host whose process is gone (a worker killed before it removed its own)
+    under ``temp_dir`` (default: :func:`tempfile.gettempdir`); return them."""
+    import psutil  # an Airflow requirement
 
-    :param temp_dir: where to look (default: :func:`tempfile.gettempdir`).
-    :return: the folders removed.
-    """
-    host = socket.gethostname()
     removed = []
     for path in Path(temp_dir or tempfile.gettempdir()).glob(f"{STAGE_PREFIX}*"):
         match = _STAGE_NAME.match(path.name)
-        if match is None or match["host"] != host or _alive(int(match["pid"])):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
-        removed.append(path)
+        if match and match["host"] == socket.gethostname() and not psutil.pid_exists(int(match["pid"])):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
     return removed

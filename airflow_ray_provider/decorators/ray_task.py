@@ -1,10 +1,7 @@
 """``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
 
-Built on :class:`~airflow_ray_provider.operators.ray_job.SubmitRayJobOperator` and
-:class:`~airflow_ray_provider.operators.ray_job.EphemeralRayJobOperator`, so the run (re-attach,
-deferral, cleanup, ...) is theirs. This module adds the function's input rules (checked when the DAG is
-parsed), its package (:mod:`.payload`) and the value read back from the job's last log message: a retried
-task that finds its job succeeded returns the same value without running the function again.
+The run (re-attach, deferral, cleanup) is the job operators'; this module adds the function's input rules,
+its package (:mod:`.payload`) and the value or error read back from the job's last log message.
 """
 
 from __future__ import annotations
@@ -27,8 +24,8 @@ from airflow_ray_provider.exceptions import (
     RayTaskError,
     RayTaskFunctionError,
 )
-from airflow_ray_provider.hooks.ray_job import check_target_arguments
-from airflow_ray_provider.operators.ray_job import EphemeralRayJobOperator, SubmitRayJobOperator
+from airflow_ray_provider.hooks import check_target_arguments
+from airflow_ray_provider.operators import EphemeralRayJobOperator, SubmitRayJobOperator
 from airflow_ray_provider.workloads.function import (
     KIND_ERROR,
     KIND_VALUE,
@@ -90,35 +87,29 @@ def check_decorator_arguments(arguments: Mapping[str, Any]) -> None:
 
 def check_result_uri(uri: Any) -> str | None:
     """``uri``, checked: a folder path or URI without credentials (they come from the environment)."""
-    if uri is None:
-        return None
-    if not isinstance(uri, str) or not uri.strip():
+    if uri is not None and (not isinstance(uri, str) or not uri.strip()):
         raise RayInvalidInputError(f"result_uri must be a folder path or URI (s3://, gs://), got {uri!r}")
-    if "://" in uri:
-        parts = urlsplit(uri)
-        secret_params = [k for k, _ in parse_qsl(parts.query) if any(w in k.lower() for w in _SECRET_WORDS)]
-        if parts.username or parts.password or secret_params:
-            raise RayInvalidInputError(
-                "result_uri must not carry credentials (it travels to the job in its manifest): give the "
-                "cluster and the Airflow workers access through their environment (IAM role, env vars)"
-            )
+    parts = urlsplit(uri if uri and "://" in uri else "")
+    secret_params = [k for k, _ in parse_qsl(parts.query) if any(w in k.lower() for w in _SECRET_WORDS)]
+    if parts.username or parts.password or secret_params:
+        raise RayInvalidInputError(
+            "result_uri must not carry credentials (it travels to the job in its manifest): give the "
+            "cluster and the Airflow workers access through their environment (IAM role, env vars)"
+        )
     return uri
 
 
 def call_arguments(
-    function: Callable[..., Any],
-    op_args: Collection[Any],
-    op_kwargs: Mapping[str, Any],
-    context: Mapping[str, Any],
+    function: Callable[..., Any], args: Collection[Any], kwargs: Mapping[str, Any], context: Mapping[str, Any]
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call's arguments: the task's (XComs resolved), plus the context values the function names (unlike
     ``@task``, a ``**kwargs`` parameter does not receive the whole context)."""
-    args, kwargs = tuple(op_args), dict(op_kwargs)
+    positional, named = tuple(args), dict(kwargs)
     for index, p in enumerate(inspect.signature(function).parameters.values()):
-        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(args))
-        if free and p.name not in kwargs and p.name in context:
-            kwargs[p.name] = context[p.name]
-    return args, kwargs
+        free = p.kind == p.KEYWORD_ONLY or (p.kind == p.POSITIONAL_OR_KEYWORD and index >= len(positional))
+        if free and p.name not in named and p.name in context:
+            named[p.name] = context[p.name]
+    return positional, named
 
 
 _WHAT_FAILED = {
@@ -149,10 +140,7 @@ def task_error(
 
 
 def task_value(message: Message | None, submission_id: str) -> Any:
-    """The function's return value from a succeeded job's last message.
-
-    :raises RayTaskError: no message (the log lost it), an error message, or an unreadable result file.
-    """
+    """The function's return value from a succeeded job's last message (else :class:`RayTaskError`)."""
     if message is None:
         raise RayTaskError(
             f"Ray job {submission_id} succeeded but its log holds no @task.ray result; was the log "
@@ -173,10 +161,9 @@ def task_value(message: Message | None, submission_id: str) -> Any:
 class _RayTaskBase(DecoratedOperator):
     """What both ``@task.ray`` operators add to their job operator: the call's package and its value.
 
-    :param result_uri: a ``pyarrow.fs`` folder (local path, ``s3://``, ``gs://``) for return values
-        that are not JSON or whose JSON is over 1 MiB; reachable by the cluster and the Airflow worker.
-    :param python: the interpreter of the job's driver on the cluster (Python and Ray's cloudpickle must
-        match the Airflow worker's).
+    :param result_uri: a ``pyarrow.fs`` folder, reachable by the cluster and the Airflow worker, for values
+        that are not JSON or whose JSON is over 1 MiB.
+    :param python: the job driver's interpreter on the cluster (Python and cloudpickle as the worker's).
     """
 
     custom_operator_name = "@task.ray"
@@ -192,7 +179,6 @@ class _RayTaskBase(DecoratedOperator):
         python: str = "python",
         **kwargs: Any,
     ) -> None:
-        check_function(python_callable)
         check_decorator_arguments({**kwargs, "result_uri": result_uri})
         self.result_uri = result_uri
         self.python = python
@@ -205,13 +191,10 @@ class _RayTaskBase(DecoratedOperator):
         try:
             return super().execute(context)
         finally:
-            self._remove_staged()  # a failure before the submission
+            self.job_submitted("")  # a failure before the submission
 
     def job_submitted(self, submission_id: str) -> None:
         """The package is uploaded (or was never needed: re-attached): its folder goes now."""
-        self._remove_staged()
-
-    def _remove_staged(self) -> None:
         if self._staged is not None:
             shutil.rmtree(self._staged, ignore_errors=True)
             self._staged = None
@@ -219,13 +202,12 @@ class _RayTaskBase(DecoratedOperator):
     def job(self, context: Context) -> Any:
         """The job operator's job, plus the call's package as a ``py_modules`` entry (uploaded by Ray)."""
         spec = super().job(context)  # type: ignore[misc]  # the job operator's, next in the MRO
-        if self._staged is None:
-            args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
-            roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
-            data = dumps_call(self.python_callable, args, kwargs, local_roots=roots)
-            name = function_name(self.python_callable)
-            self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
-            self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
+        args, kwargs = call_arguments(self.python_callable, self.op_args, self.op_kwargs, context)
+        roots = [os.path.dirname(self.dag.fileloc)] if self.has_dag() and self.dag.fileloc else []
+        data = dumps_call(self.python_callable, args, kwargs, roots=roots)
+        name = function_name(self.python_callable)
+        self._staged = stage_package(data, function=name, result_uri=check_result_uri(self.result_uri))
+        self.log.info("Pickled %s and its arguments: %d bytes", name, len(data))
         runtime_env = dict(spec.runtime_env)
         runtime_env["py_modules"] = [*runtime_env.get("py_modules", []), str(self._staged / PACKAGE_NAME)]
         return dataclasses.replace(spec, runtime_env=runtime_env)
@@ -275,13 +257,9 @@ def ray_task(
 ) -> TaskDecorator:
     """Run the decorated function as a Ray job; its return value is the task's XCom (docs/task_ray.md).
 
-    Where: ``cluster=`` or ``ray_conn_id=`` (default ``ray_default``), or ``cluster_spec=`` /
-    ``cluster_conn_id=`` for a cluster of the task's own. Every other keyword is an argument of
-    :class:`SubmitRayJobOperator` or :class:`EphemeralRayJobOperator`, plus ``result_uri`` and ``python``
-    (see :class:`_RayTaskBase`).
-
-    :param python_callable: the function (when used as ``@task.ray`` without parentheses).
-    :param multiple_outputs: push each key of a returned dict as its own XCom.
+    ``cluster=`` or ``ray_conn_id=`` (default ``ray_default``) run it on that cluster, ``cluster_spec=`` /
+    ``cluster_conn_id=`` on one of its own; other keywords go to the job operator (and ``result_uri``,
+    ``python``: :class:`_RayTaskBase`). ``multiple_outputs`` pushes each key of a returned dict.
     """
     check_decorator_arguments(kwargs)
     factory = task_decorator_factory(

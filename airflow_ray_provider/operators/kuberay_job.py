@@ -137,7 +137,7 @@ class KubeRayJobOperator(RunOperator):
         )  # fmt: skip
         cluster = self.cluster
         if cluster is not None and not isinstance(cluster, str):  # a standing cluster's handle
-            handle = RayClusterHandle.from_dict(cluster)  # InvalidClusterHandleError: bad input
+            handle = RayClusterHandle.from_dict(cluster)  # RayInvalidInputError: bad input
             if handle.backend != "kuberay":
                 raise RayInvalidInputError(
                     f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"

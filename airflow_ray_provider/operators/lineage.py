@@ -1,8 +1,6 @@
-"""What a job task hands on when its run ends: the usage record (made by the run) as the ``usage`` XCom,
-``usage.json`` and one log line; and OpenLineage: what the job read and wrote (from a workload
-entrypoint's config, plus ``lineage_inputs`` / ``lineage_outputs``) and the ``rayJob`` run facet. The
-OpenLineage provider is imported only when Airflow asks for lineage (it is optional at run time).
-"""
+"""What a job task hands on when its run ends: its usage record (XCom, ``usage.json``, a log line) and its
+OpenLineage (what the job read and wrote, the ``rayJob`` run facet; the optional OpenLineage provider is
+imported only when Airflow asks for lineage)."""
 
 from __future__ import annotations
 
@@ -22,10 +20,6 @@ from airflow_ray_provider.launch.usage import usage_line
 
 EVALUATE_MODULE = "airflow_ray_provider.workloads.evaluate"
 ZONE_MODULE = "airflow_ray_provider.workloads.zone_training"
-#: The run facet's key in an OpenLineage event.
-RUN_FACET = "rayJob"
-#: The XCom key of the usage record.
-USAGE_XCOM_KEY = "usage"
 #: The record's file name beside the job's artifacts.
 USAGE_FILE = "usage.json"
 
@@ -63,19 +57,6 @@ def workload_io(entrypoint: str | Sequence[str]) -> JobIO:
     return JobIO((*data, *uris), (f"{out.rstrip('/')}/metrics.json",), out)
 
 
-def check_uris(value: Iterable[str] | None, name: str) -> tuple[str, ...]:
-    """Check an operator's lineage URIs (strings with a path), naming the argument ``name``."""
-    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
-    for uri in uris:
-        problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
-        if problem or not dataset_name(uri)[1]:
-            why = f": {problem}" if problem else ""
-            raise RayInvalidInputError(
-                f"{name} must be URIs or paths (e.g. 's3://bucket/key'), got {uri!r}{why}"
-            )
-    return uris
-
-
 #: OpenLineage's dataset namespaces: ``file``, or ``<scheme>://<authority>`` (``s3://bucket``,
 #: ``gs://bucket``, ``hdfs://host:8020``, ``abfss://container@account.dfs.core.windows.net``).
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.-]*$")
@@ -93,26 +74,32 @@ def namespace_problem(uri: str) -> str | None:
         return None
     authority = rest.split("/", 1)[0]
     if not authority:
-        return (
-            f"it names no bucket or host after '{scheme}://' (OpenLineage's namespace is {scheme}://<bucket>)"
-        )
+        return f"it names no bucket or host after '{scheme}://' (the namespace is {scheme}://<bucket>)"
     if not _AUTHORITY.match(authority):
         return f"its bucket or host {authority!r} has characters a URI authority cannot have"
     return None
 
 
+def check_uris(value: Iterable[str] | None, name: str, *, path: bool = True) -> tuple[str, ...]:
+    """Check dataset URIs (strings that make a well-formed namespace, and with ``path``, have a path), naming
+    ``name`` (the argument, or where they came from), what is wrong and the fix."""
+    uris = () if value is None else (value,) if isinstance(value, str) else tuple(value)
+    for uri in uris:
+        problem = namespace_problem(uri) if isinstance(uri, str) else "it is not a string"
+        if not problem and path and not dataset_name(uri)[1]:
+            problem = "it names no path"
+        if problem:
+            raise RayInvalidInputError(
+                f"{name} must be URIs or paths, got {uri!r}: {problem}. Give them as "
+                "'<scheme>://<bucket or host>/<path>' (e.g. 's3://logs/clicks') or a local path"
+            )
+    return uris
+
+
 def check_lineage_namespaces(io: JobIO) -> None:
-    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit,
-    naming the URI, why its namespace is malformed and the fix."""
-    for field_name, uris in (("inputs", io.inputs), ("outputs", io.outputs)):
-        for uri in uris:
-            problem = namespace_problem(uri)
-            if problem:
-                raise RayInvalidInputError(
-                    f"OpenLineage {field_name}: {uri!r} makes a malformed dataset namespace: {problem}. "
-                    "Give lineage_inputs / lineage_outputs (or the workload's data_uri, models, output_uri) "
-                    "as '<scheme>://<bucket or host>/<path>' (e.g. 's3://logs/clicks') or a local path"
-                )
+    """Check every dataset of a job (rendered: the workload's URIs and ``lineage_*``) before submit."""
+    check_uris(io.inputs, "OpenLineage inputs (lineage_inputs, a workload's data_uri and models)", path=False)
+    check_uris(io.outputs, "OpenLineage outputs (lineage_outputs, a workload's output_uri)", path=False)
 
 
 def dataset_name(uri: str) -> tuple[str, str]:
@@ -127,21 +114,12 @@ def dataset_name(uri: str) -> tuple[str, str]:
 
 @cache
 def _facet_class() -> type:
-    from attrs import define
+    """The ``rayJob`` run facet: the Ray job behind a task (OpenLineage facets use camelCase)."""
+    from attrs import make_class
     from openlineage.client.facet_v2 import RunFacet
 
-    @define
-    class RayJobRunFacet(RunFacet):  # type: ignore[misc]
-        """The Ray job behind an Airflow task: ids, cluster, mode, usage record."""
-
-        jobId: str | None  # OpenLineage facets use camelCase
-        submissionId: str | None
-        cluster: str | None
-        mode: str
-        dashboardUrl: str | None
-        usage: dict[str, Any] | None
-
-    return RayJobRunFacet
+    fields = ["jobId", "submissionId", "cluster", "mode", "dashboardUrl", "usage"]
+    return make_class("RayJobRunFacet", fields, bases=(RunFacet,))
 
 
 def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
@@ -158,20 +136,19 @@ def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = Non
         mode=mode, dashboardUrl=ids.get("dashboard_url"), usage=usage,
     )  # fmt: skip
     return OperatorLineage(
-        inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={RUN_FACET: facet}
+        inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={"rayJob": facet}
     )
 
 
 def publish_usage(
     data: dict[str, Any], *, ti: Any, artifact_uri: str | None, log: logging.Logger | Any
 ) -> None:
-    """Push a record as the ``usage`` XCom, write ``usage.json`` (best effort), log its line and what it
-    lacks."""
+    """Log a record's line and gaps, push it as the ``usage`` XCom, write ``usage.json`` (best effort)."""
     log.info("Usage of Ray job %s: %s", data.get("submission_id"), usage_line(data))
     for name, why in sorted((data.get("not_available") or {}).items()):
         log.info("Usage record: %s not available: %s", name, why)
     if ti is not None:
-        ti.xcom_push(key=USAGE_XCOM_KEY, value=data)
+        ti.xcom_push(key="usage", value=data)
     if artifact_uri:
         from airflow_ray_provider.workloads.common import artifacts
 

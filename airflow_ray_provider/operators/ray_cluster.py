@@ -218,7 +218,7 @@ class DeleteRayClusterOperator(BaseOperator):
                 )
             self.log.warning("No cluster handle was passed; deleted this run's clusters by label: %s", names)
             return {"name": None, "backend": backend.kind, "deleted": names}
-        handle = RayClusterHandle.from_dict(self.cluster)  # InvalidClusterHandleError: bad input
+        handle = RayClusterHandle.from_dict(self.cluster)  # RayInvalidInputError: bad input
         with closing(backend_for_handle(handle, conn_id=self.cluster_conn_id)) as backend:
             deleted = backend.delete(handle, wait=self.wait_for_deletion, timeout=self.delete_timeout)
         self.log.info("Ray cluster %s %s", handle.name, "deleted" if deleted else "was already gone")

@@ -105,7 +105,7 @@ def test_values_round_trip_deferral_and_a_remote_error(dags_folder, ray_conn_id,
 
 
 def _op(task_id: str, conn_id: str, function: Any, **kwargs: Any) -> Any:
-    from airflow_ray_provider.decorators import RayTaskOperator
+    from airflow_ray_provider.decorators.ray_task import RayTaskOperator
 
     return RayTaskOperator(
         task_id=task_id, python_callable=function, ray_conn_id=conn_id, poll_interval=0.3, **kwargs

@@ -6,14 +6,15 @@ import json
 
 import pytest
 
-from airflow_ray_provider.connection_forms import RAY_CONN_FIELDS as CONN_FIELDS
-from airflow_ray_provider.connection_forms import RAY_UI_FIELD_BEHAVIOUR as UI_FIELD_BEHAVIOUR
+from airflow_ray_provider.connection_forms import RAY_CONNECTION_TYPE
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.ray_job import RayJobHook
 from tests.fixtures.ray_job import drop_connection, set_connection
 
 pytestmark = pytest.mark.unit
 TOKEN = "tok-0123456789abcdef0123456789"
+CONN_FIELDS = RAY_CONNECTION_TYPE["conn-fields"]
+UI_FIELD_BEHAVIOUR = RAY_CONNECTION_TYPE["ui-field-behaviour"]
 
 
 def client_of_connection(**fields):
@@ -105,7 +106,6 @@ def test_connection_type_entry_validates_against_airflow_provider_schema():
     import jsonschema
 
     from airflow_ray_provider import get_provider_info
-    from airflow_ray_provider.connection_forms import RAY_CONNECTION_TYPE
 
     info = get_provider_info()
     others = [c for c in info["connection-types"] if c["connection-type"] != "ray"]

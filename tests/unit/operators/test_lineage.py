@@ -80,6 +80,8 @@ def test_a_malformed_openlineage_namespace_is_refused_naming_the_field(uri: str,
     with pytest.raises(RayInvalidInputError, match="lineage_inputs must be URIs") as parsed:
         check_uris([uri], "lineage_inputs")
     assert why in str(parsed.value)
-    with pytest.raises(RayInvalidInputError, match=f"OpenLineage outputs: {uri!r}.*{why}.*s3://logs/clicks"):
+    with pytest.raises(
+        RayInvalidInputError, match=f"OpenLineage outputs .*{uri!r}: .*{why}.*s3://logs/clicks"
+    ):
         check_lineage_namespaces(JobIO(outputs=(uri,)))
     check_lineage_namespaces(JobIO(("s3://logs/clicks", "/data/x", "file:///tmp/y"), ("hdfs://nn:8020/out",)))
