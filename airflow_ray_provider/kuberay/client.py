@@ -1,9 +1,6 @@
-"""Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
-
-The ``ApiClient`` is injected (nothing global is loaded), transient failures are retried, and every call
-stays inside the namespaced Role of :func:`role_manifest`. A cluster is tied to its task by its per-task
-name (a retry finds it), ownership labels and an expiry annotation (a janitor lists orphans by the labels);
-a run id is too long for a label, so it is hashed there.
+"""RayCluster, RayJob, Secret and Lease verbs over an injected ``kubernetes`` ``ApiClient`` (transient
+failures retried, every call inside the Role of :func:`role_manifest`), and the ownership labels that tie
+a cluster to its task (a run id is too long for a label, so it is hashed there).
 """
 
 from __future__ import annotations
@@ -137,9 +134,7 @@ class KubeRayTimeoutError(KubeRayError):
 def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
     """The ``rbac.authorization.k8s.io/v1`` Role to bind to Airflow's service account in ``namespace``."""
     rules = copy.deepcopy(BASE_RULES)
-    if (
-        secret_mode
-    ):  # auth="secret" (KubeRay without authOptions): the provider creates and deletes the Secret
+    if secret_mode:  # auth="secret" (KubeRay without authOptions): the provider creates and deletes it
         rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]})
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -179,11 +174,7 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
 
 
 class _Objects:
-    """The verbs of one namespaced kind, through a :class:`KubeRayClient` (its API client, timeouts, retries
-    and Role); answers are plain data.
-
-    :param namespace: default namespace of every call (default: the client's).
-    """
+    """The verbs of one namespaced kind through a :class:`KubeRayClient`; answers are plain data."""
 
     KIND: str
     PLURAL = ""  # a ray.io/v1 kind's plural; empty: a built-in kind, served by API
