@@ -1,8 +1,5 @@
-"""The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
-
-It carries a ``rayClusterSpec`` (KubeRay creates the cluster and, with ``shutdownAfterJobFinishes``, deletes
-it) or a ``clusterSelector`` naming a standing RayCluster. KubeRay's ``ValidateRayJobSpec`` rules are
-checked here first, each raising :class:`KubeRaySpecError` naming the field and the fix.
+"""The ``ray.io/v1`` RayJob body: what to run, and a ``rayClusterSpec`` (KubeRay creates the cluster) or a
+``clusterSelector`` (a standing RayCluster); KubeRay's ``ValidateRayJobSpec`` rules are checked here first.
 """
 
 from __future__ import annotations
@@ -88,7 +85,7 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
     ):  # fmt: skip
         v.check_count(getattr(options, name), name, minimum=minimum)
     own = not selector and options.shutdown_after_job_finishes  # KubeRay creates and deletes the cluster
-    for broken, message in (
+    v.refuse_first(
         (options.submission_mode not in SUBMISSION_MODES,
          f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
          f"got {options.submission_mode!r}"),
@@ -105,9 +102,7 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
          "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"),
         (options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id),
          f"job_id must be a non-empty string, got {options.job_id!r}"),
-    ):  # fmt: skip
-        if broken:
-            raise KubeRaySpecError(message)
+    )  # fmt: skip
     if options.deletion_rules is not None:
         check_deletion_rules(
             options.deletion_rules, shutdown=options.shutdown_after_job_finishes, selector=selector
@@ -259,7 +254,7 @@ def build_rayjob_body(
             "restartPolicy"
         )
         deletes_workers = any(rule.get("policy") == "DeleteWorkers" for rule in options.deletion_rules or ())
-        for broken, message in (
+        v.refuse_first(
             ((cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"),
              "KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode"),
             (options.submission_mode == "SidecarMode" and restart not in (None, "", "Never"),
@@ -268,9 +263,7 @@ def build_rayjob_body(
             (cluster_spec.get("enableInTreeAutoscaling") and deletes_workers,
              "deletion_rules: DeleteWorkers is not supported with autoscaling (KubeRay refuses it); use "
              "DeleteCluster, or turn enable_autoscaling off"),
-        ):  # fmt: skip
-            if broken:
-                raise KubeRaySpecError(message)
+        )  # fmt: skip
         spec["rayClusterSpec"] = cluster_spec
     all_labels = dict(labels or {})
     if options.queue_name:

@@ -1,8 +1,5 @@
-"""What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them.
-
-KubeRay's controller refuses an invalid RayCluster only by a Warning event and writes no status, so a
-waiting caller would see ``state=<none>`` until its timeout: :func:`refusal_event` finds that event.
-A RayJob's lifecycle is in docs/architecture.md ("KubeRay client layer").
+"""What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them
+(KubeRay refuses an invalid RayCluster only by a Warning event: :func:`refusal_event` finds it).
 """
 
 from __future__ import annotations
@@ -138,16 +135,17 @@ class ClusterEvent:
     last_seen: datetime | None = None
 
     @classmethod
-    def from_api(cls, event: Any) -> ClusterEvent:
-        """Read a ``kubernetes.client.CoreV1Event``."""
-        involved = event.involved_object
+    def from_object(cls, event: dict[str, Any]) -> ClusterEvent:
+        """Read an Event as the API returned it."""
+        seen = event.get("lastTimestamp") or event.get("firstTimestamp")
+        seen = seen or (event.get("metadata") or {}).get("creationTimestamp")
         return cls(
-            type=event.type or "",
-            reason=event.reason or "",
-            message=event.message or "",
-            count=event.count or 1,
-            uid=(involved.uid if involved is not None else "") or "",
-            last_seen=event.last_timestamp or event.first_timestamp or event.metadata.creation_timestamp,
+            type=event.get("type") or "",
+            reason=event.get("reason") or "",
+            message=event.get("message") or "",
+            count=event.get("count") or 1,
+            uid=(event.get("involvedObject") or {}).get("uid") or "",
+            last_seen=datetime.fromisoformat(seen) if seen else None,
         )
 
     def line(self) -> str:
