@@ -269,7 +269,7 @@ class _Objects:
 class RayJobClient(_Objects):
     """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
 
-    KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
+    KIND, PLURAL = "RayJob", "rayjobs"
 
 
 class _Secrets(_Objects):
@@ -281,10 +281,7 @@ class _Events(_Objects):
 
 
 class KubeRayClient(_Objects):
-    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets.
-
-    :param namespace: default namespace of every call.
-    """
+    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets."""
 
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request

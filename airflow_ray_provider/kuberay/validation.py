@@ -318,13 +318,11 @@ def check_auth_options(spec: dict[str, Any]) -> None:
     raw = spec.get("rayVersion")
     match = _GENERIC_VERSION.match(raw) if isinstance(raw, str) else None
     if not raw:
-        raise _refuse(
-            "spec.rayVersion", f"{what} but rayVersion is not set; Ray {wanted} or later is required"
-        )
-    if match is None:
-        raise _refuse(
-            f"spec.rayVersion {raw!r}",
-            f"{what} but the version is not parsable (use e.g. '{wanted}', not a tag like 'latest')",
-        )
-    if version_tuple(match.group(1)) < minimum:
-        raise _refuse(f"spec.rayVersion {raw!r}", f"{what} but the minimum Ray version is {wanted}")
+        rule = f"{what} but rayVersion is not set; Ray {wanted} or later is required"
+    elif match is None:
+        rule = f"{what} but the version is not parsable (use e.g. '{wanted}', not a tag like 'latest')"
+    elif version_tuple(match.group(1)) < minimum:
+        rule = f"{what} but the minimum Ray version is {wanted}"
+    else:
+        return
+    raise _refuse(f"spec.rayVersion {raw!r}" if raw else "spec.rayVersion", rule)
