@@ -63,12 +63,6 @@ class ClusterStatus:
             uid=meta.get("uid", "") or "",
         )
 
-    @property
-    def head_ready(self) -> bool:
-        """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        found = next((c for c in self.conditions if c.get("type") == "HeadPodReady"), None)
-        return found.get("status") == "True" if found is not None else self.state == "ready"
-
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""
         parts = [f"state={self.state or '<none>'}"]
@@ -84,12 +78,14 @@ class ClusterStatus:
 
 def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
     """Whether the head is ready, failed for good, or still coming up, and why (``ReplicaFailure=True`` is
-    not terminal: KubeRay retries pod creation, e.g. after a quota frees up)."""
+    not terminal: KubeRay retries pod creation, e.g. after a quota frees up). The head is ready by its
+    ``HeadPodReady`` condition, or by ``state == ready`` on a KubeRay without conditions."""
+    head = [c.get("status") == "True" for c in status.conditions if c.get("type") == "HeadPodReady"]
     if status.deleting:
         return "failed", f"RayCluster {status.name} is being deleted"
     if status.state == "failed":
         return "failed", f"RayCluster {status.name} failed: {status.summary()}"
-    if status.head_ready:
+    if head[0] if head else status.state == "ready":
         return "ready", f"head of RayCluster {status.name} is ready"
     return "waiting", status.summary()
 
