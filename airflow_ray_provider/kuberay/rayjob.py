@@ -77,15 +77,16 @@ def _check_runtime_env(runtime_env: Any) -> None:
 
 def validate_options(options: RayJobOptions, *, selector: bool) -> None:
     """Check the options as KubeRay's controller would, and more; ``selector``: on a standing cluster."""
-    if not isinstance(options.entrypoint, str) or not options.entrypoint.strip():
-        raise KubeRaySpecError("entrypoint is empty; pass a command such as 'python job.py'")
     for name, minimum in (
         ("ttl_seconds_after_finished", 0), ("active_deadline_seconds", 1), ("backoff_limit", 0),
         ("pre_running_deadline_seconds", 1),
     ):  # fmt: skip
         v.check_count(getattr(options, name), name, minimum=minimum)
     own = not selector and options.shutdown_after_job_finishes  # KubeRay creates and deletes the cluster
+    resources = options.entrypoint_resources
     v.refuse_first(
+        (not isinstance(options.entrypoint, str) or not options.entrypoint.strip(),
+         "entrypoint is empty; pass a command such as 'python job.py'"),
         (options.submission_mode not in SUBMISSION_MODES,
          f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
          f"got {options.submission_mode!r}"),
@@ -102,14 +103,13 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
          "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"),
         (options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id),
          f"job_id must be a non-empty string, got {options.job_id!r}"),
+        (resources is not None and not isinstance(resources, dict),
+         "entrypoint_resources must be a dict of resource name to amount"),
     )  # fmt: skip
     if options.deletion_rules is not None:
         check_deletion_rules(
             options.deletion_rules, shutdown=options.shutdown_after_job_finishes, selector=selector
         )
-    resources = options.entrypoint_resources
-    if resources is not None and not isinstance(resources, dict):
-        raise KubeRaySpecError("entrypoint_resources must be a dict of resource name to amount")
     amounts = {
         "entrypoint_num_cpus": options.entrypoint_num_cpus,
         "entrypoint_num_gpus": options.entrypoint_num_gpus,

@@ -188,12 +188,27 @@ def validate_spec(spec: RayClusterSpec) -> None:
     if spec.service_account is not None:
         v.check_dns_subdomain(spec.service_account, "spec.service_account")
     v.check_count(spec.autoscaler_idle_timeout_seconds, "spec.autoscaler_idle_timeout_seconds")
-    seen: set[str] = set()
+    names = [group.name for group in spec.worker_groups]
     for index, group in enumerate(spec.worker_groups):
-        _validate_group(group, f"spec.worker_groups[{index}]")
-        if group.name in seen:
+        where = f"spec.worker_groups[{index}]"
+        v.check_dns_label(group.name, f"{where}.name")
+        for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
+            v.check_count(getattr(group, attr), f"{where}.{attr}")
+        low, high, replicas = group.effective_min, group.effective_max, group.replicas
+        v.refuse_first(
+            (group.max_replicas is not None and replicas > group.max_replicas,
+             f"{where}.replicas ({replicas}) must not exceed max_replicas ({group.max_replicas}); "
+             "raise max_replicas or lower replicas"),
+            (low > high, f"{where}: min_replicas ({low}) must not exceed max_replicas ({high})"),
+            (not low <= replicas <= high,
+             f"{where}.replicas ({replicas}) must lie between min_replicas ({low}) "
+             f"and max_replicas ({high})"),
+            (group.image is not None and not group.image.strip(),
+             f"{where}.image is empty; drop it to use the cluster's image"),
+        )  # fmt: skip
+        _validate_pod_group(group, where)
+        if group.name in names[:index]:
             raise KubeRaySpecError(f"worker group name {group.name!r} is used twice; names must be unique")
-        seen.add(group.name)
 
 
 def _validate_pod_group(group: _PodGroup, where: str) -> None:
@@ -212,24 +227,6 @@ def _validate_pod_group(group: _PodGroup, where: str) -> None:
                 "(cpu, memory and gpu have their own fields)"
             )
         v.check_quantity(quantity, f"{where}.resources[{name!r}]")
-
-
-def _validate_group(group: WorkerGroup, where: str) -> None:
-    v.check_dns_label(group.name, f"{where}.name")
-    for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
-        v.check_count(getattr(group, attr), f"{where}.{attr}")
-    low, high, replicas = group.effective_min, group.effective_max, group.replicas
-    v.refuse_first(
-        (group.max_replicas is not None and replicas > group.max_replicas,
-         f"{where}.replicas ({replicas}) must not exceed max_replicas ({group.max_replicas}); "
-         "raise max_replicas or lower replicas"),
-        (low > high, f"{where}: min_replicas ({low}) must not exceed max_replicas ({high})"),
-        (not low <= replicas <= high,
-         f"{where}.replicas ({replicas}) must lie between min_replicas ({low}) and max_replicas ({high})"),
-        (group.image is not None and not group.image.strip(),
-         f"{where}.image is empty; drop it to use the cluster's image"),
-    )  # fmt: skip
-    _validate_pod_group(group, where)
 
 
 def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:
