@@ -48,7 +48,6 @@ from airflow_ray_provider.kuberay.status import (
     warning_summary,
 )
 from airflow_ray_provider.kuberay.validation import (
-    KubeRayError,
     KubeRaySpecError,
     check_cluster_name,
     check_dns_label,
@@ -70,7 +69,6 @@ __all__ = [
     "KubeRayApiError",
     "KubeRayClient",
     "KubeRayConflictError",
-    "KubeRayError",
     "KubeRayLeaseStore",
     "KubeRayNotFoundError",
     "KubeRaySpecError",

@@ -1,7 +1,5 @@
-"""The RayCluster body sent to Kubernetes: built from a :class:`RayClusterSpec`, or a user's manifest.
-
-A manifest is sent as written apart from ``metadata`` (per-run name, namespace, ownership); the other
-documents of its file are named in a warning, not created. Every check runs before any API call.
+"""The RayCluster body: built from a :class:`RayClusterSpec`, or a user's manifest sent as written apart from
+``metadata`` (per-run name, namespace, ownership). Every check runs before any API call.
 """
 
 from __future__ import annotations
@@ -69,9 +67,9 @@ def build_body(
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
     body_spec: dict[str, Any] = {
         "rayVersion": ray_version,
-        "headGroupSpec": _head(spec.head, spec, head_image, token),
+        "headGroupSpec": _group(spec.head, spec, head_image, token),
         "workerGroupSpecs": [
-            _worker(g, spec, image, token) for g, image in zip(spec.worker_groups, worker_images, strict=True)
+            _group(g, spec, image, token) for g, image in zip(spec.worker_groups, worker_images, strict=True)
         ],
     }
     if spec.auth in (None, "auth_options"):
@@ -98,10 +96,10 @@ def _secret_env(name: str, secret: str, key: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"secretKeyRef": {"name": secret, "key": key}}}
 
 
-def _template(
+def _group(
     group: HeadGroup | WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None
-) -> dict:
-    """A group's pod template: its one container, its placement, then what :class:`PodOptions` asks of every
+) -> dict[str, Any]:
+    """A group's spec: its pod's one container, its placement, then what :class:`PodOptions` asks of every
     pod."""
     pods, head = spec.pods, isinstance(group, HeadGroup)
     limits: dict[str, str] = {"cpu": str(group.cpu), "memory": str(group.memory), **group.resources}
@@ -136,28 +134,15 @@ def _template(
     metadata = {"labels": dict(pods.labels), "annotations": dict(pods.annotations)}
     if any(metadata.values()):
         template["metadata"] = {key: value for key, value in metadata.items() if value}
-    return template
-
-
-def _head(head: HeadGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    params = dict(head.ray_start_params)
+    params = dict(group.ray_start_params)
+    if isinstance(group, WorkerGroup):
+        low, high = group.effective_min, group.effective_max
+        counts = {"replicas": group.replicas, "minReplicas": low, "maxReplicas": high}
+        return {"groupName": group.name, **counts, "rayStartParams": params, "template": template}
     if spec.enable_autoscaling:
         params.setdefault("num-cpus", "0")  # with an autoscaler, work goes to workers, not the head
-    group: dict[str, Any] = {"rayStartParams": params, "template": _template(head, spec, image, token)}
-    if head.service_type:
-        group["serviceType"] = head.service_type
-    return group
-
-
-def _worker(group: WorkerGroup, spec: RayClusterSpec, image: str, token: TokenRef | None) -> dict[str, Any]:
-    return {
-        "groupName": group.name,
-        "replicas": group.replicas,
-        "minReplicas": group.effective_min,
-        "maxReplicas": group.effective_max,
-        "rayStartParams": dict(group.ray_start_params),
-        "template": _template(group, spec, image, token),
-    }
+    service = {"serviceType": group.service_type} if group.service_type else {}
+    return {"rayStartParams": params, "template": template, **service}
 
 
 def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
@@ -200,24 +185,21 @@ def _images(spec: RayClusterSpec, default_image: str | None) -> tuple[str, str, 
         (f"spec.worker_groups[{i}].image", g.image) for i, g in enumerate(spec.worker_groups) if g.image
     ]
     for field, image in explicit:
-        _check_image(field, str(image), ray_version)
+        version = tag_version(str(image))
+        if version is None:
+            log.warning(
+                "%s %r has no Ray version in its tag; assuming it runs Ray %s", field, image, ray_version
+            )
+        elif v.version_tuple(version) != v.version_tuple(ray_version):
+            raise KubeRaySpecError(
+                f"{field} {image!r} is Ray {version} but the cluster's ray_version is {ray_version}; KubeRay "
+                f"gates features on rayVersion, so make them agree (set ray_version={version!r} or use a "
+                f"{ray_version} image)"
+            )
     head = cluster_image or f"{DEFAULT_REPOSITORY}:{ray_version}"
     gpu = f"{DEFAULT_REPOSITORY}:{ray_version}-gpu"
     workers = [g.image or (gpu if g.gpu and not cluster_image else head) for g in spec.worker_groups]
     return ray_version, head, workers
-
-
-def _check_image(field: str, image: str, ray_version: str) -> None:
-    version = tag_version(image)
-    if version is None:
-        log.warning("%s %r has no Ray version in its tag; assuming it runs Ray %s", field, image, ray_version)
-        return
-    if v.version_tuple(version) != v.version_tuple(ray_version):
-        raise KubeRaySpecError(
-            f"{field} {image!r} is Ray {version} but the cluster's ray_version is {ray_version}; KubeRay "
-            f"gates features on rayVersion, so make them agree (set ray_version={version!r} or use a "
-            f"{ray_version} image)"
-        )
 
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
@@ -342,16 +324,5 @@ def validate_manifest_spec(spec: Any) -> None:
             f"{sorted(KNOWN_SPEC_FIELDS)}"
         )
     groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list):
-        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list")
-    for index, group in enumerate(groups):
-        where = f"manifest spec.workerGroupSpecs[{index}]"
-        if not isinstance(group, dict):
-            raise KubeRaySpecError(f"{where} must be a mapping")
-        for key in ("replicas", "minReplicas", "maxReplicas"):
-            value = group.get(key, 0)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise KubeRaySpecError(f"{where}.{key} must be a non-negative integer, got {value!r}")
-        if group.get("minReplicas", 0) > group.get("maxReplicas", 2**31):
-            raise KubeRaySpecError(f"{where}: minReplicas must not exceed maxReplicas")
-        v.check_dns_label(group.get("groupName"), f"{where}.groupName")
+    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
+        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list of mappings")

@@ -1,9 +1,6 @@
-"""Typed RayCluster and RayJob clients over the official ``kubernetes`` client, and the Role they need.
-
-The ``ApiClient`` is injected (nothing global is loaded), transient failures are retried, and every call
-stays inside the namespaced Role of :func:`role_manifest`. A cluster is tied to its task by its per-task
-name (a retry finds it), ownership labels and an expiry annotation (a janitor lists orphans by the labels);
-a run id is too long for a label, so it is hashed there.
+"""RayCluster, RayJob, Secret and Lease verbs over an injected ``kubernetes`` ``ApiClient`` (transient
+failures retried, every call inside the Role of :func:`role_manifest`), and the ownership labels that tie
+a cluster to its task (a run id is too long for a label, so it is hashed there).
 """
 
 from __future__ import annotations
@@ -14,7 +11,6 @@ import hashlib
 import logging
 import re
 import time
-from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -137,9 +133,7 @@ class KubeRayTimeoutError(KubeRayError):
 def role_manifest(namespace: str, *, name: str = "airflow-ray-provider", secret_mode: bool = False) -> dict:
     """The ``rbac.authorization.k8s.io/v1`` Role to bind to Airflow's service account in ``namespace``."""
     rules = copy.deepcopy(BASE_RULES)
-    if (
-        secret_mode
-    ):  # auth="secret" (KubeRay without authOptions): the provider creates and deletes the Secret
+    if secret_mode:  # auth="secret" (KubeRay without authOptions): the provider creates and deletes it
         rules.append({"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "delete"]})
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -179,11 +173,7 @@ def _translate(exc: Exception, what: str) -> KubeRayError:
 
 
 class _Objects:
-    """The verbs of one namespaced kind, through a :class:`KubeRayClient` (its API client, timeouts, retries
-    and Role); answers are plain data.
-
-    :param namespace: default namespace of every call (default: the client's).
-    """
+    """The verbs of one namespaced kind through a :class:`KubeRayClient`; answers are plain data."""
 
     KIND: str
     PLURAL = ""  # a ray.io/v1 kind's plural; empty: a built-in kind, served by API
@@ -195,6 +185,8 @@ class _Objects:
         self.namespace: str = namespace or client.namespace
 
     def _run(self, verb: str, ns: str | None, name: str | None, *args: Any, **kwargs: Any) -> Any:
+        """Call ``verb`` (``get``, ``list``, ...) with the client's timeout, retrying transient failures;
+        errors become :class:`KubeRayApiError` (and subclasses) naming the call."""
         import kubernetes.client
 
         ns = ns or self.namespace
@@ -203,9 +195,21 @@ class _Objects:
         named = (name,) if name and verb != "create" else ()
         if self.PLURAL:
             method = getattr(api, f"{verb}_namespaced_custom_object")
-            return self.kube._call(what, method, GROUP, VERSION, ns, self.PLURAL, *named, *args, **kwargs)
-        method = getattr(api, f"{'read' if verb == 'get' else verb}_namespaced_{self.KIND.lower()}")
-        answer = self.kube._call(what, method, *named, ns, *args, **kwargs)
+            args = (GROUP, VERSION, ns, self.PLURAL, *named, *args)
+        else:
+            method = getattr(api, f"{'read' if verb == 'get' else verb}_namespaced_{self.KIND.lower()}")
+            args = (*named, ns, *args)
+        retrying = Retrying(
+            retry=retry_if_exception(is_transient),
+            stop=stop_after_attempt(self.kube.RETRIES),
+            wait=wait_exponential(multiplier=0.5, max=8),
+            before_sleep=before_sleep_log(log, logging.WARNING),
+            reraise=True,
+        )
+        try:
+            answer = retrying(method, *args, _request_timeout=self.kube.REQUEST_TIMEOUT, **kwargs)
+        except Exception as exc:
+            raise _translate(exc, what) from exc
         return self.kube.api_client.sanitize_for_serialization(answer)
 
     def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:
@@ -265,18 +269,19 @@ class _Objects:
 class RayJobClient(_Objects):
     """RayJobs; deleting one deletes (in the background) the cluster and submitter it owns."""
 
-    KIND, PLURAL, PROPAGATION = "RayJob", "rayjobs", "Background"
+    KIND, PLURAL = "RayJob", "rayjobs"
 
 
 class _Secrets(_Objects):
     KIND, API = "Secret", "CoreV1Api"
 
 
-class KubeRayClient(_Objects):
-    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets.
+class _Events(_Objects):
+    KIND, API = "Event", "CoreV1Api"
 
-    :param namespace: default namespace of every call.
-    """
+
+class KubeRayClient(_Objects):
+    """RayClusters (deleting one is foreground: its pods go first), their events, and Secrets."""
 
     KIND, PLURAL, PROPAGATION = "RayCluster", "rayclusters", "Foreground"
     REQUEST_TIMEOUT = 30.0  # seconds per HTTP request
@@ -285,39 +290,17 @@ class KubeRayClient(_Objects):
     def __init__(self, api_client: ApiClient, *, namespace: str = "default") -> None:
         self.api_client, self.namespace = api_client, namespace
         super().__init__(self, namespace)
-        self.secrets = _Secrets(self)
-
-    def _call(self, what: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """Call the API, retrying transient failures; ``what`` (``get RayCluster ns/n``) names the call."""
-        kwargs.setdefault("_request_timeout", self.REQUEST_TIMEOUT)
-        retrying = Retrying(
-            retry=retry_if_exception(is_transient),
-            stop=stop_after_attempt(self.RETRIES),
-            wait=wait_exponential(multiplier=0.5, max=8),
-            before_sleep=before_sleep_log(log, logging.WARNING),
-            reraise=True,
-        )
-        try:
-            return retrying(func, *args, **kwargs)
-        except Exception as exc:
-            raise _translate(exc, what) from exc
+        self.secrets, self.events = _Secrets(self), _Events(self)
 
     def list_events(self, name: str, *, namespace: str | None = None) -> list[ClusterEvent]:
         """The events about the RayCluster ``name`` (filtered here too, like :meth:`list_labelled`)."""
-        from kubernetes.client import CoreV1Api
-
-        ns = namespace or self.namespace
-        result = self._call(
-            f"list events of RayCluster {ns}/{name}",
-            CoreV1Api(self.api_client).list_namespaced_event, ns,
-            field_selector=f"involvedObject.kind=RayCluster,involvedObject.name={name}",
-        )  # fmt: skip
+        about = {"kind": "RayCluster", "name": name}
+        selector = f"involvedObject.kind=RayCluster,involvedObject.name={name}"
+        result = self.events._run("list", namespace, None, field_selector=selector)
         return [
-            ClusterEvent.from_api(item)
-            for item in result.items or []
-            if item.involved_object is not None
-            and item.involved_object.kind == "RayCluster"
-            and item.involved_object.name == name
+            ClusterEvent.from_object(item)
+            for item in result.get("items") or []
+            if about.items() <= (item.get("involvedObject") or {}).items()
         ]
 
     def read_secret_value(self, name: str, *, key: str, namespace: str | None = None) -> str:

@@ -13,7 +13,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -190,27 +190,34 @@ class KubeRayLeaseStore:
         return (json.loads(raw) if raw else None), leases
 
     def write(self, pool: str, record: dict[str, Any] | None) -> None:
-        """Replace the pool's record (``None``: forget the pool and its leases); a write that a concurrent
-        one made stale (409) is made again on the new version."""
+        """Replace the pool's record (``None``: forget the pool and its leases)."""
         name, text = lease_name(pool), json.dumps(record, sort_keys=True)
         if record is None:
             for item in self._labelled(**{LABEL_POOL: pool, LABEL_POOL_ROLE: "holder"}):
                 self.leases.delete(item["metadata"]["name"])
+        kept = {ANNOTATION_POOL_RECORD: text} if record is not None else {}
+
+        def change(lease: dict[str, Any]) -> None:
+            annotations = lease["metadata"].get("annotations") or {}
+            annotations = {k: x for k, x in annotations.items() if k != ANNOTATION_POOL_RECORD}
+            lease["metadata"]["annotations"] = {**annotations, **kept}
+
+        self._put(name, self._body(name, pool, "lock", {}, **kept) if kept else None, change)
+
+    def _put(self, name: str, new: dict[str, Any] | None, change: Callable[[dict[str, Any]], None]) -> None:
+        """Create the Lease ``name`` as ``new`` (``None``: only if it exists), or ``change`` and replace it; a
+        write that a concurrent one made stale (409) is made again on the new version."""
         while True:
             lease = self.leases.find(name)
             try:
-                if lease is None and record is not None:
-                    self.leases.create(self._body(name, pool, "lock", {}, **{ANNOTATION_POOL_RECORD: text}))
-                elif lease is not None:
-                    annotations = dict(lease["metadata"].get("annotations") or {})
-                    annotations.pop(ANNOTATION_POOL_RECORD, None)
-                    if record is not None:
-                        annotations[ANNOTATION_POOL_RECORD] = text
-                    lease["metadata"]["annotations"] = annotations
+                if lease is not None:
+                    change(lease)
                     self.leases.replace(name, lease)
+                elif new is not None:
+                    self.leases.create(new)
                 return
             except KubeRayConflictError:
-                log.debug("pool %r: its Lease changed since it was read; writing the record again", pool)
+                log.debug("Lease %s changed since it was read; writing it again", name)
 
     def pools(self) -> list[str]:
         """Every pool with a record in this namespace."""
@@ -226,20 +233,9 @@ class KubeRayLeaseStore:
         that adding the whole ``leaseDurationSeconds`` gives it); safe without the lock."""
         name = lease_name(pool, holder)
         seconds = max(1, math.ceil(expires - time.time()))
-        renewed = micro_time(expires - seconds)
-        while True:
-            lease = self.leases.find(name)
-            try:
-                if lease is None:
-                    spec = {"holderIdentity": holder, "leaseDurationSeconds": seconds}
-                    spec.update(acquireTime=renewed, renewTime=renewed)
-                    self.leases.create(self._body(name, pool, "holder", spec))
-                else:
-                    lease["spec"].update(renewTime=renewed, leaseDurationSeconds=seconds)
-                    self.leases.replace(name, lease)
-                return
-            except KubeRayConflictError:
-                continue
+        times = {"renewTime": micro_time(expires - seconds), "leaseDurationSeconds": seconds}
+        spec = {"holderIdentity": holder, "acquireTime": times["renewTime"], **times}
+        self._put(name, self._body(name, pool, "holder", spec), lambda lease: lease["spec"].update(times))
 
     def release(self, pool: str, holder: str) -> None:
         """End ``holder``'s lease (nothing if it has none)."""

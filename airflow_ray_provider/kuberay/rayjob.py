@@ -1,8 +1,5 @@
-"""The ``ray.io/v1`` RayJob the provider creates: what to run, on which cluster, and what Kubernetes enforces.
-
-It carries a ``rayClusterSpec`` (KubeRay creates the cluster and, with ``shutdownAfterJobFinishes``, deletes
-it) or a ``clusterSelector`` naming a standing RayCluster. KubeRay's ``ValidateRayJobSpec`` rules are
-checked here first, each raising :class:`KubeRaySpecError` naming the field and the fix.
+"""The ``ray.io/v1`` RayJob body: what to run, and a ``rayClusterSpec`` (KubeRay creates the cluster) or a
+``clusterSelector`` (a standing RayCluster); KubeRay's ``ValidateRayJobSpec`` rules are checked here first.
 """
 
 from __future__ import annotations
@@ -64,13 +61,6 @@ class RayJobOptions:
     pre_running_deadline_seconds: int | None = None
 
 
-def _number(value: Any, where: str) -> None:
-    if value is not None and (
-        isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf
-    ):
-        raise KubeRaySpecError(f"{where} must be a non-negative number, got {value!r}")
-
-
 def _check_runtime_env(runtime_env: Any) -> None:
     if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
         raise KubeRaySpecError("runtime_env must be a dict with string keys")
@@ -87,53 +77,53 @@ def _check_runtime_env(runtime_env: Any) -> None:
 
 def validate_options(options: RayJobOptions, *, selector: bool) -> None:
     """Check the options as KubeRay's controller would, and more; ``selector``: on a standing cluster."""
-    if not isinstance(options.entrypoint, str) or not options.entrypoint.strip():
-        raise KubeRaySpecError("entrypoint is empty; pass a command such as 'python job.py'")
-    if options.submission_mode not in SUBMISSION_MODES:
-        raise KubeRaySpecError(
-            f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
-            f"got {options.submission_mode!r}"
-        )
-    v.check_count(options.ttl_seconds_after_finished, "ttl_seconds_after_finished", minimum=0)
-    v.check_count(options.active_deadline_seconds, "active_deadline_seconds", minimum=1)
-    v.check_count(options.backoff_limit, "backoff_limit", minimum=0)
-    v.check_count(options.pre_running_deadline_seconds, "pre_running_deadline_seconds", minimum=1)
-    if options.ttl_seconds_after_finished is not None and (
-        selector or not options.shutdown_after_job_finishes
-    ):
-        raise KubeRaySpecError(
-            "ttl_seconds_after_finished needs shutdown_after_job_finishes=True on a RayJob that creates its "
-            "cluster (it is the delay before KubeRay deletes that cluster); drop it or turn shutdown on"
-        )
-    if options.suspend and (selector or not options.shutdown_after_job_finishes):
-        raise KubeRaySpecError(
-            "suspend needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends a RayJob "
-            "by deleting its cluster; a standing cluster cannot be suspended)"
-        )
-    if selector and options.backoff_limit:
-        raise KubeRaySpecError("backoff_limit is not supported on a standing cluster (clusterSelector)")
-    if selector and options.submission_mode == "SidecarMode":
-        raise KubeRaySpecError(
-            "submission_mode='SidecarMode' runs the submitter beside the head of the cluster KubeRay "
-            "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"
-        )
+    for name, minimum in (
+        ("ttl_seconds_after_finished", 0), ("active_deadline_seconds", 1), ("backoff_limit", 0),
+        ("pre_running_deadline_seconds", 1),
+    ):  # fmt: skip
+        v.check_count(getattr(options, name), name, minimum=minimum)
+    own = not selector and options.shutdown_after_job_finishes  # KubeRay creates and deletes the cluster
+    resources = options.entrypoint_resources
+    v.refuse_first(
+        (not isinstance(options.entrypoint, str) or not options.entrypoint.strip(),
+         "entrypoint is empty; pass a command such as 'python job.py'"),
+        (options.submission_mode not in SUBMISSION_MODES,
+         f"submission_mode must be one of {SUBMISSION_MODES} (K8sJobMode is the default), "
+         f"got {options.submission_mode!r}"),
+        (options.ttl_seconds_after_finished is not None and not own,
+         "ttl_seconds_after_finished needs shutdown_after_job_finishes=True on a RayJob that creates its "
+         "cluster (it is the delay before KubeRay deletes that cluster); drop it or turn shutdown on"),
+        (options.suspend and not own,
+         "suspend needs shutdown_after_job_finishes=True and a cluster spec (KubeRay suspends a RayJob "
+         "by deleting its cluster; a standing cluster cannot be suspended)"),
+        (selector and options.backoff_limit,
+         "backoff_limit is not supported on a standing cluster (clusterSelector)"),
+        (selector and options.submission_mode == "SidecarMode",
+         "submission_mode='SidecarMode' runs the submitter beside the head of the cluster KubeRay "
+         "creates; a standing cluster (clusterSelector) has no such container: use K8sJobMode or HTTPMode"),
+        (options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id),
+         f"job_id must be a non-empty string, got {options.job_id!r}"),
+        (resources is not None and not isinstance(resources, dict),
+         "entrypoint_resources must be a dict of resource name to amount"),
+    )  # fmt: skip
     if options.deletion_rules is not None:
         check_deletion_rules(
             options.deletion_rules, shutdown=options.shutdown_after_job_finishes, selector=selector
         )
-    for name in ("entrypoint_num_cpus", "entrypoint_num_gpus"):
-        _number(getattr(options, name), name)
-    if options.entrypoint_resources is not None:
-        if not isinstance(options.entrypoint_resources, dict):
-            raise KubeRaySpecError("entrypoint_resources must be a dict of resource name to amount")
-        for key, amount in options.entrypoint_resources.items():
-            _number(amount, f"entrypoint_resources[{key!r}]")
+    amounts = {
+        "entrypoint_num_cpus": options.entrypoint_num_cpus,
+        "entrypoint_num_gpus": options.entrypoint_num_gpus,
+    }
+    amounts.update({f"entrypoint_resources[{key!r}]": amount for key, amount in (resources or {}).items()})
+    for where, amount in amounts.items():
+        if amount is not None and (
+            isinstance(amount, bool) or not isinstance(amount, (int, float)) or not 0 <= amount < math.inf
+        ):
+            raise KubeRaySpecError(f"{where} must be a non-negative number, got {amount!r}")
     v.check_string_map(options.metadata, "metadata")
     _check_runtime_env(options.runtime_env)
     if options.queue_name is not None:
         v.check_labels({LABEL_KUEUE_QUEUE: options.queue_name}, "queue_name")
-    if options.job_id is not None and (not isinstance(options.job_id, str) or not options.job_id):
-        raise KubeRaySpecError(f"job_id must be a non-empty string, got {options.job_id!r}")
 
 
 def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
@@ -192,24 +182,6 @@ def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
                     f"deletion_rules for {key}: the {then} TTL ({high}) must be >= the {first} TTL ({low}) "
                     "(workers go first, then the cluster, then the RayJob)"
                 )
-
-
-def _check_cluster_rules(options: RayJobOptions, cluster_spec: dict[str, Any]) -> None:
-    """The rules that need the cluster spec: SidecarMode's head restart policy, DeleteWorkers."""
-    if options.submission_mode == "SidecarMode":
-        head = (cluster_spec.get("headGroupSpec") or {}).get("template") or {}
-        restart = (head.get("spec") or {}).get("restartPolicy")
-        if restart not in (None, "", "Never"):
-            raise KubeRaySpecError(
-                "submission_mode='SidecarMode' needs the head pod's restartPolicy Never or unset, "
-                f"got {restart!r}"
-            )
-    autoscaling = bool(cluster_spec.get("enableInTreeAutoscaling"))
-    if autoscaling and any(rule.get("policy") == "DeleteWorkers" for rule in options.deletion_rules or ()):
-        raise KubeRaySpecError(
-            "deletion_rules: DeleteWorkers is not supported with autoscaling (KubeRay refuses it); use "
-            "DeleteCluster, or turn enable_autoscaling off"
-        )
 
 
 def _spec_fields(options: RayJobOptions, selector: bool) -> dict[str, Any]:
@@ -278,9 +250,20 @@ def build_rayjob_body(
     else:
         if not isinstance(cluster_spec, dict) or not isinstance(cluster_spec.get("headGroupSpec"), dict):
             raise KubeRaySpecError("the RayJob's cluster spec needs a headGroupSpec (the head pod template)")
-        if (cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"):
-            raise KubeRaySpecError("KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode")
-        _check_cluster_rules(options, cluster_spec)
+        restart = ((cluster_spec["headGroupSpec"].get("template") or {}).get("spec") or {}).get(
+            "restartPolicy"
+        )
+        deletes_workers = any(rule.get("policy") == "DeleteWorkers" for rule in options.deletion_rules or ())
+        v.refuse_first(
+            ((cluster_spec.get("authOptions") or {}).get("enableK8sTokenAuth"),
+             "KubeRay does not support enableK8sTokenAuth on a RayJob; use token mode"),
+            (options.submission_mode == "SidecarMode" and restart not in (None, "", "Never"),
+             "submission_mode='SidecarMode' needs the head pod's restartPolicy Never or unset, "
+             f"got {restart!r}"),
+            (cluster_spec.get("enableInTreeAutoscaling") and deletes_workers,
+             "deletion_rules: DeleteWorkers is not supported with autoscaling (KubeRay refuses it); use "
+             "DeleteCluster, or turn enable_autoscaling off"),
+        )  # fmt: skip
         spec["rayClusterSpec"] = cluster_spec
     all_labels = dict(labels or {})
     if options.queue_name:

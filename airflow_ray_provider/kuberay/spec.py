@@ -1,6 +1,5 @@
-"""The typed RayCluster spec (what to provision, pod options included) and its validation.
-
-:mod:`.builder` turns it into a RayCluster body; the local backend summarises it into CPUs and GPUs.
+"""The typed RayCluster spec (what to provision, pod options included) and its validation; :mod:`.builder`
+turns it into a body, the local backend into CPUs and GPUs.
 """
 
 from __future__ import annotations
@@ -170,16 +169,16 @@ def _cpu_value(quantity: str | int | float) -> float:
 
 def validate_spec(spec: RayClusterSpec) -> None:
     """Check a spec; raises :class:`KubeRaySpecError` naming the bad field and what to do."""
-    if spec.image is not None and not spec.image.strip():
-        raise KubeRaySpecError("spec.image is empty; give an image such as rayproject/ray:2.52.0")
-    if spec.auth is not None and spec.auth not in AUTH_MODES:
-        raise KubeRaySpecError(f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}")
+    service = spec.head.service_type
+    v.refuse_first(
+        (spec.image is not None and not spec.image.strip(),
+         "spec.image is empty; give an image such as rayproject/ray:2.52.0"),
+        (spec.auth is not None and spec.auth not in AUTH_MODES,
+         f"spec.auth must be one of {list(AUTH_MODES)}, got {spec.auth!r}"),
+        (service not in (None, *HEAD_SERVICE_TYPES),
+         f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, got {service!r}"),
+    )  # fmt: skip
     _validate_pod_group(spec.head, "spec.head")
-    if spec.head.service_type not in (None, *HEAD_SERVICE_TYPES):
-        raise KubeRaySpecError(
-            f"spec.head.service_type must be one of {list(HEAD_SERVICE_TYPES)}, "
-            f"got {spec.head.service_type!r}"
-        )
     _validate_pods(spec.pods)
     if spec.queue_name is not None:
         v.check_labels({LABEL_KUEUE_QUEUE: spec.queue_name}, "spec.queue_name")
@@ -189,12 +188,27 @@ def validate_spec(spec: RayClusterSpec) -> None:
     if spec.service_account is not None:
         v.check_dns_subdomain(spec.service_account, "spec.service_account")
     v.check_count(spec.autoscaler_idle_timeout_seconds, "spec.autoscaler_idle_timeout_seconds")
-    seen: set[str] = set()
+    names = [group.name for group in spec.worker_groups]
     for index, group in enumerate(spec.worker_groups):
-        _validate_group(group, f"spec.worker_groups[{index}]")
-        if group.name in seen:
+        where = f"spec.worker_groups[{index}]"
+        v.check_dns_label(group.name, f"{where}.name")
+        for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
+            v.check_count(getattr(group, attr), f"{where}.{attr}")
+        low, high, replicas = group.effective_min, group.effective_max, group.replicas
+        v.refuse_first(
+            (group.max_replicas is not None and replicas > group.max_replicas,
+             f"{where}.replicas ({replicas}) must not exceed max_replicas ({group.max_replicas}); "
+             "raise max_replicas or lower replicas"),
+            (low > high, f"{where}: min_replicas ({low}) must not exceed max_replicas ({high})"),
+            (not low <= replicas <= high,
+             f"{where}.replicas ({replicas}) must lie between min_replicas ({low}) "
+             f"and max_replicas ({high})"),
+            (group.image is not None and not group.image.strip(),
+             f"{where}.image is empty; drop it to use the cluster's image"),
+        )  # fmt: skip
+        _validate_pod_group(group, where)
+        if group.name in names[:index]:
             raise KubeRaySpecError(f"worker group name {group.name!r} is used twice; names must be unique")
-        seen.add(group.name)
 
 
 def _validate_pod_group(group: _PodGroup, where: str) -> None:
@@ -213,30 +227,6 @@ def _validate_pod_group(group: _PodGroup, where: str) -> None:
                 "(cpu, memory and gpu have their own fields)"
             )
         v.check_quantity(quantity, f"{where}.resources[{name!r}]")
-
-
-def _validate_group(group: WorkerGroup, where: str) -> None:
-    v.check_dns_label(group.name, f"{where}.name")
-    for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
-        v.check_count(getattr(group, attr), f"{where}.{attr}")
-    if group.max_replicas is not None and group.replicas > group.max_replicas:
-        raise KubeRaySpecError(
-            f"{where}.replicas ({group.replicas}) must not exceed max_replicas ({group.max_replicas}); "
-            "raise max_replicas or lower replicas"
-        )
-    if not group.effective_min <= group.effective_max:
-        raise KubeRaySpecError(
-            f"{where}: min_replicas ({group.effective_min}) must not exceed "
-            f"max_replicas ({group.effective_max})"
-        )
-    if not group.effective_min <= group.replicas <= group.effective_max:
-        raise KubeRaySpecError(
-            f"{where}.replicas ({group.replicas}) must lie between min_replicas ({group.effective_min}) "
-            f"and max_replicas ({group.effective_max})"
-        )
-    _validate_pod_group(group, where)
-    if group.image is not None and not group.image.strip():
-        raise KubeRaySpecError(f"{where}.image is empty; drop it to use the cluster's image")
 
 
 def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:

@@ -1,8 +1,5 @@
-"""What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them.
-
-KubeRay's controller refuses an invalid RayCluster only by a Warning event and writes no status, so a
-waiting caller would see ``state=<none>`` until its timeout: :func:`refusal_event` finds that event.
-A RayJob's lifecycle is in docs/architecture.md ("KubeRay client layer").
+"""What KubeRay reports, typed: RayCluster status and events, RayJob status, and the verdicts read from them
+(KubeRay refuses an invalid RayCluster only by a Warning event: :func:`refusal_event` finds it).
 """
 
 from __future__ import annotations
@@ -66,12 +63,6 @@ class ClusterStatus:
             uid=meta.get("uid", "") or "",
         )
 
-    @property
-    def head_ready(self) -> bool:
-        """Head pod ready: ``HeadPodReady``, or ``state == ready`` on a KubeRay without conditions."""
-        found = next((c for c in self.conditions if c.get("type") == "HeadPodReady"), None)
-        return found.get("status") == "True" if found is not None else self.state == "ready"
-
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""
         parts = [f"state={self.state or '<none>'}"]
@@ -87,12 +78,14 @@ class ClusterStatus:
 
 def readiness(status: ClusterStatus) -> tuple[Literal["ready", "waiting", "failed"], str]:
     """Whether the head is ready, failed for good, or still coming up, and why (``ReplicaFailure=True`` is
-    not terminal: KubeRay retries pod creation, e.g. after a quota frees up)."""
+    not terminal: KubeRay retries pod creation, e.g. after a quota frees up). The head is ready by its
+    ``HeadPodReady`` condition, or by ``state == ready`` on a KubeRay without conditions."""
+    head = [c.get("status") == "True" for c in status.conditions if c.get("type") == "HeadPodReady"]
     if status.deleting:
         return "failed", f"RayCluster {status.name} is being deleted"
     if status.state == "failed":
         return "failed", f"RayCluster {status.name} failed: {status.summary()}"
-    if status.head_ready:
+    if head[0] if head else status.state == "ready":
         return "ready", f"head of RayCluster {status.name} is ready"
     return "waiting", status.summary()
 
@@ -138,16 +131,17 @@ class ClusterEvent:
     last_seen: datetime | None = None
 
     @classmethod
-    def from_api(cls, event: Any) -> ClusterEvent:
-        """Read a ``kubernetes.client.CoreV1Event``."""
-        involved = event.involved_object
+    def from_object(cls, event: dict[str, Any]) -> ClusterEvent:
+        """Read an Event as the API returned it."""
+        seen = event.get("lastTimestamp") or event.get("firstTimestamp")
+        seen = seen or (event.get("metadata") or {}).get("creationTimestamp")
         return cls(
-            type=event.type or "",
-            reason=event.reason or "",
-            message=event.message or "",
-            count=event.count or 1,
-            uid=(involved.uid if involved is not None else "") or "",
-            last_seen=event.last_timestamp or event.first_timestamp or event.metadata.creation_timestamp,
+            type=event.get("type") or "",
+            reason=event.get("reason") or "",
+            message=event.get("message") or "",
+            count=event.get("count") or 1,
+            uid=(event.get("involvedObject") or {}).get("uid") or "",
+            last_seen=datetime.fromisoformat(seen) if seen else None,
         )
 
     def line(self) -> str:

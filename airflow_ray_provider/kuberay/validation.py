@@ -1,7 +1,5 @@
-"""What Kubernetes and KubeRay refuse, checked before any API call; and the layer's base errors.
-
-Field syntax is Kubernetes'. :func:`check_raycluster` applies the rules of KubeRay's controller
-(``ray-operator/controllers/ray/utils/validation.go``, 1.7), pod rules included, to a final body.
+"""What Kubernetes and KubeRay refuse, checked before any API call (:func:`check_raycluster`: the rules of
+KubeRay 1.7's ``utils/validation.go`` on a final body); and the layer's base errors.
 """
 
 from __future__ import annotations
@@ -44,6 +42,13 @@ class KubeRaySpecError(KubeRayError, ValueError):
 def _refuse(field: str, rule: str, kuberay: bool = True) -> KubeRaySpecError:
     why = " (KubeRay's controller refuses this and writes no status)" if kuberay else ""
     return KubeRaySpecError(f"{field}: {rule}{why}")
+
+
+def refuse_first(*rules: tuple[Any, str]) -> None:
+    """Raise :class:`KubeRaySpecError` with the message of the first ``(broken, message)`` rule broken."""
+    for broken, message in rules:
+        if broken:
+            raise KubeRaySpecError(message)
 
 
 # ---------------------------------------------------------------------------------------------- syntax
@@ -196,6 +201,12 @@ def check_raycluster(body: dict[str, Any]) -> None:
         (f"spec.workerGroupSpecs[{i}]", g.get("groupName", "?"), g)
         for i, g in enumerate(spec.get("workerGroupSpecs") or [])
     ]
+    for where, _, group in groups[1:]:  # what the CRD's schema refuses first
+        check_dns_label(group.get("groupName"), f"{where}.groupName")
+        for key in ("replicas", "minReplicas", "maxReplicas"):
+            check_count(group.get(key, 0), f"{where}.{key}")
+        if group.get("minReplicas", 0) > group.get("maxReplicas", 2**31):
+            raise KubeRaySpecError(f"{where}: minReplicas must not exceed maxReplicas")
     for where, name, group in groups:
         _check_group(where, name, group)
     autoscaling = bool(spec.get("enableInTreeAutoscaling"))
@@ -307,13 +318,11 @@ def check_auth_options(spec: dict[str, Any]) -> None:
     raw = spec.get("rayVersion")
     match = _GENERIC_VERSION.match(raw) if isinstance(raw, str) else None
     if not raw:
-        raise _refuse(
-            "spec.rayVersion", f"{what} but rayVersion is not set; Ray {wanted} or later is required"
-        )
-    if match is None:
-        raise _refuse(
-            f"spec.rayVersion {raw!r}",
-            f"{what} but the version is not parsable (use e.g. '{wanted}', not a tag like 'latest')",
-        )
-    if version_tuple(match.group(1)) < minimum:
-        raise _refuse(f"spec.rayVersion {raw!r}", f"{what} but the minimum Ray version is {wanted}")
+        rule = f"{what} but rayVersion is not set; Ray {wanted} or later is required"
+    elif match is None:
+        rule = f"{what} but the version is not parsable (use e.g. '{wanted}', not a tag like 'latest')"
+    elif version_tuple(match.group(1)) < minimum:
+        rule = f"{what} but the minimum Ray version is {wanted}"
+    else:
+        return
+    raise _refuse(f"spec.rayVersion {raw!r}" if raw else "spec.rayVersion", rule)

@@ -67,7 +67,7 @@ def test_summary_names_every_condition():
         )
     )
     assert status.summary() == "state=<none>; ReplicaFailure=True (Quota: no gpu)"
-    assert not status.head_ready and readiness(status)[0] == "waiting"  # KubeRay retries pod creation
+    assert readiness(status)[0] == "waiting"  # KubeRay retries pod creation
 
 
 @pytest.mark.unit
