@@ -5,6 +5,7 @@ importing ``ray``; a user's clear keeps the job for the next try (docs/architect
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -16,6 +17,8 @@ from airflow_ray_provider.launch.usage import usage_line
 
 #: Task instance states a user's mark leaves; any other state at ``on_kill`` means the task was cleared.
 MARKED_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
+#: Seconds after the hand-over past which a trigger that starts is taken for one a triggerer restarted.
+RESTART_AFTER_S = 60.0
 
 
 class RayJobTrigger(BaseTrigger):
@@ -45,6 +48,10 @@ class RayJobTrigger(BaseTrigger):
         job_run: JobRun | None = None
         try:
             job_run = await self._job_run()
+            handed = float((self.run_state.get("times") or {}).get("handed_over") or time.time())
+            offset = job_run.plan.log_offset if job_run.stream_logs else 0
+            if offset and time.time() - handed > RESTART_AFTER_S:  # the log from the hand-over's offset
+                self.log.info("Streaming the job log again from character %d: lines may repeat", offset)
             await job_run.await_end()
             yield TriggerEvent({"run": job_run.state(), "error": None})
         except Exception as exc:  # an event, never an exception: execute_complete explains it
