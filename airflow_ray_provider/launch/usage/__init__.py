@@ -3,8 +3,15 @@ finished run by :func:`collect_usage` through any :class:`DashboardReader`. Airf
 """
 
 from airflow_ray_provider.launch.usage.observer import DashboardReader, check_prices_on_cluster, collect_usage
-from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster, parse_prices
-from airflow_ray_provider.launch.usage.record import HEAD_GROUP, SCHEMA, UsageOptions, usage_line
+from airflow_ray_provider.launch.usage.record import (
+    HEAD_GROUP,
+    SCHEMA,
+    Prices,
+    UsageOptions,
+    check_against_cluster,
+    parse_prices,
+    usage_line,
+)
 
 __all__ = [
     "HEAD_GROUP",

@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.jobs.status import JobState
-from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, with_teardown
+from airflow_ray_provider.launch.usage.record import (
+    JobReads,
+    Node,
+    Prices,
+    UsageOptions,
+    check_against_cluster,
+    make_record,
+    with_teardown,
+)
 from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:

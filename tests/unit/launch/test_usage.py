@@ -10,12 +10,12 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import UsageOptions, parse_prices, usage_line
-from airflow_ray_provider.launch.usage.prices import check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
     JobReads,
     Node,
     Window,
     allocation,
+    check_against_cluster,
     make_record,
     record_resources,
 )
