@@ -18,7 +18,6 @@ from urllib.parse import quote
 
 from airflow_ray_provider.jobs.status import JobState
 from airflow_ray_provider.launch.usage.record import (
-    JobReads,
     Node,
     Prices,
     UsageOptions,
@@ -269,8 +268,8 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
         reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
     supervisor = find_supervisor(reader, request.submission_id, every or [], missing)
-    reads = JobReads(job, got["nodes"], tasks, own, supervisor, missing)
-    return make_record(reads, request, now=time.time())
+    return make_record(request, now=time.time(), job=job, nodes=got["nodes"], tasks=tasks, actors=own,
+                       supervisor=supervisor, missing=missing)  # fmt: skip
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
@@ -56,12 +57,6 @@ class Prices:
     def for_group(self, group: str | None) -> dict[str, float]:
         """The prices of one worker group's nodes."""
         return {**self.default, **self.groups.get(group or "", {})}
-
-    def format(self, amount: float) -> str:
-        """``~$0.13`` (``~0.13 CHF`` for a currency without a symbol here)."""
-        text = f"{amount:.2f}" if amount >= 0.01 else f"{amount:.2g}"
-        symbol = _SYMBOLS.get(self.currency)
-        return f"~{symbol}{text}" if symbol else f"~{text} {self.currency}"
 
     def to_dict(self) -> dict[str, Any]:
         """The table as given (for the record)."""
@@ -143,12 +138,6 @@ def record_resources(requests: Mapping[str, Any] | None) -> dict[str, float]:
     return out
 
 
-def add_hours(total: dict[str, float], resources: Mapping[str, float], hours: float) -> None:
-    """Add ``resources`` held for ``hours`` to ``total`` (resource-hours)."""
-    for name, amount in resources.items():
-        total[name] = total.get(name, 0.0) + amount * hours
-
-
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
@@ -190,20 +179,6 @@ class UsageOptions:
     task_started: float | None = None
     cluster_ready: float | None = None
     ended_by: str = "finished"
-
-
-@dataclass
-class JobReads:
-    """What the dashboard told about one job (``/api/jobs/{id}``, the nodes, the job's task attempts,
-    its actors as :func:`~.observer.job_actors` counts them, its supervisor actor); ``None`` where a
-    read failed, and ``missing`` says why (the record's ``not_available``)."""
-
-    job: dict[str, Any] | None = None
-    nodes: list[Node] | None = None
-    tasks: list[dict[str, Any]] | None = None
-    actors: list[dict[str, Any]] | None = None
-    supervisor: dict[str, Any] | None = None
-    missing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -257,7 +232,9 @@ class Allocation:
 
     def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
         """Count ``resources`` held for ``seconds`` on a node of ``group`` (by ``name``, its function)."""
-        add_hours(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
+        table = self.by_group.setdefault(group, {})
+        for resource, amount in resources.items():
+            table[resource] = table.get(resource, 0.0) + amount * max(0.0, seconds) / 3600.0
         if resources.get("CPU") and name:
             held = resources["CPU"] * max(0.0, seconds)
             self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
@@ -365,9 +342,9 @@ def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[s
 
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """Resource-hours summed over the worker groups, rounded for the record."""
-    out: dict[str, float] = {}
+    out: Counter[str] = Counter()
     for table in by_group.values():
-        add_hours(out, table, 1.0)
+        out.update(table)
     return {k: round(v, 6) for k, v in sorted(out.items())}
 
 
@@ -387,19 +364,6 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     }
 
 
-def utilisation(data: Mapping[str, Any]) -> dict[str, float | None]:
-    """A record's allocated CPU as a share of its reserved CPU (``None`` where allocated CPU is ``n/a``),
-    and allocated GPU of reserved GPU."""
-    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
-    share = {}
-    for name in ("CPU", "GPU"):
-        whole = reserved.get(name, 0.0)
-        share[f"allocated_{name.lower()}"] = round(allocated.get(name, 0.0) / whole, 4) if whole > 0 else None
-    if "allocated_cpu" in (data.get("not_available") or {}):
-        share["allocated_cpu"] = None
-    return share
-
-
 def _figure(value: float) -> str:
     """Two significant digits, never in exponent notation (``3.2``, ``0.0031``, ``12``)."""
     if value >= 10 or value <= 0:
@@ -411,7 +375,7 @@ def usage_line(data: Mapping[str, Any]) -> str:
     """A record's log line: ``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any;
     ``allocated n/a (why)`` where Ray's accounting did not count the job's work)."""
     reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
-    share, why_na = utilisation(data)["allocated_cpu"], (data.get("not_available") or {}).get("allocated_cpu")
+    share, why_na = data["utilisation"]["allocated_cpu"], data["not_available"].get("allocated_cpu")
     line = f"reserved {_figure(reserved.get('CPU', 0.0))} CPU-h"
     ended_by = data.get("ended_by") or "finished"
     if ended_by != "finished":
@@ -424,8 +388,11 @@ def usage_line(data: Mapping[str, Any]) -> str:
     if allocated.get("GPU"):
         line += f" + {_figure(allocated['GPU'])} GPU-h"
     line += f" ({why_na})" if why_na else ""
-    cost = data.get("cost")
-    return line + (", " + Prices(currency=cost["currency"]).format(cost["amount"]) if cost else "")
+    if cost := data.get("cost"):
+        amount, symbol = cost["amount"], _SYMBOLS.get(cost["currency"])
+        text = f"{amount:.2f}" if amount >= 0.01 else f"{amount:.2g}"
+        line += f", ~{symbol}{text}" if symbol else f", ~{text} {cost['currency']}"
+    return line
 
 
 def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
@@ -456,18 +423,30 @@ TASK_NOTES = {
 }
 
 
-def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
-    """The job's record, the JSON object of docs/usage.md; what could not be read stays out and is named
-    in ``not_available``. ``now`` is the collection time (the end of a job that has not ended)."""
-    job, missing = reads.job or {}, dict(reads.missing)
+def make_record(
+    request: UsageOptions,
+    *,
+    now: float,
+    job: dict[str, Any] | None = None,
+    nodes: list[Node] | None = None,
+    tasks: list[dict[str, Any]] | None = None,
+    actors: list[dict[str, Any]] | None = None,
+    supervisor: dict[str, Any] | None = None,
+    missing: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The job's record, the JSON object of docs/usage.md, from what the dashboard told (``/api/jobs/{id}``,
+    the nodes, the job's task attempts, its actors, its supervisor actor: ``None`` where a read failed,
+    and ``missing`` says why); what could not be read is named in ``not_available``. ``now`` is the
+    collection time (the end of a job that has not ended)."""
+    job, missing = job or {}, dict(missing or {})
     submitted, ended = ((job.get(key) or now * 1000.0) / 1000.0 for key in ("start_time", "end_time"))
-    driver_started = (reads.supervisor or {}).get("startTime", 0) / 1000.0 or None
+    driver_started = (supervisor or {}).get("startTime", 0) / 1000.0 or None
     window = Window(submitted, ended, driver_started, request.task_started, request.cluster_ready)
-    groups = {node.node_id: node.group for node in reads.nodes or []}
+    groups = {node.node_id: node.group for node in nodes or []}
     counted = Allocation()
-    if reads.tasks is not None or reads.actors is not None:
+    if tasks is not None or actors is not None:
         driver_group = groups.get(str(job.get("driver_node_id") or ""), HEAD_GROUP)
-        counted = allocation(tasks=reads.tasks or [], actors=reads.actors or [], window=window,
+        counted = allocation(tasks=tasks or [], actors=actors or [], window=window,
                              entrypoint=record_resources(request.entrypoint), node_groups=groups,
                              driver_group=driver_group)  # fmt: skip
     if not job.get("end_time"):  # a job that has not ended has attempts still running
@@ -476,15 +455,15 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         if getattr(counted, counter):
             missing[key] = f"{getattr(counted, counter)} {text}"
     basis, reserved = "job requests", counted.by_group
-    if request.own_cluster and reads.nodes is not None:
-        basis, reserved = "cluster", reserved_by_group(reads.nodes, window)
+    if request.own_cluster and nodes is not None:
+        basis, reserved = "cluster", reserved_by_group(nodes, window)
     elif request.own_cluster:
         missing.setdefault(
             "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
         )
     allocated = total(counted.by_group)
     if not allocated.get("CPU") and window.ended > window.running_from:  # it ran: never 0 % for its work
-        read = reads.tasks is not None and reads.actors is not None
+        read = tasks is not None and actors is not None
         missing["allocated_cpu"] = (
             DRIVER_NOT_COUNTED if read else "the job's tasks or actors could not be read"
         )
@@ -492,14 +471,19 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         missing["teardown"] = request.teardown_note
     prices = parse_prices(request.prices)
     top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
-    record = {
+    held = total(reserved)
+    share = {f"allocated_{name.lower()}": round(allocated.get(name, 0.0) / held[name], 4) if held.get(name)
+             else None for name in ("CPU", "GPU")}  # fmt: skip
+    if "allocated_cpu" in missing:  # n/a, never 0 %
+        share["allocated_cpu"] = None
+    return {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
         "cluster": request.cluster,
         "mode": request.mode,
         "basis": basis,
         "phases": window.phases(),
-        "reserved": total(reserved),
+        "reserved": held,
         "allocated": allocated,
         "counts": {"tasks": counted.tasks, "actors": counted.actors},
         "cost": cost(prices, reserved) if prices is not None else None,
@@ -509,5 +493,5 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         "times": window.times(),
         "allocated_cpu_s_by_function": {name: round(held, 3) for name, held in top},
         "schema": SCHEMA,
+        "utilisation": share,
     }
-    return {**record, "utilisation": utilisation(record)}

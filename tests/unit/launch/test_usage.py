@@ -11,7 +11,6 @@ import pytest
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import UsageOptions, parse_prices, usage_line
 from airflow_ray_provider.launch.usage.record import (
-    JobReads,
     Node,
     Window,
     allocation,
@@ -74,7 +73,7 @@ def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start:
 def _record(request: UsageOptions, start: float, end: float, **reads: Any) -> dict[str, Any]:
     """The record of a job the Job API says ran from ``start`` to ``end``, from what the dashboard told."""
     job = {"job_id": "02000000", "start_time": start * 1000, "end_time": end * 1000, **reads.pop("job", {})}
-    return make_record(JobReads(job=job, **reads), request, now=end)
+    return make_record(request, now=end, job=job, **reads)
 
 
 def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
