@@ -1,7 +1,6 @@
-"""The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
-(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, at the first
-look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster
-right after its job), else when the run ends, from what the dashboard knows (docs/usage.md's routes).
+"""The usage record as an observer of a run (:func:`looked`, :func:`record`, :func:`deleted`): made once,
+at the first look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's
+cluster right after its job), else when the run ends, from the dashboard's routes (docs/usage.md).
 """
 
 from __future__ import annotations
@@ -17,18 +16,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.jobs.status import JobState
-from airflow_ray_provider.launch.usage.record import (
-    Node,
-    Prices,
-    UsageOptions,
-    check_against_cluster,
-    make_record,
-    with_teardown,
-)
+from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record, with_teardown
 from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
+    from airflow_ray_provider.launch.usage.record import Prices, UsageOptions
     from airflow_ray_provider.launch.wait import Observation
 
 T = TypeVar("T")
@@ -43,9 +36,8 @@ STATE_LIMIT = 10_000
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 #: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
 ACTOR_UPDATES_SETTLE_S = 1.0
-#: Re-reads of ``/logical/actors`` while it still lacks one of the job's actors or an end the GCS has, each
-#: :data:`ACTOR_UPDATES_SETTLE_S` after the last: a loaded head can take more than one. Only a record
-#: that would otherwise lose an actor waits.
+#: Re-reads of ``/logical/actors`` while it lacks one of the job's actors or an end the GCS has (a loaded
+#: head can take more than one); only a record that would otherwise lose an actor waits.
 ACTOR_REREADS = 3
 
 
@@ -134,12 +126,12 @@ def find_supervisor(
 
 
 class JobActors(NamedTuple):
-    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and
-    the classes of actors dead in the GCS that it holds without an end."""
+    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and the
+    GCS's rows of the dead actors it holds without an end."""
 
     rows: list[dict[str, Any]]
     unlisted: list[dict[str, Any]]
-    unended: list[str]
+    unended: list[dict[str, Any]]
 
 
 #: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
@@ -167,7 +159,7 @@ def mend_job_actors(
             seen.add(str(actor.get("actorId")))
             rows.append({**actor, **{k: gcs[g] for k, g in _FROM_GCS if not actor.get(k) and gcs.get(g)}})
             if gcs.get("state") == "DEAD" and not actor.get("endTime"):
-                unended.append(str(gcs.get("class_name") or "actor"))
+                unended.append(gcs)
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
     return JobActors(rows, unlisted, unended)
 
@@ -216,16 +208,13 @@ def job_actors(
         "actors_timed_by_creation": (timed, f"{untimed}: counted from their creation task's end to the job's "
                                      "end (an upper bound)"),
         "actors_unlisted": (lost, f"{untimed}, and no finished creation task in /api/v0/tasks: not counted"),
+        "actors_unended": (found.unended, "are dead in the GCS but have no end time in /logical/actors yet: "
+                           "counted to the job's end"),
     }  # fmt: skip
     for key, (rows, text) in notes.items():
         if rows:
             names = ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
             missing[key] = f"{len(rows)} of the job's actors ({names}) {text}"
-    if found.unended:
-        missing["actors_unended"] = (
-            f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
-            "have no end time in /logical/actors yet: counted to the job's end"
-        )
     for gcs in timed:  # a /logical/actors-shaped row: from its creation task's end to the job's end
         row = {key: gcs.get(source) for key, source in _FROM_GCS}
         row.update(actorId=gcs.get("actor_id"), requiredResources=row["requiredResources"] or {},
@@ -236,10 +225,9 @@ def job_actors(
 
 
 def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
-    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
-    exists; what the dashboard could not tell is named in ``not_available``. The job is read first (its
-    Ray job id filters the rest), then four reads at once; a job without a Ray job id never called
-    ``ray.init``: it has no tasks or actors."""
+    """The record of a job that ended (by itself, a timeout or a kill), read while its cluster exists: the
+    job first (its Ray job id filters the rest; without one it never called ``ray.init``), then four reads
+    at once."""
     missing: dict[str, str] = {}
     path = f"/api/jobs/{quote(request.submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
@@ -273,11 +261,8 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
-    """Check a price table against the cluster's resources before submit: ``None`` when checked, else
-    why it could not be (the dashboard did not answer).
-
-    :raises RayInvalidInputError: for a price of a resource the cluster does not have.
-    """
+    """:func:`~.record.check_against_cluster` on the cluster's nodes before submit: ``None`` when checked,
+    else why it could not be (the dashboard did not answer)."""
     try:
         nodes = read_nodes(reader)
     except Exception as exc:

@@ -37,11 +37,9 @@ DRIVER_NOT_COUNTED = (
 def resource_name(ray_name: str) -> str | None:
     """The record's name of a Ray resource: ``memory`` -> ``memory_gib``; ``None`` for bookkeeping ones
     (``node:<ip>``, ``object_store_memory``, accelerator-type markers) that are never priced."""
-    if ray_name == "memory":
-        return MEMORY
     if ray_name.startswith(("node:", "accelerator_type:")) or ray_name == "object_store_memory":
         return None
-    return ray_name
+    return MEMORY if ray_name == "memory" else ray_name
 
 
 @dataclass(frozen=True)
@@ -53,10 +51,6 @@ class Prices:
     groups: dict[str, dict[str, float]] = field(default_factory=dict)
     currency: str = "USD"
     source: str = "prices"
-
-    def for_group(self, group: str | None) -> dict[str, float]:
-        """The prices of one worker group's nodes."""
-        return {**self.default, **self.groups.get(group or "", {})}
 
     def to_dict(self) -> dict[str, Any]:
         """The table as given (for the record)."""
@@ -352,7 +346,7 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     """The estimate: each group's resource-hours at that group's prices (unpriced resources cost 0)."""
     by_resource: dict[str, float] = {}
     for group, table in by_group.items():
-        rates = prices.for_group(group)
+        rates = {**prices.default, **prices.groups.get(group, {})}
         for name, hours in table.items():
             if name in rates:
                 by_resource[name] = by_resource.get(name, 0.0) + hours * rates[name]

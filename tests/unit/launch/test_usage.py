@@ -196,7 +196,7 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     doc = (Path(__file__).parents[3] / "docs" / "usage.md").read_text()
     (block,) = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
     prices = parse_prices(json.loads(block))
-    assert prices is not None and prices.for_group("spot-workers")["CPU"] == 0.015
+    assert prices is not None and prices.groups["spot-workers"]["CPU"] == 0.015
 
 
 def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
