@@ -1,9 +1,6 @@
-"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses.
-
-Job calls go through Ray's own ``JobSubmissionClient`` (it uploads a local ``working_dir``), built on first
-use (its constructor calls the cluster; importing it loads ``ray``). The triggerer never imports ``ray``, so
-a deferred task's polls go through a small ``aiohttp`` reader of the same routes. Transient failures are
-retried with back-off (:func:`is_transient`); the token travels as ``Authorization: Bearer <token>``.
+"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses. Job calls go
+through Ray's ``JobSubmissionClient``, built on first use (it loads ``ray`` and calls the cluster); the
+triggerer never imports ``ray``, so a deferred task polls through a small ``aiohttp`` reader.
 """
 
 from __future__ import annotations
@@ -68,10 +65,8 @@ def http_status(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed call may succeed when tried again: connection errors, time-outs, 429 and 5xx.
-
-    Ray's "a job with this submission id already exists" (a 500) is not: the caller re-attaches instead.
-    """
+    """Whether a failed call may succeed when tried again: connection errors, time-outs, 429 and 5xx, but
+    not Ray's "a job with this submission id already exists" (a 500: the caller re-attaches instead)."""
     if isinstance(exc, RayJobAlreadyExistsError) or "already exists" in str(exc):
         return False
     status = http_status(exc)
@@ -105,13 +100,11 @@ class JobClient:
     """The Job API of one cluster (and the read-only routes of its dashboard).
 
     :param address: the dashboard's base URL, e.g. ``http://127.0.0.1:8265``.
-    :param token: the Ray auth token (``None``: the cluster has no token auth).
+    :param token: the Ray auth token, sent as ``Authorization: Bearer <token>``.
     :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
     :param metadata: job metadata added to every submission (the job's own keys win).
-    :param timeout: seconds per HTTP call of the reads this class makes itself.
     :param retry_attempts: attempts per call on transient failures (1: no retry).
     :param source: where the address came from, for messages (``connection 'ray_default'``).
-    :param conn_id: the Airflow connection the client was made from, if any (errors carry it).
     """
 
     def __init__(
@@ -255,11 +248,11 @@ class JobClient:
         return str(self.get_json("/api/version").get("ray_version", "?"))
 
     def _ssl(self) -> ssl.SSLContext | bool:
-        if isinstance(self.verify, str):
-            if os.path.isdir(self.verify):
-                return ssl.create_default_context(capath=self.verify)
-            return ssl.create_default_context(cafile=self.verify)
-        return bool(self.verify)
+        if not isinstance(self.verify, str):
+            return bool(self.verify)
+        if os.path.isdir(self.verify):
+            return ssl.create_default_context(capath=self.verify)
+        return ssl.create_default_context(cafile=self.verify)
 
     async def _arequest(self, method: str, path: str, *, allow_404: bool = False) -> Any:
         if self._aio_session is None or self._aio_session.closed:

@@ -1,8 +1,5 @@
 """A job's driver log, streamed without repeating lines, and how a finished job ends the task: the XCom
 result, or a provider error with the log's tail.
-
-**Streaming.** The Job API returns the whole log on every read; the caller keeps an *offset* (characters
-already written, a plain int that travels through a trigger) and writes only the complete lines past it.
 """
 
 from __future__ import annotations
@@ -26,7 +23,8 @@ LOG_PREFIX = "[ray job] "
 
 
 def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
-    """The complete lines of ``text`` past ``offset`` (no line endings) and the new offset; ``final``:
+    """The complete lines of ``text`` (the whole log: the Job API returns it on every read) past ``offset``
+    (the characters already written, an int that travels through a trigger) and the new offset; ``final``:
     the job has finished, so a trailing line without a newline too."""
     # A log rotated or truncated under us (or a bogus offset): start over at its end, not dump it again.
     offset = min(max(offset, 0), len(text))
@@ -66,12 +64,6 @@ def job_result(state: JobState, dashboard_url: str) -> dict[str, str]:
 
 #: Longest log line an error carries (a ``--config-json`` entrypoint echoed in the log runs to pages).
 MAX_LINE_CHARS = 500
-_RAY_LOG_MARKER = ", last available logs"
-
-
-def ray_message(message: str | None) -> str:
-    """Ray's job message without the copy of the job log it appends (the error carries the log once)."""
-    return (message or "no message").split(_RAY_LOG_MARKER, 1)[0]
 
 
 def clip_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
@@ -93,7 +85,8 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
         raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
     log_tail = clip_lines(tail(log_text, tail_lines))
     shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
-    message = ray_message(state.message) + shown
+    # Ray's message without the copy of the log it appends (the error carries the log once)
+    message = (state.message or "no message").split(", last available logs", 1)[0] + shown
     if state.status is JobStatus.STOPPED:
         raise RayJobStoppedError(f"Ray job {sid!r} was STOPPED (by a user, a kill or a timeout): {message}",
                                  submission_id=sid, status=state.status.value, log_tail=log_tail)  # fmt: skip

@@ -1,8 +1,6 @@
-"""One truth for Ray job state, shared by the operator, the sensor and the trigger.
-
-:class:`JobStatus` mirrors Ray's ``ray.job_submission.JobStatus`` value for value, ``is_terminal()``
-included (a test checks both member for member): importing Ray's loads all of ``ray``, which the triggerer
-must not. No Airflow or Ray imports.
+"""One truth for Ray job state, shared by the operator, the sensor and the trigger: :class:`JobStatus`
+mirrors Ray's ``JobStatus`` member for member (a test checks it), because importing Ray's loads all of
+``ray``, which the triggerer must not.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What gets submitted, and under which id: the deterministic submission id (no try number, so every try
-of a task instance computes the same one; later attempts get ``-a2``, ``-a3``, ...), the re-attach rule
-(docs/operators.md: the latest of a task instance's jobs decides; Ray refuses a second job with an existing
-id, so a racing zombie's loser re-attaches), the quoted entrypoint, metadata, and the checks that run
-before anything reaches Ray.
+"""What gets submitted, and under which id: the deterministic submission id (no try number; later
+attempts get ``-a2``, ``-a3``, ...), the re-attach rule (docs/operators.md), the quoted entrypoint,
+metadata, and the checks that run before anything reaches Ray.
 """
 
 from __future__ import annotations
