@@ -11,6 +11,7 @@ import os
 import re
 import ssl
 from collections.abc import Callable
+from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -88,49 +89,37 @@ def retry_policy(attempts: int, *, max_wait: float = 10.0) -> dict[str, Any]:
     }
 
 
-def auth_headers(token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The user's headers plus ``Authorization: Bearer <token>`` (an explicit ``Authorization`` wins)."""
-    headers = {str(k): str(v) for k, v in (extra or {}).items()}
-    if token and not any(k.lower() == "authorization" for k in headers):
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
+@dataclass(repr=False, eq=False)
 class JobClient:
     """The Job API of one cluster (and the read-only routes of its dashboard).
 
     :param address: the dashboard's base URL, e.g. ``http://127.0.0.1:8265``.
-    :param token: the Ray auth token, sent as ``Authorization: Bearer <token>``.
+    :param token: the Ray auth token, added to ``headers`` as ``Authorization: Bearer <token>`` (unless
+        they have an ``Authorization``).
     :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
     :param metadata: job metadata added to every submission (the job's own keys win).
     :param retry_attempts: attempts per call on transient failures (1: no retry).
     :param source: where the address came from, for messages (``connection 'ray_default'``).
     """
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: str | None = None,
-        headers: dict[str, str] | None = None,
-        cookies: dict[str, str] | None = None,
-        verify: bool | str = True,
-        metadata: dict[str, str] | None = None,
-        timeout: float = 30.0,
-        retry_attempts: int = 5,
-        retry_max_wait: float = 10.0,
-        source: str | None = None,
-        conn_id: str | None = None,
-    ) -> None:
-        self.address = address.rstrip("/")
-        self.headers = auth_headers(token, headers)
-        self.cookies = dict(cookies or {})
-        self.verify = verify
-        self.metadata = dict(metadata or {})
-        self.timeout = timeout
-        self.retry_attempts = retry_attempts
-        self.retry_max_wait = retry_max_wait
-        self.source, self.conn_id = source or self.address, conn_id
+    address: str
+    _: KW_ONLY
+    token: InitVar[str | None] = None
+    headers: dict[str, str] = field(default_factory=dict)
+    cookies: dict[str, str] = field(default_factory=dict)
+    verify: bool | str = True
+    metadata: dict[str, str] = field(default_factory=dict)
+    timeout: float = 30.0
+    retry_attempts: int = 5
+    retry_max_wait: float = 10.0
+    source: str = ""
+    conn_id: str | None = None
+
+    def __post_init__(self, token: str | None) -> None:
+        self.address, self.source = self.address.rstrip("/"), self.source or self.address.rstrip("/")
+        self.headers = {str(k): str(v) for k, v in self.headers.items()}
+        if token and not any(k.lower() == "authorization" for k in self.headers):
+            self.headers["Authorization"] = f"Bearer {token}"
         self._aio_session: aiohttp.ClientSession | None = None
 
     def __repr__(self) -> str:
@@ -238,10 +227,7 @@ class JobClient:
     def reader(self, timeout: float = 10.0) -> JobClient:
         """This client for the usage record's reads: a short timeout and no retry (a slow dashboard costs
         the record, never the job)."""
-        return JobClient(
-            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify,
-            timeout=min(self.timeout, timeout), retry_attempts=1, source=self.source,
-        )  # fmt: skip
+        return replace(self, timeout=min(self.timeout, timeout), retry_attempts=1)
 
     def version(self) -> str:
         """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""
