@@ -70,20 +70,12 @@ def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
     )
 
 
-def build_metadata(
-    *mappings: dict[str, Any] | None, task_instance: dict[str, Any] | None = None
-) -> dict[str, str]:
-    """Merge metadata dicts (later wins), then add the ``airflow_*`` task-instance keys (always win)."""
-    merged: dict[str, str] = {}
-    for mapping in mappings:
-        if mapping is None:
-            continue
-        if not isinstance(mapping, dict):
-            raise RayInvalidInputError(f"metadata must be a dict of strings, got {type(mapping).__name__}")
-        merged.update({str(k): str(v) for k, v in mapping.items()})
-    for key, value in (task_instance or {}).items():
-        merged[f"{METADATA_PREFIX}{key}"] = str(value)
-    return merged
+def build_metadata(metadata: Any, *, task_instance: dict[str, Any] | None = None) -> dict[str, str]:
+    """The job's metadata as strings, plus the ``airflow_*`` task-instance keys (they always win)."""
+    if not isinstance(metadata, dict | None):
+        raise RayInvalidInputError(f"metadata must be a dict of strings, got {type(metadata).__name__}")
+    merged = {str(k): str(v) for k, v in (metadata or {}).items()}
+    return merged | {f"{METADATA_PREFIX}{key}": str(value) for key, value in (task_instance or {}).items()}
 
 
 def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
