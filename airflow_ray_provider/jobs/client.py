@@ -27,7 +27,7 @@ from airflow_ray_provider.exceptions import (
     RayJobApiError,
     RayProviderError,
 )
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.outcome import JobState
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient

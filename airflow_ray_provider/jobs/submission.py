@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.outcome import JobState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _ATTEMPT = re.compile(r"^(?P<base>.+)-a(?P<n>[0-9]+)$")

@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs import JobState
 from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record, with_teardown
 from airflow_ray_provider.launch.wait import Ending
 
