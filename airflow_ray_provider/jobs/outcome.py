@@ -51,7 +51,6 @@ class JobState:
     status: JobStatus
     message: str | None = None
     driver_exit_code: int | None = None
-    error_type: str | None = None
     start_time: int | None = None
     end_time: int | None = None
     entrypoint: str | None = None
@@ -85,6 +84,8 @@ class JobState:
 
 
 DEFAULT_TAIL_LINES = 50
+#: Longest log line an error carries (a ``--config-json`` entrypoint echoed in the log runs to pages).
+MAX_LINE_CHARS = 500
 #: Lines of context a re-attached try shows again (the earlier try's task log has everything before).
 REATTACH_CONTEXT_LINES = 20
 
@@ -105,9 +106,12 @@ def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[
     return pending[:cut].splitlines(), offset + cut
 
 
-def tail(text: str, lines: int = DEFAULT_TAIL_LINES) -> str:
-    """The last ``lines`` lines of a log."""
-    return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
+def tail(text: str, lines: int = DEFAULT_TAIL_LINES, limit: int = MAX_LINE_CHARS) -> str:
+    """The last ``lines`` lines of a log, each cut to ``limit`` characters (saying how many were cut)."""
+    return "\n".join(
+        f"{line[:limit]}... ({len(line) - limit} more characters)" if len(line) > limit else line
+        for line in (text.splitlines()[-lines:] if lines > 0 else [])
+    )
 
 
 def resume_offset(text: str, context_lines: int = REATTACH_CONTEXT_LINES) -> int:
@@ -132,18 +136,6 @@ def job_result(state: JobState, dashboard_url: str) -> dict[str, str]:
     }
 
 
-#: Longest log line an error carries (a ``--config-json`` entrypoint echoed in the log runs to pages).
-MAX_LINE_CHARS = 500
-
-
-def clip_lines(text: str, limit: int = MAX_LINE_CHARS) -> str:
-    """Each line of ``text`` cut to ``limit`` characters (saying how many were cut)."""
-    return "\n".join(
-        f"{line[:limit]}... ({len(line) - limit} more characters)" if len(line) > limit else line
-        for line in text.splitlines()
-    )
-
-
 def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
     """Return quietly for a succeeded job; else raise :class:`RayJobFailedError` (with the driver's exit
     code), :class:`RayJobStoppedError` or, for a job not finished, :class:`RayProviderError`, carrying the
@@ -153,7 +145,7 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
         return
     if not state.is_terminal:
         raise RayProviderError(f"Ray job {sid!r} has not finished (status {state.status.value})")
-    log_tail = clip_lines(tail(log_text, tail_lines))
+    log_tail = tail(log_text, tail_lines)
     shown = f"\nLast {tail_lines} lines of its log:\n{log_tail}" if log_tail else "\n(its log is empty)"
     # Ray's message without the copy of the log it appends (the error carries the log once)
     message = (state.message or "no message").split(", last available logs", 1)[0] + shown
@@ -167,7 +159,7 @@ def raise_for_state(state: JobState, log_text: str, *, tail_lines: int = DEFAULT
 
 def timeout_error(submission_id: str, timeout: float, log_text: str, *, stopped: bool) -> RayJobTimeoutError:
     """The error for a job that ran past ``job_timeout``."""
-    log_tail = clip_lines(tail(log_text))
+    log_tail = tail(log_text)
     action = "it was stopped" if stopped else "it was left running"
     text = f"Ray job {submission_id!r} ran past job_timeout={timeout:g}s; {action}."
     shown = f"\nLast lines of its log:\n{log_tail}" if log_tail else ""
