@@ -109,14 +109,10 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    try:
-        ids = {str(row.get("actor_id")) for row in state_list(reader, "/api/v0/actors", ("name", name))[0]}
-    except Exception as exc:
-        missing["queued"] = (
-            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did "
-            f"not answer: {_why(exc)}"
-        )
+    route = "/api/v0/actors"
+    if (rows := _read(missing, "queued", route, lambda: state_list(reader, route, ("name", name)))) is None:
         return None
+    ids = {str(row.get("actor_id")) for row in rows[0]}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
     if found is None and ids:
         missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
@@ -263,10 +259,9 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
     """:func:`~.record.check_against_cluster` on the cluster's nodes before submit: ``None`` when checked,
     else why it could not be (the dashboard did not answer)."""
-    try:
-        nodes = read_nodes(reader)
-    except Exception as exc:
-        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    missing: dict[str, str] = {}
+    if (nodes := _read(missing, "nodes", "/api/v0/nodes", partial(read_nodes, reader))) is None:
+        return missing["nodes"]
     groups: dict[str, set[str]] = {}
     for node in nodes:
         groups.setdefault(node.group, set()).update(node.resources)
