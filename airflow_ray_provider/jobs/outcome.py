@@ -20,17 +20,14 @@ from airflow_ray_provider.exceptions import (
 
 
 class JobStatus(str, Enum):
-    """The status of a Ray job, value-identical to ``ray.job_submission.JobStatus``."""
+    """The status of a Ray job, value-identical to ``ray.job_submission.JobStatus``: ``PENDING`` (waiting
+    for the driver to start: resources, runtime_env setup), ``RUNNING``, ``STOPPED`` (by ``ray job stop``,
+    ``on_kill``, a timeout), ``SUCCEEDED`` (exit code 0), ``FAILED`` (non-zero, or it could not start)."""
 
-    #: Submitted; waiting for the driver to start (resources, runtime_env setup).
     PENDING = "PENDING"
-    #: The entrypoint is running.
     RUNNING = "RUNNING"
-    #: Stopped by a user (``ray job stop``, ``on_kill``, a timeout).
     STOPPED = "STOPPED"
-    #: The entrypoint exited with code 0.
     SUCCEEDED = "SUCCEEDED"
-    #: The entrypoint exited non-zero, or the job could not start (e.g. runtime_env failed).
     FAILED = "FAILED"
 
     def is_terminal(self) -> bool:
