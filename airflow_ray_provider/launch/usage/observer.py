@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.jobs import JobState
-from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record, with_teardown
+from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record
 from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:
@@ -333,6 +333,8 @@ def record(run: JobRun, *, refresh: bool = False) -> None:
 
 
 def deleted(run: JobRun) -> None:
-    """Add the teardown to ``run``'s record: the run's cluster is gone now."""
-    if run.record:
-        run.record = with_teardown(run.record, time.time())
+    """Add ``phases.teardown_s`` to ``run``'s record (a new dict): its job's end to now, its cluster gone."""
+    if data := run.record:
+        phases = {**data["phases"], "teardown_s": round(max(0.0, time.time() - data["times"]["ended"]), 3)}
+        missing = {k: v for k, v in data["not_available"].items() if k != "teardown"}
+        run.record = {**data, "phases": phases, "not_available": missing}

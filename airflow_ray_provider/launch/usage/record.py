@@ -389,13 +389,6 @@ def usage_line(data: Mapping[str, Any]) -> str:
     return line
 
 
-def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
-    """A record's dict with ``phases.teardown_s``: from the job's end to ``gone_at`` (the cluster gone)."""
-    phases = {**data["phases"], "teardown_s": round(max(0.0, gone_at - data["times"]["ended"]), 3)}
-    missing = {k: v for k, v in (data.get("not_available") or {}).items() if k != "teardown"}
-    return {**data, "phases": phases, "not_available": missing}
-
-
 #: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
 #: :class:`Allocation` counter that counts them (``unsettled``: none once the Job API reports the end).
 TASK_NOTES = {

@@ -199,13 +199,18 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     assert prices is not None and prices.groups["spot-workers"]["CPU"] == 0.015
 
 
-def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
-    from airflow_ray_provider.launch.usage.record import with_teardown
+def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from airflow_ray_provider.launch.usage import observer
 
     request = UsageOptions("one_task", "c", True, submission_id="s", teardown_note="not yet")
     record = _record(request, T0, T0 + 100, nodes=[_node()])
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
-    done = with_teardown(record, T0 + 112.5)
+    run = SimpleNamespace(record=record)
+    monkeypatch.setattr(observer.time, "time", lambda: T0 + 112.5)  # the cluster is gone at T0 + 112.5
+    observer.deleted(run)  # type: ignore[arg-type]
+    done = run.record
     assert done["phases"]["teardown_s"] == 12.5 and "teardown" not in done["not_available"]
     assert record["phases"]["teardown_s"] is None  # the record given is not changed
 
