@@ -20,7 +20,6 @@ from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobAlreadyE
 from airflow_ray_provider.jobs.outcome import JobState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_ATTEMPT = re.compile(r"^(?P<base>.+)-a(?P<n>[0-9]+)$")
 _PART_LIMIT = 40
 METADATA_PREFIX = "airflow_"
 
@@ -48,10 +47,8 @@ def attempt_of(base: str, submission_id: str) -> int | None:
     """The attempt number of ``submission_id`` under ``base``, or ``None`` if it is not one of its ids."""
     if submission_id == base:
         return 1
-    match = _ATTEMPT.match(submission_id)
-    if match and match.group("base") == base and int(match.group("n")) >= 2:
-        return int(match.group("n"))
-    return None
+    match = re.fullmatch(re.escape(base) + r"-a([0-9]+)", submission_id)
+    return int(match.group(1)) if match and int(match.group(1)) >= 2 else None
 
 
 def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
