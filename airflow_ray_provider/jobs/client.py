@@ -89,7 +89,7 @@ def retry_policy(attempts: int, *, max_wait: float = 10.0) -> dict[str, Any]:
     }
 
 
-@dataclass(repr=False, eq=False)
+@dataclass(eq=False)
 class JobClient:
     """The Job API of one cluster (and the read-only routes of its dashboard).
 
@@ -105,8 +105,8 @@ class JobClient:
     address: str
     _: KW_ONLY
     token: InitVar[str | None] = None
-    headers: dict[str, str] = field(default_factory=dict)
-    cookies: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # credentials: never shown
+    cookies: dict[str, str] = field(default_factory=dict, repr=False)
     verify: bool | str = True
     metadata: dict[str, str] = field(default_factory=dict)
     timeout: float = 30.0
@@ -121,9 +121,6 @@ class JobClient:
         if token and not any(k.lower() == "authorization" for k in self.headers):
             self.headers["Authorization"] = f"Bearer {token}"
         self._aio_session: aiohttp.ClientSession | None = None
-
-    def __repr__(self) -> str:
-        return f"JobClient({self.address!r}, source={self.source!r})"
 
     def secrets(self) -> list[str]:
         """The credential values this client sends (for a log masker)."""
