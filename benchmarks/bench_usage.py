@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_ray_provider.launch.usage import (
         UsageOptions,
         check_prices_on_cluster,
-        collect_usage,
         parse_prices,
         usage_line,
     )
+    from airflow_ray_provider.launch.usage.observer import collect_usage
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
 
     head = start_head(LocalHeadConfig(num_cpus=2, auth=True), name="bench-usage")

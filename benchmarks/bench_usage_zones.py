@@ -56,8 +56,8 @@ def run_job(data_uri: str, out_dir: str, trainer: str, code: str) -> dict[str, A
     """One zone-training job on a fresh 2-CPU head, with ``code``'s package; its record and timeline."""
     from airflow_ray_provider.jobs.client import JobClient
     from airflow_ray_provider.jobs.submission import JobSpec
-    from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, usage_line
-    from airflow_ray_provider.launch.usage.observer import state_list
+    from airflow_ray_provider.launch.usage import UsageOptions, usage_line
+    from airflow_ray_provider.launch.usage.observer import collect_usage, state_list
     from airflow_ray_provider.local import LocalHeadConfig, read_token, start_head, stop_head
     from airflow_ray_provider.templates.common import workload_entrypoint
     from airflow_ray_provider.workloads.common import artifacts

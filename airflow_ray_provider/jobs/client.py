@@ -1,9 +1,6 @@
-"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses.
-
-Job calls go through Ray's own ``JobSubmissionClient`` (it uploads a local ``working_dir``), built on first
-use (its constructor calls the cluster; importing it loads ``ray``). The triggerer never imports ``ray``, so
-a deferred task's polls go through a small ``aiohttp`` reader of the same routes. Transient failures are
-retried with back-off (:func:`is_transient`); the token travels as ``Authorization: Bearer <token>``.
+"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses. Job calls go
+through Ray's ``JobSubmissionClient``, built on first use (it loads ``ray`` and calls the cluster); the
+triggerer never imports ``ray``, so a deferred task polls through a small ``aiohttp`` reader.
 """
 
 from __future__ import annotations
@@ -14,6 +11,7 @@ import os
 import re
 import ssl
 from collections.abc import Callable
+from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -29,7 +27,7 @@ from airflow_ray_provider.exceptions import (
     RayJobApiError,
     RayProviderError,
 )
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.outcome import JobState
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -68,10 +66,8 @@ def http_status(exc: BaseException) -> int | None:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether a failed call may succeed when tried again: connection errors, time-outs, 429 and 5xx.
-
-    Ray's "a job with this submission id already exists" (a 500) is not: the caller re-attaches instead.
-    """
+    """Whether a failed call may succeed when tried again: connection errors, time-outs, 429 and 5xx, but
+    not Ray's "a job with this submission id already exists" (a 500: the caller re-attaches instead)."""
     if isinstance(exc, RayJobAlreadyExistsError) or "already exists" in str(exc):
         return False
     status = http_status(exc)
@@ -93,55 +89,38 @@ def retry_policy(attempts: int, *, max_wait: float = 10.0) -> dict[str, Any]:
     }
 
 
-def auth_headers(token: str | None, extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The user's headers plus ``Authorization: Bearer <token>`` (an explicit ``Authorization`` wins)."""
-    headers = {str(k): str(v) for k, v in (extra or {}).items()}
-    if token and not any(k.lower() == "authorization" for k in headers):
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
-
-
+@dataclass(eq=False)
 class JobClient:
     """The Job API of one cluster (and the read-only routes of its dashboard).
 
     :param address: the dashboard's base URL, e.g. ``http://127.0.0.1:8265``.
-    :param token: the Ray auth token (``None``: the cluster has no token auth).
+    :param token: the Ray auth token, added to ``headers`` as ``Authorization: Bearer <token>`` (unless
+        they have an ``Authorization``).
     :param verify: TLS verification: ``True``, ``False`` or a CA bundle path.
     :param metadata: job metadata added to every submission (the job's own keys win).
-    :param timeout: seconds per HTTP call of the reads this class makes itself.
     :param retry_attempts: attempts per call on transient failures (1: no retry).
     :param source: where the address came from, for messages (``connection 'ray_default'``).
-    :param conn_id: the Airflow connection the client was made from, if any (errors carry it).
     """
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        token: str | None = None,
-        headers: dict[str, str] | None = None,
-        cookies: dict[str, str] | None = None,
-        verify: bool | str = True,
-        metadata: dict[str, str] | None = None,
-        timeout: float = 30.0,
-        retry_attempts: int = 5,
-        retry_max_wait: float = 10.0,
-        source: str | None = None,
-        conn_id: str | None = None,
-    ) -> None:
-        self.address = address.rstrip("/")
-        self.headers = auth_headers(token, headers)
-        self.cookies = dict(cookies or {})
-        self.verify = verify
-        self.metadata = dict(metadata or {})
-        self.timeout = timeout
-        self.retry_attempts = retry_attempts
-        self.retry_max_wait = retry_max_wait
-        self.source, self.conn_id = source or self.address, conn_id
-        self._aio_session: aiohttp.ClientSession | None = None
+    address: str
+    _: KW_ONLY
+    token: InitVar[str | None] = None
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # credentials: never shown
+    cookies: dict[str, str] = field(default_factory=dict, repr=False)
+    verify: bool | str = True
+    metadata: dict[str, str] = field(default_factory=dict)
+    timeout: float = 30.0
+    retry_attempts: int = 5
+    retry_max_wait: float = 10.0
+    source: str = ""
+    conn_id: str | None = None
 
-    def __repr__(self) -> str:
-        return f"JobClient({self.address!r}, source={self.source!r})"
+    def __post_init__(self, token: str | None) -> None:
+        self.address, self.source = self.address.rstrip("/"), self.source or self.address.rstrip("/")
+        self.headers = {str(k): str(v) for k, v in self.headers.items()}
+        if token and not any(k.lower() == "authorization" for k in self.headers):
+            self.headers["Authorization"] = f"Bearer {token}"
+        self._aio_session: aiohttp.ClientSession | None = None
 
     def secrets(self) -> list[str]:
         """The credential values this client sends (for a log masker)."""
@@ -245,21 +224,18 @@ class JobClient:
     def reader(self, timeout: float = 10.0) -> JobClient:
         """This client for the usage record's reads: a short timeout and no retry (a slow dashboard costs
         the record, never the job)."""
-        return JobClient(
-            self.address, headers=self.headers, cookies=self.cookies, verify=self.verify,
-            timeout=min(self.timeout, timeout), retry_attempts=1, source=self.source,
-        )  # fmt: skip
+        return replace(self, timeout=min(self.timeout, timeout), retry_attempts=1)
 
     def version(self) -> str:
         """The cluster's Ray version (``GET /api/version``: the dashboard answers with the token)."""
         return str(self.get_json("/api/version").get("ray_version", "?"))
 
     def _ssl(self) -> ssl.SSLContext | bool:
-        if isinstance(self.verify, str):
-            if os.path.isdir(self.verify):
-                return ssl.create_default_context(capath=self.verify)
-            return ssl.create_default_context(cafile=self.verify)
-        return bool(self.verify)
+        if not isinstance(self.verify, str):
+            return bool(self.verify)
+        if os.path.isdir(self.verify):
+            return ssl.create_default_context(capath=self.verify)
+        return ssl.create_default_context(cafile=self.verify)
 
     async def _arequest(self, method: str, path: str, *, allow_404: bool = False) -> Any:
         if self._aio_session is None or self._aio_session.closed:

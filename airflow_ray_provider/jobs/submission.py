@@ -1,8 +1,6 @@
-"""What gets submitted, and under which id: the deterministic submission id (no try number, so every try
-of a task instance computes the same one; later attempts get ``-a2``, ``-a3``, ...), the re-attach rule
-(docs/operators.md: the latest of a task instance's jobs decides; Ray refuses a second job with an existing
-id, so a racing zombie's loser re-attaches), the quoted entrypoint, metadata, and the checks that run
-before anything reaches Ray.
+"""What gets submitted, and under which id: the deterministic submission id (no try number; later
+attempts get ``-a2``, ``-a3``, ...), the re-attach rule (docs/operators.md), the quoted entrypoint,
+metadata, and the checks that run before anything reaches Ray.
 """
 
 from __future__ import annotations
@@ -19,10 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.outcome import JobState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
-_ATTEMPT = re.compile(r"^(?P<base>.+)-a(?P<n>[0-9]+)$")
 _PART_LIMIT = 40
 METADATA_PREFIX = "airflow_"
 
@@ -50,10 +47,8 @@ def attempt_of(base: str, submission_id: str) -> int | None:
     """The attempt number of ``submission_id`` under ``base``, or ``None`` if it is not one of its ids."""
     if submission_id == base:
         return 1
-    match = _ATTEMPT.match(submission_id)
-    if match and match.group("base") == base and int(match.group("n")) >= 2:
-        return int(match.group("n"))
-    return None
+    match = re.fullmatch(re.escape(base) + r"-a([0-9]+)", submission_id)
+    return int(match.group(1)) if match and int(match.group(1)) >= 2 else None
 
 
 def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
@@ -72,20 +67,12 @@ def build_entrypoint(entrypoint: str | list[Any] | tuple[Any, ...]) -> str:
     )
 
 
-def build_metadata(
-    *mappings: dict[str, Any] | None, task_instance: dict[str, Any] | None = None
-) -> dict[str, str]:
-    """Merge metadata dicts (later wins), then add the ``airflow_*`` task-instance keys (always win)."""
-    merged: dict[str, str] = {}
-    for mapping in mappings:
-        if mapping is None:
-            continue
-        if not isinstance(mapping, dict):
-            raise RayInvalidInputError(f"metadata must be a dict of strings, got {type(mapping).__name__}")
-        merged.update({str(k): str(v) for k, v in mapping.items()})
-    for key, value in (task_instance or {}).items():
-        merged[f"{METADATA_PREFIX}{key}"] = str(value)
-    return merged
+def build_metadata(metadata: Any, *, task_instance: dict[str, Any] | None = None) -> dict[str, str]:
+    """The job's metadata as strings, plus the ``airflow_*`` task-instance keys (they always win)."""
+    if not isinstance(metadata, dict | None):
+        raise RayInvalidInputError(f"metadata must be a dict of strings, got {type(metadata).__name__}")
+    merged = {str(k): str(v) for k, v in (metadata or {}).items()}
+    return merged | {f"{METADATA_PREFIX}{key}": str(value) for key, value in (task_instance or {}).items()}
 
 
 def _check_number(name: str, value: Any, *, integer: bool = False) -> None:

@@ -28,8 +28,8 @@ from airflow_ray_provider.clusters import (
     TaskIdentity,
 )
 from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.jobs import JobState, JobStatus
 from airflow_ray_provider.jobs.client import JobClient, ray_token_from_environment
-from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import (
     Choice,
     JobSpec,

@@ -13,8 +13,7 @@ from urllib.parse import urlencode
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
-from airflow_ray_provider.jobs.status import JobState
+from airflow_ray_provider.jobs.outcome import JobState, dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
 from airflow_ray_provider.launch.run import RunTarget
 from airflow_ray_provider.launch.wait import Observation, wait_until_ready

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.airflow_services import AirflowServices
 

@@ -1,7 +1,6 @@
-"""The usage record as an observer of a run: the run tells it what it saw (:func:`looked`), when it ends
-(:func:`record`) and that it deleted its cluster (:func:`deleted`). The record is made once, at the first
-look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's cluster
-right after its job), else when the run ends, from what the dashboard knows (docs/usage.md's routes).
+"""The usage record as an observer of a run (:func:`looked`, :func:`record`, :func:`deleted`): made once,
+at the first look that finds the job ended while its cluster still answers (KubeRay may delete a RayJob's
+cluster right after its job), else when the run ends, from the dashboard's routes (docs/usage.md).
 """
 
 from __future__ import annotations
@@ -16,13 +15,13 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 from urllib.parse import quote
 
-from airflow_ray_provider.jobs.status import JobState
-from airflow_ray_provider.launch.usage.prices import Prices, check_against_cluster
-from airflow_ray_provider.launch.usage.record import JobReads, Node, UsageOptions, make_record, with_teardown
+from airflow_ray_provider.jobs import JobState
+from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record
 from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:
     from airflow_ray_provider.launch.run import JobRun
+    from airflow_ray_provider.launch.usage.record import Prices, UsageOptions
     from airflow_ray_provider.launch.wait import Observation
 
 T = TypeVar("T")
@@ -37,9 +36,8 @@ STATE_LIMIT = 10_000
 SUPERVISOR_PREFIX = "_ray_internal_job_actor_"
 #: How long the dashboard may take to apply the GCS's last actor updates (it polls them continuously).
 ACTOR_UPDATES_SETTLE_S = 1.0
-#: Re-reads of ``/logical/actors`` while it still lacks one of the job's actors or an end the GCS has, each
-#: :data:`ACTOR_UPDATES_SETTLE_S` after the last: a loaded head can take more than one. Only a record
-#: that would otherwise lose an actor waits.
+#: Re-reads of ``/logical/actors`` while it lacks one of the job's actors or an end the GCS has (a loaded
+#: head can take more than one); only a record that would otherwise lose an actor waits.
 ACTOR_REREADS = 3
 
 
@@ -111,14 +109,10 @@ def find_supervisor(
     found = next((a for a in actors if a.get("name") == name), None)
     if found is not None or not actors:
         return found
-    try:
-        ids = {str(row.get("actor_id")) for row in state_list(reader, "/api/v0/actors", ("name", name))[0]}
-    except Exception as exc:
-        missing["queued"] = (
-            f"the job's supervisor is not named in /logical/actors and /api/v0/actors did "
-            f"not answer: {_why(exc)}"
-        )
+    route = "/api/v0/actors"
+    if (rows := _read(missing, "queued", route, lambda: state_list(reader, route, ("name", name)))) is None:
         return None
+    ids = {str(row.get("actor_id")) for row in rows[0]}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
     if found is None and ids:
         missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
@@ -128,12 +122,12 @@ def find_supervisor(
 
 
 class JobActors(NamedTuple):
-    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and
-    the classes of actors dead in the GCS that it holds without an end."""
+    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and the
+    GCS's rows of the dead actors it holds without an end."""
 
     rows: list[dict[str, Any]]
     unlisted: list[dict[str, Any]]
-    unended: list[str]
+    unended: list[dict[str, Any]]
 
 
 #: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
@@ -161,7 +155,7 @@ def mend_job_actors(
             seen.add(str(actor.get("actorId")))
             rows.append({**actor, **{k: gcs[g] for k, g in _FROM_GCS if not actor.get(k) and gcs.get(g)}})
             if gcs.get("state") == "DEAD" and not actor.get("endTime"):
-                unended.append(str(gcs.get("class_name") or "actor"))
+                unended.append(gcs)
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
     return JobActors(rows, unlisted, unended)
 
@@ -210,16 +204,13 @@ def job_actors(
         "actors_timed_by_creation": (timed, f"{untimed}: counted from their creation task's end to the job's "
                                      "end (an upper bound)"),
         "actors_unlisted": (lost, f"{untimed}, and no finished creation task in /api/v0/tasks: not counted"),
+        "actors_unended": (found.unended, "are dead in the GCS but have no end time in /logical/actors yet: "
+                           "counted to the job's end"),
     }  # fmt: skip
     for key, (rows, text) in notes.items():
         if rows:
             names = ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
             missing[key] = f"{len(rows)} of the job's actors ({names}) {text}"
-    if found.unended:
-        missing["actors_unended"] = (
-            f"{len(found.unended)} actor(s) ({', '.join(sorted(found.unended))}) are dead in the GCS but "
-            "have no end time in /logical/actors yet: counted to the job's end"
-        )
     for gcs in timed:  # a /logical/actors-shaped row: from its creation task's end to the job's end
         row = {key: gcs.get(source) for key, source in _FROM_GCS}
         row.update(actorId=gcs.get("actor_id"), requiredResources=row["requiredResources"] or {},
@@ -230,10 +221,9 @@ def job_actors(
 
 
 def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
-    """The record of a finished job, or of one a timeout or a kill ended, read while its cluster still
-    exists; what the dashboard could not tell is named in ``not_available``. The job is read first (its
-    Ray job id filters the rest), then four reads at once; a job without a Ray job id never called
-    ``ray.init``: it has no tasks or actors."""
+    """The record of a job that ended (by itself, a timeout or a kill), read while its cluster exists: the
+    job first (its Ray job id filters the rest; without one it never called ``ray.init``), then four reads
+    at once."""
     missing: dict[str, str] = {}
     path = f"/api/jobs/{quote(request.submission_id, safe='')}"
     job = _read(missing, "job", path, lambda: dict(reader.get_json(path) or {}))
@@ -262,20 +252,16 @@ def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, A
         reread = partial(_read, missing, "actors_reread", "/logical/actors", partial(logical_actors, reader))
         own = job_actors(every, got.get("gcs_actors"), ray_job_id, missing, reread, tasks=tasks or [])
     supervisor = find_supervisor(reader, request.submission_id, every or [], missing)
-    reads = JobReads(job, got["nodes"], tasks, own, supervisor, missing)
-    return make_record(reads, request, now=time.time())
+    return make_record(request, now=time.time(), job=job, nodes=got["nodes"], tasks=tasks, actors=own,
+                       supervisor=supervisor, missing=missing)  # fmt: skip
 
 
 def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | None:
-    """Check a price table against the cluster's resources before submit: ``None`` when checked, else
-    why it could not be (the dashboard did not answer).
-
-    :raises RayInvalidInputError: for a price of a resource the cluster does not have.
-    """
-    try:
-        nodes = read_nodes(reader)
-    except Exception as exc:
-        return f"/api/v0/nodes did not answer: {_why(exc)}"
+    """:func:`~.record.check_against_cluster` on the cluster's nodes before submit: ``None`` when checked,
+    else why it could not be (the dashboard did not answer)."""
+    missing: dict[str, str] = {}
+    if (nodes := _read(missing, "nodes", "/api/v0/nodes", partial(read_nodes, reader))) is None:
+        return missing["nodes"]
     groups: dict[str, set[str]] = {}
     for node in nodes:
         groups.setdefault(node.group, set()).update(node.resources)
@@ -347,6 +333,8 @@ def record(run: JobRun, *, refresh: bool = False) -> None:
 
 
 def deleted(run: JobRun) -> None:
-    """Add the teardown to ``run``'s record: the run's cluster is gone now."""
-    if run.record:
-        run.record = with_teardown(run.record, time.time())
+    """Add ``phases.teardown_s`` to ``run``'s record (a new dict): its job's end to now, its cluster gone."""
+    if data := run.record:
+        phases = {**data["phases"], "teardown_s": round(max(0.0, time.time() - data["times"]["ended"]), 3)}
+        missing = {k: v for k, v in data["not_available"].items() if k != "teardown"}
+        run.record = {**data, "phases": phases, "not_available": missing}

@@ -1,18 +1,20 @@
 """The usage record of one Ray job (docs/usage.md, *The figures*), made from what the dashboard told and
-what the caller knows (pure: state API rows in, resource-hours out). Ray's task events are lossy: the
-rules below time an attempt with missing events, and count those they could not time.
+what the caller knows (pure: state API rows in, resource-hours out), and its price tables (*Prices*:
+checked before a job is submitted, applied after it ended). Ray's task events are lossy: the rules below
+time an attempt with missing events, and count those they could not time.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from airflow_ray_provider.launch.usage.prices import MEMORY, Prices, parse_prices, resource_name
+from airflow_ray_provider.exceptions import RayInvalidInputError
 
 #: The record's schema; readers check it.
 SCHEMA = "airflow-ray-usage/2"
@@ -22,11 +24,100 @@ HEAD_GROUP = "headgroup"
 #: A placement group's resource name: ``CPU_group_<bundle>_<pg id>`` or ``CPU_group_<pg id>``.
 _PG_RESOURCE = re.compile(r"^(?P<base>.+?)_group_(?:\d+_)?[0-9a-f]{16,}$")
 _GIB = 1024.0**3
+#: The record's name for Ray's ``memory`` resource (bytes there, GiB here).
+MEMORY = "memory_gib"
+_SYMBOLS = {"USD": "$", "EUR": "€", "GBP": "£"}
 #: Why allocated CPU is ``n/a`` for a job that ran while nothing in Ray's accounting held CPU: the driver
 #: runs in the job's supervisor process, which reserves nothing unless the entrypoint asks.
 DRIVER_NOT_COUNTED = (
     "the driver reserves no Ray resources: its work is not counted; set entrypoint_num_cpus to count it"
 )
+
+
+def resource_name(ray_name: str) -> str | None:
+    """The record's name of a Ray resource: ``memory`` -> ``memory_gib``; ``None`` for bookkeeping ones
+    (``node:<ip>``, ``object_store_memory``, accelerator-type markers) that are never priced."""
+    if ray_name.startswith(("node:", "accelerator_type:")) or ray_name == "object_store_memory":
+        return None
+    return MEMORY if ray_name == "memory" else ray_name
+
+
+@dataclass(frozen=True)
+class Prices:
+    """A checked price table: ``default`` for every node, ``groups`` overriding it per worker group;
+    ``source`` names where it came from, for messages."""
+
+    default: dict[str, float] = field(default_factory=dict)
+    groups: dict[str, dict[str, float]] = field(default_factory=dict)
+    currency: str = "USD"
+    source: str = "prices"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The table as given (for the record)."""
+        return {
+            **self.default,
+            "currency": self.currency,
+            "groups": {g: dict(t) for g, t in self.groups.items()},
+        }
+
+
+def _table(value: Any, where: str) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise RayInvalidInputError(f"{where} must be a mapping of resource name to price, got {value!r}")
+    for name, price in value.items():
+        if not isinstance(name, str) or not name or name == "memory" or resource_name(name) is None:
+            hint = " (price Ray's memory as memory_gib, per GiB-hour)" if name == "memory" else ""
+            raise RayInvalidInputError(f"{where} has a bad resource name {name!r}{hint}")
+        if isinstance(price, bool) or not isinstance(price, int | float) or not 0 < price < math.inf:
+            raise RayInvalidInputError(
+                f"{where}[{name!r}] must be a positive number (a price per resource-hour), got {price!r}"
+            )
+    return {name: float(price) for name, price in value.items()}
+
+
+def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
+    """Check a price table's shape and numbers (no cluster needed), before anything starts; ``None``
+    for no prices (the record shows no cost).
+
+    :param source: where it came from (``"connection 'ray_default' extra 'prices'"``).
+    :raises RayInvalidInputError: naming the field.
+    """
+    if value is None or isinstance(value, Prices):
+        return value
+    if not isinstance(value, Mapping):
+        raise RayInvalidInputError(f"{source} must be a mapping such as {{'CPU': 0.05}}, got {value!r}")
+    rest = dict(value)
+    currency = rest.pop("currency", "USD")
+    if not isinstance(currency, str) or not currency.strip():
+        raise RayInvalidInputError(
+            f"{source}['currency'] must be a currency code such as 'USD', got {currency!r}"
+        )
+    groups = rest.pop("groups", {}) or {}
+    if not isinstance(groups, Mapping):
+        raise RayInvalidInputError(f"{source}['groups'] must map worker-group names to price tables")
+    by_group = {str(g): _table(t, f"{source}['groups'][{g!r}]") for g, t in groups.items()}
+    prices = Prices(_table(rest, source), by_group, currency.strip().upper(), source)
+    if not prices.default and not any(prices.groups.values()):
+        raise RayInvalidInputError(f"{source} names no resource to price; e.g. {{'CPU': 0.05}}")
+    return prices
+
+
+def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -> None:
+    """Fail before submit on a price for a resource the cluster does not have.
+
+    :param groups: the record's resource names of each worker group that has nodes now; a group's own
+        prices are checked only when it has nodes (an autoscaled group may have none yet).
+    :raises RayInvalidInputError: naming the field and the resources the cluster has.
+    """
+    checks = [(prices.source, prices.default, set().union(*groups.values()), "the cluster")]
+    checks += [(f"{prices.source}['groups'][{group!r}]", table, set(groups[group]), f"worker group {group!r}")
+               for group, table in prices.groups.items() if groups.get(group)]  # fmt: skip
+    for where, table, have, whose in checks:
+        if lacking := sorted(set(table) - have):
+            raise RayInvalidInputError(
+                f"{where} prices {lacking}, which {whose} does not have (it has {sorted(have)}); "
+                "drop those prices or fix their names"
+            )
 
 
 def record_resources(requests: Mapping[str, Any] | None) -> dict[str, float]:
@@ -39,12 +130,6 @@ def record_resources(requests: Mapping[str, Any] | None) -> dict[str, float]:
         if name is not None and isinstance(amount, int | float) and amount > 0:
             out[name] = out.get(name, 0.0) + (float(amount) / _GIB if name == MEMORY else float(amount))
     return out
-
-
-def add_hours(total: dict[str, float], resources: Mapping[str, float], hours: float) -> None:
-    """Add ``resources`` held for ``hours`` to ``total`` (resource-hours)."""
-    for name, amount in resources.items():
-        total[name] = total.get(name, 0.0) + amount * hours
 
 
 def _round(value: float | None) -> float | None:
@@ -88,20 +173,6 @@ class UsageOptions:
     task_started: float | None = None
     cluster_ready: float | None = None
     ended_by: str = "finished"
-
-
-@dataclass
-class JobReads:
-    """What the dashboard told about one job (``/api/jobs/{id}``, the nodes, the job's task attempts,
-    its actors as :func:`~.observer.job_actors` counts them, its supervisor actor); ``None`` where a
-    read failed, and ``missing`` says why (the record's ``not_available``)."""
-
-    job: dict[str, Any] | None = None
-    nodes: list[Node] | None = None
-    tasks: list[dict[str, Any]] | None = None
-    actors: list[dict[str, Any]] | None = None
-    supervisor: dict[str, Any] | None = None
-    missing: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -155,7 +226,9 @@ class Allocation:
 
     def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
         """Count ``resources`` held for ``seconds`` on a node of ``group`` (by ``name``, its function)."""
-        add_hours(self.by_group.setdefault(group, {}), resources, max(0.0, seconds) / 3600.0)
+        table = self.by_group.setdefault(group, {})
+        for resource, amount in resources.items():
+            table[resource] = table.get(resource, 0.0) + amount * max(0.0, seconds) / 3600.0
         if resources.get("CPU") and name:
             held = resources["CPU"] * max(0.0, seconds)
             self.cpu_s_by_function[name] = self.cpu_s_by_function.get(name, 0.0) + held
@@ -263,9 +336,9 @@ def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[s
 
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """Resource-hours summed over the worker groups, rounded for the record."""
-    out: dict[str, float] = {}
+    out: Counter[str] = Counter()
     for table in by_group.values():
-        add_hours(out, table, 1.0)
+        out.update(table)
     return {k: round(v, 6) for k, v in sorted(out.items())}
 
 
@@ -273,7 +346,7 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
     """The estimate: each group's resource-hours at that group's prices (unpriced resources cost 0)."""
     by_resource: dict[str, float] = {}
     for group, table in by_group.items():
-        rates = prices.for_group(group)
+        rates = {**prices.default, **prices.groups.get(group, {})}
         for name, hours in table.items():
             if name in rates:
                 by_resource[name] = by_resource.get(name, 0.0) + hours * rates[name]
@@ -283,19 +356,6 @@ def cost(prices: Prices, by_group: Mapping[str, Mapping[str, float]]) -> dict[st
         "by_resource": {k: round(v, 6) for k, v in sorted(by_resource.items())},
         "prices": prices.to_dict(),
     }
-
-
-def utilisation(data: Mapping[str, Any]) -> dict[str, float | None]:
-    """A record's allocated CPU as a share of its reserved CPU (``None`` where allocated CPU is ``n/a``),
-    and allocated GPU of reserved GPU."""
-    reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
-    share = {}
-    for name in ("CPU", "GPU"):
-        whole = reserved.get(name, 0.0)
-        share[f"allocated_{name.lower()}"] = round(allocated.get(name, 0.0) / whole, 4) if whole > 0 else None
-    if "allocated_cpu" in (data.get("not_available") or {}):
-        share["allocated_cpu"] = None
-    return share
 
 
 def _figure(value: float) -> str:
@@ -309,7 +369,7 @@ def usage_line(data: Mapping[str, Any]) -> str:
     """A record's log line: ``reserved 3.2 CPU-h, allocated 2.6 (81 %), ~$0.13`` (GPU-hours when any;
     ``allocated n/a (why)`` where Ray's accounting did not count the job's work)."""
     reserved, allocated = data.get("reserved") or {}, data.get("allocated") or {}
-    share, why_na = utilisation(data)["allocated_cpu"], (data.get("not_available") or {}).get("allocated_cpu")
+    share, why_na = data["utilisation"]["allocated_cpu"], data["not_available"].get("allocated_cpu")
     line = f"reserved {_figure(reserved.get('CPU', 0.0))} CPU-h"
     ended_by = data.get("ended_by") or "finished"
     if ended_by != "finished":
@@ -322,15 +382,11 @@ def usage_line(data: Mapping[str, Any]) -> str:
     if allocated.get("GPU"):
         line += f" + {_figure(allocated['GPU'])} GPU-h"
     line += f" ({why_na})" if why_na else ""
-    cost = data.get("cost")
-    return line + (", " + Prices(currency=cost["currency"]).format(cost["amount"]) if cost else "")
-
-
-def with_teardown(data: dict[str, Any], gone_at: float) -> dict[str, Any]:
-    """A record's dict with ``phases.teardown_s``: from the job's end to ``gone_at`` (the cluster gone)."""
-    phases = {**data["phases"], "teardown_s": round(max(0.0, gone_at - data["times"]["ended"]), 3)}
-    missing = {k: v for k, v in (data.get("not_available") or {}).items() if k != "teardown"}
-    return {**data, "phases": phases, "not_available": missing}
+    if cost := data.get("cost"):
+        amount, symbol = cost["amount"], _SYMBOLS.get(cost["currency"])
+        text = f"{amount:.2f}" if amount >= 0.01 else f"{amount:.2g}"
+        line += f", ~{symbol}{text}" if symbol else f", ~{text} {cost['currency']}"
+    return line
 
 
 #: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
@@ -354,18 +410,30 @@ TASK_NOTES = {
 }
 
 
-def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[str, Any]:
-    """The job's record, the JSON object of docs/usage.md; what could not be read stays out and is named
-    in ``not_available``. ``now`` is the collection time (the end of a job that has not ended)."""
-    job, missing = reads.job or {}, dict(reads.missing)
+def make_record(
+    request: UsageOptions,
+    *,
+    now: float,
+    job: dict[str, Any] | None = None,
+    nodes: list[Node] | None = None,
+    tasks: list[dict[str, Any]] | None = None,
+    actors: list[dict[str, Any]] | None = None,
+    supervisor: dict[str, Any] | None = None,
+    missing: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The job's record, the JSON object of docs/usage.md, from what the dashboard told (``/api/jobs/{id}``,
+    the nodes, the job's task attempts, its actors, its supervisor actor: ``None`` where a read failed,
+    and ``missing`` says why); what could not be read is named in ``not_available``. ``now`` is the
+    collection time (the end of a job that has not ended)."""
+    job, missing = job or {}, dict(missing or {})
     submitted, ended = ((job.get(key) or now * 1000.0) / 1000.0 for key in ("start_time", "end_time"))
-    driver_started = (reads.supervisor or {}).get("startTime", 0) / 1000.0 or None
+    driver_started = (supervisor or {}).get("startTime", 0) / 1000.0 or None
     window = Window(submitted, ended, driver_started, request.task_started, request.cluster_ready)
-    groups = {node.node_id: node.group for node in reads.nodes or []}
+    groups = {node.node_id: node.group for node in nodes or []}
     counted = Allocation()
-    if reads.tasks is not None or reads.actors is not None:
+    if tasks is not None or actors is not None:
         driver_group = groups.get(str(job.get("driver_node_id") or ""), HEAD_GROUP)
-        counted = allocation(tasks=reads.tasks or [], actors=reads.actors or [], window=window,
+        counted = allocation(tasks=tasks or [], actors=actors or [], window=window,
                              entrypoint=record_resources(request.entrypoint), node_groups=groups,
                              driver_group=driver_group)  # fmt: skip
     if not job.get("end_time"):  # a job that has not ended has attempts still running
@@ -374,15 +442,15 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         if getattr(counted, counter):
             missing[key] = f"{getattr(counted, counter)} {text}"
     basis, reserved = "job requests", counted.by_group
-    if request.own_cluster and reads.nodes is not None:
-        basis, reserved = "cluster", reserved_by_group(reads.nodes, window)
+    if request.own_cluster and nodes is not None:
+        basis, reserved = "cluster", reserved_by_group(nodes, window)
     elif request.own_cluster:
         missing.setdefault(
             "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
         )
     allocated = total(counted.by_group)
     if not allocated.get("CPU") and window.ended > window.running_from:  # it ran: never 0 % for its work
-        read = reads.tasks is not None and reads.actors is not None
+        read = tasks is not None and actors is not None
         missing["allocated_cpu"] = (
             DRIVER_NOT_COUNTED if read else "the job's tasks or actors could not be read"
         )
@@ -390,14 +458,19 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         missing["teardown"] = request.teardown_note
     prices = parse_prices(request.prices)
     top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
-    record = {
+    held = total(reserved)
+    share = {f"allocated_{name.lower()}": round(allocated.get(name, 0.0) / held[name], 4) if held.get(name)
+             else None for name in ("CPU", "GPU")}  # fmt: skip
+    if "allocated_cpu" in missing:  # n/a, never 0 %
+        share["allocated_cpu"] = None
+    return {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
         "cluster": request.cluster,
         "mode": request.mode,
         "basis": basis,
         "phases": window.phases(),
-        "reserved": total(reserved),
+        "reserved": held,
         "allocated": allocated,
         "counts": {"tasks": counted.tasks, "actors": counted.actors},
         "cost": cost(prices, reserved) if prices is not None else None,
@@ -407,5 +480,5 @@ def make_record(reads: JobReads, request: UsageOptions, *, now: float) -> dict[s
         "times": window.times(),
         "allocated_cpu_s_by_function": {name: round(held, 3) for name, held in top},
         "schema": SCHEMA,
+        "utilisation": share,
     }
-    return {**record, "utilisation": utilisation(record)}

@@ -17,7 +17,7 @@ import pendulum
 import pytest
 
 from airflow_ray_provider.exceptions import RayTaskError, RayTaskFunctionError
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.dag_runs import load_dag, run_dag, task_states, write_dag_module, xcom_value
 from tests.fixtures.kuberay import HEAD_MODE

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayDashboardUnreachableError, RayJobApiError
 from airflow_ray_provider.hooks.ray_job import RayJobHook
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
 from tests.fixtures.ray_job import drop_connection, set_connection
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.kuberay import CONTROLLER_AGENT, HEAD_MODE, TEST_NAMESPACE
 from tests.fixtures.waiting import eventually

@@ -19,10 +19,10 @@ from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import (
     UsageOptions,
     check_prices_on_cluster,
-    collect_usage,
     parse_prices,
     usage_line,
 )
+from airflow_ray_provider.launch.usage.observer import collect_usage
 from airflow_ray_provider.launch.usage.record import DRIVER_NOT_COUNTED
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -59,7 +59,7 @@ while time.time() - start < 1.5:
 
 
 class TokenReader:
-    """A :class:`~airflow_ray_provider.launch.usage.DashboardReader` over ``requests`` with a bearer token."""
+    """A :class:`~airflow_ray_provider.launch.usage.observer.DashboardReader`: ``requests`` and a token."""
 
     def __init__(self, url: str, token: str) -> None:
         self.url, self.headers = url, {"Authorization": f"Bearer {token}"}

@@ -22,9 +22,9 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
 )
 from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
-from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.base import JOB_URL_XCOM_KEY
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
@@ -263,7 +263,7 @@ def _event(ray_conn_id: str, sid: str, subject: Any, ending: str | None, **field
 
 def test_execute_complete_turns_every_event_into_the_right_outcome(ray_conn_id):
     from airflow_ray_provider.exceptions import RayProviderError
-    from airflow_ray_provider.jobs.status import JobState
+    from airflow_ray_provider.jobs import JobState
 
     op = _op(entrypoint="unused", job_timeout=30)
     ctx = context_for(StandInTI(dag_id="unused"))

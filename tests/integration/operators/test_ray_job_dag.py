@@ -12,8 +12,8 @@ import time
 import pendulum
 import pytest
 
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
-from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from tests.fixtures.dag_runs import task_states as ti_states
 from tests.fixtures.dag_runs import write_dag_module

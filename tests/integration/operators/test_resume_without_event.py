@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
 from tests.fixtures.ray_job import StandInTI, context_for, job_ids_for

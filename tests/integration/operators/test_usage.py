@@ -117,9 +117,10 @@ def test_record_matches_what_the_tasks_and_the_gpu_actor_held(gpu_head: Any, tmp
     )
     assert record["phases"]["queued_s"] is not None and record["phases"]["running_s"] > 1.5
     # The dashboard may hold the supervisor without its name (see find_supervisor): found by id then.
-    from airflow_ray_provider.launch.usage import UsageOptions, collect_usage
+    from airflow_ray_provider.launch.usage import UsageOptions
     from airflow_ray_provider.launch.usage.observer import (
         SUPERVISOR_PREFIX,
+        collect_usage,
         creation_starts,
         find_supervisor,
         job_actors,

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from airflow_ray_provider.hooks.ray_job import target_from_ref
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
-from airflow_ray_provider.jobs.status import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
 from airflow_ray_provider.launch import Cleanup, JobRun
 from airflow_ray_provider.launch.wait import WaitPlan

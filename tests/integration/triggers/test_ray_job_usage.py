@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from tests.fixtures.ray_job import StandInTI, context_for
 from tests.fixtures.triggers import run_then_kill
 from tests.fixtures.waiting import eventually

@@ -10,7 +10,7 @@ import requests
 import tenacity
 
 from airflow_ray_provider.exceptions import RayJobAlreadyExistsError, RayJobApiError
-from airflow_ray_provider.jobs.client import auth_headers, http_status, is_transient, retry_policy
+from airflow_ray_provider.jobs.client import JobClient, http_status, is_transient, retry_policy
 from airflow_ray_provider.jobs.outcome import dashboard_job_url
 
 pytestmark = pytest.mark.unit
@@ -21,9 +21,17 @@ def test_job_page_url():
 
 
 def test_headers_add_bearer_token_unless_authorization_is_given():
+    def auth_headers(token: str | None, headers: dict[str, str] | None = None) -> dict[str, str]:
+        return JobClient("http://h:8265/", token=token, headers=headers or {}).headers
+
     assert auth_headers("t0k", {"X-Org": "ml"}) == {"X-Org": "ml", "Authorization": "Bearer t0k"}
     assert auth_headers("t0k", {"authorization": "Basic abc"}) == {"authorization": "Basic abc"}
     assert auth_headers(None) == {}
+    reader = JobClient("http://h:8265/", token="t0k", timeout=60).reader()
+    assert (reader.address, reader.source, reader.timeout, reader.retry_attempts) == (
+        "http://h:8265", "http://h:8265", 10.0, 1,
+    )  # fmt: skip
+    assert reader.headers == {"Authorization": "Bearer t0k"} and "t0k" not in repr(reader)
 
 
 def test_the_status_of_each_kind_of_failure_is_read_one_way():

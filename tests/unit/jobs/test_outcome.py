@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayJobFailedError, RayJobStoppedError, RayJobTimeoutError
+from airflow_ray_provider.jobs import JobState, JobStatus
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state, timeout_error
-from airflow_ray_provider.jobs.status import JobState, JobStatus
 
 pytestmark = pytest.mark.unit
 LOG = "\n".join(f"log line {i}" for i in range(120))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.status import JobState, JobStatus
+from airflow_ray_provider.jobs import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import Choice, decide, submit_or_attach
 
 pytestmark = pytest.mark.unit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_ray_provider.jobs.status import JobState, JobStatus
+from airflow_ray_provider.jobs import JobState, JobStatus
 
 pytestmark = pytest.mark.unit
 

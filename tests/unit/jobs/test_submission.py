@@ -67,9 +67,7 @@ def test_empty_or_wrong_entrypoint_is_rejected(bad):
 
 def test_metadata_merges_and_airflow_keys_always_win():
     merged = build_metadata(
-        {"team": "a", "airflow_dag_id": "spoofed"},
-        {"team": "b", "n": 1},
-        task_instance={"dag_id": "d", "try_number": 2},
+        {"team": "b", "airflow_dag_id": "spoofed", "n": 1}, task_instance={"dag_id": "d", "try_number": 2}
     )
     assert merged == {"team": "b", "n": "1", "airflow_dag_id": "d", "airflow_try_number": "2"}
     with pytest.raises(RayInvalidInputError):

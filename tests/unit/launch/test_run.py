@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.exceptions import RayJobFailedError, RayJobTimeoutError
+from airflow_ray_provider.jobs import JobState, JobStatus
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
-from airflow_ray_provider.jobs.status import JobState, JobStatus
 from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, RunTarget
 from airflow_ray_provider.launch.targets import observed

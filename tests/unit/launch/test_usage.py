@@ -10,12 +10,11 @@ import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch.usage import UsageOptions, parse_prices, usage_line
-from airflow_ray_provider.launch.usage.prices import check_against_cluster
 from airflow_ray_provider.launch.usage.record import (
-    JobReads,
     Node,
     Window,
     allocation,
+    check_against_cluster,
     make_record,
     record_resources,
 )
@@ -74,7 +73,7 @@ def _node(group: str = "headgroup", cpus: float = 2.0, gpus: float = 0.0, start:
 def _record(request: UsageOptions, start: float, end: float, **reads: Any) -> dict[str, Any]:
     """The record of a job the Job API says ran from ``start`` to ``end``, from what the dashboard told."""
     job = {"job_id": "02000000", "start_time": start * 1000, "end_time": end * 1000, **reads.pop("job", {})}
-    return make_record(JobReads(job=job, **reads), request, now=end)
+    return make_record(request, now=end, job=job, **reads)
 
 
 def test_allocated_sums_task_and_actor_requests_times_their_run_time() -> None:
@@ -197,16 +196,21 @@ def test_the_price_table_of_docs_usage_md_is_valid() -> None:
     doc = (Path(__file__).parents[3] / "docs" / "usage.md").read_text()
     (block,) = re.findall(r"```json\n(.*?)```", doc, flags=re.S)
     prices = parse_prices(json.loads(block))
-    assert prices is not None and prices.for_group("spot-workers")["CPU"] == 0.015
+    assert prices is not None and prices.groups["spot-workers"]["CPU"] == 0.015
 
 
-def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone() -> None:
-    from airflow_ray_provider.launch.usage.record import with_teardown
+def test_teardown_is_the_time_from_the_jobs_end_to_the_cluster_gone(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from airflow_ray_provider.launch.usage import observer
 
     request = UsageOptions("one_task", "c", True, submission_id="s", teardown_note="not yet")
     record = _record(request, T0, T0 + 100, nodes=[_node()])
     assert record["phases"]["teardown_s"] is None and record["times"]["ended"] == T0 + 100
-    done = with_teardown(record, T0 + 112.5)
+    run = SimpleNamespace(record=record)
+    monkeypatch.setattr(observer.time, "time", lambda: T0 + 112.5)  # the cluster is gone at T0 + 112.5
+    observer.deleted(run)  # type: ignore[arg-type]
+    done = run.record
     assert done["phases"]["teardown_s"] == 12.5 and "teardown" not in done["not_available"]
     assert record["phases"]["teardown_s"] is None  # the record given is not changed
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import requests
 
-from airflow_ray_provider.launch.usage import UsageOptions, collect_usage, observer, usage_line
-from airflow_ray_provider.launch.usage.observer import job_actors, mend_job_actors, state_list
+from airflow_ray_provider.launch.usage import UsageOptions, observer, usage_line
+from airflow_ray_provider.launch.usage.observer import collect_usage, job_actors, mend_job_actors, state_list
 from airflow_ray_provider.launch.usage.record import Window, allocation
 
 pytestmark = pytest.mark.unit

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_ray_provider.clusters import RayClusterHandle
-from airflow_ray_provider.jobs.status import JobStatus
+from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.kuberay import RayJobStatus
 from airflow_ray_provider.launch import Cleanup, JobRun, UsageOptions
 from airflow_ray_provider.launch.rayjob import RayJobLook
