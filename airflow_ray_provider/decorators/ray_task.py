@@ -234,20 +234,12 @@ class RayTaskOperator(_RayTaskBase, SubmitRayJobOperator):
     """``@task.ray(cluster=... | ray_conn_id=...)``: the function as a job on an existing cluster."""
 
     template_fields = (*_TEMPLATE_FIELDS, *SubmitRayJobOperator.template_fields)  # type: ignore[assignment]
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        **DecoratedOperator.template_fields_renderers,
-        **SubmitRayJobOperator.template_fields_renderers,
-    }
 
 
 class OneTaskRayTaskOperator(_RayTaskBase, EphemeralRayJobOperator):
     """``@task.ray(cluster_spec=... | cluster_conn_id=...)``: a cluster of its own, deleted in the task."""
 
     template_fields = (*_TEMPLATE_FIELDS, *EphemeralRayJobOperator.template_fields)  # type: ignore[assignment]
-    template_fields_renderers: ClassVar[dict[str, str]] = {
-        **DecoratedOperator.template_fields_renderers,
-        **EphemeralRayJobOperator.template_fields_renderers,
-    }
 
 
 def ray_task(
