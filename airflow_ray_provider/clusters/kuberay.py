@@ -42,7 +42,7 @@ from airflow_ray_provider.kuberay import (
     RayClusterSpec,
     TokenRef,
     build_body,
-    check_dns_label,
+    check_name,
     dashboard_url,
     events_of,
     is_expired,
@@ -157,7 +157,7 @@ class KubeRayBackend(ClusterBackend):
         annotations = ownership_annotations(run_id=identity.run_id, expires_at=expiry)
         name = request.name_for(identity)
         try:
-            check_dns_label(namespace, "the operator's namespace" if request.namespace
+            check_name(namespace, "the operator's namespace" if request.namespace
                             else f"connection {self.conn_id!r}: Extra namespace")  # fmt: skip
             dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
             body = self.body(request.spec, request.manifest, name=name, namespace=namespace, labels=labels,

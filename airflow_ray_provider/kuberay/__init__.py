@@ -50,8 +50,7 @@ from airflow_ray_provider.kuberay.status import (
 from airflow_ray_provider.kuberay.validation import (
     KubeRaySpecError,
     check_cluster_name,
-    check_dns_label,
-    check_rayjob_name,
+    check_name,
 )
 
 __all__ = [
@@ -81,8 +80,7 @@ __all__ = [
     "build_body",
     "build_rayjob_body",
     "check_cluster_name",
-    "check_dns_label",
-    "check_rayjob_name",
+    "check_name",
     "dashboard_url",
     "events_of",
     "generate_name",

@@ -62,7 +62,7 @@ def build_body(
     are merged over the spec's, ``default_image`` (the connection's) is used when the spec has none."""
     validate_spec(spec)
     v.check_cluster_name(name)
-    v.check_dns_label(namespace, "namespace")
+    v.check_name(namespace, "namespace")
     ray_version, head_image, worker_images = _images(spec, default_image)
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
     body_spec: dict[str, Any] = {

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_ray_provider.kuberay import validation as v
 from airflow_ray_provider.kuberay.spec import API_VERSION, LABEL_KUEUE_QUEUE
-from airflow_ray_provider.kuberay.validation import KubeRaySpecError, check_rayjob_name
+from airflow_ray_provider.kuberay.validation import KubeRaySpecError, check_name
 
 KIND = "RayJob"
 #: KubeRay's submission modes this provider drives: a submitter Kubernetes Job (the default), the operator
@@ -241,8 +241,8 @@ def build_rayjob_body(
         )
     selector = cluster_name is not None
     validate_options(options, selector=selector)
-    check_rayjob_name(name)
-    v.check_dns_label(namespace, "namespace")
+    check_name(name, "RayJob name", "rayjob")
+    v.check_name(namespace, "namespace")
     spec = _spec_fields(options, selector)
     if cluster_name is not None:
         v.check_cluster_name(cluster_name, "cluster")

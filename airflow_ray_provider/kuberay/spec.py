@@ -186,12 +186,12 @@ def validate_spec(spec: RayClusterSpec) -> None:
     v.check_labels(spec.labels, "spec.labels")
     v.check_string_map(spec.annotations, "spec.annotations")
     if spec.service_account is not None:
-        v.check_dns_subdomain(spec.service_account, "spec.service_account")
+        v.check_name(spec.service_account, "spec.service_account", "subdomain")
     v.check_count(spec.autoscaler_idle_timeout_seconds, "spec.autoscaler_idle_timeout_seconds")
     names = [group.name for group in spec.worker_groups]
     for index, group in enumerate(spec.worker_groups):
         where = f"spec.worker_groups[{index}]"
-        v.check_dns_label(group.name, f"{where}.name")
+        v.check_name(group.name, f"{where}.name")
         for attr in ("replicas", "min_replicas", "max_replicas", "gpu"):
             v.check_count(getattr(group, attr), f"{where}.{attr}")
         low, high, replicas = group.effective_min, group.effective_max, group.replicas
@@ -237,16 +237,16 @@ def _validate_pods(options: PodOptions, where: str = "spec.pods") -> None:
         secret, _, key = str(ref).partition("/")
         if not key or not _SECRET_KEY.match(key):
             raise KubeRaySpecError(f"{where}.secret_env[{name!r}] must be 'secret-name/key', got {ref!r}")
-        v.check_dns_subdomain(secret, f"{where}.secret_env[{name!r}] Secret")
+        v.check_name(secret, f"{where}.secret_env[{name!r}] Secret", "subdomain")
     for index, name in enumerate([*options.env_from_secrets, *options.image_pull_secrets]):
-        v.check_dns_subdomain(name, f"{where} Secret name [{index}]")
+        v.check_name(name, f"{where} Secret name [{index}]", "subdomain")
     if options.priority_class_name is not None:
-        v.check_dns_subdomain(options.priority_class_name, f"{where}.priority_class_name")
+        v.check_name(options.priority_class_name, f"{where}.priority_class_name", "subdomain")
     names = set()
     for index, volume in enumerate(options.volumes):
         if not isinstance(volume, dict) or len(volume) < 2:
             raise KubeRaySpecError(f"{where}.volumes[{index}] must be a volume dict with a name and a source")
-        v.check_dns_label(volume.get("name"), f"{where}.volumes[{index}].name")
+        v.check_name(volume.get("name"), f"{where}.volumes[{index}].name")
         names.add(volume["name"])
     for index, mount in enumerate(options.volume_mounts):
         if not isinstance(mount, dict) or mount.get("name") not in names or not mount.get("mountPath"):

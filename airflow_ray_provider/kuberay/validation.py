@@ -52,22 +52,25 @@ def refuse_first(*rules: tuple[Any, str]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- syntax
-def check_dns_label(value: Any, where: str, max_len: int = 63) -> None:
-    """A DNS-1123 label (namespaces, group names)."""
-    if not isinstance(value, str) or len(value) > max_len or not _DNS1123_LABEL.match(value):
-        raise KubeRaySpecError(
-            f"{where} {value!r} is not a valid DNS-1123 label: use at most {max_len} lowercase letters, "
-            "digits and '-', starting and ending with a letter or digit"
-        )
+#: What a name may be: kind -> (pattern, max length, what a refusal says after the name).
+_NAMES: dict[str, tuple[re.Pattern[str], int, str]] = {
+    "label": (_DNS1123_LABEL, 63, "is not a valid DNS-1123 label: use at most 63 lowercase letters, digits "
+              "and '-', starting and ending with a letter or digit"),
+    "subdomain": (_DNS1123_SUBDOMAIN, 253, "is not a valid DNS-1123 subdomain: at most 253 lowercase "
+                  "letters, digits, '-' and '.', starting and ending with a letter or digit (e.g. 'ray-jobs' "
+                  "or 'ray.jobs')"),
+    "rayjob": (_DNS1035_LABEL, RAYJOB_NAME_MAX, f"is not valid: use at most {RAYJOB_NAME_MAX} lowercase "
+               "letters, digits and '-', starting with a letter and ending with a letter or digit (e.g. "
+               "'nightly-eval')"),
+}  # fmt: skip
 
 
-def check_dns_subdomain(value: Any, where: str) -> None:
-    """A DNS-1123 subdomain (service account and Secret names such as ``ray.jobs``)."""
-    if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value):
-        raise KubeRaySpecError(
-            f"{where} {value!r} is not a valid DNS-1123 subdomain: at most 253 lowercase letters, digits, "
-            "'-' and '.', starting and ending with a letter or digit (e.g. 'ray-jobs' or 'ray.jobs')"
-        )
+def check_name(value: Any, where: str, kind: str = "label") -> None:
+    """A name of ``kind``: a DNS-1123 ``label`` (namespaces, group names), a ``subdomain`` (service accounts,
+    Secrets such as ``ray.jobs``) or a ``rayjob`` name (a DNS-1035 label KubeRay caps at 47 characters)."""
+    pattern, limit, rule = _NAMES[kind]
+    if not isinstance(value, str) or len(value) > limit or not pattern.match(value):
+        raise KubeRaySpecError(f"{where} {value!r} {rule}")
 
 
 def check_quantity(value: Any, where: str) -> None:
@@ -173,15 +176,6 @@ def check_cluster_name(name: Any, field: str = "cluster name") -> None:
         )
 
 
-def check_rayjob_name(name: Any) -> None:
-    """A RayJob name: a DNS-1035 label of at most 47 characters (KubeRay derives cluster names from it)."""
-    if not isinstance(name, str) or len(name) > RAYJOB_NAME_MAX or not _DNS1035_LABEL.match(name):
-        raise KubeRaySpecError(
-            f"RayJob name {name!r} is not valid: use at most {RAYJOB_NAME_MAX} lowercase letters, digits "
-            "and '-', starting with a letter and ending with a letter or digit (e.g. 'nightly-eval')"
-        )
-
-
 def kuberay_secret_name(cluster_name: str) -> str:
     """The token Secret KubeRay generates for ``authOptions.mode: token`` (its ``utils.CheckName``: the last
     50 characters; a leading digit or punctuation becomes ``r``)."""
@@ -202,7 +196,7 @@ def check_raycluster(body: dict[str, Any]) -> None:
         for i, g in enumerate(spec.get("workerGroupSpecs") or [])
     ]
     for where, _, group in groups[1:]:  # what the CRD's schema refuses first
-        check_dns_label(group.get("groupName"), f"{where}.groupName")
+        check_name(group.get("groupName"), f"{where}.groupName")
         for key in ("replicas", "minReplicas", "maxReplicas"):
             check_count(group.get(key, 0), f"{where}.{key}")
         if group.get("minReplicas", 0) > group.get("maxReplicas", 2**31):

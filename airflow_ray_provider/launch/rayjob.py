@@ -31,7 +31,7 @@ from airflow_ray_provider.kuberay import (
     RayJobOptions,
     RayJobStatus,
     build_rayjob_body,
-    check_rayjob_name,
+    check_name,
     dashboard_url,
     generate_name,
     readiness,
@@ -143,7 +143,7 @@ def plan_rayjob(
             prefix=name_prefix, dag_id=identity.dag_id, run_id=identity.run_id, task_id=identity.task_id,
             map_index=identity.map_index,
         )  # fmt: skip
-        check_rayjob_name(name)
+        check_name(name, "RayJob name", "rayjob")
         dashboard_url(ClusterStatus(name=name, namespace=namespace), template)  # a bad field fails now
         if spec is not None and manifest is not None:
             raise KubeRaySpecError("pass the RayJob's cluster as spec or manifest, not both")
