@@ -1,7 +1,6 @@
-"""The usage record of one Ray job (docs/usage.md, *The figures*), made from what the dashboard told and
-what the caller knows (pure: state API rows in, resource-hours out), and its price tables (*Prices*:
-checked before a job is submitted, applied after it ended). Ray's task events are lossy: the rules below
-time an attempt with missing events, and count those they could not time.
+"""The usage record of one Ray job (docs/usage.md): pure, state API rows in, resource-hours out, and its
+price tables (checked before submit, applied after the end). Ray's task events are lossy: the rules
+below time an attempt with missing events, and count those they could not time.
 """
 
 from __future__ import annotations
@@ -325,15 +324,6 @@ def allocation(
     return out
 
 
-def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[str, float]]:
-    """Resource-hours of each worker group's nodes over the task's window (the task's own cluster)."""
-    held, held_from = Allocation(), window.task_started or window.submitted
-    for node in nodes:
-        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, held_from)
-        held.add(node.group, node.resources, up)
-    return held.by_group
-
-
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """Resource-hours summed over the worker groups, rounded for the record."""
     out: Counter[str] = Counter()
@@ -442,8 +432,12 @@ def make_record(
         if getattr(counted, counter):
             missing[key] = f"{getattr(counted, counter)} {text}"
     basis, reserved = "job requests", counted.by_group
-    if request.own_cluster and nodes is not None:
-        basis, reserved = "cluster", reserved_by_group(nodes, window)
+    if request.own_cluster and nodes is not None:  # its own cluster's nodes over the task's window
+        basis, cluster, since = "cluster", Allocation(), window.task_started or submitted
+        for node in nodes:
+            up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, since)
+            cluster.add(node.group, node.resources, up)
+        reserved = cluster.by_group
     elif request.own_cluster:
         missing.setdefault(
             "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
@@ -459,10 +453,8 @@ def make_record(
     prices = parse_prices(request.prices)
     top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
     held = total(reserved)
-    share = {f"allocated_{name.lower()}": round(allocated.get(name, 0.0) / held[name], 4) if held.get(name)
-             else None for name in ("CPU", "GPU")}  # fmt: skip
-    if "allocated_cpu" in missing:  # n/a, never 0 %
-        share["allocated_cpu"] = None
+    share = {key: round(allocated.get(name, 0.0) / held[name], 4) if held.get(name) and key not in missing
+             else None for name, key in (("CPU", "allocated_cpu"), ("GPU", "allocated_gpu"))}  # fmt: skip
     return {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
