@@ -253,34 +253,6 @@ def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | No
     return end - float(task["start_time_ms"]) / 1000.0
 
 
-def owner_seconds(task: Mapping[str, Any]) -> float | None:
-    """How long an ended attempt whose worker's events were lost held its worker, by its owner's events:
-    from ``SUBMITTED_TO_WORKER`` to its end (the owner got the reply), an upper bound; ``None`` without
-    both events."""
-    submitted = [
-        float(event["created_ms"])
-        for event in task.get("events") or []
-        if event.get("state") == "SUBMITTED_TO_WORKER" and event.get("created_ms")
-    ]
-    if not submitted or not task.get("end_time_ms"):
-        return None
-    return max(0.0, float(task["end_time_ms"]) - max(submitted)) / 1000.0
-
-
-def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """For each task attempt that started (by ``id()`` of its row), when its worker began its next one."""
-    by_worker: dict[str, list[Mapping[str, Any]]] = {}
-    for task in tasks:
-        if task.get("worker_id") and task.get("start_time_ms"):
-            by_worker.setdefault(str(task["worker_id"]), []).append(task)
-    out: dict[int, float] = {}
-    for rows in by_worker.values():
-        rows.sort(key=lambda row: float(row["start_time_ms"]))
-        for row, after in pairwise(rows):
-            out[id(row)] = float(after["start_time_ms"]) / 1000.0
-    return out
-
-
 def allocation(
     *,
     tasks: Iterable[Mapping[str, Any]],
@@ -297,18 +269,30 @@ def allocation(
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
-    following = next_starts(tasks)
+    by_worker: dict[str, list[Mapping[str, Any]]] = {}
+    for task in tasks:
+        if task.get("worker_id") and task.get("start_time_ms"):
+            by_worker.setdefault(str(task["worker_id"]), []).append(task)
+    following: dict[int, float] = {}  # by id() of an attempt's row: when its worker began its next one
+    for rows in by_worker.values():
+        rows.sort(key=lambda row: float(row["start_time_ms"]))
+        following.update((id(row), float(after["start_time_ms"]) / 1000.0) for row, after in pairwise(rows))
     for task in tasks:
         if task.get("start_time_ms") or execute_spans(task):
             seconds = task_seconds(task, window.ended, following.get(id(task)))
             settled = task.get("end_time_ms") and execute_spans(task)
             out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
-        else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
-            by_owner = owner_seconds(task)
-            if by_owner is None:
+        else:  # never ran, or its worker's events were lost: from the owner's SUBMITTED_TO_WORKER to its end
+            events = task.get("events") or []
+            sent = [
+                float(e["created_ms"])
+                for e in events
+                if e.get("state") == "SUBMITTED_TO_WORKER" and e.get("created_ms")
+            ]
+            if not sent or not task.get("end_time_ms"):
                 out.startless += int(bool(task.get("end_time_ms")))
                 continue
-            seconds = by_owner
+            seconds = max(0.0, float(task["end_time_ms"]) - max(sent)) / 1000.0
             out.timed_by_owner += 1
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
