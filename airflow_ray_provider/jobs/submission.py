@@ -75,15 +75,6 @@ def build_metadata(metadata: Any, *, task_instance: dict[str, Any] | None = None
     return merged | {f"{METADATA_PREFIX}{key}": str(value) for key, value in (task_instance or {}).items()}
 
 
-def _check_number(name: str, value: Any, *, integer: bool = False) -> None:
-    if value is None:
-        return
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < 0 or not math.isfinite(value):
-        kind = "a non-negative integer" if integer else "a non-negative number"
-        raise RayInvalidInputError(f"{name} must be {kind}, got {value!r}")
-
-
 def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str, Any]:
     """A copy of ``runtime_env`` once its shape is checked (no Ray import; the hook layer then lets Ray's
     ``RuntimeEnv`` parse it). ``local_paths``: also check that a local ``working_dir`` exists (where the
@@ -115,14 +106,17 @@ def check_entrypoint_reservation(
 ) -> None:
     """Check what a job's entrypoint reserves (``None``: not set, or not rendered yet), naming the
     argument to fix."""
-    _check_number("entrypoint_num_cpus", num_cpus)
-    _check_number("entrypoint_num_gpus", num_gpus)
-    _check_number("entrypoint_memory", memory, integer=True)
-    if resources is not None:
-        if not isinstance(resources, dict):
-            raise RayInvalidInputError("entrypoint_resources must be a dict of resource name to amount")
-        for name, amount in resources.items():
-            _check_number(f"entrypoint_resources[{name!r}]", amount)
+    if not isinstance(resources, dict | None):
+        raise RayInvalidInputError("entrypoint_resources must be a dict of resource name to amount")
+    numbers = {"entrypoint_num_cpus": num_cpus, "entrypoint_num_gpus": num_gpus, "entrypoint_memory": memory}
+    numbers |= {f"entrypoint_resources[{name!r}]": amount for name, amount in (resources or {}).items()}
+    for name, value in numbers.items():
+        kinds = (int,) if name == "entrypoint_memory" else (int, float)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, kinds) or value < 0 or not math.isfinite(value)
+        ):
+            kind = "a non-negative integer" if kinds == (int,) else "a non-negative number"
+            raise RayInvalidInputError(f"{name} must be {kind}, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -48,17 +48,13 @@ class DashboardReader(Protocol):
         """``GET`` a dashboard path with query ``params``: the JSON body; raises when there is none."""
 
 
-def _why(exc: Exception) -> str:
-    text = (str(exc).splitlines() or [""])[0][:200]
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _read(missing: dict[str, str], key: str, route: str, call: Callable[[], T]) -> T | None:
     """``call()``, or ``None`` with why under ``missing[key]`` (the record names it; the job goes on)."""
     try:
         return call()
     except Exception as exc:
-        missing[key] = f"{route} did not answer: {_why(exc)}"
+        text = (str(exc).splitlines() or [""])[0][:200]
+        missing[key] = f"{route} did not answer: {type(exc).__name__}" + (f": {text}" if text else "")
         return None
 
 
@@ -114,10 +110,12 @@ def find_supervisor(
         return None
     ids = {str(row.get("actor_id")) for row in rows[0]}
     found = next((a for a in actors if str(a.get("actorId")) in ids), None)
-    if found is None and ids:
-        missing["queued"] = "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
-    elif found is None:
-        missing["queued"] = "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+    if found is None:
+        missing["queued"] = (
+            "/api/v0/actors names the job's supervisor, /logical/actors does not list it"
+            if ids
+            else "the job's supervisor actor is in neither /logical/actors nor /api/v0/actors"
+        )
     return found
 
 

@@ -1,7 +1,6 @@
-"""The usage record of one Ray job (docs/usage.md, *The figures*), made from what the dashboard told and
-what the caller knows (pure: state API rows in, resource-hours out), and its price tables (*Prices*:
-checked before a job is submitted, applied after it ended). Ray's task events are lossy: the rules below
-time an attempt with missing events, and count those they could not time.
+"""The usage record of one Ray job (docs/usage.md): pure, state API rows in, resource-hours out, and its
+price tables (checked before submit, applied after the end). Ray's task events are lossy: the rules
+below time an attempt with missing events, and count those they could not time.
 """
 
 from __future__ import annotations
@@ -254,34 +253,6 @@ def task_seconds(task: Mapping[str, Any], job_end: float, next_start: float | No
     return end - float(task["start_time_ms"]) / 1000.0
 
 
-def owner_seconds(task: Mapping[str, Any]) -> float | None:
-    """How long an ended attempt whose worker's events were lost held its worker, by its owner's events:
-    from ``SUBMITTED_TO_WORKER`` to its end (the owner got the reply), an upper bound; ``None`` without
-    both events."""
-    submitted = [
-        float(event["created_ms"])
-        for event in task.get("events") or []
-        if event.get("state") == "SUBMITTED_TO_WORKER" and event.get("created_ms")
-    ]
-    if not submitted or not task.get("end_time_ms"):
-        return None
-    return max(0.0, float(task["end_time_ms"]) - max(submitted)) / 1000.0
-
-
-def next_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[int, float]:
-    """For each task attempt that started (by ``id()`` of its row), when its worker began its next one."""
-    by_worker: dict[str, list[Mapping[str, Any]]] = {}
-    for task in tasks:
-        if task.get("worker_id") and task.get("start_time_ms"):
-            by_worker.setdefault(str(task["worker_id"]), []).append(task)
-    out: dict[int, float] = {}
-    for rows in by_worker.values():
-        rows.sort(key=lambda row: float(row["start_time_ms"]))
-        for row, after in pairwise(rows):
-            out[id(row)] = float(after["start_time_ms"]) / 1000.0
-    return out
-
-
 def allocation(
     *,
     tasks: Iterable[Mapping[str, Any]],
@@ -298,18 +269,30 @@ def allocation(
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
-    following = next_starts(tasks)
+    by_worker: dict[str, list[Mapping[str, Any]]] = {}
+    for task in tasks:
+        if task.get("worker_id") and task.get("start_time_ms"):
+            by_worker.setdefault(str(task["worker_id"]), []).append(task)
+    following: dict[int, float] = {}  # by id() of an attempt's row: when its worker began its next one
+    for rows in by_worker.values():
+        rows.sort(key=lambda row: float(row["start_time_ms"]))
+        following.update((id(row), float(after["start_time_ms"]) / 1000.0) for row, after in pairwise(rows))
     for task in tasks:
         if task.get("start_time_ms") or execute_spans(task):
             seconds = task_seconds(task, window.ended, following.get(id(task)))
             settled = task.get("end_time_ms") and execute_spans(task)
             out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
-        else:  # never ran, or ran and its worker's events were lost (the owner's states are kept)
-            by_owner = owner_seconds(task)
-            if by_owner is None:
+        else:  # never ran, or its worker's events were lost: from the owner's SUBMITTED_TO_WORKER to its end
+            events = task.get("events") or []
+            sent = [
+                float(e["created_ms"])
+                for e in events
+                if e.get("state") == "SUBMITTED_TO_WORKER" and e.get("created_ms")
+            ]
+            if not sent or not task.get("end_time_ms"):
                 out.startless += int(bool(task.get("end_time_ms")))
                 continue
-            seconds = by_owner
+            seconds = max(0.0, float(task["end_time_ms"]) - max(sent)) / 1000.0
             out.timed_by_owner += 1
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
@@ -323,15 +306,6 @@ def allocation(
             out.add(group, record_resources(actor.get("requiredResources")), seconds, name)
             out.actors += 1
     return out
-
-
-def reserved_by_group(nodes: Iterable[Node], window: Window) -> dict[str, dict[str, float]]:
-    """Resource-hours of each worker group's nodes over the task's window (the task's own cluster)."""
-    held, held_from = Allocation(), window.task_started or window.submitted
-    for node in nodes:
-        up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, held_from)
-        held.add(node.group, node.resources, up)
-    return held.by_group
 
 
 def total(by_group: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
@@ -442,8 +416,12 @@ def make_record(
         if getattr(counted, counter):
             missing[key] = f"{getattr(counted, counter)} {text}"
     basis, reserved = "job requests", counted.by_group
-    if request.own_cluster and nodes is not None:
-        basis, reserved = "cluster", reserved_by_group(nodes, window)
+    if request.own_cluster and nodes is not None:  # its own cluster's nodes over the task's window
+        basis, cluster, since = "cluster", Allocation(), window.task_started or submitted
+        for node in nodes:
+            up = min(node.end or math.inf, window.ended) - max(node.start or 0.0, since)
+            cluster.add(node.group, node.resources, up)
+        reserved = cluster.by_group
     elif request.own_cluster:
         missing.setdefault(
             "reserved", "the cluster's nodes could not be read: reserved is the job's requests"
@@ -459,10 +437,8 @@ def make_record(
     prices = parse_prices(request.prices)
     top = sorted(counted.cpu_s_by_function.items(), key=lambda kv: -kv[1])[:20]  # the 20 largest
     held = total(reserved)
-    share = {f"allocated_{name.lower()}": round(allocated.get(name, 0.0) / held[name], 4) if held.get(name)
-             else None for name in ("CPU", "GPU")}  # fmt: skip
-    if "allocated_cpu" in missing:  # n/a, never 0 %
-        share["allocated_cpu"] = None
+    share = {key: round(allocated.get(name, 0.0) / held[name], 4) if held.get(name) and key not in missing
+             else None for name, key in (("CPU", "allocated_cpu"), ("GPU", "allocated_gpu"))}  # fmt: skip
     return {
         "submission_id": request.submission_id,
         "ray_job_id": job.get("job_id"),
