@@ -1,10 +1,6 @@
-"""``airflow-ray``: launch a Ray job from a laptop the way a DAG does, through the same lifecycle.
-
-Subcommands ``run``, ``jobs list|logs|stop`` and ``clusters list|delete|janitor`` (``--help``).
-``run`` streams the job's log and exits with its outcome (0, or 1 with the log's last lines); Ctrl-C or
-SIGTERM stops the job and deletes the cluster it created (exit 130). A rerun with the same ``--name``
-re-attaches; bad input exits 2 with one line naming the flag, before any cluster exists (docs/launch.md).
-Nothing is imported at import time (``--help`` is instant) and Airflow only for ``--conn``.
+"""``airflow-ray``: ``run`` a Ray job from a laptop the way a DAG does (same lifecycle; docs/launch.md),
+``jobs list|logs|stop`` and ``clusters list|delete|janitor``. Nothing is imported at import time
+(``--help`` is instant) and Airflow only for ``--conn``.
 """
 
 from __future__ import annotations
@@ -297,16 +293,14 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     else:
         backend = LocalBackend()
     try:
-        if args.action == "list":
-            for found in backend.listed():  # every cluster of this provider, expired or not
-                handle, run = found.handle, f"{found.dag_id}/{found.run_id}" if found.run_id else "-"
-                expires = (handle.extra or {}).get("expires_at") or "-"
-                where = f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}"
-                print(f"{where}\trun {run}\texpires {expires}")
-        elif args.action == "delete":  # by name, also a cluster still starting (never ready)
+        for found in backend.listed() if args.action == "list" else []:  # expired or not
+            handle, run = found.handle, f"{found.dag_id}/{found.run_id}" if found.run_id else "-"
+            expires = (handle.extra or {}).get("expires_at") or "-"
+            print(f"{handle.name}\t{handle.backend}\t{handle.dashboard_url}\trun {run}\texpires {expires}")
+        if args.action == "delete":  # by name, also a cluster still starting (never ready)
             deleted = backend.delete(backend.find(args.name), wait=True, timeout=300)
             print(json.dumps({"name": args.name, "deleted": deleted}))
-        else:
+        if args.action == "janitor":
             from airflow_ray_provider.launch import janitor_sweep
 
             expired, pools = janitor_sweep(backend, lambda message: None)

@@ -1,7 +1,5 @@
-"""The local backend: ephemeral Ray heads on this machine, the embedded default (no connection), and a
-registry of JSON files (one per head: labels, owner, expiry; no secrets) by which any process finds a head
-by name. A head is registered (``starting``) before Ray starts in it, so an interrupted start leaves a
-head others find; only registering creates the folder. Pools keep theirs in ``pools/<pool>/``.
+"""The local backend: ephemeral Ray heads on this machine, found by name in a registry of JSON files (no
+secrets); a head is registered (``starting``) before Ray starts in it, so an interrupted start is found.
 """
 
 from __future__ import annotations
@@ -299,7 +297,7 @@ class LocalBackend(ClusterBackend):
         info, cluster = find_cluster(plan.name), f"local Ray head {plan.name}"
         if info is None:
             return ReadinessCheck("failed", f"{cluster} is not running", cluster)
-        waiting = waiting_for(info, read_token(info.token_file) if info.token_file else None)
+        waiting = waiting_for(info)
         if waiting:
             message = f"head running, still waiting for {', '.join(waiting)}"
             return ReadinessCheck("waiting", message, cluster, info.dashboard_url)
@@ -316,7 +314,7 @@ class LocalBackend(ClusterBackend):
 
     def token(self, handle: RayClusterHandle) -> str | None:
         """The head's token, from its 0600 file."""
-        return read_token(handle.auth_token_file) if handle.auth_token_file else None
+        return read_token(handle.auth_token_file)
 
     def _delete(self, cluster: RayClusterHandle | ClusterPlan, *, wait: bool, timeout: float) -> bool:
         """Stop a head from any process, also one still starting (always waits)."""

@@ -217,9 +217,9 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def read_token(token_file: str) -> str:
-    """Read a token file written by :func:`start_head`."""
-    return Path(token_file).read_text().strip()
+def read_token(token_file: str | None) -> str | None:
+    """Read a token file written by :func:`start_head` (``None``: no file, auth off)."""
+    return Path(token_file).read_text().strip() if token_file else None
 
 
 def _head_command(config: LocalHeadConfig, temp_dir: str, ports: tuple[int, int, int]) -> list[str]:
@@ -271,21 +271,6 @@ def start_head(
     return _start_once(config, name, on_spawn)
 
 
-def _auth_env(config: LocalHeadConfig, temp_dir: str, env: dict[str, str]) -> tuple[str | None, str | None]:
-    """Write the token file (0600) and set Ray's auth variables; returns ``(token, token_file)``."""
-    if not config.auth:
-        env.pop("RAY_AUTH_TOKEN", None)
-        env["RAY_AUTH_MODE"] = "disabled"
-        return None, None
-    token = config.token or secrets.token_hex(32)
-    token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
-    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(token)
-    env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
-    return token, token_file
-
-
 def head_environment(config: LocalHeadConfig, temp_dir: str) -> dict[str, str]:
     """The environment of the head and every process it starts: ``PATH`` first has ``python`` and
     ``python3`` that run this interpreter (a job's plain ``python`` has Ray and this provider), ``TMPDIR``
@@ -312,8 +297,15 @@ def _start_once(
     info = None
     try:
         ports = (free_port(), free_port(), free_port())
-        env = head_environment(config, temp_dir)
-        token, token_file = _auth_env(config, temp_dir, env)
+        env, token_file = head_environment(config, temp_dir), None
+        env.pop("RAY_AUTH_TOKEN", None)
+        env["RAY_AUTH_MODE"] = "disabled"
+        if config.auth:  # the token file is 0600
+            token = config.token or secrets.token_hex(32)
+            token_file = os.path.join(temp_dir, TOKEN_FILE_NAME)
+            with os.fdopen(os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+                out.write(token)
+            env.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": token})
         with open(os.path.join(temp_dir, HEAD_LOG_NAME), "wb") as head_log:
             proc = subprocess.Popen(
                 _head_command(config, temp_dir, ports), stdin=gate, stdout=head_log,
@@ -337,19 +329,16 @@ def _start_once(
     finally:
         os.close(go_ahead)  # a launcher still waiting (its starter interrupted) sees end of input
         os.close(gate)
-    _wait_until_up(proc.poll, info, token, config.ready_timeout)
+    _wait_until_up(proc.poll, info, config.ready_timeout)
     return info
 
 
 def wait_for_head(info: LocalHeadInfo, timeout: float) -> None:
     """Wait for a head another process started; one that exits or is late is stopped (LocalHeadError)."""
-    token = read_token(info.token_file) if info.token_file else None
-    _wait_until_up(lambda: None if is_running(info) else -1, info, token, timeout)
+    _wait_until_up(lambda: None if is_running(info) else -1, info, timeout)
 
 
-def _wait_until_up(
-    exit_code: Callable[[], int | None], info: LocalHeadInfo, token: str | None, timeout: float
-) -> None:
+def _wait_until_up(exit_code: Callable[[], int | None], info: LocalHeadInfo, timeout: float) -> None:
     """Return once the head is up (:func:`waiting_for`); else stop the head and raise."""
     start = time.monotonic()
     waiting = ["its process"]
@@ -361,7 +350,7 @@ def _wait_until_up(
             message = "the head's dashboard agent could not start its HTTP server"
             _fail(info, StartupCrashError, message, AGENT_LOG)
         try:
-            waiting = waiting_for(info, token)
+            waiting = waiting_for(info)
         except http.client.HTTPException:  # a port it was given went to another process before Ray bound it
             _fail(info, StartupCrashError, "a port of the head answers, but not in HTTP", HEAD_LOG_NAME)
         if not waiting:
@@ -372,9 +361,10 @@ def _wait_until_up(
     _fail(info, LocalHeadError, f"{message} (dashboard {info.dashboard_url}); last log lines", HEAD_LOG_NAME)
 
 
-def waiting_for(info: LocalHeadInfo, token: str | None) -> list[str]:
-    """What the head still waits for to be up: its node started, its dashboard (with the token) and its job
+def waiting_for(info: LocalHeadInfo) -> list[str]:
+    """What the head still waits for to be up: its node started, its dashboard (with its token) and its job
     agent answering; ``[]``: up."""
+    token = _read(info.token_file).strip() if info.token_file else None  # "": its file is gone
     checks = {
         "node started": lambda: STARTED_MARKER in _read(Path(info.temp_dir, HEAD_LOG_NAME)),
         "dashboard /api/version": lambda: _answers(f"{info.dashboard_url}/api/version", token),

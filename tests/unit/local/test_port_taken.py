@@ -41,7 +41,7 @@ def test_a_dashboard_port_that_answers_in_another_protocol_stops_the_head_as_a_c
     )  # fmt: skip
     try:
         with pytest.raises(StartupCrashError, match="answers, but not in HTTP"):
-            _wait_until_up(lambda: None, info, None, timeout=20)
+            _wait_until_up(lambda: None, info, timeout=20)
         assert stand_in.wait(timeout=20) is not None  # the head was stopped
     finally:
         stand_in.kill()
