@@ -173,20 +173,15 @@ def plan_rayjob(
 def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]:
     """How the RayJob's cluster goes: the seconds a finished run waits for it to be gone (KubeRay deletes
     it at once), and why the usage record then has no ``teardown_s``."""
+    ttl = options.ttl_seconds_after_finished
     if standing is not None:
         return 0.0, "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
     if not options.shutdown_after_job_finishes or options.deletion_rules:
-        return (
-            0.0,
-            "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)",
-        )
-    ttl = options.ttl_seconds_after_finished
-    ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
-    if ttl:
-        return 0.0, (
-            f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
-            "not wait for it (its cost then is not in reserved)"
-        )
+        return 0.0, ("the cluster is deleted by deletion_rules or not at all "
+                     "(shutdown_after_job_finishes=False)")  # fmt: skip
+    if ttl := DEFAULT_TTL_SECONDS if ttl is None else ttl:
+        return 0.0, (f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task "
+                     "does not wait for it (its cost then is not in reserved)")  # fmt: skip
     return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
 
 
@@ -248,15 +243,11 @@ class RayJobTarget(RunTarget):
                 action = "of an earlier try re-attached"
                 annotations = (existing.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
-                    resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
-                    patch = {"spec": {"suspend": plan.body["spec"].get("suspend", False)},
-                             "metadata": {"annotations": resumed}}  # fmt: skip
-                    existing = rayjobs.patch(plan.name, patch, namespace=ns)
+                    existing = self._suspend(plan.body["spec"].get("suspend", False), killed=False)
                     action = "resumed (suspended when an earlier try was killed)"
                 return self._submitted(Choice.ATTACH, action, existing)
             self.say(f"{plan.where} of an earlier try ended badly ({status.summary()}); running it again")
-            rayjobs.delete(plan.name, namespace=ns)
-            rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
+            self._delete(wait=True)
             action = "recreated"
         try:
             created = rayjobs.create(plan.body, namespace=ns)
@@ -349,19 +340,25 @@ class RayJobTarget(RunTarget):
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
         resumes it)."""
-        where, rayjobs = self.plan.where, self.rayjobs
         if self.plan.suspend_on_kill:
-            patch = {
-                "spec": {"suspend": True},
-                "metadata": {"annotations": {ANNOTATION_SUSPENDED_ON_KILL: "true"}},
-            }
-            rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
-            self.say(f"Suspended {where}: the next try resumes it")
+            self._suspend(True, killed=True)
+            self.say(f"Suspended {self.plan.where}: the next try resumes it")
         else:
-            rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-            self.say(f"Deleted {where} (KubeRay stops its Ray job and deletes its cluster)")
+            self._delete(wait=False)
+            self.say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         self.stopped = True
         return True
+
+    def _suspend(self, suspend: bool, *, killed: bool) -> dict[str, Any]:
+        """Suspend or resume the RayJob, marking whether a killed try suspended it."""
+        mark = {ANNOTATION_SUSPENDED_ON_KILL: str(killed).lower()}
+        patch = {"spec": {"suspend": suspend}, "metadata": {"annotations": mark}}
+        return self.rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
+
+    def _delete(self, *, wait: bool) -> None:
+        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        if wait:
+            self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
@@ -378,8 +375,7 @@ class RayJobTarget(RunTarget):
             except KubeRayTimeoutError:
                 return False
             return True
-        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-        self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+        self._delete(wait=True)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
