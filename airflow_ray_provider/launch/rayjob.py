@@ -57,15 +57,9 @@ REF_FIELDS = ("namespace", "dashboard_url_template", "suspend_on_kill", "teardow
 
 @dataclass(frozen=True)
 class RayJobPlan:
-    """A validated RayJob, fixed before any API call (its name is the same for every try).
-
-    :param labels: its ownership labels.
-    :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
-    :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
-    :param teardown_wait: seconds a finished run waits for KubeRay to delete the cluster it deletes at once
-        (no TTL, no deletion rules); 0: do not wait. ``teardown_note``: why the usage record then has no
-        ``teardown_s``.
-    """
+    """A validated RayJob, fixed before any API call (its name is the same for every try): its ownership
+    ``labels``, the ``standing_cluster`` it targets (``None``: KubeRay creates one), the ``token_secret``
+    the provider creates (``secret`` auth mode), and :func:`_teardown`'s ``teardown_wait`` and note."""
 
     name: str
     namespace: str
@@ -132,10 +126,9 @@ def plan_rayjob(
     :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
         or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
         ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
-    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
     :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
-    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
     """
+
     namespace = namespace or backend.settings.namespace
     template = dashboard_url_template or backend.settings.dashboard_url_template
     try:
@@ -265,10 +258,9 @@ class RayJobTarget(RunTarget):
     def _submitted(self, choice: Choice, action: str, obj: dict[str, Any]) -> tuple[Choice, str, Any]:
         status = RayJobStatus.from_object(obj)
         self.say(f"{self.plan.where} {action}: {status.summary()}")
-        if choice is Choice.ATTACH and status.is_final and status.is_success:
-            choice = Choice.DONE
         self.final = status.is_final
-        return choice, self.plan.name, RayJobLook(status)
+        done = choice is Choice.ATTACH and status.is_final and status.is_success
+        return Choice.DONE if done else choice, self.plan.name, RayJobLook(status)
 
     def _take(self, look: RayJobLook | None) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
@@ -288,8 +280,7 @@ class RayJobTarget(RunTarget):
     def _find(self) -> RayJobLook | None:
         """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
-        obj = self.rayjobs.find(self.plan.name, namespace=ns)
-        if obj is None:
+        if (obj := self.rayjobs.find(self.plan.name, namespace=ns)) is None:
             return None
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.is_suspended:
@@ -299,8 +290,7 @@ class RayJobTarget(RunTarget):
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
         plan = ClusterPlan(status.cluster_name, ns, token_ref=token_ref_of(found))
-        handle = self.backend.handle(plan, url, owned=False)
-        return RayJobLook(status, handle)
+        return RayJobLook(status, self.backend.handle(plan, url, owned=False))
 
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
@@ -385,8 +375,7 @@ class RayJobTarget(RunTarget):
 
     def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
         """Mode ``rayjob``: the cluster KubeRay made for it (the run's), or a standing one."""
-        plan = self.plan
-        conn_id = self._ref.get("cluster_conn_id")
+        plan, conn_id = self.plan, self._ref.get("cluster_conn_id")
         return "rayjob", plan.name, plan.standing_cluster is None, plan.teardown_note, conn_id
 
     def dashboard(self) -> JobClient | None:
