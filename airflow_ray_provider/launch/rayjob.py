@@ -57,15 +57,9 @@ REF_FIELDS = ("namespace", "dashboard_url_template", "suspend_on_kill", "teardow
 
 @dataclass(frozen=True)
 class RayJobPlan:
-    """A validated RayJob, fixed before any API call (its name is the same for every try).
-
-    :param labels: its ownership labels.
-    :param standing_cluster: the standing cluster it targets (``None``: KubeRay creates one).
-    :param token_secret: the token Secret the provider creates for it (``secret`` auth mode only).
-    :param teardown_wait: seconds a finished run waits for KubeRay to delete the cluster it deletes at once
-        (no TTL, no deletion rules); 0: do not wait. ``teardown_note``: why the usage record then has no
-        ``teardown_s``.
-    """
+    """A validated RayJob, fixed before any API call (its name is the same for every try): its ownership
+    ``labels``, the ``standing_cluster`` it targets (``None``: KubeRay creates one), the ``token_secret``
+    the provider creates (``secret`` auth mode), and :func:`_teardown`'s ``teardown_wait`` and note."""
 
     name: str
     namespace: str
@@ -132,10 +126,9 @@ def plan_rayjob(
     :param spec: the cluster KubeRay creates for the job (the same spec as ``CreateRayClusterOperator``);
         or ``manifest``, a RayCluster manifest whose ``spec`` becomes ``rayClusterSpec``; or
         ``cluster_name``, a standing RayCluster (``clusterSelector``) that must be ready.
-    :param rayjob_name: a fixed RayJob name (default: generated from the task identity).
     :param namespace: overrides the connection's namespace (``dashboard_url_template`` its template).
-    :param suspend_on_kill: a stopped run suspends the RayJob instead of deleting it.
     """
+
     namespace = namespace or backend.settings.namespace
     template = dashboard_url_template or backend.settings.dashboard_url_template
     try:
@@ -173,20 +166,15 @@ def plan_rayjob(
 def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]:
     """How the RayJob's cluster goes: the seconds a finished run waits for it to be gone (KubeRay deletes
     it at once), and why the usage record then has no ``teardown_s``."""
+    ttl = options.ttl_seconds_after_finished
     if standing is not None:
         return 0.0, "a standing cluster (clusterSelector) is never deleted by KubeRay or the provider"
     if not options.shutdown_after_job_finishes or options.deletion_rules:
-        return (
-            0.0,
-            "the cluster is deleted by deletion_rules or not at all (shutdown_after_job_finishes=False)",
-        )
-    ttl = options.ttl_seconds_after_finished
-    ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
-    if ttl:
-        return 0.0, (
-            f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task does "
-            "not wait for it (its cost then is not in reserved)"
-        )
+        return 0.0, ("the cluster is deleted by deletion_rules or not at all "
+                     "(shutdown_after_job_finishes=False)")  # fmt: skip
+    if ttl := DEFAULT_TTL_SECONDS if ttl is None else ttl:
+        return 0.0, (f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task "
+                     "does not wait for it (its cost then is not in reserved)")  # fmt: skip
     return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
 
 
@@ -248,15 +236,11 @@ class RayJobTarget(RunTarget):
                 action = "of an earlier try re-attached"
                 annotations = (existing.get("metadata") or {}).get("annotations") or {}
                 if annotations.get(ANNOTATION_SUSPENDED_ON_KILL) == "true":
-                    resumed = {ANNOTATION_SUSPENDED_ON_KILL: "false"}
-                    patch = {"spec": {"suspend": plan.body["spec"].get("suspend", False)},
-                             "metadata": {"annotations": resumed}}  # fmt: skip
-                    existing = rayjobs.patch(plan.name, patch, namespace=ns)
+                    existing = self._suspend(plan.body["spec"].get("suspend", False), killed=False)
                     action = "resumed (suspended when an earlier try was killed)"
                 return self._submitted(Choice.ATTACH, action, existing)
             self.say(f"{plan.where} of an earlier try ended badly ({status.summary()}); running it again")
-            rayjobs.delete(plan.name, namespace=ns)
-            rayjobs.wait_until_gone(plan.name, namespace=ns, timeout=120)
+            self._delete(wait=True)
             action = "recreated"
         try:
             created = rayjobs.create(plan.body, namespace=ns)
@@ -274,10 +258,9 @@ class RayJobTarget(RunTarget):
     def _submitted(self, choice: Choice, action: str, obj: dict[str, Any]) -> tuple[Choice, str, Any]:
         status = RayJobStatus.from_object(obj)
         self.say(f"{self.plan.where} {action}: {status.summary()}")
-        if choice is Choice.ATTACH and status.is_final and status.is_success:
-            choice = Choice.DONE
         self.final = status.is_final
-        return choice, self.plan.name, RayJobLook(status)
+        done = choice is Choice.ATTACH and status.is_final and status.is_success
+        return Choice.DONE if done else choice, self.plan.name, RayJobLook(status)
 
     def _take(self, look: RayJobLook | None) -> JobClient | None:
         """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
@@ -297,8 +280,7 @@ class RayJobTarget(RunTarget):
     def _find(self) -> RayJobLook | None:
         """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
-        obj = self.rayjobs.find(self.plan.name, namespace=ns)
-        if obj is None:
+        if (obj := self.rayjobs.find(self.plan.name, namespace=ns)) is None:
             return None
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.is_suspended:
@@ -308,8 +290,7 @@ class RayJobTarget(RunTarget):
             return RayJobLook(status)
         url = dashboard_url(cluster, self.plan.dashboard_url_template or settings.dashboard_url_template)
         plan = ClusterPlan(status.cluster_name, ns, token_ref=token_ref_of(found))
-        handle = self.backend.handle(plan, url, owned=False)
-        return RayJobLook(status, handle)
+        return RayJobLook(status, self.backend.handle(plan, url, owned=False))
 
     def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
@@ -349,19 +330,25 @@ class RayJobTarget(RunTarget):
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
         resumes it)."""
-        where, rayjobs = self.plan.where, self.rayjobs
         if self.plan.suspend_on_kill:
-            patch = {
-                "spec": {"suspend": True},
-                "metadata": {"annotations": {ANNOTATION_SUSPENDED_ON_KILL: "true"}},
-            }
-            rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
-            self.say(f"Suspended {where}: the next try resumes it")
+            self._suspend(True, killed=True)
+            self.say(f"Suspended {self.plan.where}: the next try resumes it")
         else:
-            rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-            self.say(f"Deleted {where} (KubeRay stops its Ray job and deletes its cluster)")
+            self._delete(wait=False)
+            self.say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         self.stopped = True
         return True
+
+    def _suspend(self, suspend: bool, *, killed: bool) -> dict[str, Any]:
+        """Suspend or resume the RayJob, marking whether a killed try suspended it."""
+        mark = {ANNOTATION_SUSPENDED_ON_KILL: str(killed).lower()}
+        patch = {"spec": {"suspend": suspend}, "metadata": {"annotations": mark}}
+        return self.rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
+
+    def _delete(self, *, wait: bool) -> None:
+        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        if wait:
+            self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
@@ -378,8 +365,7 @@ class RayJobTarget(RunTarget):
             except KubeRayTimeoutError:
                 return False
             return True
-        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
-        self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+        self._delete(wait=True)
         say(f"Deleted {self.plan.where} (KubeRay stops its Ray job and deletes its cluster)")
         return True
 
@@ -389,8 +375,7 @@ class RayJobTarget(RunTarget):
 
     def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
         """Mode ``rayjob``: the cluster KubeRay made for it (the run's), or a standing one."""
-        plan = self.plan
-        conn_id = self._ref.get("cluster_conn_id")
+        plan, conn_id = self.plan, self._ref.get("cluster_conn_id")
         return "rayjob", plan.name, plan.standing_cluster is None, plan.teardown_note, conn_id
 
     def dashboard(self) -> JobClient | None:

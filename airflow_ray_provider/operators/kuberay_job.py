@@ -129,7 +129,8 @@ class KubeRayJobOperator(RunOperator):
                 "a RayJob by deleting its cluster); drop suspend_on_kill"
             )
 
-    def _request(self, context: Context) -> dict[str, Any]:
+    def target(self, context: Context) -> RunTarget:
+        """The task instance's RayJob: every check (the prices against the spec too), no API call."""
         job = self.job(context)
         options = RayJobOptions(
             entrypoint=job.entrypoint, runtime_env=dict(job.runtime_env), metadata=dict(job.metadata),
@@ -147,20 +148,16 @@ class KubeRayJobOperator(RunOperator):
             spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
         except ValueError as exc:
             raise RayInvalidInputError(str(exc)) from exc
-        return dict(
-            options=options, spec=spec, cluster_name=cluster, namespace=self.namespace,
-            **{name: getattr(self, name) for name in _REQUEST},
-        )  # fmt: skip
-
-    def target(self, context: Context) -> RunTarget:
-        """The task instance's RayJob: every check (the prices against the spec too), no API call."""
-        request = self._request(context)
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
-            plan = plan_rayjob(jobs, identity=task_identity(context), **request)
+            plan = plan_rayjob(
+                jobs, options, task_identity(context), spec=spec, cluster_name=cluster,
+                namespace=self.namespace, **{name: getattr(self, name) for name in _REQUEST},
+            )  # fmt: skip
             prices = self.prices or connection_prices(self.cluster_conn_id)
-            if prices is not None and plan.standing_cluster is None and request["spec"] is not None:
-                check_prices_on_spec(prices, request["spec"])
+            if prices is not None and cluster is None and spec is not None:
+                check_prices_on_spec(prices, spec)
+
         except BaseException:
             jobs.close()
             raise
