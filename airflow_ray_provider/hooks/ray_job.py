@@ -217,7 +217,7 @@ def job_api_target(
         except RayInvalidInputError as exc:
             raise RayInvalidInputError(f"{source} extra 'pool': {exc}") from exc
     ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
-    return ClusterTarget(client=hook.client, link_url=connection_link_url(hook.connection), ref=ref)
+    return ClusterTarget(client=hook.client, dashboard_url=connection_link_url(hook.connection), face_ref=ref)
 
 
 #: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made (a local head
@@ -249,7 +249,7 @@ def own_cluster_target(
     options = pool_options(pool, poll_interval)
     cluster = ClusterRequest.from_arguments(spec=cluster_spec, local_options=local_options, **request)
     backend = backend_for_connection(cluster_conn_id, namespace=request.get("namespace"))
-    return cluster_target(backend, cluster, identity, options, ref=ref, retry_attempts=retry_attempts,
+    return cluster_target(backend, cluster, identity, options, face_ref=ref, retry_attempts=retry_attempts,
                           **timeouts)  # fmt: skip
 
 
@@ -272,5 +272,5 @@ def target_from_ref(ref: dict[str, Any]) -> Any:
     pool = ref.get("pool")
     lease = PoolLease(backend, PoolOptions(**pool), ref["holder"], held=True) if pool else None
     base = {k: v for k, v in ref.items() if k not in ("handle", "owned", "pool", "holder")}
-    return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), ref=base, pool=lease,
-                         retry_attempts=attempts)  # fmt: skip
+    return ClusterTarget(handle=handle, backend=backend, owned=bool(ref.get("owned")), face_ref=base,
+                         pool=lease, retry_attempts=attempts)  # fmt: skip

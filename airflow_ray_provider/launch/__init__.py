@@ -32,7 +32,6 @@ from airflow_ray_provider.launch.wait import (
     apoll,
     readiness_rule,
     ready_handle,
-    step,
     wait_until_ready,
 )
 
@@ -64,6 +63,5 @@ __all__ = [
     "readiness_rule",
     "ready_handle",
     "run",
-    "step",
     "wait_until_ready",
 ]

@@ -399,15 +399,14 @@ class JobRun:
 
     def state(self) -> dict[str, Any]:
         """Everything a trigger or ``execute_complete`` needs to go on with this run (JSON, no secret)."""
-        last, plan = self.last, self.plan
+        last = self.last
         return {
             **{name: getattr(self, name) for name in STATE}, "target": self.target.ref(),
-            "choice": self.choice.value if self.choice else None, "cleanup": self.cleanup.value,
-            "start_time": plan.start_time, "log_offset": plan.log_offset,
-            "subject": self.subject.to_dict() if self.subject is not None else None,
+            "choice": self.choice and self.choice.value, "cleanup": self.cleanup.value,
+            "start_time": self.plan.start_time, "log_offset": self.plan.log_offset,
+            "subject": self.subject and self.subject.to_dict(),
             "step": last and last.ending and {"ending": last.ending.value, "message": last.message},
-            "usage": dataclasses.asdict(self.usage) if self.usage is not None else None,
-            "log_tail": tail(self.log_text),
+            "usage": self.usage and dataclasses.asdict(self.usage), "log_tail": tail(self.log_text),
         }  # fmt: skip
 
     @classmethod
@@ -421,11 +420,11 @@ class JobRun:
         run = cls(target, cleanup=Cleanup.parse(state["cleanup"]), usage=usage, **arguments, **kwargs)
         for name in STATE[7:]:
             setattr(run, name, state[name])
-        run.choice = Choice(state["choice"]) if state["choice"] else None
-        start, offset = state["start_time"], state["log_offset"]
-        run.plan = dataclasses.replace(run.plan, start_time=start, log_offset=offset)
-        if state["subject"] is not None:
-            run.subject = target.restore(state["subject"])
+        run.choice = state["choice"] and Choice(state["choice"])
+        run.plan = dataclasses.replace(
+            run.plan, start_time=state["start_time"], log_offset=state["log_offset"]
+        )
+        run.subject = state["subject"] and target.restore(state["subject"])
         if state["step"]:
             run.last = Step(Ending(state["step"]["ending"]), message=state["step"]["message"])
         run.log_text = state["log_tail"]

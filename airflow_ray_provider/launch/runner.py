@@ -230,15 +230,6 @@ def _say(message: str) -> None:
     print(f"airflow-ray: {message}", file=sys.stderr, flush=True)
 
 
-def _with_deadline(target: Target, timeout: float | None) -> Target:
-    """A RayJob's ``timeout`` is its ``activeDeadlineSeconds`` (KubeRay enforces it; whole seconds)."""
-    if timeout is None or not isinstance(target, KubeRayJob):
-        return target
-    if target.active_deadline_seconds is not None:
-        raise RayInvalidInputError("pass timeout or the RayJob's active_deadline_seconds, not both")
-    return dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout)))
-
-
 def run(
     entrypoint: str | list[str],
     *,
@@ -285,12 +276,19 @@ def run(
         build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name},
         entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
     )  # fmt: skip
-    target = _with_deadline(target, timeout)
+    if timeout is not None and isinstance(
+        target, KubeRayJob
+    ):  # its activeDeadlineSeconds: KubeRay enforces it
+        if target.active_deadline_seconds is not None:
+            raise RayInvalidInputError("pass timeout or the RayJob's active_deadline_seconds, not both")
+        target, timeout = (
+            dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout))),
+            None,
+        )
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
-    timeout = None if isinstance(target, KubeRayJob) else timeout  # KubeRay enforces a RayJob's deadline
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
-    options: dict[str, Any] = {"cleanup": policy, "timeout": timeout, "poll_interval": poll_interval}
-    with JobRun(where, job=spec, base_id=base, on_lines=emit, say=say, **options) as job_run:
+    with JobRun(where, job=spec, base_id=base, cleanup=policy, timeout=timeout, poll_interval=poll_interval,
+                on_lines=emit, say=say) as job_run:  # fmt: skip
         job_run.start()
         job_run.wait()
         result = job_run.result()

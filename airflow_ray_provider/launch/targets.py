@@ -5,13 +5,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.outcome import JobState, dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
@@ -41,6 +41,7 @@ def observed(state: JobState | None, text: str | None) -> Observation:
     return Observation(time.time(), state, state.is_terminal, state.is_success, text)
 
 
+@dataclasses.dataclass(eq=False, kw_only=True)
 class ClusterTarget(RunTarget):
     """The Job API of one Ray cluster: given ready (``client``), another task's (``handle``), attached by
     name (``standing``, never deleted), or created for the run (``plan``: the run owns it), through
@@ -51,48 +52,42 @@ class ClusterTarget(RunTarget):
         and releases it at its end; cleanup never deletes the cluster.
     :param owned: cleanup may delete the cluster (set with ``plan``, or with the handle of one the
         run created before a deferral).
-    :param link_url: the dashboard as people reach it (default: the handle's, else the client's).
-    :param ref: how the face makes this target again after a deferral (JSON, no secret).
+    :param dashboard_url: the dashboard as people reach it (default: the handle's, else the client's).
+    :param face_ref: how the face makes this target again after a deferral (JSON, no secret).
     :param retry_attempts: attempts per Job API call of the client the backend makes for the handle.
     """
 
-    def __init__(
-        self,
-        *,
-        client: JobClient | None = None,
-        handle: RayClusterHandle | None = None,
-        backend: ClusterBackend | None = None,
-        plan: ClusterPlan | None = None,
-        standing: str | None = None,
-        pool: PoolLease | None = None,
-        spec: dict[str, str] | None = None,
-        owned: bool = False,
-        ready_timeout: float = 900.0,
-        delete_timeout: float = 300.0,
-        link_url: str | None = None,
-        ref: dict[str, Any] | None = None,
-        retry_attempts: int = 5,
-    ) -> None:
-        self.client, self.handle, self.backend, self.plan = client, handle, backend, plan
-        self.pool, self.spec = pool, spec or {}
-        self.standing, self.stop_takes_cluster = standing, False
-        self.owned = owned or (plan is not None and pool is None)
-        self.ready_timeout, self.delete_timeout = ready_timeout, delete_timeout
-        self.dashboard_url = link_url or (handle.link_url if handle else client.address if client else None)
-        self._ref = ref or {}
-        self.retry_attempts = retry_attempts
-        self.creating = False
+    client: JobClient | None = None
+    handle: RayClusterHandle | None = None
+    backend: ClusterBackend | None = None
+    plan: ClusterPlan | None = None
+    standing: str | None = None
+    pool: PoolLease | None = None
+    spec: dict[str, str] = dataclasses.field(default_factory=dict)
+    owned: bool = False
+    ready_timeout: float = 900.0
+    delete_timeout: float = 300.0
+    dashboard_url: str | None = None
+    face_ref: dict[str, Any] = dataclasses.field(default_factory=dict)
+    retry_attempts: int = 5
+    stop_takes_cluster = False
+    #: From the instant the run starts creating its cluster, :meth:`delete` deletes by the plan's name.
+    creating: bool = dataclasses.field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.owned = self.owned or (self.plan is not None and self.pool is None)
+        client_url = self.client.address if self.client else None
+        self.dashboard_url = self.dashboard_url or (self.handle.link_url if self.handle else client_url)
 
     def _backend(self) -> ClusterBackend:
-        if self.backend is None:
-            raise RayInvalidInputError("this target has no cluster backend")
+        assert self.backend is not None, "a target given a ready client has no cluster backend"
         return self.backend
 
     def ref(self) -> dict[str, Any]:
         """The face's reference, with the handle once known (its token stays where it is)."""
         handle = self.handle.to_dict() if self.handle is not None else None
         pool = self.pool.ref() if self.pool is not None else {}
-        return {**self._ref, **pool, "handle": handle, "owned": self.owned}
+        return {**self.face_ref, **pool, "handle": handle, "owned": self.owned}
 
     def reach(self, say: Callable[[str], None]) -> None:
         """Create (or find) the run's cluster and wait until it answers, or attach the standing one."""
@@ -101,7 +96,7 @@ class ClusterTarget(RunTarget):
         if self.pool is not None and self.plan is not None and self.handle is None:
             self.handle = self.pool.acquire(self.plan, self.spec, timeout=self.ready_timeout, say=say)
         elif self.plan is not None and self.handle is None:
-            self.creating = True  # from here on, delete() deletes by the plan's name
+            self.creating = True
             created = self._backend().ensure(self.plan)
             say(f"{'Started' if created else 'Re-attached to'} Ray cluster {self.plan.name}")
             self.handle = wait_until_ready(
@@ -114,10 +109,9 @@ class ClusterTarget(RunTarget):
         self.dashboard_url = self.dashboard_url or self.handle.link_url
 
     def _client(self) -> JobClient:
-        if self.client is None and self.handle is not None:
-            self.client = self._backend().job_client(self.handle, retry_attempts=self.retry_attempts)
         if self.client is None:
-            raise RayInvalidInputError("the cluster is not reached yet")
+            assert self.handle is not None, "the cluster is not reached yet"
+            self.client = self._backend().job_client(self.handle, retry_attempts=self.retry_attempts)
         return self.client
 
     def submit(self, job: JobSpec, base_id: str) -> tuple[Choice, str, Any]:
@@ -203,7 +197,7 @@ class ClusterTarget(RunTarget):
     def usage_facts(self) -> tuple[str, str, bool, str, str | None]:
         """The mode is the cluster's kind (``pool``: leased; ``one_task``: the run's own; ``ephemeral``: a DAG
         task's; ``standing``); the connection is the ``ray`` one."""
-        handle, conn_id = self.handle, self._ref.get("ray_conn_id")
+        handle, conn_id = self.handle, self.face_ref.get("ray_conn_id")
         name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
         if self.pool is not None:
             kind = "pool"

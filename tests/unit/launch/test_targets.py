@@ -10,6 +10,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -133,8 +134,13 @@ def test_bad_input_exits_2_with_one_line_naming_the_flag(
     assert not (tmp_path / "registry").exists() or not any((tmp_path / "registry").iterdir())
 
 
-def test_the_targets_check_their_own_fields():
-    from airflow_ray_provider.launch.runner import _with_deadline
+def test_the_targets_check_their_own_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_ray_provider.launch import runner
+
+    def resolve(target: Any, *_: Any) -> Any:  # no cluster: say what deadline the run's target got
+        raise LookupError(target.active_deadline_seconds)
+
+    monkeypatch.setattr(runner, "resolve", resolve)
 
     with pytest.raises(RayInvalidInputError, match="submission_mode"):
         KubeRayJob(None, "ray", submission_mode="Batch")
@@ -144,6 +150,7 @@ def test_the_targets_check_their_own_fields():
         StandingCluster("team-ray", context="a")
     with pytest.raises(RayInvalidInputError, match="name"):
         StandingCluster(" ")
-    assert _with_deadline(KubeRayJob(None, "ray"), 9.2).active_deadline_seconds == 10  # KubeRay enforces it
+    with pytest.raises(LookupError, match=r"^10$"):  # KubeRay enforces it
+        runner.run("true", target=KubeRayJob(None, "ray"), timeout=9.2)
     with pytest.raises(RayInvalidInputError, match="not both"):
-        _with_deadline(KubeRayJob(None, "ray", active_deadline_seconds=5), 9)
+        runner.run("true", target=KubeRayJob(None, "ray", active_deadline_seconds=5), timeout=9)

@@ -26,12 +26,14 @@ def _targets() -> dict[str, ClusterTarget]:
     # a lease, as far as the record is concerned (no store reached)
     pool = SimpleNamespace(prices=None, ref=lambda: {"pool": {"name": "p1"}, "holder": "h"})
     return {
-        "connection": ClusterTarget(client=JobClient("http://127.0.0.1:1"), ref={"ray_conn_id": "ray_x"}),
+        "connection": ClusterTarget(
+            client=JobClient("http://127.0.0.1:1"), face_ref={"ray_conn_id": "ray_x"}
+        ),
         "attached": ClusterTarget(handle=_handle(owned=False)),
         "dag_task": ClusterTarget(handle=_handle(owned=True)),
         "own": ClusterTarget(plan=ClusterPlan(name="own-1")),
         "own_deferred": ClusterTarget(handle=_handle(owned=True), owned=True),
-        "pool": ClusterTarget(plan=ClusterPlan(name="p1"), pool=pool, ref={"ray_conn_id": "ray_pool"}),
+        "pool": ClusterTarget(plan=ClusterPlan(name="p1"), pool=pool, face_ref={"ray_conn_id": "ray_pool"}),
     }
 
 

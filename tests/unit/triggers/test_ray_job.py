@@ -21,7 +21,7 @@ TOKEN = "tok-0123456789abcdef"
 
 def _state() -> dict:
     client = JobClient("http://127.0.0.1:1", token=TOKEN)
-    run = JobRun(ClusterTarget(client=client, ref={"ray_conn_id": "ray_x"}), submission_id="s-1",
+    run = JobRun(ClusterTarget(client=client, face_ref={"ray_conn_id": "ray_x"}), submission_id="s-1",
                  base_id="s-1", cleanup=Cleanup.ALWAYS, timeout=60.0, poll_interval=2.0)  # fmt: skip
     return run.hand_over()
 
