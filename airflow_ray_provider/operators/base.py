@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -147,19 +145,20 @@ def push_job_url(operator: BaseOperator, ti: Any, url: str) -> None:
     ti.xcom_push(key=JOB_URL_XCOM_KEY, value=url)
 
 
-@contextmanager
-def resumed_run(event: Any, **callbacks: Any) -> Iterator[JobRun]:
-    """The run a :class:`~airflow_ray_provider.triggers.RayJobTrigger` event hands back, entered; the error
-    of a trigger whose wait failed is raised inside it (the run ends as it says)."""
+def resumed_run(event: Any, **callbacks: Any) -> JobRun:
+    """The run a :class:`~airflow_ray_provider.triggers.RayJobTrigger` event hands back."""
     if not isinstance(event, dict) or not isinstance(event.get("run"), dict):
         raise RayProviderError(f"unexpected trigger event: {event!r}")
     state = event["run"]
-    with JobRun.from_state(state, target_from_ref(state["target"]), **callbacks) as run:
-        if event.get("error"):
-            raise RayProviderError(
-                f"waiting for Ray job {run.submission_id!r} failed in the triggerer: {event['error']}"
-            )
-        yield run
+    return JobRun.from_state(state, target_from_ref(state["target"]), **callbacks)
+
+
+def check_event(run: JobRun, event: dict[str, Any]) -> None:
+    """Raise the error of a trigger whose wait failed (inside the run, which ends as it says)."""
+    if event.get("error"):
+        raise RayProviderError(
+            f"waiting for Ray job {run.submission_id!r} failed in the triggerer: {event['error']}"
+        )
 
 
 class RunOperator(BaseOperator):
@@ -329,9 +328,10 @@ class RunOperator(BaseOperator):
         if event is None:
             self.log.info("Resumed without a trigger event: looking at this task instance's Ray job again")
             return self.execute(context)
+        run = self.run = resumed_run(event, **self._callbacks(context))
         try:
-            with resumed_run(event, **self._callbacks(context)) as run:
-                self.run = run
+            with run:
+                check_event(run, event)
                 run.flush()
                 return self.result(run)
         finally:

@@ -13,7 +13,7 @@ from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderErr
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES
 from airflow_ray_provider.launch import Cleanup, JobRun
-from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, resumed_run
+from airflow_ray_provider.operators.base import DEFAULT_DEFERRABLE, check_event, resumed_run
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -93,4 +93,5 @@ class RayJobSensor(BaseSensorOperator):
             self.log.info("Resumed without a trigger event: looking at Ray job %s again", self.submission_id)
             return self.execute(context)
         with resumed_run(event, say=self.log.info) as run:
+            check_event(run, event)
             return run.result()
