@@ -17,16 +17,15 @@ from urllib.parse import quote
 
 from airflow_ray_provider.jobs import JobState
 from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record
-from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.launch.run import JobRun
+    from airflow_ray_provider.launch.run import JobRun, Observation
     from airflow_ray_provider.launch.usage.record import Prices, UsageOptions
-    from airflow_ray_provider.launch.wait import Observation
 
 T = TypeVar("T")
 #: How the record names each ending.
-ENDED_BY = {Ending.TIMED_OUT: "timed_out", Ending.USER_KILL: "killed", Ending.WORKER_SIGTERM: "killed"}
+#: The record's ``ended_by`` for a run's ``Ending`` (a ``str`` enum: its values are the keys).
+ENDED_BY = {"timed_out": "timed_out", "user_kill": "killed", "worker_sigterm": "killed"}
 #: A RayJob's deadlines, which KubeRay enforces (its record then says ``timed_out``).
 DEADLINES = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
 
@@ -279,7 +278,7 @@ def job_ended(subject: Any) -> bool:
 
 def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
     """``options`` with what the run knows of its job (``None``: no Ray job to ask about)."""
-    subject, ended_by = run.subject, ENDED_BY.get(run.ending or Ending.SUCCEEDED, "finished")
+    subject, ended_by = run.subject, ENDED_BY.get(run.ending or "", "finished")
     if isinstance(subject, JobState) or subject is None:
         sid, cluster, owned = run.submission_id, options.cluster, run.target.owned
         started = run.times.get("reach") if owned else None  # it waited for its own cluster

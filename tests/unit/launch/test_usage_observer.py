@@ -89,7 +89,7 @@ def _started_run(takes_cluster: bool) -> tuple[Scripted, JobRun]:
 def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_that_does_not(
     monkeypatch, takes_cluster
 ):
-    from airflow_ray_provider.launch.wait import Ending
+    from airflow_ray_provider.launch.run import Ending
 
     target, run = _started_run(takes_cluster)
     monkeypatch.setattr(observer, "usage_record", lambda run: target.calls.append("record") or {"x": 1})
@@ -102,7 +102,7 @@ def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_
 def test_a_triggers_kill_asks_for_the_record_as_a_kill(monkeypatch, takes_cluster):
     import asyncio
 
-    from airflow_ray_provider.launch.wait import Ending
+    from airflow_ray_provider.launch.run import Ending
 
     _, run = _started_run(takes_cluster)
     asked: list[str] = []
