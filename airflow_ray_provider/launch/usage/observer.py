@@ -267,16 +267,6 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     return None
 
 
-def job_ended(subject: Any) -> bool:
-    """Whether a look shows the Ray job ended (a RayJob's own status may follow a moment later)."""
-    if isinstance(subject, JobState):
-        return subject.is_terminal
-    status = subject.status
-    return bool(status.job_id) and (
-        status.job_status in ("SUCCEEDED", "FAILED", "STOPPED") or status.is_final
-    )
-
-
 def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
     """``options`` with what the run knows of its job (``None``: no Ray job to ask about)."""
     subject, ended_by = run.subject, ENDED_BY.get(run.ending or Ending.SUCCEEDED, "finished")
@@ -315,7 +305,8 @@ def looked(run: JobRun, seen: Observation) -> bool:
     """Keep what ``seen`` shows; whether this look is the one ``run``'s record is made at: the first that
     shows the job ended."""
     run.subject = seen.subject if seen.subject is not None else run.subject
-    ended = seen.subject is not None and job_ended(seen.subject)
+    subject = seen.subject
+    ended = subject is not None and (subject if isinstance(subject, JobState) else subject.status).is_terminal
     return ended and run.usage is not None and run.record is None
 
 
