@@ -178,12 +178,9 @@ def job_actors(
     reread: Callable[[], list[dict[str, Any]] | None],
     tasks: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The job's actors for the record; what stays unmatched is named in ``not_available``.
-
-    :param gcs_rows: ``/api/v0/actors`` of the job; ``None`` (no answer): the dashboard's ``jobId`` decides.
-    :param reread: ``/logical/actors`` again (``None``: no answer), while it lacks an actor or an end.
-    :param tasks: the job's tasks: an actor still untimed counts from its creation task's end, if any.
-    """
+    """The job's actors for the record: ``listed`` mended from ``gcs_rows`` (``None``: the dashboard's
+    ``jobId`` decides), ``reread`` while it lacks an actor or an end, an actor still untimed counted from
+    its creation task's end in ``tasks``; what stays unmatched is named in ``not_available``."""
     if gcs_rows is None:
         return [a for a in listed if a.get("jobId") == ray_job_id]
     found = mend_job_actors(listed, gcs_rows, ray_job_id)
@@ -302,8 +299,7 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
 
 
 def looked(run: JobRun, seen: Observation) -> bool:
-    """Keep what ``seen`` shows; whether this look is the one ``run``'s record is made at: the first that
-    shows the job ended."""
+    """Keep what ``seen`` shows; whether ``run``'s record is due (the first look that shows the job ended)."""
     run.subject = seen.subject if seen.subject is not None else run.subject
     subject = seen.subject
     ended = subject is not None and (subject if isinstance(subject, JobState) else subject.status).is_terminal

@@ -256,10 +256,8 @@ def allocation(
     node_groups: Mapping[str, str],
     driver_group: str = HEAD_GROUP,
 ) -> Allocation:
-    """Resource-hours the job was allocated: its normal task attempts (an actor's tasks run inside its
-    lifetime allocation, and its creation task is the actor), its actors (``/logical/actors`` rows; one
-    still alive counts to the job's end) and the entrypoint's reservation (record names) while the driver
-    ran. ``node_groups``: node id -> worker group."""
+    """Resource-hours the job was allocated (docs/usage.md, ``allocated``): its normal task attempts, its
+    actors (``/logical/actors`` rows) and the entrypoint's reservation while the driver ran."""
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
@@ -377,10 +375,8 @@ def make_record(
     supervisor: dict[str, Any] | None = None,
     missing: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The job's record, the JSON object of docs/usage.md, from what the dashboard told (``/api/jobs/{id}``,
-    the nodes, the job's task attempts, its actors, its supervisor actor: ``None`` where a read failed,
-    and ``missing`` says why); what could not be read is named in ``not_available``. ``now`` is the
-    collection time (the end of a job that has not ended)."""
+    """The job's record (docs/usage.md) from what the dashboard told: ``None`` where a read failed, and
+    ``missing`` says why; ``now`` is the collection time (the end of a job that has not ended)."""
     job, missing = job or {}, dict(missing or {})
     submitted, ended = ((job.get(key) or now * 1000.0) / 1000.0 for key in ("start_time", "end_time"))
     driver_started = (supervisor or {}).get("startTime", 0) / 1000.0 or None
