@@ -32,10 +32,10 @@ def _look(job_status: str, deployment: str, *, reason: str = "", job_id: str = "
 
 
 def test_a_rayjobs_record_is_due_when_its_ray_job_ends_before_kuberays_verdict():
-    assert not observer.job_ended(_look("RUNNING", "Running"))
-    assert observer.job_ended(_look("SUCCEEDED", "Running"))  # the cluster may go right after Complete
-    assert observer.job_ended(_look("RUNNING", "Failed", reason="DeadlineExceeded"))
-    assert not observer.job_ended(_look("", "Failed", job_id=""))  # no Ray job to make a record of
+    assert not _look("RUNNING", "Running").status.is_terminal
+    assert _look("SUCCEEDED", "Running").status.is_terminal  # the cluster may go right after Complete
+    assert _look("RUNNING", "Failed", reason="DeadlineExceeded").status.is_terminal
+    assert not _look("", "Failed", job_id="").status.is_terminal  # no Ray job to make a record of
 
 
 def test_a_rayjobs_request_names_its_ray_job_its_cluster_and_its_start():
