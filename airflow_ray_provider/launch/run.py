@@ -412,13 +412,13 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        if observer.looked(self, seen):
+        if self.usage is not None and observer.looked(self, seen):
             observer.record(self)
         return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        if observer.looked(self, seen):
+        if self.usage is not None and observer.looked(self, seen):
             await asyncio.to_thread(observer.record, self)
         return seen
 
