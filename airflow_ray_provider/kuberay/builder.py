@@ -283,7 +283,18 @@ def prepare_manifest(
             f"manifest must have apiVersion {API_VERSION!r} and kind {KIND!r}, "
             f"got {body.get('apiVersion')!r} / {body.get('kind')!r}"
         )
-    validate_manifest_spec(body.get("spec"))
+    spec = body.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
+        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
+    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
+    if unknown:
+        raise KubeRaySpecError(
+            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
+            f"{sorted(KNOWN_SPEC_FIELDS)}"
+        )
+    groups = spec.get("workerGroupSpecs") or []
+    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
+        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list of mappings")
     metadata = body.get("metadata") or {}
     body["metadata"] = metadata
     own_namespace = metadata.get("namespace")
@@ -303,7 +314,7 @@ def prepare_manifest(
     v.check_raycluster(body)
     # With enableK8sTokenAuth the dashboard accepts only service-account tokens: the provider's probe and
     # submissions (with the Ray token) would get 401 until the timeout.
-    if ((body["spec"].get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
+    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
         raise KubeRaySpecError(
             "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
             "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
@@ -311,18 +322,3 @@ def prepare_manifest(
             "mode: disabled"
         )
     return body
-
-
-def validate_manifest_spec(spec: Any) -> None:
-    """Cheap structural checks of a manifest's ``spec`` (the API server does the rest)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
-        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
-    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
-    if unknown:
-        raise KubeRaySpecError(
-            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
-            f"{sorted(KNOWN_SPEC_FIELDS)}"
-        )
-    groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
-        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list of mappings")

@@ -281,7 +281,7 @@ class RayJobTarget(RunTarget):
         if (obj := self.rayjobs.find(self.plan.name, namespace=ns)) is None:
             return None
         status = RayJobStatus.from_object(obj)
-        if not status.cluster_name or status.is_suspended:
+        if not status.cluster_name or status.deployment_status in ("Suspending", "Suspended"):
             return RayJobLook(status)
         found = self.backend.client.find(status.cluster_name, namespace=ns)
         if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
