@@ -202,8 +202,8 @@ class RayJobTarget(RunTarget):
 
     @property
     def rayjobs(self) -> RayJobClient:
-        """The RayJob client, on the backend's Kubernetes client."""
-        return RayJobClient(self.backend.client)
+        """The RayJob client in the plan's namespace, on the backend's Kubernetes client."""
+        return RayJobClient(self.backend.client, self.plan.namespace)
 
     def ref(self) -> dict[str, Any]:
         """The face's reference with the RayJob's name and its plan's :data:`REF_FIELDS` (what a stop and a
@@ -227,7 +227,7 @@ class RayJobTarget(RunTarget):
         killed try suspended); one that failed or was stopped is deleted and created again. A RayJob this
         task did not create raises :class:`~airflow_ray_provider.exceptions.RayClusterError`."""
         plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
-        existing = rayjobs.find(plan.name, namespace=ns)
+        existing = rayjobs.find(plan.name)
         action = "created"
         if existing is not None:
             check_ours(existing, plan.labels)  # refuses one being deleted too
@@ -243,9 +243,9 @@ class RayJobTarget(RunTarget):
             self._delete(wait=True)
             action = "recreated"
         try:
-            created = rayjobs.create(plan.body, namespace=ns)
+            created = rayjobs.create(plan.body)
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
-            created = rayjobs.get(plan.name, namespace=ns)
+            created = rayjobs.get(plan.name)
             check_ours(created, plan.labels)
             return self._submitted(Choice.ATTACH, "attached", created)
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
@@ -278,7 +278,7 @@ class RayJobTarget(RunTarget):
     def _find(self) -> RayJobLook | None:
         """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
-        if (obj := self.rayjobs.find(self.plan.name, namespace=ns)) is None:
+        if (obj := self.rayjobs.find(self.plan.name)) is None:
             return None
         status = RayJobStatus.from_object(obj)
         if not status.cluster_name or status.deployment_status in ("Suspending", "Suspended"):
@@ -324,12 +324,12 @@ class RayJobTarget(RunTarget):
         """Suspend or resume the RayJob, marking whether a killed try suspended it."""
         mark = {ANNOTATION_SUSPENDED_ON_KILL: str(killed).lower()}
         patch = {"spec": {"suspend": suspend}, "metadata": {"annotations": mark}}
-        return self.rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
+        return self.rayjobs.patch(self.plan.name, patch)
 
     def _delete(self, *, wait: bool) -> None:
-        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        self.rayjobs.delete(self.plan.name)
         if wait:
-            self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+            self.rayjobs.wait_until_gone(self.plan.name, timeout=120)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
