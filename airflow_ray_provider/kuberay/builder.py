@@ -218,7 +218,26 @@ KNOWN_SPEC_FIELDS = frozenset(
 def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
     """The one RayCluster of a manifest: a dict, YAML/JSON text, or a file path (absolute or relative);
     other documents of the file are ignored with a warning naming them."""
-    documents = _documents(manifest)
+    if isinstance(manifest, dict):
+        return copy.deepcopy(manifest)
+    if not isinstance(manifest, str):
+        raise KubeRaySpecError(
+            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
+        )
+    import yaml
+
+    text = manifest
+    if "\n" not in manifest and manifest.strip().endswith(MANIFEST_SUFFIXES):
+        path = Path(manifest.strip()).expanduser()
+        if not path.is_file():
+            raise KubeRaySpecError(f"manifest file {str(path.absolute())!r} does not exist")
+        text = path.read_text()
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
+    if not documents or not all(isinstance(doc, dict) for doc in documents):
+        raise KubeRaySpecError("manifest must be YAML mappings, one of them a RayCluster object")
     clusters = [d for d in documents if d.get("kind") == KIND]
     if len(documents) == 1 and not clusters:
         return documents[0]  # prepare_manifest says which apiVersion/kind it has instead
@@ -237,30 +256,6 @@ def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
             len(others), _names(others),
         )  # fmt: skip
     return clusters[0]
-
-
-def _documents(manifest: dict[str, Any] | str) -> list[dict[str, Any]]:
-    if isinstance(manifest, dict):
-        return [copy.deepcopy(manifest)]
-    if not isinstance(manifest, str):
-        raise KubeRaySpecError(
-            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
-        )
-    import yaml
-
-    text = manifest
-    if "\n" not in manifest and manifest.strip().endswith(MANIFEST_SUFFIXES):
-        path = Path(manifest.strip()).expanduser()
-        if not path.is_file():
-            raise KubeRaySpecError(f"manifest file {str(path.absolute())!r} does not exist")
-        text = path.read_text()
-    try:
-        loaded = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
-    if not loaded or not all(isinstance(doc, dict) for doc in loaded):
-        raise KubeRaySpecError("manifest must be YAML mappings, one of them a RayCluster object")
-    return loaded
 
 
 def _names(documents: list[dict[str, Any]]) -> str:
