@@ -218,7 +218,26 @@ KNOWN_SPEC_FIELDS = frozenset(
 def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
     """The one RayCluster of a manifest: a dict, YAML/JSON text, or a file path (absolute or relative);
     other documents of the file are ignored with a warning naming them."""
-    documents = _documents(manifest)
+    if isinstance(manifest, dict):
+        return copy.deepcopy(manifest)
+    if not isinstance(manifest, str):
+        raise KubeRaySpecError(
+            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
+        )
+    import yaml
+
+    text = manifest
+    if "\n" not in manifest and manifest.strip().endswith(MANIFEST_SUFFIXES):
+        path = Path(manifest.strip()).expanduser()
+        if not path.is_file():
+            raise KubeRaySpecError(f"manifest file {str(path.absolute())!r} does not exist")
+        text = path.read_text()
+    try:
+        documents = [doc for doc in yaml.safe_load_all(text) if doc is not None]
+    except yaml.YAMLError as exc:
+        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
+    if not documents or not all(isinstance(doc, dict) for doc in documents):
+        raise KubeRaySpecError("manifest must be YAML mappings, one of them a RayCluster object")
     clusters = [d for d in documents if d.get("kind") == KIND]
     if len(documents) == 1 and not clusters:
         return documents[0]  # prepare_manifest says which apiVersion/kind it has instead
@@ -237,30 +256,6 @@ def load_manifest(manifest: dict[str, Any] | str) -> dict[str, Any]:
             len(others), _names(others),
         )  # fmt: skip
     return clusters[0]
-
-
-def _documents(manifest: dict[str, Any] | str) -> list[dict[str, Any]]:
-    if isinstance(manifest, dict):
-        return [copy.deepcopy(manifest)]
-    if not isinstance(manifest, str):
-        raise KubeRaySpecError(
-            f"manifest must be a dict, YAML text or a file path, got {type(manifest).__name__}"
-        )
-    import yaml
-
-    text = manifest
-    if "\n" not in manifest and manifest.strip().endswith(MANIFEST_SUFFIXES):
-        path = Path(manifest.strip()).expanduser()
-        if not path.is_file():
-            raise KubeRaySpecError(f"manifest file {str(path.absolute())!r} does not exist")
-        text = path.read_text()
-    try:
-        loaded = [doc for doc in yaml.safe_load_all(text) if doc is not None]
-    except yaml.YAMLError as exc:
-        raise KubeRaySpecError(f"manifest is not valid YAML: {exc}") from exc
-    if not loaded or not all(isinstance(doc, dict) for doc in loaded):
-        raise KubeRaySpecError("manifest must be YAML mappings, one of them a RayCluster object")
-    return loaded
 
 
 def _names(documents: list[dict[str, Any]]) -> str:
@@ -283,7 +278,18 @@ def prepare_manifest(
             f"manifest must have apiVersion {API_VERSION!r} and kind {KIND!r}, "
             f"got {body.get('apiVersion')!r} / {body.get('kind')!r}"
         )
-    validate_manifest_spec(body.get("spec"))
+    spec = body.get("spec")
+    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
+        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
+    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
+    if unknown:
+        raise KubeRaySpecError(
+            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
+            f"{sorted(KNOWN_SPEC_FIELDS)}"
+        )
+    groups = spec.get("workerGroupSpecs") or []
+    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
+        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list of mappings")
     metadata = body.get("metadata") or {}
     body["metadata"] = metadata
     own_namespace = metadata.get("namespace")
@@ -303,7 +309,7 @@ def prepare_manifest(
     v.check_raycluster(body)
     # With enableK8sTokenAuth the dashboard accepts only service-account tokens: the provider's probe and
     # submissions (with the Ray token) would get 401 until the timeout.
-    if ((body["spec"].get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
+    if ((spec.get("authOptions") or {}).get("enableK8sTokenAuth")) is True:
         raise KubeRaySpecError(
             "manifest spec.authOptions.enableK8sTokenAuth: true is not supported by this provider: the "
             "dashboard then accepts only Kubernetes service-account tokens, while the provider probes it "
@@ -311,18 +317,3 @@ def prepare_manifest(
             "mode: disabled"
         )
     return body
-
-
-def validate_manifest_spec(spec: Any) -> None:
-    """Cheap structural checks of a manifest's ``spec`` (the API server does the rest)."""
-    if not isinstance(spec, dict) or not isinstance(spec.get("headGroupSpec"), dict):
-        raise KubeRaySpecError("manifest spec.headGroupSpec is required (the head pod template)")
-    unknown = sorted(set(spec) - KNOWN_SPEC_FIELDS)
-    if unknown:
-        raise KubeRaySpecError(
-            f"manifest spec has unknown field(s) {unknown}; RayCluster (KubeRay 1.7) spec fields are "
-            f"{sorted(KNOWN_SPEC_FIELDS)}"
-        )
-    groups = spec.get("workerGroupSpecs") or []
-    if not isinstance(groups, list) or not all(isinstance(group, dict) for group in groups):
-        raise KubeRaySpecError("manifest spec.workerGroupSpecs must be a list of mappings")

@@ -153,25 +153,6 @@ def is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (Urllib3Error, ConnectionError, TimeoutError))
 
 
-def _translate(exc: Exception, what: str) -> KubeRayError:
-    from kubernetes.client.exceptions import ApiException
-
-    if not isinstance(exc, ApiException):
-        return KubeRayApiError(f"{what}: {exc}")
-    status, reason = exc.status or 0, exc.reason or ""
-    message = f"{what}: HTTP {status} {reason}: {(exc.body or '')[:500]}"
-    if status == 404:
-        return KubeRayNotFoundError(message, status=status, reason=reason)
-    if status == 409:
-        return KubeRayConflictError(message, status=status, reason=reason)
-    if status in (401, 403):
-        message += (
-            " (check the connection's credentials and that its Role allows this;"
-            " see docs/connections.md, 'Least privilege')"
-        )
-    return KubeRayApiError(message, status=status, reason=reason)
-
-
 class _Objects:
     """The verbs of one namespaced kind through a :class:`KubeRayClient`; answers are plain data."""
 
@@ -208,8 +189,18 @@ class _Objects:
         )
         try:
             answer = retrying(method, *args, _request_timeout=self.kube.REQUEST_TIMEOUT, **kwargs)
+        except kubernetes.client.ApiException as exc:
+            status, reason = exc.status or 0, exc.reason or ""
+            message = f"{what}: HTTP {status} {reason}: {(exc.body or '')[:500]}"
+            if status in (401, 403):
+                message += (
+                    " (check the connection's credentials and that its Role allows this;"
+                    " see docs/connections.md, 'Least privilege')"
+                )
+            error = {404: KubeRayNotFoundError, 409: KubeRayConflictError}.get(status, KubeRayApiError)
+            raise error(message, status=status, reason=reason) from exc
         except Exception as exc:
-            raise _translate(exc, what) from exc
+            raise KubeRayApiError(f"{what}: {exc}") from exc
         return self.kube.api_client.sanitize_for_serialization(answer)
 
     def create(self, body: dict[str, Any], *, namespace: str | None = None) -> dict[str, Any]:

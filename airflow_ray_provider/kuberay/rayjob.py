@@ -129,14 +129,13 @@ def validate_options(options: RayJobOptions, *, selector: bool) -> None:
 def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
     """KubeRay's ``validateDeletionRules`` (and the CRD's rules) for ``deletionStrategy.deletionRules``:
     per condition each policy at most once, TTLs not decreasing from ``DeleteWorkers`` to ``DeleteSelf``."""
-    if shutdown:
-        raise KubeRaySpecError(
-            "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive (KubeRay refuses the "
-            "RayJob): pass shutdown_after_job_finishes=False and say when to delete the cluster with a "
-            "DeleteCluster rule"
-        )
-    if not isinstance(rules, list) or not rules:
-        raise KubeRaySpecError(f"deletion_rules must be a non-empty list of rules, got {rules!r}")
+    v.refuse_first(
+        (shutdown, "deletion_rules and shutdown_after_job_finishes=True are mutually exclusive (KubeRay "
+         "refuses the RayJob): pass shutdown_after_job_finishes=False and say when to delete the cluster "
+         "with a DeleteCluster rule"),
+        (not isinstance(rules, list) or not rules,
+         f"deletion_rules must be a non-empty list of rules, got {rules!r}"),
+    )  # fmt: skip
     ttls: dict[str, dict[str, int]] = {}
     for index, rule in enumerate(rules):
         where = f"deletion_rules[{index}]"
@@ -147,30 +146,27 @@ def check_deletion_rules(rules: Any, *, shutdown: bool, selector: bool) -> None:
                 f"got {rule!r}"
             )
         policy, condition = rule["policy"], rule["condition"]
-        if policy not in DELETION_POLICIES:
-            raise KubeRaySpecError(f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}")
-        if not isinstance(condition, dict) or not set(condition) <= {*DELETION_CONDITIONS, "ttlSeconds"}:
-            raise KubeRaySpecError(
-                f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"
-            )
-        given = [status for status in DELETION_CONDITIONS if status in condition]
-        if len(given) != 1:
-            raise KubeRaySpecError(
-                f"{where}.condition needs exactly one of jobStatus {DELETION_CONDITIONS['jobStatus']} or "
-                f"jobDeploymentStatus {DELETION_CONDITIONS['jobDeploymentStatus']}, got {condition!r}"
-            )
-        status, ttl = given[0], condition.get("ttlSeconds", 0)
-        if condition[status] not in DELETION_CONDITIONS[status]:
-            raise KubeRaySpecError(
-                f"{where}.condition.{status} must be one of {DELETION_CONDITIONS[status]}, "
-                f"got {condition[status]!r}"
-            )
+        known = isinstance(condition, dict) and set(condition) <= {*DELETION_CONDITIONS, "ttlSeconds"}
+        given = [status for status in DELETION_CONDITIONS if known and status in condition]
+        status = given[0] if len(given) == 1 else ""
+        value, allowed = condition.get(status) if status else None, DELETION_CONDITIONS.get(status, ())
+        v.refuse_first(
+            (policy not in DELETION_POLICIES,
+             f"{where}.policy must be one of {DELETION_POLICIES}, got {policy!r}"),
+            (not known,
+             f"{where}.condition takes jobStatus or jobDeploymentStatus, and ttlSeconds; got {condition!r}"),
+            (not status,
+             f"{where}.condition needs exactly one of jobStatus {DELETION_CONDITIONS['jobStatus']} or "
+             f"jobDeploymentStatus {DELETION_CONDITIONS['jobDeploymentStatus']}, got {condition!r}"),
+            (value not in allowed, f"{where}.condition.{status} must be one of {allowed}, got {value!r}"),
+        )  # fmt: skip
+        ttl = condition.get("ttlSeconds", 0)
         v.check_count(ttl, f"{where}.condition.ttlSeconds", minimum=0)
         if selector and policy in ("DeleteCluster", "DeleteWorkers"):
             raise KubeRaySpecError(
                 f"{where}.policy {policy} is not supported on a standing cluster (clusterSelector)"
             )
-        key = f"{status}={condition[status]}"
+        key = f"{status}={value}"
         if policy in ttls.setdefault(key, {}):
             raise KubeRaySpecError(f"{where}: a second {policy} rule for {key}")
         ttls[key][policy] = ttl

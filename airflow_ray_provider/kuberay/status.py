@@ -174,6 +174,13 @@ def _latest(events: list[ClusterEvent]) -> list[ClusterEvent]:
 LABEL_ORIGINATED_FROM_CRD = "ray.io/originated-from-crd"
 
 
+#: The :class:`RayJobStatus` fields read as they are from a RayJob's ``status``.
+_STATUS_KEYS = {
+    "deployment_status": "jobDeploymentStatus", "job_status": "jobStatus", "reason": "reason",
+    "message": "message", "cluster_name": "rayClusterName", "start_time": "startTime",
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RayJobStatus:
     """A RayJob's status, typed (:meth:`from_object` says where each field comes from).
@@ -200,18 +207,10 @@ class RayJobStatus:
         """Read the status of a RayJob object as returned by the API."""
         meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
         return cls(
-            name=meta.get("name", ""),
-            namespace=meta.get("namespace", ""),
-            deployment_status=status.get("jobDeploymentStatus") or "",
-            job_status=status.get("jobStatus") or "",
-            reason=status.get("reason") or "",
-            message=status.get("message") or "",
-            job_id=status.get("jobId") or spec.get("jobId") or "",
-            cluster_name=status.get("rayClusterName") or "",
-            start_time=status.get("startTime") or "",
-            failed=int(status.get("failed") or 0),
-            suspend=bool(spec.get("suspend")),
-        )
+            name=meta.get("name", ""), namespace=meta.get("namespace", ""), suspend=bool(spec.get("suspend")),
+            job_id=status.get("jobId") or spec.get("jobId") or "", failed=int(status.get("failed") or 0),
+            **{key: status.get(raw) or "" for key, raw in _STATUS_KEYS.items()},
+        )  # fmt: skip
 
     @property
     def is_final(self) -> bool:
@@ -227,11 +226,6 @@ class RayJobStatus:
     def is_success(self) -> bool:
         """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
         return self.deployment_status == "Complete" and self.job_status == "SUCCEEDED"
-
-    @property
-    def is_suspended(self) -> bool:
-        """Suspended, or on its way there (its cluster is being deleted)."""
-        return self.deployment_status in ("Suspending", "Suspended")
 
     def summary(self) -> str:
         """One line for logs and errors: deployment status, job status, reason and message."""

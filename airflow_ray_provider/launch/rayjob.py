@@ -201,8 +201,8 @@ class RayJobTarget(RunTarget):
 
     @property
     def rayjobs(self) -> RayJobClient:
-        """The RayJob client, on the backend's Kubernetes client."""
-        return RayJobClient(self.backend.client)
+        """The RayJob client in the plan's namespace, on the backend's Kubernetes client."""
+        return RayJobClient(self.backend.client, self.plan.namespace)
 
     def ref(self) -> dict[str, Any]:
         """The face's reference with the RayJob's name and its plan's :data:`REF_FIELDS` (what a stop and a
@@ -226,7 +226,7 @@ class RayJobTarget(RunTarget):
         killed try suspended); one that failed or was stopped is deleted and created again. A RayJob this
         task did not create raises :class:`~airflow_ray_provider.exceptions.RayClusterError`."""
         plan, rayjobs, ns = self.plan, self.rayjobs, self.plan.namespace
-        existing = rayjobs.find(plan.name, namespace=ns)
+        existing = rayjobs.find(plan.name)
         action = "created"
         if existing is not None:
             check_ours(existing, plan.labels)  # refuses one being deleted too
@@ -242,9 +242,9 @@ class RayJobTarget(RunTarget):
             self._delete(wait=True)
             action = "recreated"
         try:
-            created = rayjobs.create(plan.body, namespace=ns)
+            created = rayjobs.create(plan.body)
         except KubeRayConflictError:  # created concurrently (a zombie try): re-attach if ours
-            created = rayjobs.get(plan.name, namespace=ns)
+            created = rayjobs.get(plan.name)
             check_ours(created, plan.labels)
             return self._submitted(Choice.ATTACH, "attached", created)
         if plan.token_secret:  # ``secret`` auth mode: owned by the RayJob, so Kubernetes deletes it too
@@ -261,28 +261,26 @@ class RayJobTarget(RunTarget):
         done = choice is Choice.ATTACH and status.is_final and status.is_success
         return Choice.DONE if done else choice, self.plan.name, RayJobLook(status)
 
-    def _take(self, look: RayJobLook | None) -> JobClient | None:
-        """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
+    def _take(self, look: RayJobLook | None) -> None:
+        """Take in a look: a new client when the RayJob has a new cluster."""
         if look is None:
-            return None
+            return
         self.final, self.job_id = look.status.is_final, look.status.job_id
         if look.status.summary() != self.summary:
             self.summary = look.status.summary()
             self.say(f"{self.plan.where}: {self.summary}")
-        if look.cluster is None or look.cluster == self.cluster:
-            return None
-        replaced, self.cluster = self.client, look.cluster
-        self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
-        self.dashboard_url = look.cluster.link_url
-        return replaced
+        if look.cluster is not None and look.cluster != self.cluster:
+            self.cluster = look.cluster
+            self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
+            self.dashboard_url = look.cluster.link_url
 
     def _find(self) -> RayJobLook | None:
         """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
         settings, ns = self.backend.settings, self.plan.namespace
-        if (obj := self.rayjobs.find(self.plan.name, namespace=ns)) is None:
+        if (obj := self.rayjobs.find(self.plan.name)) is None:
             return None
         status = RayJobStatus.from_object(obj)
-        if not status.cluster_name or status.is_suspended:
+        if not status.cluster_name or status.deployment_status in ("Suspending", "Suspended"):
             return RayJobLook(status)
         found = self.backend.client.find(status.cluster_name, namespace=ns)
         if found is None or readiness(cluster := ClusterStatus.from_object(found))[0] != "ready":
@@ -291,40 +289,23 @@ class RayJobTarget(RunTarget):
         plan = ClusterPlan(status.cluster_name, ns, token_ref=token_ref_of(found))
         return RayJobLook(status, self.backend.handle(plan, url, owned=False))
 
-    def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
+    def look(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One look at the RayJob and, once its cluster answers, at the job's log."""
+        look, text = self._find(), None
+        self._take(look)
         if look is None:
             return Observation(time.time())
+        if with_log and look.status.job_id and self.client is not None:
+            try:
+                text = self.client.get_logs(look.status.job_id)
+            except Exception as exc:  # not submitted yet, or its cluster going away
+                log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
         kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
-    def look(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look = self._find()
-        self._take(look)
-        return self._observed(look, self._read(look) if with_log else None)
-
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
-        """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
-        look = await asyncio.to_thread(self._find)
-        if (replaced := self._take(look)) is not None:
-            await replaced.aclose()
-        text, job_id = None, look.status.job_id if look is not None and with_log else ""
-        if job_id and self.client is not None:
-            try:
-                text = await self.client.aget_logs(job_id)
-            except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", job_id, exc)
-        return self._observed(look, text)
-
-    def _read(self, look: RayJobLook | None) -> str | None:
-        """The job's log once its cluster answers (``None``: not submitted yet, or no cluster)."""
-        if look is None or not look.status.job_id or self.client is None:
-            return None
-        try:
-            return self.client.get_logs(look.status.job_id)
-        except Exception as exc:  # not submitted yet, or its cluster going away
-            log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return None
+        """:meth:`look` in a thread: the Kubernetes API and the log are read by blocking calls."""
+        return await asyncio.to_thread(self.look, submission_id, with_log=with_log)
 
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
@@ -342,12 +323,12 @@ class RayJobTarget(RunTarget):
         """Suspend or resume the RayJob, marking whether a killed try suspended it."""
         mark = {ANNOTATION_SUSPENDED_ON_KILL: str(killed).lower()}
         patch = {"spec": {"suspend": suspend}, "metadata": {"annotations": mark}}
-        return self.rayjobs.patch(self.plan.name, patch, namespace=self.plan.namespace)
+        return self.rayjobs.patch(self.plan.name, patch)
 
     def _delete(self, *, wait: bool) -> None:
-        self.rayjobs.delete(self.plan.name, namespace=self.plan.namespace)
+        self.rayjobs.delete(self.plan.name)
         if wait:
-            self.rayjobs.wait_until_gone(self.plan.name, namespace=self.plan.namespace, timeout=120)
+            self.rayjobs.wait_until_gone(self.plan.name, timeout=120)
 
     def delete(self, say: Callable[[str], None]) -> bool:
         """Delete a RayJob that has not finished; keep one that finished as its run's record (waiting up to
