@@ -261,18 +261,20 @@ class RayJobTarget(RunTarget):
         done = choice is Choice.ATTACH and status.is_final and status.is_success
         return Choice.DONE if done else choice, self.plan.name, RayJobLook(status)
 
-    def _take(self, look: RayJobLook | None) -> None:
-        """Take in a look: a new client when the RayJob has a new cluster."""
+    def _take(self, look: RayJobLook | None) -> JobClient | None:
+        """Take in a look: a new client when the RayJob has a new cluster; the one it replaced."""
         if look is None:
-            return
+            return None
         self.final, self.job_id = look.status.is_final, look.status.job_id
         if look.status.summary() != self.summary:
             self.summary = look.status.summary()
             self.say(f"{self.plan.where}: {self.summary}")
-        if look.cluster is not None and look.cluster != self.cluster:
-            self.cluster = look.cluster
-            self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
-            self.dashboard_url = look.cluster.link_url
+        if look.cluster is None or look.cluster == self.cluster:
+            return None
+        replaced, self.cluster = self.client, look.cluster
+        self.client = self.backend.job_client(look.cluster, retry_attempts=2, retry_max_wait=1)
+        self.dashboard_url = look.cluster.link_url
+        return replaced
 
     def _find(self) -> RayJobLook | None:
         """A look at the RayJob; ``None`` when it does not exist (deleted while waiting)."""
@@ -289,23 +291,40 @@ class RayJobTarget(RunTarget):
         plan = ClusterPlan(status.cluster_name, ns, token_ref=token_ref_of(found))
         return RayJobLook(status, self.backend.handle(plan, url, owned=False))
 
-    def look(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look at the RayJob and, once its cluster answers, at the job's log."""
-        look, text = self._find(), None
-        self._take(look)
+    def _observed(self, look: RayJobLook | None, text: str | None) -> Observation:
         if look is None:
             return Observation(time.time())
-        if with_log and look.status.job_id and self.client is not None:
-            try:
-                text = self.client.get_logs(look.status.job_id)
-            except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
         kept = RayJobLook(look.status, look.cluster or self.cluster)
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
+    def look(self, submission_id: str, *, with_log: bool) -> Observation:
+        """One look at the RayJob and, once its cluster answers, at the job's log."""
+        look = self._find()
+        self._take(look)
+        return self._observed(look, self._read(look) if with_log else None)
+
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
-        """:meth:`look` in a thread: the Kubernetes API and the log are read by blocking calls."""
-        return await asyncio.to_thread(self.look, submission_id, with_log=with_log)
+        """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
+        look = await asyncio.to_thread(self._find)
+        if (replaced := self._take(look)) is not None:
+            await replaced.aclose()
+        text, job_id = None, look.status.job_id if look is not None and with_log else ""
+        if job_id and self.client is not None:
+            try:
+                text = await self.client.aget_logs(job_id)
+            except Exception as exc:  # not submitted yet, or its cluster going away
+                log.debug("No log of Ray job %s yet: %s", job_id, exc)
+        return self._observed(look, text)
+
+    def _read(self, look: RayJobLook | None) -> str | None:
+        """The job's log once its cluster answers (``None``: not submitted yet, or no cluster)."""
+        if look is None or not look.status.job_id or self.client is None:
+            return None
+        try:
+            return self.client.get_logs(look.status.job_id)
+        except Exception as exc:  # not submitted yet, or its cluster going away
+            log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
+            return None
 
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
