@@ -186,14 +186,7 @@ class _RayTaskBase(DecoratedOperator):
         super().__init__(python_callable=python_callable, op_args=op_args, op_kwargs=op_kwargs,
                          entrypoint=[python, "-m", PACKAGE_NAME], **kwargs)  # fmt: skip
 
-    def execute(self, context: Context) -> Any:
-        """Run the function as this task's Ray job (or re-attach to it) and return its value."""
-        try:
-            return super().execute(context)
-        finally:
-            self.job_submitted("")  # a failure before the submission
-
-    def job_submitted(self, submission_id: str) -> None:
+    def job_submitted(self) -> None:
         """The package is uploaded (or was never needed: re-attached): its folder goes now."""
         if self._staged is not None:
             shutil.rmtree(self._staged, ignore_errors=True)
