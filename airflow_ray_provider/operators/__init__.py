@@ -1,6 +1,5 @@
 """Airflow operators: Ray jobs, ephemeral and standing clusters, KubeRay RayJobs."""
 
-from airflow_ray_provider.operators.base import RayJobLink, RunOperator
 from airflow_ray_provider.operators.kuberay_job import KubeRayJobOperator
 from airflow_ray_provider.operators.ray_cluster import (
     AttachRayClusterOperator,
@@ -17,7 +16,5 @@ __all__ = [
     "EphemeralRayJobOperator",
     "KubeRayJobOperator",
     "RayClusterJanitorOperator",
-    "RayJobLink",
-    "RunOperator",
     "SubmitRayJobOperator",
 ]

@@ -281,8 +281,9 @@ class RunOperator(BaseOperator):
         """The task's XCom from a run whose wait ended (raises for every ending but success)."""
         return run.result()
 
-    def job_submitted(self, submission_id: str) -> None:
-        """Called once the job is submitted or found (Ray has uploaded its local files)."""
+    def job_submitted(self) -> None:
+        """Called once the job is submitted or found (Ray has uploaded its local files), and again at the end
+        of :meth:`execute` (a failure before the submission)."""
 
     def _callbacks(self, context: Context) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowTaskTimeout
@@ -296,20 +297,20 @@ class RunOperator(BaseOperator):
 
     def execute(self, context: Context) -> Any:
         """Check everything, then run the job: submit it (or re-attach), wait here or defer, end."""
-        job = self.job(context)
-        check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before the job exists
-        target = self.target(context)
-        run = self.run = JobRun(
-            target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
-            poll_interval=self.poll_interval, stream_logs=self.stream_logs, tail_lines=self.log_tail_lines,
-            usage=self.usage(target), **self._callbacks(context),
-        )  # fmt: skip
         try:
+            job = self.job(context)
+            check_lineage_namespaces(self.job_io())  # a bad OpenLineage dataset fails before the job exists
+            target = self.target(context)
+            run = self.run = JobRun(
+                target, job=job, base_id=base_id(context), cleanup=self.cleanup, timeout=self.job_timeout,
+                poll_interval=self.poll_interval, stream_logs=self.stream_logs, usage=self.usage(target),
+                tail_lines=self.log_tail_lines, **self._callbacks(context),
+            )  # fmt: skip
             with run:
                 run.reach()
                 self.check_prices(run)
                 run.submit()
-                self.job_submitted(run.submission_id or "")
+                self.job_submitted()
                 if not self.wait_for_completion:
                     return job_result(run.subject, run.target.dashboard_url or "")
                 if self.deferrable and not run.finished:
@@ -319,6 +320,7 @@ class RunOperator(BaseOperator):
                 run.wait()
                 return self.result(run)
         finally:
+            self.job_submitted()
             self.publish(context)
 
     def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
@@ -364,13 +366,9 @@ class RunOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the job's inputs and outputs, and the ``rayJob`` run facet (ids, cluster, usage)."""
-        run, record = self.run, (self.run.record if self.run is not None else None) or {}
-        options = run.usage if run is not None else None
-        return operator_lineage(
-            self.job_io(),
-            mode=record.get("mode") or (options.mode if options else "standing"),
-            submission_id=record.get("submission_id") or (run.submission_id if run else None),
-            ray_job_id=record.get("ray_job_id"),
-            cluster=record.get("cluster") or (options.cluster if options else None),
-            dashboard_url=run.target.dashboard_url if run is not None else None, usage=record or None,
-        )  # fmt: skip
+        run = self.run
+        options, record = (run.usage, run.record or {}) if run is not None else (None, {})
+        facts = {"mode": options.mode if options else "standing", "cluster": options and options.cluster}
+        if run is not None:
+            facts.update(submission_id=run.submission_id, dashboard_url=run.target.dashboard_url)
+        return operator_lineage(self.job_io(), {**facts, **record, "usage": record or None})

@@ -112,29 +112,30 @@ def dataset_name(uri: str) -> tuple[str, str]:
     return f"{parts.scheme}://{parts.netloc}", parts.path.lstrip("/")
 
 
+#: The ``rayJob`` run facet (OpenLineage facets use camelCase): its fields and the usage record's names.
+FACET_FIELDS = {"jobId": "ray_job_id", "submissionId": "submission_id", "cluster": "cluster", "mode": "mode",
+                "dashboardUrl": "dashboard_url", "usage": "usage"}  # fmt: skip
+
+
 @cache
 def _facet_class() -> type:
-    """The ``rayJob`` run facet: the Ray job behind a task (OpenLineage facets use camelCase)."""
+    """The ``rayJob`` run facet: the Ray job behind a task."""
     from attrs import make_class
     from openlineage.client.facet_v2 import RunFacet
 
-    fields = ["jobId", "submissionId", "cluster", "mode", "dashboardUrl", "usage"]
-    return make_class("RayJobRunFacet", fields, bases=(RunFacet,))
+    return make_class("RayJobRunFacet", list(FACET_FIELDS), bases=(RunFacet,))
 
 
-def operator_lineage(io: JobIO, *, mode: str, usage: dict[str, Any] | None = None, **ids: str | None) -> Any:
-    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task (``ids``:
-    the facet's ``submission_id``, ``ray_job_id``, ``cluster`` and ``dashboard_url``)."""
+def operator_lineage(io: JobIO, facts: dict[str, Any]) -> Any:
+    """The ``OperatorLineage`` Airflow's OpenLineage provider emits for a finished Ray job task (``facts``:
+    the ``rayJob`` facet's fields, by their names in :data:`FACET_FIELDS`)."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
     def datasets(uris: Iterable[str]) -> list[Any]:
         return [Dataset(namespace=ns, name=name) for ns, name in map(dataset_name, dict.fromkeys(uris))]
 
-    facet = _facet_class()(
-        jobId=ids.get("ray_job_id"), submissionId=ids.get("submission_id"), cluster=ids.get("cluster"),
-        mode=mode, dashboardUrl=ids.get("dashboard_url"), usage=usage,
-    )  # fmt: skip
+    facet = _facet_class()(**{field: facts.get(name) for field, name in FACET_FIELDS.items()})
     return OperatorLineage(
         inputs=datasets(io.inputs), outputs=datasets(io.outputs), run_facets={"rayJob": facet}
     )

@@ -5,6 +5,7 @@ function can use Ray, a remote error fails the task with its traceback, and a re
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 import subprocess
@@ -137,11 +138,11 @@ def test_a_remote_exception_carries_its_type_message_and_traceback(ray_conn_id, 
 
 
 def test_an_interpreter_mismatch_fails_in_the_job_naming_both_sides(ray_conn_id, job_prefix, monkeypatch):
-    from airflow_ray_provider.decorators import payload
     from airflow_ray_provider.workloads.function import runtime_versions
 
     job_side = runtime_versions()
-    monkeypatch.setattr(payload, "runtime_versions", lambda: {"python": "3.9", "cloudpickle": "2.2.1"})
+    module = importlib.import_module("airflow_ray_provider.decorators.ray_task")  # not the function
+    monkeypatch.setattr(module, "runtime_versions", lambda: {"python": "3.9", "cloudpickle": "2.2.1"})
     with pytest.raises(RayTaskError) as excinfo:
         _op("mismatch", ray_conn_id, _token).execute(context_for(StandInTI(job_prefix, task_id="mismatch")))
     error = excinfo.value

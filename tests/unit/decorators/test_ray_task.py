@@ -16,13 +16,15 @@ import pendulum
 import pytest
 
 from airflow_ray_provider.decorators import ray_task
-from airflow_ray_provider.decorators.payload import (
+from airflow_ray_provider.decorators.ray_task import (
     PACKAGE_NAME,
+    call_arguments,
     dumps_call,
     remove_orphaned_stages,
     stage_package,
+    task_error,
+    task_value,
 )
-from airflow_ray_provider.decorators.ray_task import call_arguments, task_error, task_value
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayTaskError, RayTaskFunctionError
 from airflow_ray_provider.workloads.function import protocol
 

@@ -50,8 +50,8 @@ def test_operator_lineage_carries_datasets_and_the_ray_run_facet() -> None:
     config = json.dumps({"data_uri": "/d", "output_uri": "/o", "models": {"a": {"uri": "/m"}}})
     lineage = operator_lineage(
         workload_io(["py", "-m", EVALUATE_MODULE, "--config-json", config]),
-        mode="ephemeral", submission_id="sid", ray_job_id="02000000", cluster="c",
-        usage={"reserved": {"CPU": 1.0}},
+        {"mode": "ephemeral", "submission_id": "sid", "ray_job_id": "02000000", "cluster": "c",
+         "usage": {"reserved": {"CPU": 1.0}}},
     )  # fmt: skip
     assert [d.name for d in lineage.inputs] == ["/d", "/m"] and [d.name for d in lineage.outputs] == [
         "/o/metrics.json"
