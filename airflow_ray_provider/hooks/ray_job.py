@@ -20,39 +20,10 @@ from airflow_ray_provider.hooks.kuberay import (
     rayjobs_for_connection,
 )
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.outcome import LOG_PREFIX
-from airflow_ray_provider.jobs.submission import check_runtime_env
 from airflow_ray_provider.launch import ClusterTarget, PoolLease, RayJobTarget, cluster_target, pool_options
 
 if TYPE_CHECKING:
-    import logging
-
     from airflow.sdk import Connection
-
-
-def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
-    """Write job-log lines into the task log, one record per line, each through the secrets masker (also
-    where no masking log processor is configured: ``dag.test()``, a bare triggerer test)."""
-    from airflow.sdk.log import redact
-
-    for line in lines:
-        log.info("%s%s", LOG_PREFIX, redact(line))
-
-
-def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
-    """A copy of a runtime_env, checked: its shapes first (clear messages, no Ray import), then by Ray's
-    ``RuntimeEnv`` (unknown plugins, bad field types).
-
-    :raises RayInvalidInputError: naming the field to fix.
-    """
-    checked = check_runtime_env(runtime_env)
-    try:
-        from ray.runtime_env import RuntimeEnv
-
-        RuntimeEnv(**checked)
-    except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
-        raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
-    return checked
 
 
 def _json_extra(extra: dict[str, Any], name: str, source: str) -> dict[str, Any] | None:
