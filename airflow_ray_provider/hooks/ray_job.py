@@ -5,7 +5,6 @@ soon as read; and the run target a task's arguments, or a deferred run's referen
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -68,10 +67,9 @@ def connection_link_url(conn: Connection) -> str:
 
 
 class RayJobHook(BaseHook):
-    """The Ray Job API of a ``ray`` connection, or of a cluster handle; ``__init__`` does no I/O.
+    """The Ray Job API of a ``ray`` connection; ``__init__`` does no I/O (a cluster handle's client is its
+    backend's: :func:`target_from_ref`).
 
-    :param cluster: a cluster handle (or its dict, e.g. the create-cluster XCom), used instead of the
-        connection when given.
     :param retry_attempts: attempts per API call on transient failures (1 = no retry).
     :param retry_max_wait: longest back-off between attempts, in seconds.
     """
@@ -83,24 +81,20 @@ class RayJobHook(BaseHook):
 
     def __init__(
         self,
-        ray_conn_id: str | None = default_conn_name,
+        ray_conn_id: str = default_conn_name,
         *,
-        cluster: RayClusterHandle | dict[str, Any] | None = None,
         retry_attempts: int = 5,
         retry_max_wait: float = 10.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.ray_conn_id = ray_conn_id
-        self.cluster = RayClusterHandle.from_dict(cluster) if cluster is not None else None
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
 
     @cached_property
     def connection(self) -> Connection:
         """The ``ray`` connection; a missing one is a :class:`RayInvalidInputError` saying what to create."""
-        if not self.ray_conn_id:
-            raise RayInvalidInputError("pass a `ray` connection id (ray_conn_id) or a cluster handle")
         from airflow.exceptions import AirflowNotFoundException
 
         try:
@@ -117,10 +111,6 @@ class RayJobHook(BaseHook):
 
         :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
         """
-        if self.cluster is not None:
-            with closing(backend_for_handle(self.cluster)) as backend:
-                options = {"retry_attempts": self.retry_attempts, "retry_max_wait": self.retry_max_wait}
-                return backend.job_client(self.cluster, **options)
         from airflow.sdk.log import mask_secret
 
         conn, source = self.connection, f"connection {self.ray_conn_id!r}"
