@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 CLEANUP_WORDS = ("never", "on_exception", "always")
-#: KubeRay's ``submissionMode`` values (``kuberay.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
-SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
 #: Flags that only go with another: dest -> the dest it needs.
 NEEDS = {
     **dict.fromkeys(("namespace", "spec", "dashboard_url_template", "rayjob", "cluster"), "kuberay_context"),
@@ -64,7 +62,7 @@ RUN_FLAGS: dict[str, dict[str, Any]] = {
     "--dashboard-url-template": {"metavar": "TEMPLATE", "help": "how to reach a KubeRay dashboard"},
     "--rayjob": {"action": "store_true", "help": "with --kuberay-context: run it as a KubeRay RayJob"},
     "--cluster": {"metavar": "NAME", "help": "with --kuberay-context: a standing RayCluster (kept)"},
-    "--submission-mode": {"choices": SUBMISSION_MODES, "help": "with --rayjob (default K8sJobMode)"},
+    "--submission-mode": {"help": "with --rayjob: K8sJobMode (default), HTTPMode or SidecarMode"},
     "--ttl-seconds-after-finished": {"metavar": "SECONDS", "type": int, "help": "with --rayjob (default 30)"},
     "--runtime-env": {"metavar": "FILE", "help": "a Ray runtime_env (YAML or JSON mapping)"},
     "--working-dir": {"metavar": "DIR", "help": "a local folder Ray ships with the job"},

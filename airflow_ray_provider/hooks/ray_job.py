@@ -156,8 +156,9 @@ def job_api_target(
 ) -> ClusterTarget:
     """The Job API target of a task with ``cluster`` (a handle) or ``ray_conn_id`` (default
     ``ray_default``); nothing is called yet. A ``ray`` connection whose extra holds ``pool`` (the pool's
-    fields, its prices by default the connection's ``prices`` extra, and its cluster's,
-    :data:`POOL_CLUSTER_KEYS`) runs on the pool's cluster, leased for ``identity``'s task instance.
+    fields, its prices by default the connection's ``prices`` extra, and where its cluster is made:
+    ``cluster_conn_id``, ``cluster_spec``, ``local_options``, ``namespace``; a local head by default) runs
+    on the pool's cluster, leased for ``identity``'s task instance.
 
     :raises RayInvalidInputError: for both, a malformed handle, or a malformed pool.
     """
@@ -168,7 +169,8 @@ def job_api_target(
     extra, source = hook.connection.extra_dejson or {}, f"connection {hook.ray_conn_id!r}"  # read once, here
     pool = _json_extra(extra, "pool", source)
     if pool is not None and identity is not None:
-        where = {key: pool.pop(key) for key in POOL_CLUSTER_KEYS if key in pool}
+        made = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")  # the rest: the pool's
+        where = {key: pool.pop(key) for key in made if key in pool}
         pool.setdefault("prices", extra.get("prices"))
         try:
             return own_cluster_target(
@@ -179,11 +181,6 @@ def job_api_target(
             raise RayInvalidInputError(f"{source} extra 'pool': {exc}") from exc
     ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
     return ClusterTarget(client=hook.client, dashboard_url=connection_link_url(hook.connection), face_ref=ref)
-
-
-#: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made (a local head
-#: of ``local_options`` by default); the others are the pool's.
-POOL_CLUSTER_KEYS = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")
 
 
 def own_cluster_target(

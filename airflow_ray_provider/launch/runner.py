@@ -275,15 +275,11 @@ def run(
         build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name},
         entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
     )  # fmt: skip
-    if timeout is not None and isinstance(
-        target, KubeRayJob
-    ):  # its activeDeadlineSeconds: KubeRay enforces it
+    if timeout is not None and isinstance(target, KubeRayJob):  # its activeDeadlineSeconds, KubeRay's
         if target.active_deadline_seconds is not None:
             raise RayInvalidInputError("pass timeout or the RayJob's active_deadline_seconds, not both")
-        target, timeout = (
-            dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout))),
-            None,
-        )
+        target = dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout)))
+        timeout = None
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     with JobRun(where, job=spec, base_id=base, cleanup=policy, timeout=timeout, poll_interval=poll_interval,
