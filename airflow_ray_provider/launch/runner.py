@@ -23,7 +23,6 @@ from airflow_ray_provider.clusters import (
     LocalBackend,
     LocalClusterOptions,
     PoolOptions,
-    RayClusterSpec,
     RayJobOptions,
     TaskIdentity,
 )
@@ -187,10 +186,7 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
     identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
-        try:
-            spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
-        except ValueError as exc:
-            raise RayInvalidInputError(f"spec: {exc}") from exc
+        spec = ClusterRequest.from_arguments(spec=target.spec, local_options=None).spec  # checked, named
         options = target.options(job.entrypoint, job_id=base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID),
                                  runtime_env=dict(job.runtime_env), metadata=dict(job.metadata))  # fmt: skip
         jobs = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
