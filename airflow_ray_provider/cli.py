@@ -62,7 +62,7 @@ RUN_FLAGS: dict[str, dict[str, Any]] = {
     "--dashboard-url-template": {"metavar": "TEMPLATE", "help": "how to reach a KubeRay dashboard"},
     "--rayjob": {"action": "store_true", "help": "with --kuberay-context: run it as a KubeRay RayJob"},
     "--cluster": {"metavar": "NAME", "help": "with --kuberay-context: a standing RayCluster (kept)"},
-    "--submission-mode": {"help": "with --rayjob: K8sJobMode (default), HTTPMode or SidecarMode"},
+    "--submission-mode": {"metavar": "MODE", "help": "with --rayjob: K8sJobMode, HTTPMode or SidecarMode"},
     "--ttl-seconds-after-finished": {"metavar": "SECONDS", "type": int, "help": "with --rayjob (default 30)"},
     "--runtime-env": {"metavar": "FILE", "help": "a Ray runtime_env (YAML or JSON mapping)"},
     "--working-dir": {"metavar": "DIR", "help": "a local folder Ray ships with the job"},
