@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_JOB_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 CLEANUP_WORDS = ("never", "on_exception", "always")
-#: KubeRay's ``submissionMode`` values (``kuberay.SUBMISSION_MODES``, copied: ``--help`` imports nothing).
-SUBMISSION_MODES = ("K8sJobMode", "HTTPMode", "SidecarMode")
 #: Flags that only go with another: dest -> the dest it needs.
 NEEDS = {
     **dict.fromkeys(("namespace", "spec", "dashboard_url_template", "rayjob", "cluster"), "kuberay_context"),
@@ -64,7 +62,7 @@ RUN_FLAGS: dict[str, dict[str, Any]] = {
     "--dashboard-url-template": {"metavar": "TEMPLATE", "help": "how to reach a KubeRay dashboard"},
     "--rayjob": {"action": "store_true", "help": "with --kuberay-context: run it as a KubeRay RayJob"},
     "--cluster": {"metavar": "NAME", "help": "with --kuberay-context: a standing RayCluster (kept)"},
-    "--submission-mode": {"choices": SUBMISSION_MODES, "help": "with --rayjob (default K8sJobMode)"},
+    "--submission-mode": {"metavar": "MODE", "help": "with --rayjob: K8sJobMode, HTTPMode or SidecarMode"},
     "--ttl-seconds-after-finished": {"metavar": "SECONDS", "type": int, "help": "with --rayjob (default 30)"},
     "--runtime-env": {"metavar": "FILE", "help": "a Ray runtime_env (YAML or JSON mapping)"},
     "--working-dir": {"metavar": "DIR", "help": "a local folder Ray ships with the job"},
@@ -163,10 +161,7 @@ def run_target(args: argparse.Namespace) -> Target:
     if args.local_cluster:
         return StandingCluster(args.local_cluster)
     if args.ray_address:
-        try:
-            return RayAddress(args.ray_address)
-        except ValueError as exc:
-            raise BadInput(f"--ray-address: {exc}") from exc
+        return RayAddress(args.ray_address)
     if args.conn:
         return Connection(_airflow_client(args.conn))
     return LocalHead()
@@ -195,12 +190,13 @@ def _kube_target(args: argparse.Namespace) -> Target:
 
 
 def _named(exc: Exception, args: argparse.Namespace) -> str:
-    """A bad-input error of ``launch.run`` with its flag: the given flag of the field its message starts
-    with (``pool.idle_ttl``, ``runtime_env['working_dir']``), else of the target it is about."""
+    """A bad-input error of ``run`` with its flag: the given flag of the field its message starts with
+    (``pool.idle_ttl``, ``runtime_env['working_dir']``), else of the target it is about."""
     text = str(exc)
     words = re.match(r"(\w*)(?:\.|\[')?(\w*)", text).groups()  # type: ignore[union-attr]
     dests = tuple(word for word in reversed(words) if f"--{word.replace('_', '-')}" in RUN_FLAGS)
-    flag = _given(args, (*dests, "cluster", "local_cluster")) or ("--spec" if args.kuberay_context else None)
+    flag = _given(args, (*dests, "cluster", "local_cluster", "ray_address"))
+    flag = flag or ("--spec" if args.kuberay_context else None)
     flag = flag or ("ENTRYPOINT" if words[0] == "entrypoint" else None)
     return f"{flag}: {text}" if flag else text
 
@@ -248,19 +244,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     if pool is not None and args.idle_ttl is not None:
         pool["idle_ttl"] = args.idle_ttl
 
-    from airflow_ray_provider.exceptions import RayInvalidInputError
     from airflow_ray_provider.launch import run
 
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a kill is Ctrl-C: stop, delete, exit 130
-    try:
-        target = run_target(args)
-        result = run(
-            entrypoint, target=target, name=args.name, runtime_env=runtime_env, working_dir=args.working_dir,
-            cleanup=args.cleanup, timeout=args.timeout, poll_interval=args.poll_interval, pool=pool,
-            entrypoint_num_cpus=args.entrypoint_num_cpus, entrypoint_num_gpus=args.entrypoint_num_gpus,
-        )  # fmt: skip
-    except RayInvalidInputError as exc:  # found before anything was created
-        raise BadInput(_named(exc, args)) from exc
+    names = ("name", "working_dir", "cleanup", "timeout", "poll_interval", "entrypoint_num_cpus",
+             "entrypoint_num_gpus")  # fmt: skip
+    flags = {name: getattr(args, name) for name in names}
+    result = run(entrypoint, target=run_target(args), runtime_env=runtime_env, pool=pool, **flags)
     print(
         f"airflow-ray: Ray job {result.state.submission_id} SUCCEEDED (run {result.name!r})", file=sys.stderr
     )
@@ -322,8 +312,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         return commands[args.command](args)
-    except (BadInput, RayInvalidInputError) as exc:
+    except BadInput as exc:
         _fail_input(str(exc))
+    except RayInvalidInputError as exc:  # found before anything was created
+        _fail_input(_named(exc, args) if args.command == "run" else str(exc))
     except RayProviderError as exc:
         print(f"airflow-ray: {exc}", file=sys.stderr, flush=True)
         return EXIT_JOB_FAILED

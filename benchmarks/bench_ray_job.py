@@ -101,9 +101,9 @@ def bench_overhead(cluster: dict[str, Any], token: str, runs: int, poll: float) 
     loaded machine and drowns a sub-second difference; what remains is client-side work plus the
     last poll's latency, which is what the operator can add.
     """
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
+    from airflow_ray_provider.hooks.ray_job import target_from_ref
 
-    hook = RayJobHook(cluster=cluster).client
+    hook = target_from_ref({"handle": cluster}).dashboard()
     url = cluster["dashboard_url"]
     # Warm-up: imports, the runtime_env agent, first-job costs, for every mode.
     _bare(url, token, poll), _operator(cluster, poll, False), _operator(cluster, poll, True)
@@ -170,12 +170,12 @@ def bench_triggerer(
     cluster: dict[str, Any], n_triggers: int, n_jobs: int, poll: float, window: float
 ) -> dict[str, Any]:
     """Run ``n_triggers`` triggers over ``n_jobs`` long jobs for ``window`` seconds after a warm-up."""
-    from airflow_ray_provider.hooks.ray_job import RayJobHook, target_from_ref
+    from airflow_ray_provider.hooks.ray_job import target_from_ref
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 
-    hook = RayJobHook(cluster=cluster).client
+    hook = target_from_ref({"handle": cluster}).dashboard()
     prefix = f"bench-trig-{uuid.uuid4().hex[:6]}"
     sids = [hook.submit(JobSpec(entrypoint=TICKING), f"{prefix}-{i}") for i in range(n_jobs)]
     try:

@@ -10,10 +10,8 @@ from airflow_ray_provider.hooks.kuberay import (
 from airflow_ray_provider.hooks.ray_job import (
     RayJobHook,
     check_target_arguments,
-    emit_lines,
     job_api_target,
     target_from_ref,
-    validate_runtime_env,
 )
 
 __all__ = [
@@ -22,9 +20,7 @@ __all__ = [
     "backend_for_connection",
     "backend_for_handle",
     "check_target_arguments",
-    "emit_lines",
     "job_api_target",
     "rayjobs_for_connection",
     "target_from_ref",
-    "validate_runtime_env",
 ]

@@ -5,7 +5,6 @@ soon as read; and the run target a task's arguments, or a deferred run's referen
 from __future__ import annotations
 
 import json
-from contextlib import closing
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -20,39 +19,10 @@ from airflow_ray_provider.hooks.kuberay import (
     rayjobs_for_connection,
 )
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.outcome import LOG_PREFIX
-from airflow_ray_provider.jobs.submission import check_runtime_env
 from airflow_ray_provider.launch import ClusterTarget, PoolLease, RayJobTarget, cluster_target, pool_options
 
 if TYPE_CHECKING:
-    import logging
-
     from airflow.sdk import Connection
-
-
-def emit_lines(log: logging.Logger | Any, lines: list[str]) -> None:
-    """Write job-log lines into the task log, one record per line, each through the secrets masker (also
-    where no masking log processor is configured: ``dag.test()``, a bare triggerer test)."""
-    from airflow.sdk.log import redact
-
-    for line in lines:
-        log.info("%s%s", LOG_PREFIX, redact(line))
-
-
-def validate_runtime_env(runtime_env: Any) -> dict[str, Any]:
-    """A copy of a runtime_env, checked: its shapes first (clear messages, no Ray import), then by Ray's
-    ``RuntimeEnv`` (unknown plugins, bad field types).
-
-    :raises RayInvalidInputError: naming the field to fix.
-    """
-    checked = check_runtime_env(runtime_env)
-    try:
-        from ray.runtime_env import RuntimeEnv
-
-        RuntimeEnv(**checked)
-    except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
-        raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
-    return checked
 
 
 def _json_extra(extra: dict[str, Any], name: str, source: str) -> dict[str, Any] | None:
@@ -97,10 +67,9 @@ def connection_link_url(conn: Connection) -> str:
 
 
 class RayJobHook(BaseHook):
-    """The Ray Job API of a ``ray`` connection, or of a cluster handle; ``__init__`` does no I/O.
+    """The Ray Job API of a ``ray`` connection; ``__init__`` does no I/O (a cluster handle's client is its
+    backend's: :func:`target_from_ref`).
 
-    :param cluster: a cluster handle (or its dict, e.g. the create-cluster XCom), used instead of the
-        connection when given.
     :param retry_attempts: attempts per API call on transient failures (1 = no retry).
     :param retry_max_wait: longest back-off between attempts, in seconds.
     """
@@ -112,24 +81,20 @@ class RayJobHook(BaseHook):
 
     def __init__(
         self,
-        ray_conn_id: str | None = default_conn_name,
+        ray_conn_id: str = default_conn_name,
         *,
-        cluster: RayClusterHandle | dict[str, Any] | None = None,
         retry_attempts: int = 5,
         retry_max_wait: float = 10.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.ray_conn_id = ray_conn_id
-        self.cluster = RayClusterHandle.from_dict(cluster) if cluster is not None else None
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
 
     @cached_property
     def connection(self) -> Connection:
         """The ``ray`` connection; a missing one is a :class:`RayInvalidInputError` saying what to create."""
-        if not self.ray_conn_id:
-            raise RayInvalidInputError("pass a `ray` connection id (ray_conn_id) or a cluster handle")
         from airflow.exceptions import AirflowNotFoundException
 
         try:
@@ -146,10 +111,6 @@ class RayJobHook(BaseHook):
 
         :raises RayInvalidInputError: for a missing host or malformed extras, naming the connection.
         """
-        if self.cluster is not None:
-            with closing(backend_for_handle(self.cluster)) as backend:
-                options = {"retry_attempts": self.retry_attempts, "retry_max_wait": self.retry_max_wait}
-                return backend.job_client(self.cluster, **options)
         from airflow.sdk.log import mask_secret
 
         conn, source = self.connection, f"connection {self.ray_conn_id!r}"
@@ -195,8 +156,9 @@ def job_api_target(
 ) -> ClusterTarget:
     """The Job API target of a task with ``cluster`` (a handle) or ``ray_conn_id`` (default
     ``ray_default``); nothing is called yet. A ``ray`` connection whose extra holds ``pool`` (the pool's
-    fields, its prices by default the connection's ``prices`` extra, and its cluster's,
-    :data:`POOL_CLUSTER_KEYS`) runs on the pool's cluster, leased for ``identity``'s task instance.
+    fields, its prices by default the connection's ``prices`` extra, and where its cluster is made:
+    ``cluster_conn_id``, ``cluster_spec``, ``local_options``, ``namespace``; a local head by default) runs
+    on the pool's cluster, leased for ``identity``'s task instance.
 
     :raises RayInvalidInputError: for both, a malformed handle, or a malformed pool.
     """
@@ -207,7 +169,8 @@ def job_api_target(
     extra, source = hook.connection.extra_dejson or {}, f"connection {hook.ray_conn_id!r}"  # read once, here
     pool = _json_extra(extra, "pool", source)
     if pool is not None and identity is not None:
-        where = {key: pool.pop(key) for key in POOL_CLUSTER_KEYS if key in pool}
+        made = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")  # the rest: the pool's
+        where = {key: pool.pop(key) for key in made if key in pool}
         pool.setdefault("prices", extra.get("prices"))
         try:
             return own_cluster_target(
@@ -218,11 +181,6 @@ def job_api_target(
             raise RayInvalidInputError(f"{source} extra 'pool': {exc}") from exc
     ref = {"ray_conn_id": hook.ray_conn_id, "retry_attempts": retry_attempts}
     return ClusterTarget(client=hook.client, dashboard_url=connection_link_url(hook.connection), face_ref=ref)
-
-
-#: The keys of a pool connection's ``pool`` extra that say where and how its cluster is made (a local head
-#: of ``local_options`` by default); the others are the pool's.
-POOL_CLUSTER_KEYS = ("cluster_conn_id", "cluster_spec", "local_options", "namespace")
 
 
 def own_cluster_target(

@@ -20,9 +20,6 @@ MAX_LINE_CHARS = 500
 #: Lines of context a re-attached try shows again (the earlier try's task log has everything before).
 REATTACH_CONTEXT_LINES = 20
 
-#: Prefix of every streamed job-log line in the task log.
-LOG_PREFIX = "[ray job] "
-
 
 def tail(text: str, lines: int = DEFAULT_TAIL_LINES, limit: int = MAX_LINE_CHARS) -> str:
     """The last ``lines`` lines of a log, each cut to ``limit`` characters (saying how many were cut)."""

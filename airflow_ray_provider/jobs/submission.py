@@ -76,9 +76,9 @@ def build_metadata(metadata: Any, *, task_instance: dict[str, Any] | None = None
 
 
 def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str, Any]:
-    """A copy of ``runtime_env`` once its shape is checked (no Ray import; the hook layer then lets Ray's
-    ``RuntimeEnv`` parse it). ``local_paths``: also check that a local ``working_dir`` exists (where the
-    job is submitted from, not where a DAG is parsed)."""
+    """A copy of ``runtime_env``, its shapes checked (clear messages, no Ray import). ``local_paths``: where
+    the job is submitted from, not where a DAG is parsed: also check that a local ``working_dir`` exists,
+    then let Ray's ``RuntimeEnv`` parse it (unknown plugins, bad field types)."""
     if runtime_env is None:
         return {}
     if not isinstance(runtime_env, dict) or not all(isinstance(k, str) for k in runtime_env):
@@ -98,6 +98,13 @@ def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str
             f"runtime_env['working_dir'] {working_dir!r} does not exist on this worker; "
             "pass a local folder (it is uploaded) or a remote URI (s3://..., gs://..., https://...zip)"
         )
+    if local_paths:
+        try:
+            from ray.runtime_env import RuntimeEnv
+
+            RuntimeEnv(**runtime_env)
+        except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
+            raise RayInvalidInputError(f"runtime_env is invalid: {exc}") from exc
     return dict(runtime_env)
 
 

@@ -23,7 +23,6 @@ from airflow_ray_provider.clusters import (
     LocalBackend,
     LocalClusterOptions,
     PoolOptions,
-    RayClusterSpec,
     RayJobOptions,
     TaskIdentity,
 )
@@ -187,10 +186,7 @@ def resolve(target: Target, name: str, job: JobSpec, pool: PoolOptions | None = 
         return ClusterTarget(client=JobClient(target.dashboard_url, token=token))
     identity = TaskIdentity(CLI_DAG_ID, name, CLI_TASK_ID)
     if isinstance(target, KubeRayJob):
-        try:
-            spec = RayClusterSpec.from_dict(target.spec) if target.spec is not None else None
-        except ValueError as exc:
-            raise RayInvalidInputError(f"spec: {exc}") from exc
+        spec = ClusterRequest.from_arguments(spec=target.spec, local_options=None).spec  # checked, named
         options = target.options(job.entrypoint, job_id=base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID),
                                  runtime_env=dict(job.runtime_env), metadata=dict(job.metadata))  # fmt: skip
         jobs = kuberay_backend(target.context, target.namespace, target.dashboard_url_template)
@@ -275,15 +271,11 @@ def run(
         build_entrypoint(entrypoint), runtime_env=env, metadata={"airflow_ray_run": name},
         entrypoint_num_cpus=entrypoint_num_cpus, entrypoint_num_gpus=entrypoint_num_gpus,
     )  # fmt: skip
-    if timeout is not None and isinstance(
-        target, KubeRayJob
-    ):  # its activeDeadlineSeconds: KubeRay enforces it
+    if timeout is not None and isinstance(target, KubeRayJob):  # its activeDeadlineSeconds, KubeRay's
         if target.active_deadline_seconds is not None:
             raise RayInvalidInputError("pass timeout or the RayJob's active_deadline_seconds, not both")
-        target, timeout = (
-            dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout))),
-            None,
-        )
+        target = dataclasses.replace(target, active_deadline_seconds=max(1, math.ceil(timeout)))
+        timeout = None
     where = resolve(target, name, spec, pool_options(pool, poll_interval))  # every check; nothing started yet
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     with JobRun(where, job=spec, base_id=base, cleanup=policy, timeout=timeout, poll_interval=poll_interval,

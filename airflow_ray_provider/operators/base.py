@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.clusters import TaskIdentity
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref, validate_runtime_env
+from airflow_ray_provider.hooks.ray_job import target_from_ref
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
 from airflow_ray_provider.jobs.submission import (
     JobSpec,
@@ -33,6 +33,7 @@ from airflow_ray_provider.operators.lineage import (
     publish_usage,
     workload_io,
 )
+from airflow_ray_provider.triggers.ray_job import emit_lines
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -253,7 +254,7 @@ class RunOperator(BaseOperator):
         """The rendered job, checked before any cluster or job exists; no I/O."""
         keys = {**dataclasses.asdict(task_identity(context)), "try_number": context["ti"].try_number}
         return JobSpec(
-            entrypoint=build_entrypoint(self.entrypoint), runtime_env=validate_runtime_env(self.runtime_env),
+            entrypoint=build_entrypoint(self.entrypoint), runtime_env=check_runtime_env(self.runtime_env),
             metadata=build_metadata(self.metadata, task_instance=keys),
             **{name: getattr(self, name) for name in self.reservation},
         )  # fmt: skip

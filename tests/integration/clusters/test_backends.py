@@ -66,7 +66,7 @@ def _names(handles: list[RayClusterHandle]) -> set[str]:
 
 
 def test_ensure_reuse_wait_handle_expire_delete(case: Case):
-    from airflow_ray_provider.hooks.ray_job import RayJobHook
+    from airflow_ray_provider.hooks.ray_job import target_from_ref
 
     backend = case.backend
     assert isinstance(backend, ClusterBackend) and backend.can_defer == (backend.kind == "kuberay")
@@ -82,7 +82,7 @@ def test_ensure_reuse_wait_handle_expire_delete(case: Case):
     assert handle.dashboard_url == check.dashboard_url
     assert handle.auth_token_file or handle.auth_token_secret  # the cluster expects a token
     assert RayClusterHandle.from_dict(handle.to_dict()) == handle
-    version = RayJobHook(None, cluster=handle.to_dict(), retry_attempts=3).client.version()
+    version = target_from_ref({"handle": handle.to_dict(), "retry_attempts": 3}).dashboard().version()
     assert version.startswith("2.")  # the handle's token opens the Job API
     attached = backend.attach(plan.name)  # the same cluster as a standing one: one look, never owned
     assert attached.owned is False and attached.dashboard_url == handle.dashboard_url

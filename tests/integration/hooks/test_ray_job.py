@@ -8,7 +8,7 @@ import time
 import pytest
 
 from airflow_ray_provider.exceptions import RayDashboardUnreachableError, RayJobApiError
-from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.hooks.ray_job import RayJobHook, target_from_ref
 from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
 from tests.fixtures.ray_job import drop_connection, set_connection
@@ -47,7 +47,7 @@ def test_unreachable_dashboard_names_url_and_connection():
 
 
 def test_cluster_handle_with_token_file_and_permanent_errors(ray_cluster_handle):
-    hook = RayJobHook(cluster=ray_cluster_handle, retry_attempts=3).client
+    hook = target_from_ref({"handle": ray_cluster_handle, "retry_attempts": 3}).dashboard()
     assert hook.version().startswith("2.")
     assert hook.get_job("no-such-job-anywhere") is None
     assert hook.stop("no-such-job-anywhere") is False
@@ -90,7 +90,6 @@ def test_kuberay_handle_resolves_token_from_its_secret(
     ray_head, ray_head_token, kuberay_conn, kuberay_client
 ):
     """A KubeRay handle refers to a Secret (Kubernetes is the kmock emulator; Ray is the real head)."""
-    from airflow_ray_provider.hooks.ray_job import target_from_ref
     from airflow_ray_provider.launch import JobRun
     from airflow_ray_provider.triggers.ray_job import RayJobTrigger
     from tests.fixtures.kuberay import TEST_NAMESPACE
@@ -103,7 +102,7 @@ def test_kuberay_handle_resolves_token_from_its_secret(
             "dashboard_url": ray_head.dashboard_url, "auth_token_secret": secret,
             "auth_token_secret_key": "auth_token",
         }  # fmt: skip
-        assert RayJobHook(cluster=handle).client.version().startswith("2.")
+        assert target_from_ref({"handle": handle}).dashboard().version().startswith("2.")
         target = target_from_ref({"handle": handle, "retry_attempts": 1})
         trigger = RayJobTrigger(run=JobRun(target, submission_id="no-such-job-anywhere").hand_over())
 

@@ -21,13 +21,13 @@ from airflow_ray_provider.exceptions import (
     RayJobStoppedError,
     RayJobTimeoutError,
 )
-from airflow_ray_provider.hooks.ray_job import RayJobHook
+from airflow_ray_provider.hooks.ray_job import RayJobHook, target_from_ref
 from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.base import JOB_URL_XCOM_KEY
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
+from airflow_ray_provider.triggers.ray_job import LOG_PREFIX
 from tests.fixtures.ray_job import RAY_CONN_ID, StandInTI, context_for, job_ids_for
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def _working_dir(prefix: str, tmp: Any, cluster: dict[str, Any], **_: Any) -> di
     (tmp / "helper.py").write_text(f"VALUE = {marker!r}\n")
     ti = StandInTI(dag_id=f"{prefix}_wd")
     op = _op(entrypoint="python main.py", runtime_env={"working_dir": str(tmp)}, cluster=cluster)
-    hook = RayJobHook(cluster=cluster).client
+    hook = target_from_ref({"handle": cluster}).dashboard()
     result = _run(op, ti)
     logs = hook.get_logs(result["submission_id"]) if isinstance(result, dict) else ""
     return {"result": result, "marker": marker, "logs": logs, "xcoms": ti.xcoms}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_ray_provider.clusters import RayClusterHandle
-from airflow_ray_provider.hooks import RayJobHook, backend_for_connection, target_from_ref
+from airflow_ray_provider.hooks import backend_for_connection, job_api_target, target_from_ref
 from airflow_ray_provider.launch import ClusterTarget
 
 pytestmark = pytest.mark.unit
@@ -45,6 +45,6 @@ def test_a_deferred_runs_target_masks_its_client(tmp_path: Path) -> None:
     assert target.dashboard() is not None and _masked(token)
 
 
-def test_the_hook_of_a_handle_masks_its_client(tmp_path: Path) -> None:
+def test_an_operators_cluster_handle_masks_its_client(tmp_path: Path) -> None:
     handle, token = _handle(tmp_path)
-    assert RayJobHook(cluster=handle).client.secrets() and _masked(token)
+    assert job_api_target(handle.to_dict(), None).dashboard().secrets() and _masked(token)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.hooks import validate_runtime_env
+from airflow_ray_provider.jobs.submission import check_runtime_env
 
 pytestmark = pytest.mark.unit
 
@@ -23,11 +23,11 @@ pytestmark = pytest.mark.unit
 )
 def test_malformed_runtime_env_is_rejected(runtime_env, match):
     with pytest.raises(RayInvalidInputError, match=match):
-        validate_runtime_env(runtime_env)
+        check_runtime_env(runtime_env)
 
 
 def test_valid_runtime_env_passes(tmp_path):
     env = {"working_dir": str(tmp_path), "pip": ["requests"], "env_vars": {"A": "1"}}
-    assert validate_runtime_env(env) == env
-    assert validate_runtime_env({"working_dir": "s3://bucket/pkg.zip"})["working_dir"].startswith("s3://")
-    assert validate_runtime_env(None) == {}
+    assert check_runtime_env(env) == env
+    assert check_runtime_env({"working_dir": "s3://bucket/pkg.zip"})["working_dir"].startswith("s3://")
+    assert check_runtime_env(None) == {}
