@@ -208,7 +208,8 @@ def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[
 
 @dataclass(frozen=True)
 class RunCluster:
-    """A provider-created cluster as listed: its handle, whether it expired, its DAG run (``""``: unknown)."""
+    """A provider-created cluster as listed: its handle, whether it expired, its DAG run (``""``: unknown;
+    KubeRay records none: a namespace may hold several Airflow deployments' clusters)."""
 
     handle: RayClusterHandle
     expired: bool = False
@@ -380,15 +381,6 @@ class ClusterBackend(Protocol):
         for handle in handles:
             self.delete(handle, wait=wait, timeout=timeout)
         return [handle.name for handle in handles]
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Provider-created clusters whose expiry has passed."""
-        return [found.handle for found in self.listed(now=now) if found.expired]
-
-    def owned_runs(self) -> list[RunCluster]:
-        """Provider-created clusters with the DAG run that created them (for the janitor); KubeRay records
-        none: a namespace may hold several Airflow deployments' clusters (the expiry annotation applies)."""
-        return [found for found in self.listed() if found.run_id]
 
     def lease_store(self) -> LeaseStore:
         """Where this backend's pools keep their locks, records and leases."""

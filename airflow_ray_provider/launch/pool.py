@@ -175,11 +175,11 @@ def janitor_sweep(
     and the pools'."""
     verb = "Would delete" if dry_run else "Deleting"
     pools = set(backend.lease_store().pools())
-    found = [(handle, "its expiry has passed") for handle in backend.expired() if handle.name not in pools]
-    for owned in backend.owned_runs():
-        why = orphaned(owned.dag_id, owned.run_id)
-        if why is not None and owned.handle.name not in pools | {handle.name for handle, _ in found}:
-            found.append((owned.handle, why))
+    found = []
+    for listed in backend.listed():
+        orphan = listed.run_id and orphaned(listed.dag_id, listed.run_id)
+        if (listed.expired or orphan) and listed.handle.name not in pools:
+            found.append((listed.handle, "its expiry has passed" if listed.expired else str(orphan)))
     for handle, why in found:
         where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
         say(f"{verb} Ray cluster {where} ({backend.kind}): {why}")
