@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
@@ -48,7 +48,8 @@ class PoolOptions:
 class PoolRecord:
     """What the store keeps beside the pool's cluster: its spec's :func:`fingerprint`; ``idle_since`` (epoch
     seconds; ``None``: leased or never used); ``deleting`` (since ``deleting_since``; no lease until it is
-    gone, a dead deleter's deletion is resumed); the ``idle_ttl`` of its last release (the janitor's)."""
+    gone, a dead deleter's deletion is resumed); the ``idle_ttl`` of its last release (the janitor's).
+    A store keeps it as its ``asdict``."""
 
     cluster: str
     fingerprint: dict[str, str] = field(default_factory=dict)
@@ -57,15 +58,6 @@ class PoolRecord:
     idle_ttl: float = 600.0
     deleting_since: float | None = None
     prices: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The record as the stores keep it (JSON)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PoolRecord:
-        """The record a store read."""
-        return cls(**data)
 
 
 class PoolStep(Enum):
@@ -150,7 +142,7 @@ class LeaseStore(Protocol):
         ...
 
     def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
-        """The pool's record (``PoolRecord.to_dict``; ``None``: none) and its leases, expired ones too."""
+        """The pool's record (a :class:`PoolRecord` as a dict; ``None``: none) and all its leases."""
         ...
 
     def write(self, pool: str, record: dict[str, Any] | None) -> None:

@@ -123,7 +123,7 @@ def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Call
 
 def deleting(record: PoolRecord) -> dict[str, Any]:
     """The record marked ``deleting`` from now (no lease can be taken until the pool is forgotten)."""
-    return dataclasses.replace(record, deleting=True, deleting_since=time.time()).to_dict()
+    return dataclasses.asdict(dataclasses.replace(record, deleting=True, deleting_since=time.time()))
 
 
 def delete_idle_pools(
@@ -145,7 +145,7 @@ def delete_idle_pools(
                 raw, leases = store.read(name)
                 if raw is None:
                     continue
-                record, now = PoolRecord.from_dict(raw), time.time()
+                record, now = PoolRecord(**raw), time.time()
                 if record.idle_since is None and leases and not live_holders(leases, now):
                     record = dataclasses.replace(record, idle_since=max(leases.values()))
                 stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
@@ -255,7 +255,7 @@ class PoolLease:
         while a local head starts), then is renewed as any other."""
         name = self.options.name
         raw, leases = self.store.read(name)
-        record = PoolRecord.from_dict(raw) if raw is not None else None
+        record = PoolRecord(**raw) if raw is not None else None
         step = decide(record, spec=spec, leases=leases, now=time.time(), options=self.options)
         if step is PoolStep.USE and record is not None and self.backend.check(plan).verdict == "failed":
             say(f"Pool {name}'s cluster is gone or failed: starting it again")
@@ -266,12 +266,12 @@ class PoolLease:
             self.renew()
             self.prices = record.prices
             if record.idle_since is not None:
-                self.store.write(name, dataclasses.replace(record, idle_since=None).to_dict())
+                self.store.write(name, dataclasses.asdict(dataclasses.replace(record, idle_since=None)))
             say(f"Leased pool {name}'s running Ray cluster ({len(live_holders(leases, time.time()))} "
                 "other live lease(s))")  # fmt: skip
         elif step is PoolStep.CREATE:
             record = PoolRecord(name, spec, idle_ttl=self.options.idle_ttl, prices=self.options.prices)
-            self.store.write(name, record.to_dict())
+            self.store.write(name, dataclasses.asdict(record))
             self.store.renew(name, self.holder, time.time() + start_time + self.options.lease_ttl)
             self.held = True
             try:
@@ -297,10 +297,10 @@ class PoolLease:
             self.held = False
             raw, leases = self.store.read(name)
             if raw is not None and not live_holders(leases, time.time()):
-                record = PoolRecord.from_dict(raw)
+                record = PoolRecord(**raw)
                 delete_now = self.options.idle_ttl == 0 and not record.deleting
                 idle = dataclasses.replace(record, idle_since=time.time(), idle_ttl=self.options.idle_ttl)
-                self.store.write(name, deleting(idle) if delete_now else idle.to_dict())
+                self.store.write(name, deleting(idle) if delete_now else dataclasses.asdict(idle))
                 if not delete_now:
                     say(f"Released pool {name}: its cluster stays {self.options.idle_ttl:g} s unless leased")
         if delete_now:

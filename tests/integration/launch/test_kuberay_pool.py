@@ -117,7 +117,7 @@ def test_runs_started_together_create_one_raycluster_and_the_janitor_deletes_it_
     try:
         raw, leases = backend.lease_store().read(pool)
         assert raw is not None and leases == {}  # every run released its lease
-        record = PoolRecord.from_dict(raw)
+        record = PoolRecord(**raw)
         assert record.idle_since is not None and not record.deleting
         assert kuberay_client.find(pool) is not None  # it stays its idle TTL ...
         assert delete_idle_pools(backend) == []  # ... and the janitor leaves it until then

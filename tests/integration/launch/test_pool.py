@@ -61,7 +61,7 @@ def _run(pool: str, name: str, code: str = "print('pool-job')", *, said: list[st
 
 def _state(pool: str) -> tuple[PoolRecord | None, dict[str, float]]:
     raw, leases = LocalBackend().lease_store().read(pool)
-    return (PoolRecord.from_dict(raw) if raw else None), leases
+    return (PoolRecord(**raw) if raw else None), leases
 
 
 def _heads() -> list[int]:

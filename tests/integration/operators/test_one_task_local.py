@@ -132,7 +132,7 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
         assert on_connection["cost"]["prices"]["CPU"] == 0.1  # the pool's, not the task's 9.0
         assert [record["info"]["name"] for record in list_clusters()] == ["dagpool"]  # one head for all
         raw, leases = LocalBackend().lease_store().read("dagpool")
-        assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
+        assert raw is not None and PoolRecord(**raw).idle_since is not None and leases == {}
         backend = LocalBackend()
         jobs = backend.job_client(backend.attach("dagpool")).list_jobs()
         assert len(jobs) == 4 and {job.status.value for job in jobs} == {"SUCCEEDED"}

@@ -72,4 +72,4 @@ def test_nightly_dag_in_pool_mode_runs_both_jobs_on_one_warm_cluster(
     assert [record["info"]["name"] for record in heads] == [pool_env]  # one head for both jobs
     assert is_running(LocalHeadInfo.from_dict(heads[0]["info"]))  # warm for the next run (idle_ttl)
     raw, leases = LocalBackend().lease_store().read(pool_env)
-    assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
+    assert raw is not None and PoolRecord(**raw).idle_since is not None and leases == {}

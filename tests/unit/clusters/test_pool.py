@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
 from airflow_ray_provider.clusters.pool import (
@@ -83,4 +86,4 @@ def test_bad_pool_options_name_the_field(fields: dict, problem: str) -> None:
 
 def test_a_record_round_trips_through_plain_data() -> None:
     record = PoolRecord("p", SPEC, idle_since=1.5, deleting=True)
-    assert PoolRecord.from_dict(record.to_dict()) == record
+    assert PoolRecord(**json.loads(json.dumps(asdict(record)))) == record

@@ -4,6 +4,7 @@ real local lease store with no cluster behind it (a pool whose cluster is gone i
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -41,7 +42,7 @@ def test_a_bad_pool_names_its_field(value: Any, problem: str) -> None:
 
 def _pool(name: str, leases: dict[str, float], **record: Any) -> None:
     store = LocalBackend().lease_store()
-    store.write(name, PoolRecord(name, idle_ttl=5, **record).to_dict())
+    store.write(name, asdict(PoolRecord(name, idle_ttl=5, **record)))
     for holder, expires in leases.items():
         store.renew(name, holder, expires)
 
