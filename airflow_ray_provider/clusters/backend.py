@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, get_args, runtime_checkable
@@ -35,7 +36,6 @@ from airflow_ray_provider.kuberay import (
 from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.jobs.client import JobClient
 
 log = logging.getLogger(__name__)
@@ -294,6 +294,35 @@ class ClusterPlan:
     labels: dict[str, str] = field(default_factory=dict)
     dashboard_url_template: str | None = None
     token_ref: TokenRef | None = None
+
+
+class LeaseStore(Protocol):
+    """Where one backend keeps its pools' locks, records and leases (plain data, epoch seconds)."""
+
+    def lock(self, pool: str, *, timeout: float) -> AbstractContextManager[None]:
+        """Hold the pool's lock (one decider at a time, across processes and hosts); ``TimeoutError``
+        after ``timeout`` seconds. A holder that dies loses it (a file lock; an expiring Lease)."""
+        ...
+
+    def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
+        """The pool's record (a :class:`PoolRecord` as a dict; ``None``: none) and all its leases."""
+        ...
+
+    def write(self, pool: str, record: dict[str, Any] | None) -> None:
+        """Replace the pool's record (``None``: forget the pool and its leases)."""
+        ...
+
+    def renew(self, pool: str, holder: str, expires: float) -> None:
+        """Take or renew ``holder``'s lease until ``expires``; safe without the lock."""
+        ...
+
+    def release(self, pool: str, holder: str) -> None:
+        """End ``holder``'s lease (nothing if it has none)."""
+        ...
+
+    def pools(self) -> list[str]:
+        """The names of every pool with a record (the janitor's list)."""
+        ...
 
 
 @runtime_checkable

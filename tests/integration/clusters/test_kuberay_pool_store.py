@@ -260,7 +260,7 @@ def test_leases_are_renewed_released_and_listed_by_pool(clients):
 
 
 def test_the_record_round_trips_and_pools_lists_those_with_one(clients):
-    from airflow_ray_provider.clusters.pool import PoolRecord, fingerprint
+    from airflow_ray_provider.launch.pool import PoolRecord, fingerprint
 
     store = _store(clients[0])
     record = PoolRecord(cluster="recpool", fingerprint=fingerprint({"image": "ray:2.52", "env": {"A": "1"}}),

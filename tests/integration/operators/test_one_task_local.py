@@ -98,9 +98,9 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
     which its first task kept in the pool's record, over a task's own."""
     import json
 
-    from airflow_ray_provider.clusters import LocalBackend, PoolRecord
+    from airflow_ray_provider.clusters import LocalBackend
     from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
-    from airflow_ray_provider.launch.pool import delete_idle_pools
+    from airflow_ray_provider.launch.pool import PoolRecord, delete_idle_pools
     from airflow_ray_provider.local import LocalHeadInfo
 
     source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")

@@ -7,7 +7,8 @@ from dataclasses import asdict
 
 import pytest
 
-from airflow_ray_provider.clusters.pool import (
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch.pool import (
     PoolOptions,
     PoolRecord,
     PoolStep,
@@ -16,7 +17,6 @@ from airflow_ray_provider.clusters.pool import (
     idle_expired,
     live_holders,
 )
-from airflow_ray_provider.exceptions import RayInvalidInputError
 
 pytestmark = pytest.mark.unit
 

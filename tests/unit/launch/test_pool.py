@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.clusters import LocalBackend, PoolOptions, PoolRecord
+from airflow_ray_provider.clusters import LocalBackend
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch import pool_options
-from airflow_ray_provider.launch.pool import delete_idle_pools
+from airflow_ray_provider.launch.pool import PoolOptions, PoolRecord, delete_idle_pools
 
 pytestmark = pytest.mark.unit
 
