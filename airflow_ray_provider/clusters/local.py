@@ -242,19 +242,6 @@ class LocalLeaseStore:
         return sorted(path.parent.name for path in self.root.glob("*/record.json"))
 
 
-def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
-    """Local options; unless set, ``num_cpus`` is the spec's head and workers' CPUs (capped at this
-    machine's cores) and ``num_gpus`` 0 when the spec asks for none."""
-    options, spec = request.local_options, request.spec
-    if spec is None:
-        return options
-    cpus = options.num_cpus
-    if cpus is None:
-        cpus = max(1, min(os.cpu_count() or 1, math.ceil(spec.total_cpus)))
-    gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
-    return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
-
-
 def _handle_of(info: LocalHeadInfo | dict[str, Any], expires_at: str | None = None) -> RayClusterHandle:
     """The handle of a head (a listed one's ``extra`` has its ``expires_at`` too, for ``clusters list``)."""
     info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
@@ -273,13 +260,18 @@ class LocalBackend(ClusterBackend):
     can_defer: bool = False
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> LocalPlan:
-        """Validate the name and the spec (the local head honours its CPUs, GPUs and auth)."""
-        name = request.name_for(identity)
-        if request.spec is not None:
-            check_spec(request.spec)
+        """Validate the name and the spec (the local head honours its CPUs, GPUs and auth); unless set,
+        ``num_cpus`` is the spec's head and workers' CPUs (capped at this machine's cores) and ``num_gpus`` 0
+        when the spec asks for none."""
+        name, options, spec = request.name_for(identity), request.local_options, request.spec
+        if spec is not None:
+            check_spec(spec)
+            cores = max(1, min(os.cpu_count() or 1, math.ceil(spec.total_cpus)))
+            cpus = options.num_cpus if options.num_cpus is not None else cores
+            gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
+            options = dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
         return LocalPlan(
-            name=name, labels=identity.labels(), options=local_options_for(request),
-            auth=request.spec is None or request.spec.auth != "disabled",
+            name=name, labels=identity.labels(), options=options, auth=not spec or spec.auth != "disabled",
             expires_at=datetime.now(timezone.utc) + request.expiry,
             owner={"dag_id": identity.dag_id, "run_id": identity.run_id},
         )  # fmt: skip
