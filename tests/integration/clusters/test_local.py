@@ -480,11 +480,11 @@ def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_
 def test_expiry_defaults_to_the_dags_run_timeout():
     from airflow.sdk import DAG
 
-    from airflow_ray_provider.operators.ray_cluster import DEFAULT_EXPIRY, CreateRayClusterOperator
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
 
     with DAG("expiry_dag", schedule=None, dagrun_timeout=timedelta(hours=2)):
         bounded = CreateRayClusterOperator(task_id="c")
         explicit = CreateRayClusterOperator(task_id="e", expiry=600)
     assert bounded._request().expiry == timedelta(hours=2)
     assert explicit._request().expiry == timedelta(minutes=10)
-    assert CreateRayClusterOperator(task_id="free")._request().expiry == DEFAULT_EXPIRY == timedelta(hours=24)
+    assert CreateRayClusterOperator(task_id="free")._request().expiry == timedelta(hours=24)
