@@ -1,6 +1,7 @@
-"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses. Job calls go
-through Ray's ``JobSubmissionClient``, built on first use (it loads ``ray`` and calls the cluster); the
-triggerer never imports ``ray``, so a deferred task polls through a small ``aiohttp`` reader.
+"""The Ray Job API of one cluster, without Airflow: the one client the whole provider uses, and the job
+state it returns. Job calls go through Ray's ``JobSubmissionClient``, built on first use (it loads ``ray``
+and calls the cluster); the triggerer never imports ``ray``, so a deferred task polls through a small
+``aiohttp`` reader, and :class:`JobStatus` mirrors Ray's member for member (a test checks it).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import os
 import re
 import ssl
 from collections.abc import Callable
-from dataclasses import KW_ONLY, InitVar, dataclass, field, replace
+from dataclasses import KW_ONLY, InitVar, asdict, dataclass, field, replace
+from enum import Enum
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,7 +29,6 @@ from airflow_ray_provider.exceptions import (
     RayJobApiError,
     RayProviderError,
 )
-from airflow_ray_provider.jobs.outcome import JobState
 
 if TYPE_CHECKING:
     from ray.job_submission import JobSubmissionClient
@@ -41,6 +42,67 @@ T = TypeVar("T")
 SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "x-api-key", "proxy-authorization"})
 # Ray's client raises RuntimeError("Request failed with status code 503: ...").
 _STATUS = re.compile(r"status code (\d{3})")
+
+
+class JobStatus(str, Enum):
+    """The status of a Ray job, value-identical to ``ray.job_submission.JobStatus``: ``PENDING`` (waiting
+    for the driver to start: resources, runtime_env setup), ``RUNNING``, ``STOPPED`` (by ``ray job stop``,
+    ``on_kill``, a timeout), ``SUCCEEDED`` (exit code 0), ``FAILED`` (non-zero, or it could not start)."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    STOPPED = "STOPPED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+
+    def is_terminal(self) -> bool:
+        """Whether the job will never change status again (same rule as Ray's ``is_terminal``)."""
+        return self in (JobStatus.STOPPED, JobStatus.SUCCEEDED, JobStatus.FAILED)
+
+    def is_success(self) -> bool:
+        """Whether the job finished successfully."""
+        return self is JobStatus.SUCCEEDED
+
+
+@dataclass(frozen=True)
+class JobState:
+    """A snapshot of one Ray job, parsed from the Job API's ``GET /api/jobs/{id}`` response (times in
+    milliseconds since the epoch, Ray's clock; ``driver_exit_code`` once the entrypoint exited)."""
+
+    submission_id: str
+    status: JobStatus
+    message: str | None = None
+    driver_exit_code: int | None = None
+    start_time: int | None = None
+    end_time: int | None = None
+    entrypoint: str | None = None
+    metadata: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def is_terminal(self) -> bool:
+        """Whether the job has finished."""
+        return self.status.is_terminal()
+
+    @property
+    def is_success(self) -> bool:
+        """Whether the job succeeded."""
+        return self.status.is_success()
+
+    @classmethod
+    def from_api(cls, details: Any) -> JobState:
+        """Parse one job of the Job API (Ray's ``JobDetails`` or its JSON) or of :meth:`to_dict`
+        (``ValueError`` without a submission id or with an unknown status)."""
+        data = details if isinstance(details, dict) else vars(details)
+        if not data.get("submission_id"):
+            raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        known.update(submission_id=str(data["submission_id"]), metadata=dict(data.get("metadata") or {}))
+        known["status"] = JobStatus(getattr(data.get("status"), "value", data.get("status")))
+        return cls(**known)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict (for trigger events and XCom)."""
+        return {**asdict(self), "status": self.status.value}
 
 
 def ray_token_from_environment() -> str | None:

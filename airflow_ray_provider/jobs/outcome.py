@@ -1,14 +1,9 @@
-"""One truth for Ray job state, shared by the operator, the sensor and the trigger (:class:`JobStatus`
-mirrors Ray's ``JobStatus`` member for member, a test checks it: importing Ray's loads all of ``ray``,
-which the triggerer must not); the job's driver log, streamed without repeating lines; and how a finished
-job ends the task: the XCom result, or a provider error with the log's tail.
+"""How a finished Ray job ends the task: the XCom result, or a provider error with the log's tail; and the
+log's tail and re-attach offset. No Airflow imports.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from enum import Enum
-from typing import Any
 from urllib.parse import quote
 
 from airflow_ray_provider.exceptions import (
@@ -17,68 +12,7 @@ from airflow_ray_provider.exceptions import (
     RayJobTimeoutError,
     RayProviderError,
 )
-
-
-class JobStatus(str, Enum):
-    """The status of a Ray job, value-identical to ``ray.job_submission.JobStatus``: ``PENDING`` (waiting
-    for the driver to start: resources, runtime_env setup), ``RUNNING``, ``STOPPED`` (by ``ray job stop``,
-    ``on_kill``, a timeout), ``SUCCEEDED`` (exit code 0), ``FAILED`` (non-zero, or it could not start)."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    STOPPED = "STOPPED"
-    SUCCEEDED = "SUCCEEDED"
-    FAILED = "FAILED"
-
-    def is_terminal(self) -> bool:
-        """Whether the job will never change status again (same rule as Ray's ``is_terminal``)."""
-        return self in (JobStatus.STOPPED, JobStatus.SUCCEEDED, JobStatus.FAILED)
-
-    def is_success(self) -> bool:
-        """Whether the job finished successfully."""
-        return self is JobStatus.SUCCEEDED
-
-
-@dataclass(frozen=True)
-class JobState:
-    """A snapshot of one Ray job, parsed from the Job API's ``GET /api/jobs/{id}`` response (times in
-    milliseconds since the epoch, Ray's clock; ``driver_exit_code`` once the entrypoint exited)."""
-
-    submission_id: str
-    status: JobStatus
-    message: str | None = None
-    driver_exit_code: int | None = None
-    start_time: int | None = None
-    end_time: int | None = None
-    entrypoint: str | None = None
-    metadata: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def is_terminal(self) -> bool:
-        """Whether the job has finished."""
-        return self.status.is_terminal()
-
-    @property
-    def is_success(self) -> bool:
-        """Whether the job succeeded."""
-        return self.status.is_success()
-
-    @classmethod
-    def from_api(cls, details: Any) -> JobState:
-        """Parse one job of the Job API (Ray's ``JobDetails`` or its JSON) or of :meth:`to_dict`
-        (``ValueError`` without a submission id or with an unknown status)."""
-        data = details if isinstance(details, dict) else vars(details)
-        if not data.get("submission_id"):
-            raise ValueError(f"Job API response has no submission_id: keys {sorted(data)}")
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        known.update(submission_id=str(data["submission_id"]), metadata=dict(data.get("metadata") or {}))
-        known["status"] = JobStatus(getattr(data.get("status"), "value", data.get("status")))
-        return cls(**known)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict (for trigger events and XCom)."""
-        return {**asdict(self), "status": self.status.value}
-
+from airflow_ray_provider.jobs.client import JobState, JobStatus
 
 DEFAULT_TAIL_LINES = 50
 #: Longest log line an error carries (a ``--config-json`` entrypoint echoed in the log runs to pages).
@@ -88,19 +22,6 @@ REATTACH_CONTEXT_LINES = 20
 
 #: Prefix of every streamed job-log line in the task log.
 LOG_PREFIX = "[ray job] "
-
-
-def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
-    """The complete lines of ``text`` (the whole log: the Job API returns it on every read) past ``offset``
-    (the characters already written, an int that travels through a trigger) and the new offset; ``final``:
-    the job has finished, so a trailing line without a newline too."""
-    # A log rotated or truncated under us (or a bogus offset): start over at its end, not dump it again.
-    offset = min(max(offset, 0), len(text))
-    pending = text[offset:]
-    if final:
-        return pending.splitlines(), len(text)
-    cut = pending.rfind("\n") + 1  # 0: no complete line yet
-    return pending[:cut].splitlines(), offset + cut
 
 
 def tail(text: str, lines: int = DEFAULT_TAIL_LINES, limit: int = MAX_LINE_CHARS) -> str:

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.outcome import JobState
+from airflow_ray_provider.jobs.client import JobState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _PART_LIMIT = 40

@@ -219,6 +219,11 @@ class RayJobStatus:
         return self.deployment_status in ("Complete", "Failed")
 
     @property
+    def is_terminal(self) -> bool:
+        """The Ray job ended (KubeRay's own verdict may follow a moment later); never without a Ray job."""
+        return bool(self.job_id) and (self.job_status in ("SUCCEEDED", "FAILED", "STOPPED") or self.is_final)
+
+    @property
     def is_success(self) -> bool:
         """``Complete`` with a Ray job that ``SUCCEEDED`` (``Complete`` + ``STOPPED`` is not a success)."""
         return self.deployment_status == "Complete" and self.job_status == "SUCCEEDED"

@@ -12,7 +12,7 @@ from airflow_ray_provider.launch.pool import (
     pool_options,
 )
 from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
-from airflow_ray_provider.launch.run import JobRun, RunTarget
+from airflow_ray_provider.launch.run import Cleanup, Ending, JobRun, RunTarget, apoll
 from airflow_ray_provider.launch.runner import (
     Connection,
     KubeRayCluster,
@@ -25,16 +25,13 @@ from airflow_ray_provider.launch.runner import (
     kuberay_backend,
     run,
 )
-from airflow_ray_provider.launch.targets import ClusterTarget
-from airflow_ray_provider.launch.usage import UsageOptions
-from airflow_ray_provider.launch.wait import (
-    Cleanup,
-    Ending,
-    apoll,
+from airflow_ray_provider.launch.targets import (
+    ClusterTarget,
     readiness_rule,
     ready_handle,
     wait_until_ready,
 )
+from airflow_ray_provider.launch.usage import UsageOptions
 
 __all__ = [
     "Cleanup",

@@ -24,9 +24,8 @@ from airflow_ray_provider.clusters import ClusterRequest, TaskIdentity
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.kuberay import KubeRaySpecError, check_cluster_name
-from airflow_ray_provider.launch.targets import ClusterTarget
+from airflow_ray_provider.launch.targets import ClusterTarget, wait_until_ready
 from airflow_ray_provider.launch.usage import parse_prices
-from airflow_ray_provider.launch.wait import wait_until_ready
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, LeaseStore, RayClusterHandle

@@ -38,8 +38,7 @@ from airflow_ray_provider.kuberay import (
     token_ref_of,
     validate_options,
 )
-from airflow_ray_provider.launch.run import RunTarget
-from airflow_ray_provider.launch.wait import Observation
+from airflow_ray_provider.launch.run import Observation, RunTarget
 
 if TYPE_CHECKING:
     from airflow_ray_provider.jobs.client import JobClient

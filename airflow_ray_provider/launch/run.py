@@ -1,40 +1,33 @@
 """One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
 
 As a context manager it cleans up by the ``cleanup`` word on every way out, from the moment a cluster is
-being created; each cleanup action runs once. A deferrable task hands the run over as JSON
-(:meth:`JobRun.hand_over`, :meth:`JobRun.from_state`). No Airflow imports.
+being created; each cleanup action runs once (the table: :func:`actions_for`). Its wait is one pure
+:func:`step` from what was seen to what to do next, driven by :func:`poll` (blocking) or :func:`apoll`
+(``await``), which own nothing but the sleeping (Airflow's ``await_pod_start(pod_manager |
+async_pod_manager)``). A deferrable task hands the run over as JSON (:meth:`JobRun.hand_over`,
+:meth:`JobRun.from_state`). No Airflow imports.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import logging
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from airflow_ray_provider.exceptions import RayJobStoppedError, RayJobTimeoutError, RayProviderError
-from airflow_ray_provider.jobs.outcome import (
-    DEFAULT_TAIL_LINES,
-    new_log_lines,
-    resume_offset,
-    tail,
-    timeout_error,
+from airflow_ray_provider.exceptions import (
+    RayInvalidInputError,
+    RayJobStoppedError,
+    RayJobTimeoutError,
+    RayProviderError,
 )
+from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, resume_offset, tail, timeout_error
 from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch.usage import observer
-from airflow_ray_provider.launch.wait import (
-    Cleanup,
-    Ending,
-    Observation,
-    Step,
-    WaitPlan,
-    actions_for,
-    apoll,
-    poll,
-    step,
-)
 
 if TYPE_CHECKING:
     from airflow_ray_provider.jobs.client import JobClient
@@ -42,6 +35,155 @@ if TYPE_CHECKING:
     from airflow_ray_provider.launch.usage import UsageOptions
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Cleanup(str, enum.Enum):
+    """What a run cleans up when it ends: one of three words (dagster-ray's ``Lifecycle.cleanup``), whose
+    table is :func:`actions_for` (docs/launch.md, "Cleanup"). "cluster" is only ever one the run created;
+    a KubeRay RayJob is the job (stopping it deletes or suspends it)."""
+
+    NEVER = "never"
+    ON_EXCEPTION = "on_exception"
+    ALWAYS = "always"
+
+    @classmethod
+    def parse(cls, value: str | Cleanup) -> Cleanup:
+        """The member for ``value``; :class:`RayInvalidInputError` naming the field and the words."""
+        try:
+            return cls(value)
+        except ValueError:
+            words = ", ".join(repr(m.value) for m in cls)
+            raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}") from None
+
+
+class Ending(str, enum.Enum):
+    """How a run stopped waiting for its job (a wait's :class:`Step` ends with one)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    TIMED_OUT = "timed_out"
+    USER_KILL = "user_kill"
+    WORKER_SIGTERM = "worker_sigterm"
+
+
+@dataclass(frozen=True)
+class CleanupActions:
+    """What to do at one ending: stop the job if it still runs, delete the cluster the run created."""
+
+    stop_job: bool
+    delete_cluster: bool
+
+
+def actions_for(cleanup: Cleanup, ending: Ending) -> CleanupActions:
+    """The row of the table for ``cleanup`` at ``ending``."""
+    if cleanup is Cleanup.NEVER:
+        return CleanupActions(stop_job=False, delete_cluster=False)
+    if ending in (Ending.SUCCEEDED, Ending.FAILED):
+        return CleanupActions(stop_job=False, delete_cluster=True)
+    if ending in (Ending.TIMED_OUT, Ending.USER_KILL) or cleanup is Cleanup.ALWAYS:
+        return CleanupActions(stop_job=True, delete_cluster=True)
+    return CleanupActions(stop_job=False, delete_cluster=False)  # ON_EXCEPTION at a worker's SIGTERM
+
+
+@dataclass(frozen=True)
+class WaitPlan:
+    """What a wait needs to decide (JSON-safe: it travels to a trigger).
+
+    :param start_time: epoch seconds the timeout counts from (the job's start); ``timeout`` ``None``: no end.
+    :param log_offset: characters of the job's log already written.
+    :param missing_ok: keep waiting while the job does not exist (yet); otherwise that fails the wait.
+    :param cleanup: what a timeout or a kill does to a live job.
+    """
+
+    start_time: float
+    timeout: float | None = None
+    log_offset: int = 0
+    stream_logs: bool = True
+    missing_ok: bool = False
+    cleanup: Cleanup = Cleanup.ON_EXCEPTION
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One look at the job, at epoch seconds ``now``.
+
+    :param subject: what was seen (a ``JobState``, a ``RayJobLook``); ``None`` when the job was not found.
+    :param log_text: its whole log so far; ``None`` when it was not read.
+    :param killed: the task was killed while it waited (how).
+    """
+
+    now: float
+    subject: Any = None
+    terminal: bool = False
+    succeeded: bool = False
+    log_text: str | None = None
+    killed: Ending | None = None
+
+
+@dataclass(frozen=True)
+class Step:
+    """The decision for one look: the wait's ``ending`` (``None``: keep waiting), the new complete log
+    ``lines`` to write now and the ``log_offset`` after them, whether to stop the job first (a timeout or a
+    kill, as ``cleanup`` says), and why the wait ended (``FAILED`` without a job, ``TIMED_OUT``, a kill)."""
+
+    ending: Ending | None
+    lines: tuple[str, ...] = field(default=())
+    log_offset: int = 0
+    stop_job: bool = False
+    message: str = ""
+
+
+def step(plan: WaitPlan, seen: Observation) -> Step:
+    """Decide what to do after one look (pure: the same plan and look always give the same step)."""
+    if seen.killed is not None:
+        stop = actions_for(plan.cleanup, seen.killed).stop_job
+        return Step(seen.killed, (), plan.log_offset, stop, f"the task was killed ({seen.killed.value})")
+    if seen.subject is None:
+        if plan.missing_ok:
+            return Step(None, (), plan.log_offset)
+        return Step(Ending.FAILED, (), plan.log_offset, message="job not found")
+    lines: list[str] = []
+    offset = plan.log_offset
+    if plan.stream_logs and seen.log_text is not None:
+        lines, offset = new_log_lines(seen.log_text, plan.log_offset, final=seen.terminal)
+    if seen.terminal:
+        return Step(Ending.SUCCEEDED if seen.succeeded else Ending.FAILED, tuple(lines), offset)
+    if plan.timeout is not None and seen.now >= plan.start_time + plan.timeout:
+        stop = actions_for(plan.cleanup, Ending.TIMED_OUT).stop_job
+        message = f"ran past its timeout of {plan.timeout:g}s"
+        return Step(Ending.TIMED_OUT, tuple(lines), offset, stop, message)
+    return Step(None, tuple(lines), offset)
+
+
+def poll(look: Callable[[], T], decide: Callable[[T], R | None], *, interval: float) -> R:
+    """Look and decide until the decision is not ``None`` (blocking: workers, the CLI)."""
+    while (decided := decide(look())) is None:
+        time.sleep(interval)
+    return decided
+
+
+async def apoll(look: Callable[[], Awaitable[T]], decide: Callable[[T], R | None], *, interval: float) -> R:
+    """:func:`poll` on an event loop (the triggerer): never blocks it."""
+    while (decided := decide(await look())) is None:
+        await asyncio.sleep(interval)
+    return decided
+
+
+def new_log_lines(text: str, offset: int, *, final: bool = False) -> tuple[list[str], int]:
+    """The complete lines of ``text`` (the whole log: the Job API returns it on every read) past ``offset``
+    (the characters already written, an int that travels through a trigger) and the new offset; ``final``:
+    the job has finished, so a trailing line without a newline too."""
+    # A log rotated or truncated under us (or a bogus offset): start over at its end, not dump it again.
+    offset = min(max(offset, 0), len(text))
+    pending = text[offset:]
+    if final:
+        return pending.splitlines(), len(text)
+    cut = pending.rfind("\n") + 1  # 0: no complete line yet
+    return pending[:cut].splitlines(), offset + cut
+
 
 #: What a run says when it submits, re-attaches or finds its job finished.
 VERBS = {Choice.SUBMIT: "Submitted", Choice.ATTACH: "Re-attached to running", Choice.DONE: "Found finished"}
@@ -270,13 +412,13 @@ class JobRun:
 
     def _look(self) -> Observation:
         seen = self.target.look(self.submission_id or "", with_log=self.stream_logs)
-        if observer.looked(self, seen):
+        if self.usage is not None and observer.looked(self, seen):
             observer.record(self)
         return dataclasses.replace(seen, killed=self.killed)
 
     async def _alook(self) -> Observation:
         seen = await self.target.alook(self.submission_id or "", with_log=self.stream_logs)
-        if observer.looked(self, seen):
+        if self.usage is not None and observer.looked(self, seen):
             await asyncio.to_thread(observer.record, self)
         return seen
 

@@ -38,9 +38,8 @@ from airflow_ray_provider.jobs.submission import (
 )
 from airflow_ray_provider.launch.pool import PoolOptions, cluster_target, pool_options
 from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
-from airflow_ray_provider.launch.run import JobRun, RunTarget, print_lines
+from airflow_ray_provider.launch.run import Cleanup, JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget
-from airflow_ray_provider.launch.wait import Cleanup
 
 if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend, KubeRayBackend

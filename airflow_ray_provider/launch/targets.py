@@ -1,5 +1,6 @@
 """The :class:`~airflow_ray_provider.launch.run.RunTarget` of every job that goes through the Ray Job API
-(a KubeRay RayJob is the other kind, :mod:`.rayjob`). No Airflow imports.
+(a KubeRay RayJob is the other kind, :mod:`.rayjob`), and the wait until a cluster answers (the blocking
+one here; the trigger's drives the same :func:`readiness_rule`). No Airflow imports.
 """
 
 from __future__ import annotations
@@ -9,17 +10,25 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
-from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.jobs.outcome import JobState, dashboard_job_url, job_result, raise_for_state
+from airflow_ray_provider.clusters import event_for
+from airflow_ray_provider.exceptions import RayClusterNotReadyError
+from airflow_ray_provider.jobs.client import JobClient, JobState
+from airflow_ray_provider.jobs.outcome import dashboard_job_url, job_result, raise_for_state
 from airflow_ray_provider.jobs.submission import Choice, submit_or_attach
-from airflow_ray_provider.launch.run import RunTarget
-from airflow_ray_provider.launch.wait import Observation, wait_until_ready
+from airflow_ray_provider.launch.run import Observation, RunTarget, poll
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters import ClusterBackend, ClusterPlan, RayClusterHandle
+    from airflow_ray_provider.clusters import (
+        ClusterBackend,
+        ClusterPlan,
+        RayClusterHandle,
+        ReadinessCheck,
+        ReadinessEvent,
+    )
     from airflow_ray_provider.jobs.submission import JobSpec
     from airflow_ray_provider.launch.pool import PoolLease
 
@@ -217,3 +226,43 @@ class ClusterTarget(RunTarget):
         what = self.handle or self.plan
         if what is not None:
             say(f"Kept Ray cluster {what.name}; the janitor deletes it after its expiry")
+
+
+def ready_handle(backend: ClusterBackend, plan: ClusterPlan, event: ReadinessEvent) -> RayClusterHandle:
+    """The handle of a cluster whose wait ended ``ready``; else :class:`RayClusterNotReadyError` with its
+    conditions (the caller's cleanup deletes what it created)."""
+    if event["status"] != "ready" or not event["dashboard_url"]:
+        message = event["message"] or f"Ray cluster {plan.name} is not ready ({event['status']})"
+        raise RayClusterNotReadyError(message, name=plan.name, namespace=plan.namespace,
+                                      conditions=event["conditions"])  # fmt: skip
+    return backend.handle(plan, event["dashboard_url"])
+
+
+def readiness_rule(
+    check: ReadinessCheck, *, started: float, timeout: float, logger: Any = log
+) -> ReadinessEvent | None:
+    """The decision after one readiness look (the blocking wait's and the trigger's): its event, or
+    ``None`` (logged) while the cluster is not ready and ``timeout`` seconds from epoch ``started`` last."""
+    event = event_for(check, waited=time.time() - started, timeout=timeout)
+    if event is None:
+        logger.info("%s not ready yet: %s", check.cluster, check.message)
+    return event
+
+
+def wait_until_ready(
+    backend: ClusterBackend,
+    plan: ClusterPlan,
+    *,
+    timeout: float,
+    poll_interval: float,
+    on_look: Callable[[], None] = lambda: None,
+) -> RayClusterHandle:
+    """Look until the cluster answers, fails, or ``timeout`` seconds pass; its handle (see
+    :func:`ready_handle`). ``on_look`` runs before each look (a pool's heartbeat)."""
+
+    def look() -> ReadinessCheck:
+        on_look()
+        return backend.check(plan)
+
+    decide = partial(readiness_rule, started=time.time(), timeout=timeout)
+    return ready_handle(backend, plan, poll(look, decide, interval=poll_interval))

@@ -12,21 +12,20 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from airflow_ray_provider.jobs import JobState
 from airflow_ray_provider.launch.usage.record import Node, check_against_cluster, make_record
-from airflow_ray_provider.launch.wait import Ending
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.launch.run import JobRun
+    from airflow_ray_provider.launch.run import JobRun, Observation
     from airflow_ray_provider.launch.usage.record import Prices, UsageOptions
-    from airflow_ray_provider.launch.wait import Observation
 
 T = TypeVar("T")
 #: How the record names each ending.
-ENDED_BY = {Ending.TIMED_OUT: "timed_out", Ending.USER_KILL: "killed", Ending.WORKER_SIGTERM: "killed"}
+#: The record's ``ended_by`` for a run's ``Ending`` (a ``str`` enum: its values are the keys).
+ENDED_BY = {"timed_out": "timed_out", "user_kill": "killed", "worker_sigterm": "killed"}
 #: A RayJob's deadlines, which KubeRay enforces (its record then says ``timed_out``).
 DEADLINES = ("DeadlineExceeded", "PreRunningDeadlineExceeded")
 
@@ -119,15 +118,6 @@ def find_supervisor(
     return found
 
 
-class JobActors(NamedTuple):
-    """The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and the
-    GCS's rows of the dead actors it holds without an end."""
-
-    rows: list[dict[str, Any]]
-    unlisted: list[dict[str, Any]]
-    unended: list[dict[str, Any]]
-
-
 #: The fields a ``/logical/actors`` row (camelCase) takes from the GCS's row (snake_case) it lacks.
 _FROM_GCS = (("jobId", "job_id"), ("className", "class_name"), ("requiredResources", "required_resources"))
 
@@ -135,6 +125,11 @@ _FROM_GCS = (("jobId", "job_id"), ("className", "class_name"), ("requiredResourc
 def ran(gcs: Mapping[str, Any]) -> bool:
     """The GCS's row is of an actor that came alive (a dead one keeps its pid; one that never ran has 0)."""
     return gcs.get("state") in ("ALIVE", "RESTARTING") or bool(gcs.get("pid"))
+
+
+#: The job's ``/logical/actors`` rows (mended from the GCS's), the GCS's rows it does not time, and the GCS's
+#: rows of the dead actors it holds without an end.
+JobActors = tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
 
 
 def mend_job_actors(
@@ -155,7 +150,7 @@ def mend_job_actors(
             if gcs.get("state") == "DEAD" and not actor.get("endTime"):
                 unended.append(gcs)
     unlisted = [row for key, row in by_id.items() if key not in seen and ran(row)]
-    return JobActors(rows, unlisted, unended)
+    return rows, unlisted, unended
 
 
 def creation_starts(tasks: Iterable[Mapping[str, Any]]) -> dict[str, float]:
@@ -178,44 +173,41 @@ def job_actors(
     reread: Callable[[], list[dict[str, Any]] | None],
     tasks: Iterable[Mapping[str, Any]] = (),
 ) -> list[dict[str, Any]]:
-    """The job's actors for the record; what stays unmatched is named in ``not_available``.
-
-    :param gcs_rows: ``/api/v0/actors`` of the job; ``None`` (no answer): the dashboard's ``jobId`` decides.
-    :param reread: ``/logical/actors`` again (``None``: no answer), while it lacks an actor or an end.
-    :param tasks: the job's tasks: an actor still untimed counts from its creation task's end, if any.
-    """
+    """The job's actors for the record: ``listed`` mended from ``gcs_rows`` (``None``: the dashboard's
+    ``jobId`` decides), ``reread`` while it lacks an actor or an end, an actor still untimed counted from
+    its creation task's end in ``tasks``; what stays unmatched is named in ``not_available``."""
     if gcs_rows is None:
         return [a for a in listed if a.get("jobId") == ray_job_id]
-    found = mend_job_actors(listed, gcs_rows, ray_job_id)
+    rows, unlisted, unended = mend_job_actors(listed, gcs_rows, ray_job_id)
     for _ in range(ACTOR_REREADS):
-        if not (found.unlisted or found.unended):
+        if not (unlisted or unended):
             break
         time.sleep(ACTOR_UPDATES_SETTLE_S)
         if (again := reread()) is None:
             break
-        found = mend_job_actors(again, gcs_rows, ray_job_id)
+        rows, unlisted, unended = mend_job_actors(again, gcs_rows, ray_job_id)
     starts = creation_starts(tasks)
-    timed = [row for row in found.unlisted if str(row.get("actor_id")) in starts]
-    lost = [row for row in found.unlisted if row not in timed]
+    timed = [row for row in unlisted if str(row.get("actor_id")) in starts]
+    lost = [row for row in unlisted if row not in timed]
     untimed = "are in /api/v0/actors but not timed in /logical/actors"
     notes = {
         "actors_timed_by_creation": (timed, f"{untimed}: counted from their creation task's end to the job's "
                                      "end (an upper bound)"),
         "actors_unlisted": (lost, f"{untimed}, and no finished creation task in /api/v0/tasks: not counted"),
-        "actors_unended": (found.unended, "are dead in the GCS but have no end time in /logical/actors yet: "
+        "actors_unended": (unended, "are dead in the GCS but have no end time in /logical/actors yet: "
                            "counted to the job's end"),
     }  # fmt: skip
-    for key, (rows, text) in notes.items():
-        if rows:
-            names = ", ".join(sorted(str(row.get("class_name") or "actor") for row in rows))
-            missing[key] = f"{len(rows)} of the job's actors ({names}) {text}"
+    for key, (named, text) in notes.items():
+        if named:
+            names = ", ".join(sorted(str(row.get("class_name") or "actor") for row in named))
+            missing[key] = f"{len(named)} of the job's actors ({names}) {text}"
     for gcs in timed:  # a /logical/actors-shaped row: from its creation task's end to the job's end
         row = {key: gcs.get(source) for key, source in _FROM_GCS}
         row.update(actorId=gcs.get("actor_id"), requiredResources=row["requiredResources"] or {},
                    address={"nodeId": gcs.get("node_id")}, startTime=starts[str(gcs.get("actor_id"))],
                    endTime=0)  # fmt: skip
-        found.rows.append(row)
-    return found.rows
+        rows.append(row)
+    return rows
 
 
 def collect_usage(reader: DashboardReader, request: UsageOptions) -> dict[str, Any]:
@@ -267,19 +259,9 @@ def check_prices_on_cluster(reader: DashboardReader, prices: Prices) -> str | No
     return None
 
 
-def job_ended(subject: Any) -> bool:
-    """Whether a look shows the Ray job ended (a RayJob's own status may follow a moment later)."""
-    if isinstance(subject, JobState):
-        return subject.is_terminal
-    status = subject.status
-    return bool(status.job_id) and (
-        status.job_status in ("SUCCEEDED", "FAILED", "STOPPED") or status.is_final
-    )
-
-
 def request_of(run: JobRun, options: UsageOptions) -> UsageOptions | None:
     """``options`` with what the run knows of its job (``None``: no Ray job to ask about)."""
-    subject, ended_by = run.subject, ENDED_BY.get(run.ending or Ending.SUCCEEDED, "finished")
+    subject, ended_by = run.subject, ENDED_BY.get(run.ending or "", "finished")
     if isinstance(subject, JobState) or subject is None:
         sid, cluster, owned = run.submission_id, options.cluster, run.target.owned
         started = run.times.get("reach") if owned else None  # it waited for its own cluster
@@ -312,10 +294,10 @@ def usage_record(run: JobRun) -> dict[str, Any] | None:
 
 
 def looked(run: JobRun, seen: Observation) -> bool:
-    """Keep what ``seen`` shows; whether this look is the one ``run``'s record is made at: the first that
-    shows the job ended."""
+    """Keep what ``seen`` shows; whether ``run``'s record is due (the first look that shows the job ended)."""
     run.subject = seen.subject if seen.subject is not None else run.subject
-    ended = seen.subject is not None and job_ended(seen.subject)
+    subject = seen.subject
+    ended = subject is not None and (subject if isinstance(subject, JobState) else subject.status).is_terminal
     return ended and run.usage is not None and run.record is None
 
 

@@ -9,7 +9,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -176,11 +176,8 @@ class UsageOptions:
 
 @dataclass(frozen=True)
 class Window:
-    """The times of one job, in seconds since the epoch: its submission and end (Job API ``start_time``,
-    ``end_time``: the collection time while it runs); when its supervisor (the driver) started; when the
-    task began waiting for its own cluster (RayJob: the RayJob's ``status.startTime``); when that
-    cluster answered (RayJob: the first look that found its head ready after one that did not; without
-    it the wait ends at the submission). ``None``: not seen or not applicable."""
+    """The times of one job, in seconds since the epoch (docs/usage.md, ``times``); ``None``: not seen or
+    not applicable."""
 
     submitted: float
     ended: float
@@ -206,21 +203,18 @@ class Window:
 
     def times(self) -> dict[str, float | None]:
         """The window's instants, for readers that line records up."""
-        names = ("task_started", "cluster_ready", "submitted", "driver_started", "ended")
-        return {name: _round(getattr(self, name)) for name in names}
+        return {name: _round(value) for name, value in asdict(self).items()}
 
 
 @dataclass
 class Allocation:
     """Resource-hours per worker group, CPU-seconds per task function / actor class, and the attempts the
-    rules could not time as Ray meant (:data:`TASK_NOTES` says what each counter counts)."""
+    rules could not time as Ray meant (``untimed``, by their :data:`TASK_NOTES` key)."""
 
     by_group: dict[str, dict[str, float]] = field(default_factory=dict)
     tasks: int = 0
     actors: int = 0
-    startless: int = 0
-    timed_by_owner: int = 0
-    unsettled: int = 0
+    untimed: Counter[str] = field(default_factory=Counter)
     cpu_s_by_function: dict[str, float] = field(default_factory=dict)
 
     def add(self, group: str, resources: Mapping[str, float], seconds: float, name: str = "") -> None:
@@ -262,10 +256,8 @@ def allocation(
     node_groups: Mapping[str, str],
     driver_group: str = HEAD_GROUP,
 ) -> Allocation:
-    """Resource-hours the job was allocated: its normal task attempts (an actor's tasks run inside its
-    lifetime allocation, and its creation task is the actor), its actors (``/logical/actors`` rows; one
-    still alive counts to the job's end) and the entrypoint's reservation (record names) while the driver
-    ran. ``node_groups``: node id -> worker group."""
+    """Resource-hours the job was allocated (docs/usage.md, ``allocated``): its normal task attempts, its
+    actors (``/logical/actors`` rows) and the entrypoint's reservation while the driver ran."""
     out = Allocation()
     out.add(driver_group, entrypoint, window.ended - window.running_from, "entrypoint")
     tasks = [task for task in tasks if task.get("type") in (None, "NORMAL_TASK")]
@@ -281,19 +273,15 @@ def allocation(
         if task.get("start_time_ms") or execute_spans(task):
             seconds = task_seconds(task, window.ended, following.get(id(task)))
             settled = task.get("end_time_ms") and execute_spans(task)
-            out.unsettled += int(bool(task.get("start_time_ms")) and not settled)
+            out.untimed["tasks_unsettled"] += int(bool(task.get("start_time_ms")) and not settled)
         else:  # never ran, or its worker's events were lost: from the owner's SUBMITTED_TO_WORKER to its end
-            events = task.get("events") or []
-            sent = [
-                float(e["created_ms"])
-                for e in events
-                if e.get("state") == "SUBMITTED_TO_WORKER" and e.get("created_ms")
-            ]
+            events = [e for e in task.get("events") or [] if e.get("state") == "SUBMITTED_TO_WORKER"]
+            sent = [float(e["created_ms"]) for e in events if e.get("created_ms")]
             if not sent or not task.get("end_time_ms"):
-                out.startless += int(bool(task.get("end_time_ms")))
+                out.untimed["tasks_without_start"] += int(bool(task.get("end_time_ms")))
                 continue
             seconds = max(0.0, float(task["end_time_ms"]) - max(sent)) / 1000.0
-            out.timed_by_owner += 1
+            out.untimed["tasks_timed_by_owner"] += 1
         group = node_groups.get(str(task.get("node_id")), "default")
         name = str(task.get("func_or_class_name") or task.get("name") or "task")
         out.add(group, record_resources(task.get("required_resources")), seconds, name)
@@ -363,24 +351,16 @@ def usage_line(data: Mapping[str, Any]) -> str:
     return line
 
 
-#: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by the
-#: :class:`Allocation` counter that counts them (``unsettled``: none once the Job API reports the end).
+#: What the record says (``not_available``) about task attempts whose events Ray did not deliver, by their
+#: key in ``Allocation.untimed`` (``tasks_unsettled``: none once the Job API reports the end).
 TASK_NOTES = {
-    "unsettled": (
-        "tasks_unsettled",
-        "task attempt(s) had no end or no task:execute span (Ray did not deliver them): counted from their "
-        "start to their end, else to their worker's next task attempt, else to the job's end",
-    ),
-    "timed_by_owner": (
-        "tasks_timed_by_owner",
-        "ended task attempt(s) had neither a start event nor a task:execute span (Ray lost their worker's "
-        "events): counted from their owner's SUBMITTED_TO_WORKER to their end, an upper bound",
-    ),
-    "startless": (
-        "tasks_without_start",
-        "ended task attempt(s) had neither a start event, a task:execute span nor their owner's "
-        "SUBMITTED_TO_WORKER (Ray lost them): not counted",
-    ),
+    "tasks_unsettled": "task attempt(s) had no end or no task:execute span (Ray did not deliver them): "
+    "counted from their start to their end, else to their worker's next task attempt, else to the job's end",
+    "tasks_timed_by_owner": "ended task attempt(s) had neither a start event nor a task:execute span "
+    "(Ray lost their worker's events): counted from their owner's SUBMITTED_TO_WORKER to their end, "
+    "an upper bound",
+    "tasks_without_start": "ended task attempt(s) had neither a start event, a task:execute span nor their "
+    "owner's SUBMITTED_TO_WORKER (Ray lost them): not counted",
 }
 
 
@@ -395,10 +375,8 @@ def make_record(
     supervisor: dict[str, Any] | None = None,
     missing: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The job's record, the JSON object of docs/usage.md, from what the dashboard told (``/api/jobs/{id}``,
-    the nodes, the job's task attempts, its actors, its supervisor actor: ``None`` where a read failed,
-    and ``missing`` says why); what could not be read is named in ``not_available``. ``now`` is the
-    collection time (the end of a job that has not ended)."""
+    """The job's record (docs/usage.md) from what the dashboard told: ``None`` where a read failed, and
+    ``missing`` says why; ``now`` is the collection time (the end of a job that has not ended)."""
     job, missing = job or {}, dict(missing or {})
     submitted, ended = ((job.get(key) or now * 1000.0) / 1000.0 for key in ("start_time", "end_time"))
     driver_started = (supervisor or {}).get("startTime", 0) / 1000.0 or None
@@ -411,10 +389,10 @@ def make_record(
                              entrypoint=record_resources(request.entrypoint), node_groups=groups,
                              driver_group=driver_group)  # fmt: skip
     if not job.get("end_time"):  # a job that has not ended has attempts still running
-        counted.unsettled = 0
-    for counter, (key, text) in TASK_NOTES.items():
-        if getattr(counted, counter):
-            missing[key] = f"{getattr(counted, counter)} {text}"
+        counted.untimed["tasks_unsettled"] = 0
+    missing.update(
+        {key: f"{counted.untimed[key]} {text}" for key, text in TASK_NOTES.items() if counted.untimed[key]}
+    )
     basis, reserved = "job requests", counted.by_group
     if request.own_cluster and nodes is not None:  # its own cluster's nodes over the task's window
         basis, cluster, since = "cluster", Allocation(), window.task_started or submitted

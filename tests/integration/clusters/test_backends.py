@@ -27,7 +27,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import backend_for_connection
 from airflow_ray_provider.kuberay.spec import WorkerGroup
-from airflow_ray_provider.launch.wait import ready_handle, wait_until_ready
+from airflow_ray_provider.launch.targets import ready_handle, wait_until_ready
 from tests.fixtures.kuberay import CONTROLLER_AGENT, HEAD_MODE
 
 pytestmark = pytest.mark.integration

@@ -249,7 +249,7 @@ def _event(ray_conn_id: str, sid: str, subject: Any, ending: str | None, **field
     """A trigger's event: the run's state as the trigger hands it back."""
     from airflow_ray_provider.hooks.ray_job import target_from_ref
     from airflow_ray_provider.launch import Cleanup, Ending, JobRun
-    from airflow_ray_provider.launch.wait import Step
+    from airflow_ray_provider.launch.run import Step
 
     run = JobRun(target_from_ref({"ray_conn_id": ray_conn_id}), submission_id=sid, base_id=sid, timeout=30.0,
                  cleanup=Cleanup.ON_EXCEPTION)  # fmt: skip

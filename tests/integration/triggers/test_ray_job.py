@@ -12,7 +12,7 @@ from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.outcome import LOG_PREFIX
 from airflow_ray_provider.jobs.submission import JobSpec
 from airflow_ray_provider.launch import Cleanup, JobRun
-from airflow_ray_provider.launch.wait import WaitPlan
+from airflow_ray_provider.launch.run import WaitPlan
 from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 from tests.fixtures.ray_job import drop_connection, set_connection
 

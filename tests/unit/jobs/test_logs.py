@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from airflow_ray_provider.jobs.outcome import new_log_lines, tail
+from airflow_ray_provider.jobs.outcome import tail
+from airflow_ray_provider.launch.run import new_log_lines
 
 pytestmark = pytest.mark.unit
 

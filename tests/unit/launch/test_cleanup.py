@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.exceptions import RayInvalidInputError
-from airflow_ray_provider.launch.wait import Cleanup, CleanupActions, Ending, actions_for
+from airflow_ray_provider.launch.run import Cleanup, CleanupActions, Ending, actions_for
 
 pytestmark = pytest.mark.unit
 

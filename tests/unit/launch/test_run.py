@@ -19,8 +19,8 @@ from airflow_ray_provider.jobs import JobState, JobStatus
 from airflow_ray_provider.jobs.outcome import job_result, raise_for_state
 from airflow_ray_provider.jobs.submission import Choice
 from airflow_ray_provider.launch import Cleanup, Ending, JobRun, RunTarget
+from airflow_ray_provider.launch.run import Observation, actions_for
 from airflow_ray_provider.launch.targets import observed
-from airflow_ray_provider.launch.wait import Observation, actions_for
 
 pytestmark = pytest.mark.unit
 

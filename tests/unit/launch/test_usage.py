@@ -130,7 +130,7 @@ def test_an_ended_task_whose_start_was_lost_counts_by_its_span_else_by_its_owner
         {**task, "state": "PENDING_NODE_ASSIGNMENT", "start_time_ms": None, "end_time_ms": None},
     ]  # fmt: skip
     got = allocation(tasks=tasks, actors=[], entrypoint={}, window=window, node_groups={"n1": "headgroup"})
-    assert (got.tasks, got.timed_by_owner, got.startless) == (2, 1, 1)
+    assert (got.tasks, got.untimed["tasks_timed_by_owner"], got.untimed["tasks_without_start"]) == (2, 1, 1)
     assert got.by_group["headgroup"]["CPU"] == pytest.approx((6 + 3) / 3600)
 
 

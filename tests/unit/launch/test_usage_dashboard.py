@@ -164,13 +164,11 @@ def _creation(actor_id: str, *, end: float | None, state: str = "FINISHED") -> d
 
 def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_and_resources() -> None:
     listed = [_listed("a1", job="", cls=""), _listed("other", job="03000000")]
-    found = mend_job_actors(listed, [_gcs("a1")], JOB)
-    assert not found.unlisted and not found.unended
-    assert [(a["actorId"], a["jobId"], a["className"]) for a in found.rows] == [("a1", JOB, "Holder")]
+    rows, unlisted, unended = mend_job_actors(listed, [_gcs("a1")], JOB)
+    assert not unlisted and not unended
+    assert [(a["actorId"], a["jobId"], a["className"]) for a in rows] == [("a1", JOB, "Holder")]
     window = Window(submitted=T0_MS / 1000, ended=T0_MS / 1000 + 20, driver_started=T0_MS / 1000 + 1)
-    got = allocation(
-        tasks=[], actors=found.rows, entrypoint={}, window=window, node_groups={"n1": "headgroup"}
-    )
+    got = allocation(tasks=[], actors=rows, entrypoint={}, window=window, node_groups={"n1": "headgroup"})
     assert got.actors == 1 and got.by_group["headgroup"]["GPU"] == pytest.approx(10 / 3600)
     # the dashboard's filter alone would lose it
     assert [a for a in listed if a["jobId"] == JOB] == []
@@ -178,8 +176,8 @@ def test_an_actor_stored_from_a_state_change_is_counted_with_the_gcss_job_class_
 
 def test_a_whole_row_is_kept_as_the_dashboard_has_it_and_a_row_the_gcs_lacks_stays_by_its_job_id() -> None:
     whole, evicted = _listed("a1"), _listed("a2", cls="Old")
-    found = mend_job_actors([whole, evicted], [_gcs("a1")], JOB)
-    assert found.rows == [whole, evicted]
+    rows, _, _ = mend_job_actors([whole, evicted], [_gcs("a1")], JOB)
+    assert rows == [whole, evicted]
 
 
 def test_an_actor_missing_from_the_dashboard_is_read_again_a_bounded_number_of_times_then_named() -> None:

@@ -32,10 +32,10 @@ def _look(job_status: str, deployment: str, *, reason: str = "", job_id: str = "
 
 
 def test_a_rayjobs_record_is_due_when_its_ray_job_ends_before_kuberays_verdict():
-    assert not observer.job_ended(_look("RUNNING", "Running"))
-    assert observer.job_ended(_look("SUCCEEDED", "Running"))  # the cluster may go right after Complete
-    assert observer.job_ended(_look("RUNNING", "Failed", reason="DeadlineExceeded"))
-    assert not observer.job_ended(_look("", "Failed", job_id=""))  # no Ray job to make a record of
+    assert not _look("RUNNING", "Running").status.is_terminal
+    assert _look("SUCCEEDED", "Running").status.is_terminal  # the cluster may go right after Complete
+    assert _look("RUNNING", "Failed", reason="DeadlineExceeded").status.is_terminal
+    assert not _look("", "Failed", job_id="").status.is_terminal  # no Ray job to make a record of
 
 
 def test_a_rayjobs_request_names_its_ray_job_its_cluster_and_its_start():
@@ -89,7 +89,7 @@ def _started_run(takes_cluster: bool) -> tuple[Scripted, JobRun]:
 def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_that_does_not(
     monkeypatch, takes_cluster
 ):
-    from airflow_ray_provider.launch.wait import Ending
+    from airflow_ray_provider.launch.run import Ending
 
     target, run = _started_run(takes_cluster)
     monkeypatch.setattr(observer, "usage_record", lambda run: target.calls.append("record") or {"x": 1})
@@ -102,7 +102,7 @@ def test_a_kill_reads_the_record_before_a_stop_that_takes_the_cluster_after_one_
 def test_a_triggers_kill_asks_for_the_record_as_a_kill(monkeypatch, takes_cluster):
     import asyncio
 
-    from airflow_ray_provider.launch.wait import Ending
+    from airflow_ray_provider.launch.run import Ending
 
     _, run = _started_run(takes_cluster)
     asked: list[str] = []

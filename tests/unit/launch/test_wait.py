@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_ray_provider.jobs import JobState, JobStatus
-from airflow_ray_provider.launch.wait import Cleanup, Ending, Observation, WaitPlan, step
+from airflow_ray_provider.launch.run import Cleanup, Ending, Observation, WaitPlan, step
 
 pytestmark = pytest.mark.unit
 

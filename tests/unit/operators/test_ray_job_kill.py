@@ -6,7 +6,7 @@ import pytest
 
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.launch import Cleanup, ClusterTarget, Ending, JobRun
-from airflow_ray_provider.launch.wait import actions_for
+from airflow_ray_provider.launch.run import actions_for
 
 pytestmark = pytest.mark.unit
 
