@@ -35,7 +35,6 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
-    LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
     LocalHeadInfo,
@@ -105,10 +104,9 @@ def find_cluster(name: str) -> LocalHeadInfo | None:
 
 @dataclass(frozen=True)
 class LocalPlan(ClusterPlan):
-    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
+    """A local head to start: its options and token auth, expiry and the DAG run that starts it."""
 
-    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
-    auth: bool = True
+    config: LocalHeadConfig = field(default_factory=LocalHeadConfig)
     expires_at: datetime | None = None
     owner: dict[str, str] = field(default_factory=dict)
 
@@ -118,7 +116,7 @@ def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
     started twice; one whose start crashed is replaced); ``owner`` (``dag_id``, ``run_id``) is for the
     janitor. Returns the info and whether it was created now; :class:`LocalHeadError`: it did not come up
     (stopped and unregistered)."""
-    name, options = plan.name, plan.options
+    name, options = plan.name, plan.config
 
     def register(info: LocalHeadInfo, state: str = READY) -> None:
         expiry = plan.expires_at
@@ -145,8 +143,7 @@ def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
                 raise
             log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", name, exc)
     try:
-        config = LocalHeadConfig(**{**asdict(options), "auth": plan.auth})
-        info = start_head(config, name=name, on_spawn=partial(register, state=STARTING))
+        info = start_head(options, name=name, on_spawn=partial(register, state=STARTING))
     except LocalHeadError:
         _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
         raise
@@ -270,8 +267,9 @@ class LocalBackend(ClusterBackend):
             cpus = options.num_cpus if options.num_cpus is not None else cores
             gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
             options = dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
+        auth = spec is None or spec.auth != "disabled"
         return LocalPlan(
-            name=name, labels=identity.labels(), options=options, auth=not spec or spec.auth != "disabled",
+            name=name, labels=identity.labels(), config=LocalHeadConfig(**{**asdict(options), "auth": auth}),
             expires_at=datetime.now(timezone.utc) + request.expiry,
             owner={"dag_id": identity.dag_id, "run_id": identity.run_id},
         )  # fmt: skip

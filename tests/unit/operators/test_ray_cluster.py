@@ -41,7 +41,7 @@ def test_local_backend_summarises_the_spec_into_cpus_and_gpus():
     from airflow_ray_provider.clusters import ClusterRequest, LocalBackend, LocalClusterOptions, TaskIdentity
 
     def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
-        return LocalBackend().plan(request, TaskIdentity("d", "r", "t")).options
+        return LocalBackend().plan(request, TaskIdentity("d", "r", "t")).config
 
     spec = RayClusterSpec.from_dict(
         {"head": {"cpu": "1"}, "worker_groups": [{"name": "a", "replicas": 64, "cpu": "2"}]}
