@@ -1,11 +1,6 @@
 """Pools: one named Ray cluster that many runs share under leases, deleted once idle (docs/launch.md,
-"Pools"): the pure decisions, a run's hold on a pool (find or create its cluster, lease, renew, release)
-and the janitor's sweep. A :class:`~airflow_ray_provider.clusters.LeaseStore` keeps each pool's lock,
-record and leases.
-
-Every decision is taken under the pool's lock (:func:`decide`), creating too, so runs that start together
-make one cluster; waits happen outside it. A cluster is deleted only after
-its record is marked ``deleting`` under the lock, so no lease races the deletion. No Airflow imports.
+"Pools"): the pure decisions (:func:`decide`, taken under the pool's lock, creating too, so runs that
+start together make one cluster), a run's lease and the janitor's sweep. No Airflow imports.
 """
 
 from __future__ import annotations
