@@ -1,8 +1,7 @@
-"""The cluster backend interface (:class:`ClusterBackend`, local and KubeRay alike: create, wait for and
-delete a cluster), the request, task identity and plan it works with, the handle it gives (the XCom every
-downstream task takes: it *refers* to the Ray auth token, never holds it), and readiness: ready once the
-head is up and its dashboard (with the token) and job agent answer; :func:`event_for` ends the blocking
-wait and the trigger's alike, and an event never carries the token.
+"""The cluster backend interface (:class:`ClusterBackend`: create, wait for and delete a cluster, local and
+KubeRay alike), its request, plan and handle (the XCom every downstream task takes: it *refers* to the Ray
+auth token, never holds it), readiness (:func:`event_for` ends the blocking wait and the trigger's alike;
+an event never carries the token) and :class:`LeaseStore`, where a backend's pools keep their leases.
 """
 
 from __future__ import annotations
