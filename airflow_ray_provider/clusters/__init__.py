@@ -1,5 +1,5 @@
 """Ray clusters behind one interface (:class:`ClusterBackend`, local and KubeRay), the handle every task
-passes on, readiness, and pools (one cluster many runs share under leases). No Ray work runs here.
+passes on, readiness, and where pools keep their leases (:class:`LeaseStore`). No Ray work runs here.
 """
 
 from airflow_ray_provider.clusters.backend import (
@@ -7,6 +7,7 @@ from airflow_ray_provider.clusters.backend import (
     ClusterBackend,
     ClusterPlan,
     ClusterRequest,
+    LeaseStore,
     RayClusterHandle,
     ReadinessCheck,
     ReadinessEvent,
@@ -20,16 +21,6 @@ from airflow_ray_provider.clusters.backend import (
 )
 from airflow_ray_provider.clusters.kuberay import KubeRayBackend, KubeRaySettings, cluster_link_url
 from airflow_ray_provider.clusters.local import LocalBackend
-from airflow_ray_provider.clusters.pool import (
-    LeaseStore,
-    PoolOptions,
-    PoolRecord,
-    PoolStep,
-    decide,
-    fingerprint,
-    idle_expired,
-    live_holders,
-)
 from airflow_ray_provider.kuberay import RayClusterSpec, RayJobOptions
 from airflow_ray_provider.local import LocalClusterOptions
 
@@ -43,9 +34,6 @@ __all__ = [
     "LeaseStore",
     "LocalBackend",
     "LocalClusterOptions",
-    "PoolOptions",
-    "PoolRecord",
-    "PoolStep",
     "RayClusterHandle",
     "RayClusterSpec",
     "RayJobOptions",
@@ -55,11 +43,7 @@ __all__ = [
     "TokenRef",
     "check_spec",
     "cluster_link_url",
-    "decide",
     "event_for",
-    "fingerprint",
-    "idle_expired",
-    "live_holders",
     "make_event",
     "probe_dashboard",
     "validate_event",

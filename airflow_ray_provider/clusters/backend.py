@@ -1,8 +1,7 @@
-"""The cluster backend interface (:class:`ClusterBackend`, local and KubeRay alike: create, wait for and
-delete a cluster), the request, task identity and plan it works with, the handle it gives (the XCom every
-downstream task takes: it *refers* to the Ray auth token, never holds it), and readiness: ready once the
-head is up and its dashboard (with the token) and job agent answer; :func:`event_for` ends the blocking
-wait and the trigger's alike, and an event never carries the token.
+"""The cluster backend interface (:class:`ClusterBackend`: create, wait for and delete a cluster, local and
+KubeRay alike), its request, plan and handle (the XCom every downstream task takes: it *refers* to the Ray
+auth token, never holds it), readiness (:func:`event_for` ends the blocking wait and the trigger's alike;
+an event never carries the token) and :class:`LeaseStore`, where a backend's pools keep their leases.
 """
 
 from __future__ import annotations
@@ -10,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, TypedDict, get_args, runtime_checkable
@@ -35,7 +35,6 @@ from airflow_ray_provider.kuberay import (
 from airflow_ray_provider.local import LocalClusterOptions
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.jobs.client import JobClient
 
 log = logging.getLogger(__name__)
@@ -208,7 +207,8 @@ def probe_dashboard(url: str, token: str | None, timeout: float = 5.0) -> tuple[
 
 @dataclass(frozen=True)
 class RunCluster:
-    """A provider-created cluster as listed: its handle, whether it expired, its DAG run (``""``: unknown)."""
+    """A provider-created cluster as listed: its handle, whether it expired, its DAG run (``""``: unknown;
+    KubeRay records none: a namespace may hold several Airflow deployments' clusters)."""
 
     handle: RayClusterHandle
     expired: bool = False
@@ -293,6 +293,35 @@ class ClusterPlan:
     labels: dict[str, str] = field(default_factory=dict)
     dashboard_url_template: str | None = None
     token_ref: TokenRef | None = None
+
+
+class LeaseStore(Protocol):
+    """Where one backend keeps its pools' locks, records and leases (plain data, epoch seconds)."""
+
+    def lock(self, pool: str, *, timeout: float) -> AbstractContextManager[None]:
+        """Hold the pool's lock (one decider at a time, across processes and hosts); ``TimeoutError``
+        after ``timeout`` seconds. A holder that dies loses it (a file lock; an expiring Lease)."""
+        ...
+
+    def read(self, pool: str) -> tuple[dict[str, Any] | None, dict[str, float]]:
+        """The pool's record (a :class:`PoolRecord` as a dict; ``None``: none) and all its leases."""
+        ...
+
+    def write(self, pool: str, record: dict[str, Any] | None) -> None:
+        """Replace the pool's record (``None``: forget the pool and its leases)."""
+        ...
+
+    def renew(self, pool: str, holder: str, expires: float) -> None:
+        """Take or renew ``holder``'s lease until ``expires``; safe without the lock."""
+        ...
+
+    def release(self, pool: str, holder: str) -> None:
+        """End ``holder``'s lease (nothing if it has none)."""
+        ...
+
+    def pools(self) -> list[str]:
+        """The names of every pool with a record (the janitor's list)."""
+        ...
 
 
 @runtime_checkable
@@ -380,15 +409,6 @@ class ClusterBackend(Protocol):
         for handle in handles:
             self.delete(handle, wait=wait, timeout=timeout)
         return [handle.name for handle in handles]
-
-    def expired(self, now: datetime | None = None) -> list[RayClusterHandle]:
-        """Provider-created clusters whose expiry has passed."""
-        return [found.handle for found in self.listed(now=now) if found.expired]
-
-    def owned_runs(self) -> list[RunCluster]:
-        """Provider-created clusters with the DAG run that created them (for the janitor); KubeRay records
-        none: a namespace may hold several Airflow deployments' clusters (the expiry annotation applies)."""
-        return [found for found in self.listed() if found.run_id]
 
     def lease_store(self) -> LeaseStore:
         """Where this backend's pools keep their locks, records and leases."""

@@ -57,7 +57,6 @@ from airflow_ray_provider.kuberay import (
 )
 
 if TYPE_CHECKING:
-    from airflow_ray_provider.clusters.pool import LeaseStore
     from airflow_ray_provider.kuberay import KubeRayClient
 
 log = logging.getLogger(__name__)
@@ -318,7 +317,7 @@ class KubeRayBackend(ClusterBackend):
             )
         return self._plan_of(obj)
 
-    def lease_store(self) -> LeaseStore:
+    def lease_store(self) -> KubeRayLeaseStore:
         """The pools of the connection's namespace: their locks, records and leases as Leases."""
         return KubeRayLeaseStore(self.client, namespace=self.settings.namespace)
 

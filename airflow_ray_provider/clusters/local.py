@@ -35,7 +35,6 @@ from airflow_ray_provider.clusters.backend import (
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.kuberay import CREATED_BY, LABEL_CREATED_BY
 from airflow_ray_provider.local import (
-    LocalClusterOptions,
     LocalHeadConfig,
     LocalHeadError,
     LocalHeadInfo,
@@ -105,10 +104,9 @@ def find_cluster(name: str) -> LocalHeadInfo | None:
 
 @dataclass(frozen=True)
 class LocalPlan(ClusterPlan):
-    """A local head to start: its options, token auth, expiry and the DAG run that starts it."""
+    """A local head to start: its options and token auth, expiry and the DAG run that starts it."""
 
-    options: LocalClusterOptions = field(default_factory=LocalClusterOptions)
-    auth: bool = True
+    config: LocalHeadConfig = field(default_factory=LocalHeadConfig)
     expires_at: datetime | None = None
     owner: dict[str, str] = field(default_factory=dict)
 
@@ -118,7 +116,7 @@ def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
     started twice; one whose start crashed is replaced); ``owner`` (``dag_id``, ``run_id``) is for the
     janitor. Returns the info and whether it was created now; :class:`LocalHeadError`: it did not come up
     (stopped and unregistered)."""
-    name, options = plan.name, plan.options
+    name, options = plan.name, plan.config
 
     def register(info: LocalHeadInfo, state: str = READY) -> None:
         expiry = plan.expires_at
@@ -145,8 +143,7 @@ def start_cluster(plan: LocalPlan) -> tuple[LocalHeadInfo, bool]:
                 raise
             log.warning("The adopted head %s gave up during startup; starting a fresh one. %s", name, exc)
     try:
-        config = LocalHeadConfig(**{**asdict(options), "auth": plan.auth})
-        info = start_head(config, name=name, on_spawn=partial(register, state=STARTING))
+        info = start_head(options, name=name, on_spawn=partial(register, state=STARTING))
     except LocalHeadError:
         _record_path(name).unlink(missing_ok=True)  # start_head stopped the head it started
         raise
@@ -242,19 +239,6 @@ class LocalLeaseStore:
         return sorted(path.parent.name for path in self.root.glob("*/record.json"))
 
 
-def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
-    """Local options; unless set, ``num_cpus`` is the spec's head and workers' CPUs (capped at this
-    machine's cores) and ``num_gpus`` 0 when the spec asks for none."""
-    options, spec = request.local_options, request.spec
-    if spec is None:
-        return options
-    cpus = options.num_cpus
-    if cpus is None:
-        cpus = max(1, min(os.cpu_count() or 1, math.ceil(spec.total_cpus)))
-    gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
-    return dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
-
-
 def _handle_of(info: LocalHeadInfo | dict[str, Any], expires_at: str | None = None) -> RayClusterHandle:
     """The handle of a head (a listed one's ``extra`` has its ``expires_at`` too, for ``clusters list``)."""
     info = LocalHeadInfo.from_dict(info) if isinstance(info, dict) else info
@@ -273,13 +257,19 @@ class LocalBackend(ClusterBackend):
     can_defer: bool = False
 
     def plan(self, request: ClusterRequest, identity: TaskIdentity) -> LocalPlan:
-        """Validate the name and the spec (the local head honours its CPUs, GPUs and auth)."""
-        name = request.name_for(identity)
-        if request.spec is not None:
-            check_spec(request.spec)
+        """Validate the name and the spec (the local head honours its CPUs, GPUs and auth); unless set,
+        ``num_cpus`` is the spec's head and workers' CPUs (capped at this machine's cores) and ``num_gpus`` 0
+        when the spec asks for none."""
+        name, options, spec = request.name_for(identity), request.local_options, request.spec
+        if spec is not None:
+            check_spec(spec)
+            cores = max(1, min(os.cpu_count() or 1, math.ceil(spec.total_cpus)))
+            cpus = options.num_cpus if options.num_cpus is not None else cores
+            gpus = options.num_gpus if options.num_gpus is not None else (0 if spec.total_gpus == 0 else None)
+            options = dataclasses.replace(options, num_cpus=cpus, num_gpus=gpus)
+        auth = spec is None or spec.auth != "disabled"
         return LocalPlan(
-            name=name, labels=identity.labels(), options=local_options_for(request),
-            auth=request.spec is None or request.spec.auth != "disabled",
+            name=name, labels=identity.labels(), config=LocalHeadConfig(**{**asdict(options), "auth": auth}),
             expires_at=datetime.now(timezone.utc) + request.expiry,
             owner={"dag_id": identity.dag_id, "run_id": identity.run_id},
         )  # fmt: skip

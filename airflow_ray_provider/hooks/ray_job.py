@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
-from airflow_ray_provider.clusters import ClusterRequest, PoolOptions, RayClusterHandle, TaskIdentity
+from airflow_ray_provider.clusters import ClusterRequest, RayClusterHandle, TaskIdentity
 from airflow_ray_provider.connection_forms import DEFAULT_REQUEST_TIMEOUT
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import (
@@ -19,7 +19,14 @@ from airflow_ray_provider.hooks.kuberay import (
     rayjobs_for_connection,
 )
 from airflow_ray_provider.jobs.client import JobClient
-from airflow_ray_provider.launch import ClusterTarget, PoolLease, RayJobTarget, cluster_target, pool_options
+from airflow_ray_provider.launch import (
+    ClusterTarget,
+    PoolLease,
+    PoolOptions,
+    RayJobTarget,
+    cluster_target,
+    pool_options,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection

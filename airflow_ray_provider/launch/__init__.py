@@ -6,6 +6,7 @@ the ``airflow-ray`` CLI are terminal shells.
 from airflow_ray_provider.exceptions import RayJobFailedError
 from airflow_ray_provider.launch.pool import (
     PoolLease,
+    PoolOptions,
     cluster_target,
     janitor_sweep,
     pool_options,
@@ -42,6 +43,7 @@ __all__ = [
     "KubeRayJob",
     "LocalHead",
     "PoolLease",
+    "PoolOptions",
     "RayAddress",
     "RayJobFailedError",
     "RayJobTarget",

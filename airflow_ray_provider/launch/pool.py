@@ -1,33 +1,24 @@
-"""A run's hold on a pool (find or create the pool's cluster under its lock, lease it, renew, release),
-and the janitor's sweep.
-
-Every decision is taken under the pool's lock (:func:`~airflow_ray_provider.clusters.pool.decide`), creating
-too, so runs that start together make one cluster; waits happen outside it. A cluster is deleted only after
-its record is marked ``deleting`` under the lock, so no lease races the deletion. No Airflow imports.
+"""Pools: one named Ray cluster that many runs share under leases, deleted once idle (docs/launch.md,
+"Pools"): the pure decisions (:func:`decide`, taken under the pool's lock, creating too, so runs that
+start together make one cluster), a run's lease and the janitor's sweep. No Airflow imports.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from airflow_ray_provider.clusters import (
-    ClusterRequest,
-    PoolOptions,
-    PoolRecord,
-    PoolStep,
-    TaskIdentity,
-    decide,
-    fingerprint,
-    idle_expired,
-    live_holders,
-)
+from airflow_ray_provider.clusters import ClusterRequest, TaskIdentity
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayInvalidInputError
 from airflow_ray_provider.jobs.submission import base_submission_id
+from airflow_ray_provider.kuberay import KubeRaySpecError, check_cluster_name
 from airflow_ray_provider.launch.targets import ClusterTarget, wait_until_ready
 from airflow_ray_provider.launch.usage import parse_prices
 
@@ -44,6 +35,124 @@ LOCK_TIMEOUT_S = 60.0
 STALE_DELETION_S = 900.0
 #: Seconds between looks while a deletion or a replacement is awaited.
 WAIT_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """A pool as a task or a CLI run names it (its cluster has its name); seconds: ``idle_ttl`` after the
+    last lease, ``lease_ttl`` after a lease's last renewal. ``replace``: a cluster of another spec is
+    replaced once no lease holds it, instead of failing. ``prices`` (``Prices.to_dict()``): kept in the
+    record by the run that creates the cluster, they price every job on it."""
+
+    name: str
+    idle_ttl: float = 600.0
+    lease_ttl: float = 60.0
+    replace: bool = False
+    prices: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            check_cluster_name(self.name)
+        except KubeRaySpecError as exc:
+            raise RayInvalidInputError(f"pool: {exc}") from exc
+        if self.idle_ttl < 0:
+            raise RayInvalidInputError(f"pool.idle_ttl must be 0 or more seconds, got {self.idle_ttl}")
+        if self.lease_ttl < 4:
+            raise RayInvalidInputError(f"pool.lease_ttl must be at least 4 seconds, got {self.lease_ttl}")
+
+    @property
+    def heartbeat(self) -> float:
+        """Seconds between a holder's renewals."""
+        return self.lease_ttl / 4
+
+
+@dataclass(frozen=True)
+class PoolRecord:
+    """What the store keeps beside the pool's cluster: its spec's :func:`fingerprint`; ``idle_since`` (epoch
+    seconds; ``None``: leased or never used); ``deleting`` (since ``deleting_since``; no lease until it is
+    gone, a dead deleter's deletion is resumed); the ``idle_ttl`` of its last release (the janitor's).
+    A store keeps it as its ``asdict``."""
+
+    cluster: str
+    fingerprint: dict[str, str] = field(default_factory=dict)
+    idle_since: float | None = None
+    deleting: bool = False
+    idle_ttl: float = 600.0
+    deleting_since: float | None = None
+    prices: dict[str, Any] | None = None
+
+
+class PoolStep(Enum):
+    """What a run does with the pool's cluster, decided under the pool's lock."""
+
+    CREATE = "create"  # no cluster: create it, then lease it
+    USE = "use"  # lease the running cluster
+    REPLACE = "replace"  # its spec differs and no lease holds it: delete it, then create it anew
+    WAIT = "wait"  # a deletion is under way, or a replacement waits for the last lease: look again
+
+
+def fingerprint(spec: dict[str, Any]) -> dict[str, str]:
+    """A spec as ``{dotted.path: JSON value}``, so a difference is named by its field."""
+    flat: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        elif isinstance(value, list) and value:
+            for index, item in enumerate(value):
+                walk(f"{prefix}[{index}]", item)
+        else:
+            flat[prefix] = json.dumps(value, sort_keys=True)
+
+    walk("", spec)
+    return flat
+
+
+def live_holders(leases: dict[str, float], now: float) -> list[str]:
+    """The holders whose lease has not expired (``leases``: holder -> expiry, epoch seconds)."""
+    return sorted(holder for holder, expires in leases.items() if expires > now)
+
+
+def decide(
+    record: PoolRecord | None,
+    *,
+    spec: dict[str, str],
+    leases: dict[str, float],
+    now: float,
+    options: PoolOptions,
+) -> PoolStep:
+    """The next step of a run (``spec``: its :func:`fingerprint`) that wants the pool (``record`` ``None``: no
+    cluster); the caller holds the lock. :class:`RayInvalidInputError`: another spec, ``replace`` off."""
+    if record is None:
+        return PoolStep.CREATE
+    if record.deleting:
+        return PoolStep.WAIT
+    differing = sorted(
+        k for k in spec.keys() | record.fingerprint.keys() if spec.get(k) != record.fingerprint.get(k)
+    )
+    if not differing:
+        return PoolStep.USE
+    if not options.replace:
+        fields = ", ".join(
+            f"{k} (pool: {record.fingerprint.get(k, 'unset')}, this run: {spec.get(k, 'unset')})"
+            for k in differing
+        )
+        raise RayInvalidInputError(
+            f"pool {options.name!r}: its cluster {record.cluster} runs another spec: {fields}. Use the "
+            "pool's spec, another pool name, or replace=True to replace the cluster once no run holds it"
+        )
+    return PoolStep.WAIT if live_holders(leases, now) else PoolStep.REPLACE
+
+
+def idle_expired(record: PoolRecord, leases: dict[str, float], now: float, idle_ttl: float) -> bool:
+    """Whether nothing holds the pool and its idle time is over (the janitor and the next run delete it)."""
+    return (
+        not record.deleting
+        and not live_holders(leases, now)
+        and record.idle_since is not None
+        and now >= record.idle_since + idle_ttl
+    )
 
 
 def pool_options(
@@ -122,7 +231,7 @@ def delete_pool(backend: ClusterBackend, store: LeaseStore, name: str, say: Call
 
 def deleting(record: PoolRecord) -> dict[str, Any]:
     """The record marked ``deleting`` from now (no lease can be taken until the pool is forgotten)."""
-    return dataclasses.replace(record, deleting=True, deleting_since=time.time()).to_dict()
+    return dataclasses.asdict(dataclasses.replace(record, deleting=True, deleting_since=time.time()))
 
 
 def delete_idle_pools(
@@ -144,7 +253,7 @@ def delete_idle_pools(
                 raw, leases = store.read(name)
                 if raw is None:
                     continue
-                record, now = PoolRecord.from_dict(raw), time.time()
+                record, now = PoolRecord(**raw), time.time()
                 if record.idle_since is None and leases and not live_holders(leases, now):
                     record = dataclasses.replace(record, idle_since=max(leases.values()))
                 stale = record.deleting and now - (record.deleting_since or 0.0) > STALE_DELETION_S
@@ -174,11 +283,11 @@ def janitor_sweep(
     and the pools'."""
     verb = "Would delete" if dry_run else "Deleting"
     pools = set(backend.lease_store().pools())
-    found = [(handle, "its expiry has passed") for handle in backend.expired() if handle.name not in pools]
-    for owned in backend.owned_runs():
-        why = orphaned(owned.dag_id, owned.run_id)
-        if why is not None and owned.handle.name not in pools | {handle.name for handle, _ in found}:
-            found.append((owned.handle, why))
+    found = []
+    for listed in backend.listed():
+        orphan = listed.run_id and orphaned(listed.dag_id, listed.run_id)
+        if (listed.expired or orphan) and listed.handle.name not in pools:
+            found.append((listed.handle, "its expiry has passed" if listed.expired else str(orphan)))
     for handle, why in found:
         where = f"{handle.namespace}/{handle.name}" if handle.namespace else handle.name
         say(f"{verb} Ray cluster {where} ({backend.kind}): {why}")
@@ -254,7 +363,7 @@ class PoolLease:
         while a local head starts), then is renewed as any other."""
         name = self.options.name
         raw, leases = self.store.read(name)
-        record = PoolRecord.from_dict(raw) if raw is not None else None
+        record = PoolRecord(**raw) if raw is not None else None
         step = decide(record, spec=spec, leases=leases, now=time.time(), options=self.options)
         if step is PoolStep.USE and record is not None and self.backend.check(plan).verdict == "failed":
             say(f"Pool {name}'s cluster is gone or failed: starting it again")
@@ -265,12 +374,12 @@ class PoolLease:
             self.renew()
             self.prices = record.prices
             if record.idle_since is not None:
-                self.store.write(name, dataclasses.replace(record, idle_since=None).to_dict())
+                self.store.write(name, dataclasses.asdict(dataclasses.replace(record, idle_since=None)))
             say(f"Leased pool {name}'s running Ray cluster ({len(live_holders(leases, time.time()))} "
                 "other live lease(s))")  # fmt: skip
         elif step is PoolStep.CREATE:
             record = PoolRecord(name, spec, idle_ttl=self.options.idle_ttl, prices=self.options.prices)
-            self.store.write(name, record.to_dict())
+            self.store.write(name, dataclasses.asdict(record))
             self.store.renew(name, self.holder, time.time() + start_time + self.options.lease_ttl)
             self.held = True
             try:
@@ -296,10 +405,10 @@ class PoolLease:
             self.held = False
             raw, leases = self.store.read(name)
             if raw is not None and not live_holders(leases, time.time()):
-                record = PoolRecord.from_dict(raw)
+                record = PoolRecord(**raw)
                 delete_now = self.options.idle_ttl == 0 and not record.deleting
                 idle = dataclasses.replace(record, idle_since=time.time(), idle_ttl=self.options.idle_ttl)
-                self.store.write(name, deleting(idle) if delete_now else idle.to_dict())
+                self.store.write(name, deleting(idle) if delete_now else dataclasses.asdict(idle))
                 if not delete_now:
                     say(f"Released pool {name}: its cluster stays {self.options.idle_ttl:g} s unless leased")
         if delete_now:

@@ -22,7 +22,6 @@ from airflow_ray_provider.clusters import (
     ClusterRequest,
     LocalBackend,
     LocalClusterOptions,
-    PoolOptions,
     RayJobOptions,
     TaskIdentity,
 )
@@ -36,7 +35,7 @@ from airflow_ray_provider.jobs.submission import (
     build_entrypoint,
     check_runtime_env,
 )
-from airflow_ray_provider.launch.pool import cluster_target, pool_options
+from airflow_ray_provider.launch.pool import PoolOptions, cluster_target, pool_options
 from airflow_ray_provider.launch.rayjob import RayJobTarget, check_options, plan_rayjob
 from airflow_ray_provider.launch.run import Cleanup, JobRun, RunTarget, print_lines
 from airflow_ray_provider.launch.targets import ClusterTarget

@@ -33,7 +33,6 @@ __all__ = [
     "LocalHeadError",
     "LocalHeadInfo",
     "StartupCrashError",
-    "free_port",
     "is_running",
     "read_token",
     "start_head",

@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ReadinessEvent
 
 
-#: A cluster's lifetime when neither ``expiry`` nor the DAG's ``dagrun_timeout`` says otherwise.
-DEFAULT_EXPIRY = timedelta(hours=24)
 #: ``CreateRayClusterOperator``'s arguments that go to its :class:`ClusterRequest` as they are.
 REQUEST_ARGUMENTS = ("manifest", "cluster_name", "name_prefix", "dashboard_url_template", "local_options")
 
@@ -127,10 +125,10 @@ class CreateRayClusterOperator(BaseOperator):
         return env.overlay(loader=jinja2.ChoiceLoader([env.loader, root] if env.loader else [root]))
 
     def _request(self) -> ClusterRequest:
-        """The cluster's request; its expiry: ``expiry``, else the DAG's run timeout, else 24 h."""
+        """The cluster's request; its expiry: ``expiry``, else the DAG's run timeout, else the request's."""
         run_timeout = getattr(self.dag, "dagrun_timeout", None) if self.has_dag() else None
         if not (isinstance(run_timeout, timedelta) and run_timeout > timedelta(0)):
-            run_timeout = DEFAULT_EXPIRY
+            run_timeout = ClusterRequest.expiry
         return ClusterRequest.from_arguments(
             spec=self.spec, namespace=self.namespace, expiry=self.expiry or run_timeout,
             **{name: getattr(self, name) for name in REQUEST_ARGUMENTS},

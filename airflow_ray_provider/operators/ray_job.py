@@ -7,10 +7,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow_ray_provider.clusters import LocalClusterOptions, PoolOptions, RayClusterSpec
+from airflow_ray_provider.clusters import LocalClusterOptions, RayClusterSpec
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.ray_job import check_target_arguments, job_api_target, own_cluster_target
-from airflow_ray_provider.launch import Cleanup, pool_options
+from airflow_ray_provider.launch import Cleanup, PoolOptions, pool_options
 from airflow_ray_provider.operators.base import RunOperator, is_template, rendered_number, task_identity
 from airflow_ray_provider.operators.ray_cluster import check_cluster_arguments
 

@@ -94,8 +94,9 @@ def test_ensure_reuse_wait_handle_expire_delete(case: Case):
     with pytest.raises(RayInvalidInputError, match="no-such-cluster"):
         backend.attach("no-such-cluster")
 
-    assert plan.name not in _names(backend.expired())
-    assert plan.name in _names(backend.expired(now=datetime.now(timezone.utc) + timedelta(days=2)))
+    later = datetime.now(timezone.utc) + timedelta(days=2)
+    assert plan.name not in _names([found.handle for found in backend.listed() if found.expired])
+    assert plan.name in _names([found.handle for found in backend.listed(now=later) if found.expired])
     assert backend.delete(handle, wait=True, timeout=60) is True
     assert backend.check(plan).verdict == "failed"  # gone for good: waiting longer will not help
     assert backend.delete(handle, wait=True, timeout=60) is False  # already gone is no error

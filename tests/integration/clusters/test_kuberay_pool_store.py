@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import asdict
 from typing import Any
 
 import pytest
@@ -259,7 +260,7 @@ def test_leases_are_renewed_released_and_listed_by_pool(clients):
 
 
 def test_the_record_round_trips_and_pools_lists_those_with_one(clients):
-    from airflow_ray_provider.clusters.pool import PoolRecord, fingerprint
+    from airflow_ray_provider.launch.pool import PoolRecord, fingerprint
 
     store = _store(clients[0])
     record = PoolRecord(cluster="recpool", fingerprint=fingerprint({"image": "ray:2.52", "env": {"A": "1"}}),
@@ -267,10 +268,10 @@ def test_the_record_round_trips_and_pools_lists_those_with_one(clients):
     try:
         with store.lock("recpool", timeout=5):
             assert store.read("recpool") == (None, {})
-            store.write("recpool", record.to_dict())
+            store.write("recpool", asdict(record))
         with store.lock("bare", timeout=5):  # a lock alone makes no pool
             pass
-        assert PoolRecord.from_dict(store.read("recpool")[0]) == record
+        assert PoolRecord(**store.read("recpool")[0]) == record
         assert "recpool" in store.pools() and "bare" not in store.pools()
     finally:
         with store.lock("recpool", timeout=5):

@@ -288,7 +288,7 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
         start_cluster,
         stop_cluster,
     )
-    from airflow_ray_provider.local import LocalClusterOptions
+    from airflow_ray_provider.local import LocalHeadConfig
 
     def terminated(signum: int, frame: object) -> None:
         raise RuntimeError("terminated")
@@ -306,8 +306,8 @@ def test_a_start_interrupted_mid_wait_leaves_a_head_found_and_stopped_by_name(
     try:
         threading.Thread(target=signal_mid_wait, daemon=True).start()
         with pytest.raises(raised):
-            options = LocalClusterOptions(num_cpus=1, temp_root=str(root), ready_timeout=300)
-            start_cluster(LocalPlan(name, options=options))
+            config = LocalHeadConfig(num_cpus=1, temp_root=str(root), ready_timeout=300)
+            start_cluster(LocalPlan(name, config=config))
     finally:
         signal.signal(signum, previous)
     left = read_record(name)
@@ -333,7 +333,7 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
 
     from airflow_ray_provider.clusters import local as cluster_module
     from airflow_ray_provider.clusters.local import LocalPlan, find_cluster, read_record, start_cluster
-    from airflow_ray_provider.local import LocalClusterOptions
+    from airflow_ray_provider.local import LocalHeadConfig
 
     write_json = cluster_module.write_json
     seen: list[dict] = []
@@ -346,7 +346,7 @@ def test_a_start_interrupted_before_ray_runs_in_the_head_leaves_nothing(local_re
     monkeypatch.setattr(cluster_module, "write_json", register_then_interrupt)
     root = Path(tempfile.mkdtemp(prefix="arp-", dir="/tmp"))
     with pytest.raises(KeyboardInterrupt):
-        start_cluster(LocalPlan("never-ran", options=LocalClusterOptions(num_cpus=1, temp_root=str(root))))
+        start_cluster(LocalPlan("never-ran", config=LocalHeadConfig(num_cpus=1, temp_root=str(root))))
 
     (record,) = seen
     assert record["state"] == "starting" and read_record("never-ran") is not None
@@ -480,11 +480,11 @@ def test_the_janitor_stops_a_head_whose_create_task_died_mid_wait_once_the_wait_
 def test_expiry_defaults_to_the_dags_run_timeout():
     from airflow.sdk import DAG
 
-    from airflow_ray_provider.operators.ray_cluster import DEFAULT_EXPIRY, CreateRayClusterOperator
+    from airflow_ray_provider.operators.ray_cluster import CreateRayClusterOperator
 
     with DAG("expiry_dag", schedule=None, dagrun_timeout=timedelta(hours=2)):
         bounded = CreateRayClusterOperator(task_id="c")
         explicit = CreateRayClusterOperator(task_id="e", expiry=600)
     assert bounded._request().expiry == timedelta(hours=2)
     assert explicit._request().expiry == timedelta(minutes=10)
-    assert CreateRayClusterOperator(task_id="free")._request().expiry == DEFAULT_EXPIRY == timedelta(hours=24)
+    assert CreateRayClusterOperator(task_id="free")._request().expiry == timedelta(hours=24)

@@ -81,9 +81,8 @@ def test_runs_started_together_create_one_raycluster_and_the_janitor_deletes_it_
     capsys: pytest.CaptureFixture[str],
 ) -> None:  # fmt: skip
     from airflow_ray_provider.cli import main
-    from airflow_ray_provider.clusters import PoolRecord
     from airflow_ray_provider.launch import kuberay_backend
-    from airflow_ray_provider.launch.pool import delete_idle_pools
+    from airflow_ray_provider.launch.pool import PoolRecord, delete_idle_pools
 
     said: list[str] = []
     results: dict[str, Any] = {}
@@ -117,7 +116,7 @@ def test_runs_started_together_create_one_raycluster_and_the_janitor_deletes_it_
     try:
         raw, leases = backend.lease_store().read(pool)
         assert raw is not None and leases == {}  # every run released its lease
-        record = PoolRecord.from_dict(raw)
+        record = PoolRecord(**raw)
         assert record.idle_since is not None and not record.deleting
         assert kuberay_client.find(pool) is not None  # it stays its idle TTL ...
         assert delete_idle_pools(backend) == []  # ... and the janitor leaves it until then

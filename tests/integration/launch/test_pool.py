@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from airflow_ray_provider.clusters import LocalBackend, PoolRecord, live_holders
+from airflow_ray_provider.clusters import LocalBackend
 from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.launch import LocalHead, run
-from airflow_ray_provider.launch.pool import delete_idle_pools
+from airflow_ray_provider.launch.pool import PoolRecord, delete_idle_pools, live_holders
 from airflow_ray_provider.local import LocalClusterOptions, LocalHeadInfo
 from tests.fixtures.waiting import eventually
 
@@ -61,7 +61,7 @@ def _run(pool: str, name: str, code: str = "print('pool-job')", *, said: list[st
 
 def _state(pool: str) -> tuple[PoolRecord | None, dict[str, float]]:
     raw, leases = LocalBackend().lease_store().read(pool)
-    return (PoolRecord.from_dict(raw) if raw else None), leases
+    return (PoolRecord(**raw) if raw else None), leases
 
 
 def _heads() -> list[int]:

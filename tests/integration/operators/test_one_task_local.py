@@ -98,9 +98,9 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
     which its first task kept in the pool's record, over a task's own."""
     import json
 
-    from airflow_ray_provider.clusters import LocalBackend, PoolRecord
+    from airflow_ray_provider.clusters import LocalBackend
     from airflow_ray_provider.clusters.local import list_clusters, stop_cluster
-    from airflow_ray_provider.launch.pool import delete_idle_pools
+    from airflow_ray_provider.launch.pool import PoolRecord, delete_idle_pools
     from airflow_ray_provider.local import LocalHeadInfo
 
     source = POOL_DAG.format(dag_id="one_task_pool", pool="dagpool")
@@ -132,7 +132,7 @@ def test_tasks_on_a_pool_share_its_cluster_and_release_it_also_after_a_deferral(
         assert on_connection["cost"]["prices"]["CPU"] == 0.1  # the pool's, not the task's 9.0
         assert [record["info"]["name"] for record in list_clusters()] == ["dagpool"]  # one head for all
         raw, leases = LocalBackend().lease_store().read("dagpool")
-        assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
+        assert raw is not None and PoolRecord(**raw).idle_since is not None and leases == {}
         backend = LocalBackend()
         jobs = backend.job_client(backend.attach("dagpool")).list_jobs()
         assert len(jobs) == 4 and {job.status.value for job in jobs} == {"SUCCEEDED"}

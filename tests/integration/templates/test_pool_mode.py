@@ -51,8 +51,9 @@ def pool_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, local_registry: Pa
 def test_nightly_dag_in_pool_mode_runs_both_jobs_on_one_warm_cluster(
     dags_folder: Path, pool_env: str
 ) -> None:
-    from airflow_ray_provider.clusters import LocalBackend, PoolRecord
+    from airflow_ray_provider.clusters import LocalBackend
     from airflow_ray_provider.clusters.local import list_clusters
+    from airflow_ray_provider.launch.pool import PoolRecord
     from airflow_ray_provider.local import LocalHeadInfo, is_running
 
     path = Path(shutil.copy(REPO_ROOT / "dags" / "nightly_model_validation.py", dags_folder))
@@ -72,4 +73,4 @@ def test_nightly_dag_in_pool_mode_runs_both_jobs_on_one_warm_cluster(
     assert [record["info"]["name"] for record in heads] == [pool_env]  # one head for both jobs
     assert is_running(LocalHeadInfo.from_dict(heads[0]["info"]))  # warm for the next run (idle_ttl)
     raw, leases = LocalBackend().lease_store().read(pool_env)
-    assert raw is not None and PoolRecord.from_dict(raw).idle_since is not None and leases == {}
+    assert raw is not None and PoolRecord(**raw).idle_since is not None and leases == {}

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import asdict
+
 import pytest
 
-from airflow_ray_provider.clusters.pool import (
+from airflow_ray_provider.exceptions import RayInvalidInputError
+from airflow_ray_provider.launch.pool import (
     PoolOptions,
     PoolRecord,
     PoolStep,
@@ -13,7 +17,6 @@ from airflow_ray_provider.clusters.pool import (
     idle_expired,
     live_holders,
 )
-from airflow_ray_provider.exceptions import RayInvalidInputError
 
 pytestmark = pytest.mark.unit
 
@@ -83,4 +86,4 @@ def test_bad_pool_options_name_the_field(fields: dict, problem: str) -> None:
 
 def test_a_record_round_trips_through_plain_data() -> None:
     record = PoolRecord("p", SPEC, idle_since=1.5, deleting=True)
-    assert PoolRecord.from_dict(record.to_dict()) == record
+    assert PoolRecord(**json.loads(json.dumps(asdict(record)))) == record

@@ -4,14 +4,15 @@ real local lease store with no cluster behind it (a pool whose cluster is gone i
 from __future__ import annotations
 
 import time
+from dataclasses import asdict
 from typing import Any
 
 import pytest
 
-from airflow_ray_provider.clusters import LocalBackend, PoolOptions, PoolRecord
+from airflow_ray_provider.clusters import LocalBackend
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.launch import pool_options
-from airflow_ray_provider.launch.pool import delete_idle_pools
+from airflow_ray_provider.launch.pool import PoolOptions, PoolRecord, delete_idle_pools
 
 pytestmark = pytest.mark.unit
 
@@ -41,7 +42,7 @@ def test_a_bad_pool_names_its_field(value: Any, problem: str) -> None:
 
 def _pool(name: str, leases: dict[str, float], **record: Any) -> None:
     store = LocalBackend().lease_store()
-    store.write(name, PoolRecord(name, idle_ttl=5, **record).to_dict())
+    store.write(name, asdict(PoolRecord(name, idle_ttl=5, **record)))
     for holder, expires in leases.items():
         store.renew(name, holder, expires)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from airflow_ray_provider.clusters import live_holders
 from airflow_ray_provider.clusters.local import LocalLeaseStore
+from airflow_ray_provider.launch.pool import live_holders
 
 pytestmark = pytest.mark.unit
 

@@ -38,8 +38,10 @@ def test_a_typed_spec_is_kept_as_plain_data_and_round_trips():
 
 @pytest.mark.unit
 def test_local_backend_summarises_the_spec_into_cpus_and_gpus():
-    from airflow_ray_provider.clusters import ClusterRequest, LocalClusterOptions
-    from airflow_ray_provider.clusters.local import local_options_for
+    from airflow_ray_provider.clusters import ClusterRequest, LocalBackend, LocalClusterOptions, TaskIdentity
+
+    def local_options_for(request: ClusterRequest) -> LocalClusterOptions:
+        return LocalBackend().plan(request, TaskIdentity("d", "r", "t")).config
 
     spec = RayClusterSpec.from_dict(
         {"head": {"cpu": "1"}, "worker_groups": [{"name": "a", "replicas": 64, "cpu": "2"}]}
