@@ -11,6 +11,7 @@ import logging
 import os
 import re
 import ssl
+import threading
 from collections.abc import Callable
 from dataclasses import KW_ONLY, InitVar, asdict, dataclass, field, replace
 from enum import Enum
@@ -37,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+#: One thread imports ``ray`` at a time: two threads importing different parts of it at once can each see
+#: the other's half-initialised ``ray`` module.
+RAY_IMPORT = threading.Lock()
 
 #: Header names whose values are credentials: masked in logs, never shown.
 SENSITIVE_HEADERS = frozenset({"authorization", "cookie", "x-api-key", "proxy-authorization"})
@@ -228,7 +232,8 @@ class JobClient:
     @cached_property
     def ray(self) -> JobSubmissionClient:
         """Ray's ``JobSubmissionClient`` for this cluster (imports ``ray``; checks the connection)."""
-        from ray.job_submission import JobSubmissionClient
+        with RAY_IMPORT:
+            from ray.job_submission import JobSubmissionClient
 
         return self._call(
             f"GET {self.address}/api/version",

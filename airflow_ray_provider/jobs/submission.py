@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayJobAlreadyExistsError
-from airflow_ray_provider.jobs.client import JobState
+from airflow_ray_provider.jobs.client import RAY_IMPORT, JobState
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _PART_LIMIT = 40
@@ -100,7 +100,8 @@ def check_runtime_env(runtime_env: Any, *, local_paths: bool = True) -> dict[str
         )
     if local_paths:
         try:
-            from ray.runtime_env import RuntimeEnv
+            with RAY_IMPORT:
+                from ray.runtime_env import RuntimeEnv
 
             RuntimeEnv(**runtime_env)
         except Exception as exc:  # Ray raises TypeError/ValueError/others for bad fields
