@@ -113,9 +113,5 @@ KUBERAY_CONNECTION_TYPE: dict[str, Any] = {
             "Ray token auth", "Empty: auth_options.", enum=list(_RAY_AUTH), values_display=dict(_RAY_AUTH)
         ),
     },
-    "ui-field-behaviour": {
-        "hidden-fields": ["host", "schema", "login", "password", "port"],
-        "relabeling": {},
-        "placeholders": {},
-    },
+    "ui-field-behaviour": {"hidden-fields": ["host", "schema", "login", "password", "port"]},
 }

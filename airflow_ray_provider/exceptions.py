@@ -1,5 +1,6 @@
-"""Every error this provider raises, in one tree under :class:`RayProviderError`, with no Airflow import:
-each carries the fields a user acts on (dataclass fields, by keyword) and says what to do next."""
+"""Every error of the provider proper, in one tree under :class:`RayProviderError` (a template's own errors
+subclass it), with no Airflow import: each carries the fields a user acts on (dataclass fields, by keyword)
+and says what to do next."""
 
 from __future__ import annotations
 
@@ -19,10 +20,6 @@ class RayProviderError(Exception):
 
 class RayInvalidInputError(RayProviderError, ValueError):
     """Bad operator input, found before any cluster or job was created."""
-
-
-class PolicyError(RayInvalidInputError):
-    """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
 
 @dataclass(eq=False, repr=False, kw_only=True)
@@ -110,11 +107,3 @@ class RayClusterNotReadyError(RayClusterError):
     """The cluster did not become ready in time; carries its last conditions."""
 
     conditions: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(eq=False, repr=False, kw_only=True)
-class MetricsArtifactError(RayProviderError):
-    """The artifact at ``uri`` is unusable; ``problem``: ``missing``, ``partial``, ``corrupt``, ``schema``."""
-
-    uri: str
-    problem: str

@@ -1,10 +1,6 @@
-"""``@task.ray``: run a Python function as a Ray job and return its value as the task's XCom.
-
-The run (re-attach, deferral, cleanup) is the job operators'; this module adds the function's input rules,
-its package and the value or error read back from the job's last log message. The package (the cloudpickled
-call) goes to the cluster as a ``py_modules`` entry that Ray's Job API client uploads. Modules from the DAG
-file's folder are pickled *by value* (the cluster cannot import them); installed libraries go by reference
-and must exist on the cluster.
+"""``@task.ray``: a Python function as a Ray job, its value the task's XCom (docs/task_ray.md). The run is
+the job operators'; this module adds the function's input rules, its package (a ``py_modules`` entry) and
+the value or error read back from the job's last log message.
 """
 
 from __future__ import annotations

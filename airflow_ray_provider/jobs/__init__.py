@@ -4,6 +4,6 @@ imports.
 """
 
 from airflow_ray_provider.jobs.client import JobState, JobStatus
-from airflow_ray_provider.jobs.submission import Choice, JobSpec, base_submission_id, decide
+from airflow_ray_provider.jobs.submission import Choice, JobSpec, base_submission_id
 
-__all__ = ["Choice", "JobSpec", "JobState", "JobStatus", "base_submission_id", "decide"]
+__all__ = ["Choice", "JobSpec", "JobState", "JobStatus", "base_submission_id"]

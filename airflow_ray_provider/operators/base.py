@@ -241,8 +241,7 @@ class RunOperator(BaseOperator):
         return value if is_literal(value) else None
 
     def check_literals(self) -> None:
-        """Check the literal job arguments when the DAG is parsed (the others, and a local ``working_dir``,
-        in :meth:`job`)."""
+        """Check the literal job arguments when the DAG is parsed (the rest in :meth:`job`)."""
         if self.literal("entrypoint") is not None:
             build_entrypoint(self.entrypoint)
         if self.literal("runtime_env") is not None:
@@ -264,8 +263,7 @@ class RunOperator(BaseOperator):
         raise NotImplementedError
 
     def usage(self, target: RunTarget) -> UsageOptions | None:
-        """The usage record's fields (``None`` without ``record_usage``): the target's cluster, the
-        entrypoint's reservation, and ``prices`` (else the target's connection's)."""
+        """The usage record's fields (``None`` without ``record_usage``)."""
         if not self.record_usage:
             return None
         mode, cluster, own, note, conn_id = target.usage_facts()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
-from airflow_ray_provider.exceptions import MetricsArtifactError
+from airflow_ray_provider.exceptions import RayProviderError
 from airflow_ray_provider.launch.usage import SCHEMA, usage_line
 from airflow_ray_provider.operators.lineage import USAGE_FILE
 
@@ -22,6 +23,14 @@ if TYPE_CHECKING:
 SUPPORTED_SCHEMA_VERSIONS = (1,)
 METRICS_FILE = "metrics.json"
 SUMMARY_FILE = "summary.json"
+
+
+@dataclass(eq=False, repr=False, kw_only=True)
+class MetricsArtifactError(RayProviderError):
+    """The artifact at ``uri`` is unusable; ``problem``: ``missing``, ``partial``, ``corrupt``, ``schema``."""
+
+    uri: str
+    problem: str
 
 
 def summarize_evaluation(

@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from airflow_ray_provider.launch.usage.record import Prices, UsageOptions
 
 T = TypeVar("T")
-#: How the record names each ending.
 #: The record's ``ended_by`` for a run's ``Ending`` (a ``str`` enum: its values are the keys).
 ENDED_BY = {"timed_out": "timed_out", "user_kill": "killed", "worker_sigterm": "killed"}
 #: A RayJob's deadlines, which KubeRay enforces (its record then says ``timed_out``).

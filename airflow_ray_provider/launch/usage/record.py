@@ -75,12 +75,8 @@ def _table(value: Any, where: str) -> dict[str, float]:
 
 
 def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
-    """Check a price table's shape and numbers (no cluster needed), before anything starts; ``None``
-    for no prices (the record shows no cost).
-
-    :param source: where it came from (``"connection 'ray_default' extra 'prices'"``).
-    :raises RayInvalidInputError: naming the field.
-    """
+    """Check a price table's shape and numbers before anything starts (:class:`RayInvalidInputError` naming
+    the field of ``source``, e.g. ``"connection 'ray_default' extra 'prices'"``); ``None``: no prices."""
     if value is None or isinstance(value, Prices):
         return value
     if not isinstance(value, Mapping):
@@ -102,12 +98,8 @@ def parse_prices(value: Any, *, source: str = "prices") -> Prices | None:
 
 
 def check_against_cluster(prices: Prices, groups: Mapping[str, Iterable[str]]) -> None:
-    """Fail before submit on a price for a resource the cluster does not have.
-
-    :param groups: the record's resource names of each worker group that has nodes now; a group's own
-        prices are checked only when it has nodes (an autoscaled group may have none yet).
-    :raises RayInvalidInputError: naming the field and the resources the cluster has.
-    """
+    """Refuse a price for a resource the cluster lacks (``groups``: each worker group's resources now; a
+    group without nodes yet, e.g. autoscaled, keeps its own prices unchecked)."""
     checks = [(prices.source, prices.default, set().union(*groups.values()), "the cluster")]
     checks += [(f"{prices.source}['groups'][{group!r}]", table, set(groups[group]), f"worker group {group!r}")
                for group, table in prices.groups.items() if groups.get(group)]  # fmt: skip

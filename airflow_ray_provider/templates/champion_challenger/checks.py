@@ -12,8 +12,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_ray_provider.exceptions import PolicyError
-from airflow_ray_provider.templates.champion_challenger.policy import DecisionPolicy, Guardrail, PrimaryMetric
+from airflow_ray_provider.templates.champion_challenger.policy import (
+    DecisionPolicy,
+    Guardrail,
+    PolicyError,
+    PrimaryMetric,
+)
 
 PASS, FAIL, UNKNOWN = "pass", "fail", "unknown"
 DIRECTIONS = ("higher", "lower", "target_1")

@@ -17,7 +17,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_ray_provider.exceptions import PolicyError
 from airflow_ray_provider.templates.champion_challenger.checks import (
     FAIL,
     PASS,
@@ -34,6 +33,7 @@ from airflow_ray_provider.templates.champion_challenger.correction import adjust
 from airflow_ray_provider.templates.champion_challenger.policy import (
     DecisionPolicy,
     Guardrail,
+    PolicyError,
     PrimaryMetric,
     SliceRule,
 )

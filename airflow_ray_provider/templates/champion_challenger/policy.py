@@ -18,8 +18,12 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, TypeVar
 
-from airflow_ray_provider.exceptions import PolicyError
+from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.templates.champion_challenger.correction import CORRECTIONS
+
+
+class PolicyError(RayInvalidInputError):
+    """The champion-vs-challenger decision policy is malformed; the message says which field to fix."""
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from airflow_ray_provider.exceptions import MetricsArtifactError
 from airflow_ray_provider.templates.champion_challenger.decision import (
     DecisionPolicy,
     PrimaryMetric,
     evaluate_policy,
 )
-from airflow_ray_provider.templates.collect import CollectRayMetricsOperator, CollectZoneTrainingOperator
+from airflow_ray_provider.templates.collect import (
+    CollectRayMetricsOperator,
+    CollectZoneTrainingOperator,
+    MetricsArtifactError,
+)
 from tests.fixtures.templates import write_artifact
 
 pytestmark = pytest.mark.unit
