@@ -61,7 +61,6 @@ def build_body(
     """Validate a spec and build its RayCluster body (no API call); ownership ``labels`` and ``annotations``
     are merged over the spec's, ``default_image`` (the connection's) is used when the spec has none."""
     validate_spec(spec)
-    v.check_cluster_name(name)
     v.check_name(namespace, "namespace")
     ray_version, head_image, worker_images = _images(spec, default_image)
     token = TokenRef(token_secret_name(name), provider_created=True) if spec.auth == "secret" else None
@@ -153,13 +152,12 @@ def token_ref_of(body: dict[str, Any]) -> TokenRef | None:
     if auth.get("mode") == "token":
         # KubeRay names its generated Secret after the cluster unless secretName is set.
         return TokenRef(auth.get("secretName") or v.kuberay_secret_name(name))
-    head = ((spec.get("headGroupSpec") or {}).get("template") or {}).get("spec") or {}
-    for container in head.get("containers") or []:
-        for env in container.get("env") or []:
-            ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
-            if env.get("name") == "RAY_AUTH_TOKEN" and ref.get("name"):
-                provider = ref["name"] == token_secret_name(name)
-                return TokenRef(ref["name"], ref.get("key", AUTH_TOKEN_KEY), provider_created=provider)
+    for container in v._containers(spec.get("headGroupSpec") or {}):
+        env = v._env(container).get("RAY_AUTH_TOKEN") or {}
+        ref = (env.get("valueFrom") or {}).get("secretKeyRef") or {}
+        if ref.get("name"):
+            provider = ref["name"] == token_secret_name(name)
+            return TokenRef(ref["name"], ref.get("key", AUTH_TOKEN_KEY), provider_created=provider)
     return None
 
 

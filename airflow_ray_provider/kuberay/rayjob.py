@@ -240,12 +240,11 @@ def build_rayjob_body(
     check_name(name, "RayJob name", "rayjob")
     v.check_name(namespace, "namespace")
     spec = _spec_fields(options, selector)
-    if cluster_name is not None:
+    if cluster_spec is None:
         v.check_cluster_name(cluster_name, "cluster")
         spec["clusterSelector"] = {CLUSTER_SELECTOR_KEY: cluster_name}
     else:
-        if not isinstance(cluster_spec, dict) or not isinstance(cluster_spec.get("headGroupSpec"), dict):
-            raise KubeRaySpecError("the RayJob's cluster spec needs a headGroupSpec (the head pod template)")
+        # A body's spec (build_body or prepare_manifest): its headGroupSpec is a mapping.
         restart = ((cluster_spec["headGroupSpec"].get("template") or {}).get("spec") or {}).get(
             "restartPolicy"
         )

@@ -49,19 +49,14 @@ class ClusterStatus:
     @classmethod
     def from_object(cls, obj: dict[str, Any]) -> ClusterStatus:
         """Read the status of a RayCluster object as returned by the API."""
-        meta = obj.get("metadata") or {}
-        status = obj.get("status") or {}
+        meta, status = obj.get("metadata") or {}, obj.get("status") or {}
         return cls(
-            name=meta.get("name", ""),
-            namespace=meta.get("namespace", ""),
-            state=status.get("state", "") or "",
-            reason=status.get("reason", "") or "",
-            conditions=list(status.get("conditions") or []),
-            head=status.get("head") or HeadInfo(),
+            name=meta.get("name", ""), namespace=meta.get("namespace", ""), uid=meta.get("uid") or "",
+            state=status.get("state") or "", reason=status.get("reason") or "",
+            conditions=list(status.get("conditions") or []), head=status.get("head") or HeadInfo(),
             endpoints={k: str(x) for k, x in (status.get("endpoints") or {}).items()},
             deleting=bool(meta.get("deletionTimestamp")),
-            uid=meta.get("uid", "") or "",
-        )
+        )  # fmt: skip
 
     def summary(self) -> str:
         """One line for logs and error messages: state and every condition."""

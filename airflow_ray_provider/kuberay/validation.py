@@ -189,7 +189,7 @@ def kuberay_secret_name(cluster_name: str) -> str:
 def check_raycluster(body: dict[str, Any]) -> None:
     """Every KubeRay controller rule that applies to a RayCluster body; raises at the first broken one."""
     metadata = body.get("metadata") or {}
-    check_cluster_name(metadata.get("name"), "metadata.name")
+    check_cluster_name(metadata.get("name"))
     spec = body.get("spec") or {}
     groups = [("spec.headGroupSpec", "Head", spec.get("headGroupSpec") or {})] + [
         (f"spec.workerGroupSpecs[{i}]", g.get("groupName", "?"), g)

@@ -8,7 +8,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_ray_provider.clusters import RayClusterHandle, RayClusterSpec, RayJobOptions
+from airflow_ray_provider.clusters import ClusterRequest, RayClusterHandle, RayClusterSpec, RayJobOptions
 from airflow_ray_provider.exceptions import RayInvalidInputError
 from airflow_ray_provider.hooks.kuberay import rayjobs_for_connection
 from airflow_ray_provider.launch import Cleanup, RayJobTarget, check_options, plan_rayjob
@@ -144,10 +144,7 @@ class KubeRayJobOperator(RunOperator):
                     f"a RayJob runs on a KubeRay cluster; the handle of {handle.name} is local"
                 )
             cluster = handle.name
-        try:
-            spec = RayClusterSpec.from_dict(self.spec) if self.spec is not None else None
-        except ValueError as exc:
-            raise RayInvalidInputError(str(exc)) from exc
+        spec = ClusterRequest.from_arguments(spec=self.spec, local_options=None).spec  # checked, named
         jobs = rayjobs_for_connection(self.cluster_conn_id, namespace=self.namespace)
         try:
             plan = plan_rayjob(
