@@ -298,33 +298,22 @@ class RayJobTarget(RunTarget):
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look at the RayJob and, once its cluster answers, at the job's log."""
+        """One look at the RayJob and, once its cluster answers, at the job's log (``None``: not submitted
+        yet, or its cluster going away)."""
         look = self._find()
         self._take(look)
-        return self._observed(look, self._read(look) if with_log else None)
+        job_id = look.status.job_id if look is not None and with_log else ""
+        text = self.client.get_logs(job_id, or_none=True) if job_id and self.client else None
+        return self._observed(look, text)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
         if (replaced := self._take(look)) is not None:
             await replaced.aclose()
-        text, job_id = None, look.status.job_id if look is not None and with_log else ""
-        if job_id and self.client is not None:
-            try:
-                text = await self.client.aget_logs(job_id)
-            except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", job_id, exc)
+        job_id = look.status.job_id if look is not None and with_log else ""
+        text = await self.client.aget_logs(job_id, or_none=True) if job_id and self.client else None
         return self._observed(look, text)
-
-    def _read(self, look: RayJobLook | None) -> str | None:
-        """The job's log once its cluster answers (``None``: not submitted yet, or no cluster)."""
-        if look is None or not look.status.job_id or self.client is None:
-            return None
-        try:
-            return self.client.get_logs(look.status.job_id)
-        except Exception as exc:  # not submitted yet, or its cluster going away
-            log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return None
 
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try

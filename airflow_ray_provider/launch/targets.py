@@ -160,11 +160,7 @@ class ClusterTarget(RunTarget):
 
     def logs(self, submission_id: str) -> str:
         """The job's log, ``""`` when it cannot be read."""
-        try:
-            return self._client().get_logs(submission_id)
-        except Exception as exc:
-            log.warning("Could not read the log of Ray job %s: %s", submission_id, exc)
-            return ""
+        return self._client().get_logs(submission_id, or_none=True) or ""
 
     def result(self, subject: JobState, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """``{"submission_id", "status", "dashboard_url", "job_url"}``; raises for FAILED or STOPPED."""
