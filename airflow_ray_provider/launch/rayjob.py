@@ -85,16 +85,6 @@ class RayJobLook:
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The look as JSON."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
-        """The look of :meth:`to_dict`."""
-        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        return cls(RayJobStatus(**data["status"]), cluster)
-
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
     """Check a RayJob's options the way KubeRay would (``standing``: it targets a standing cluster);
@@ -408,9 +398,10 @@ class RayJobTarget(RunTarget):
         )
 
     def restore(self, data: dict[str, Any]) -> RayJobLook:
-        """A handed-over look, taken in without connecting to its cluster."""
-        look = RayJobLook.from_dict(data)
-        self.cluster, self.final = self.cluster or look.cluster, look.status.is_final
-        self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
+        """A handed-over look (``dataclasses.asdict``), taken in without connecting to its cluster."""
+        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
+        look = RayJobLook(RayJobStatus(**data["status"]), cluster)
+        self.cluster, self.final = self.cluster or cluster, look.status.is_final
+        self.dashboard_url = self.dashboard_url or (cluster.link_url if cluster else None)
         self.job_id = self.job_id or look.status.job_id
         return look

@@ -257,7 +257,7 @@ class RunTarget(Protocol):
         """The XCom of a finished job; the provider's error, with ``logs()``'s tail, if it did not succeed."""
 
     def restore(self, data: dict[str, Any]) -> Any:
-        """What a handed-over run had seen (``subject.to_dict()``), taken in as if seen here."""
+        """What a handed-over run had seen (``dataclasses.asdict(subject)``), taken in as if seen here."""
 
     def ref(self) -> dict[str, Any]:
         """How the face that made this target makes it again (JSON, never a secret)."""
@@ -546,7 +546,7 @@ class JobRun:
             **{name: getattr(self, name) for name in STATE}, "target": self.target.ref(),
             "choice": self.choice and self.choice.value, "cleanup": self.cleanup.value,
             "start_time": self.plan.start_time, "log_offset": self.plan.log_offset,
-            "subject": self.subject and self.subject.to_dict(),
+            "subject": self.subject and dataclasses.asdict(self.subject),
             "step": last and last.ending and {"ending": last.ending.value, "message": last.message},
             "usage": self.usage and dataclasses.asdict(self.usage), "log_tail": tail(self.log_text),
         }  # fmt: skip
