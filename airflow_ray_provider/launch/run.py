@@ -348,11 +348,6 @@ class JobRun:
                 raise
             self.say(f"Cleanup after the error failed too: {cleanup_error}")
 
-    def start(self) -> None:
-        """Reach the target, then submit the job or re-attach to the run's job (or find it finished)."""
-        self.reach()
-        self.submit()
-
     def reach(self) -> None:
         """Make the target ready (a cluster created here is the run's from this instant on)."""
         self.times["reach"] = time.time()

@@ -280,7 +280,8 @@ def run(
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     with JobRun(where, job=spec, base_id=base, cleanup=policy, timeout=timeout, poll_interval=poll_interval,
                 on_lines=emit, say=say) as job_run:  # fmt: skip
-        job_run.start()
+        job_run.reach()
+        job_run.submit()
         job_run.wait()
         result = job_run.result()
     state = job_run.subject

@@ -204,12 +204,8 @@ class ClusterTarget(RunTarget):
         task's; ``standing``); the connection is the ``ray`` one."""
         handle, conn_id = self.handle, self.face_ref.get("ray_conn_id")
         name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
-        if self.pool is not None:
-            kind = "pool"
-        elif self.owned:
-            kind = "one_task"
-        else:
-            kind = "ephemeral" if handle is not None and handle.owned else "standing"
+        other = "ephemeral" if handle is not None and handle.owned else "standing"
+        kind = "pool" if self.pool is not None else "one_task" if self.owned else other
         own = kind in ("one_task", "ephemeral")
         return kind, name, own, TEARDOWN_NOTES[kind], conn_id or (handle.conn_id if handle else None)
 
