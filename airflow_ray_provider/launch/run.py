@@ -1,11 +1,6 @@
-"""One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
-
-As a context manager it cleans up by the ``cleanup`` word on every way out, from the moment a cluster is
-being created; each cleanup action runs once (the table: :func:`actions_for`). Its wait is one pure
-:func:`step` from what was seen to what to do next, driven by :func:`poll` (blocking) or :func:`apoll`
-(``await``), which own nothing but the sleeping (Airflow's ``await_pod_start(pod_manager |
-async_pod_manager)``). A deferrable task hands the run over as JSON (:meth:`JobRun.hand_over`,
-:meth:`JobRun.from_state`). No Airflow imports.
+"""One Ray job's whole life, owned by one :class:`JobRun` from its first instant to its cleanup (by the
+``cleanup`` word, on every way out: :func:`actions_for`); its wait is one pure :func:`step`, driven by
+:func:`poll` or :func:`apoll`. No Airflow imports (docs/architecture.md, "The run lifecycle").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
-"""``launch.run``: a whole run in one call, for a laptop (the ``airflow-ray`` CLI) or a script.
-
-It is :class:`~.run.JobRun` with the terminal's defaults: the job's log to stdout, status lines to stderr,
-and a ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM into one) a user's kill at any instant. The run
-names its target with the dataclasses below; a cluster or RayJob the run owns is named after the run's
-``name``, so a rerun with the same name finds it and, through the submission id, the same job. No Airflow
-imports.
+"""``launch.run``: a whole run in one call, for a laptop (the ``airflow-ray`` CLI) or a script: a
+:class:`~.run.JobRun` with the terminal's defaults (log to stdout, status to stderr, Ctrl-C a user's kill)
+on a target named by the dataclasses below; a rerun with the same ``name`` finds its cluster and job. No
+Airflow imports.
 """
 
 from __future__ import annotations

@@ -134,9 +134,8 @@ class ClusterTarget(RunTarget):
         if self.pool is not None:
             self.pool.heartbeat()
         state = self._client().get_job(submission_id)
-        return observed(
-            state, self._client().get_logs(submission_id) if state is not None and with_log else None
-        )
+        text = self._client().get_logs(submission_id) if state is not None and with_log else None
+        return observed(state, text)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look through the async reader (a pool's lease renewed in a thread when due)."""
