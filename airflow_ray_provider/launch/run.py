@@ -45,13 +45,10 @@ class Cleanup(str, enum.Enum):
     ALWAYS = "always"
 
     @classmethod
-    def parse(cls, value: str | Cleanup) -> Cleanup:
-        """The member for ``value``; :class:`RayInvalidInputError` naming the field and the words."""
-        try:
-            return cls(value)
-        except ValueError:
-            words = ", ".join(repr(m.value) for m in cls)
-            raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}") from None
+    def _missing_(cls, value: object) -> Cleanup:
+        """``Cleanup(word)`` of another word: :class:`RayInvalidInputError` naming the field and the words."""
+        words = ", ".join(repr(m.value) for m in cls)
+        raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}")
 
 
 class Ending(str, enum.Enum):
@@ -549,13 +546,11 @@ class JobRun:
 
         usage = UsageOptions(**state["usage"]) if state["usage"] else None
         arguments = {name: state[name] for name in STATE[:7]}
-        run = cls(target, cleanup=Cleanup.parse(state["cleanup"]), usage=usage, **arguments, **kwargs)
+        run = cls(target, cleanup=Cleanup(state["cleanup"]), usage=usage, **arguments, **kwargs)
         for name in STATE[7:]:
             setattr(run, name, state[name])
         run.choice = state["choice"] and Choice(state["choice"])
-        run.plan = dataclasses.replace(
-            run.plan, start_time=state["start_time"], log_offset=state["log_offset"]
-        )
+        run.plan = dataclasses.replace(run.plan, **{k: state[k] for k in ("start_time", "log_offset")})
         run.subject = state["subject"] and target.restore(state["subject"])
         if state["step"]:
             run.last = Step(Ending(state["step"]["ending"]), message=state["step"]["message"])

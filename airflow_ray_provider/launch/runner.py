@@ -257,7 +257,7 @@ def run(
     :raises RayJobFailedError, RayJobStoppedError, RayJobTimeoutError, KubeRayJobError: the job's ending.
     :raises KeyboardInterrupt: after cleaning up as a user's kill (Ctrl-C).
     """
-    policy = Cleanup.parse(cleanup)
+    policy = Cleanup(cleanup)
     name = name or f"run-{uuid.uuid4().hex[:8]}"
     env = check_runtime_env(runtime_env)
     if working_dir is not None:
