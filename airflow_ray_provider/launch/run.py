@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from airflow_ray_provider.exceptions import (
     RayInvalidInputError,
@@ -61,8 +61,7 @@ class Ending(str, enum.Enum):
     WORKER_SIGTERM = "worker_sigterm"
 
 
-@dataclass(frozen=True)
-class CleanupActions:
+class CleanupActions(NamedTuple):
     """What to do at one ending: stop the job if it still runs, delete the cluster the run created."""
 
     stop_job: bool
@@ -187,13 +186,11 @@ class RunTarget(Protocol):
     :attr owned: cleanup may delete what :meth:`reach` made (a cluster the run created; a RayJob).
     :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
         before the stop.
-    :attr dashboard_url: the dashboard people open for the job, once known.
-    :attr client: the Job API client of the job's cluster, once reached.
     :attr backend: what reaches the cluster (a ``ClusterBackend``, ``None`` for a client given ready).
     """
 
     owned: bool
-    stop_takes_cluster: bool
+    stop_takes_cluster: bool = False
     dashboard_url: str | None
     client: JobClient | None
     backend: Any

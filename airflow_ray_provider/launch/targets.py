@@ -79,7 +79,6 @@ class ClusterTarget(RunTarget):
     dashboard_url: str | None = None
     face_ref: dict[str, Any] = dataclasses.field(default_factory=dict)
     retry_attempts: int = 5
-    stop_takes_cluster = False
     #: From the instant the run starts creating its cluster, :meth:`delete` deletes by the plan's name.
     creating: bool = dataclasses.field(default=False, init=False)
 
