@@ -464,9 +464,8 @@ class JobRun:
             return self.killed
         if isinstance(exc, KeyboardInterrupt):
             return Ending.USER_KILL
-        if isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
-            return Ending.TIMED_OUT
-        if self.last is not None and self.last.ending is Ending.TIMED_OUT:
+        timed_out = self.last is not None and self.last.ending is Ending.TIMED_OUT
+        if timed_out or isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
             return Ending.TIMED_OUT
         return Ending.FAILED if exc is not None else Ending.SUCCEEDED
 

@@ -104,12 +104,10 @@ class ClusterTarget(RunTarget):
         if self.pool is not None and self.plan is not None and self.handle is None:
             self.handle = self.pool.acquire(self.plan, self.spec, timeout=self.ready_timeout, say=say)
         elif self.plan is not None and self.handle is None:
-            self.creating = True
-            created = self._backend().ensure(self.plan)
+            self.creating, backend = True, self._backend()
+            created = backend.ensure(self.plan)
             say(f"{'Started' if created else 'Re-attached to'} Ray cluster {self.plan.name}")
-            self.handle = wait_until_ready(
-                self._backend(), self.plan, timeout=self.ready_timeout, poll_interval=2.0
-            )
+            self.handle = wait_until_ready(backend, self.plan, timeout=self.ready_timeout, poll_interval=2.0)
         elif self.handle is None:
             self.handle = self._backend().attach(self.standing or "")
             say(f"Attached to standing Ray cluster {self.handle.name} ({self.handle.backend}); never deleted")
