@@ -368,8 +368,7 @@ class JobRun:
         """Hand the job's dashboard page to ``on_link`` the first time it is known."""
         if self.on_link is None or self.linked or not self.submission_id:
             return
-        url = self.target.link(self.submission_id)
-        if url:
+        if url := self.target.link(self.submission_id):
             self.linked = True
             self.on_link(url)
 
@@ -387,8 +386,7 @@ class JobRun:
         decided = step(self.plan, seen)
         self.on_lines(list(decided.lines))
         self.plan = dataclasses.replace(self.plan, log_offset=decided.log_offset)
-        if seen.subject is not None:
-            self.subject = seen.subject
+        self.subject = seen.subject or self.subject
         if seen.log_text is not None:
             self.log_text = seen.log_text
         self._announce()
@@ -423,8 +421,7 @@ class JobRun:
     def look_once(self) -> Step:
         """One look and its step (a sensor's poke), writing no log."""
         seen = self.target.look(self.submission_id or "", with_log=False)
-        if seen.subject is not None:
-            self.subject = seen.subject
+        self.subject = seen.subject or self.subject
         return step(WaitPlan(seen.now, stream_logs=False, missing_ok=self.missing_ok), seen)
 
     def result(self) -> dict[str, Any]:
