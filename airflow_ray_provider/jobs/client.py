@@ -261,9 +261,16 @@ class JobClient:
         details = self._find(f"job {submission_id!r}", lambda: self.ray.get_job_info(submission_id))
         return JobState.from_api(details) if details is not None else None
 
-    def get_logs(self, submission_id: str) -> str:
-        """The job's whole driver log so far."""
-        return str(self._call(f"log of job {submission_id!r}", lambda: self.ray.get_job_logs(submission_id)))
+    def get_logs(self, submission_id: str, *, or_none: bool = False) -> str | None:
+        """The job's whole driver log so far; ``or_none``: ``None`` (logged) when it cannot be read."""
+        try:
+            text = self._call(f"log of job {submission_id!r}", lambda: self.ray.get_job_logs(submission_id))
+            return str(text)
+        except Exception as exc:
+            if not or_none:
+                raise
+            log.info("Could not read the log of Ray job %s (yet): %s", submission_id, exc)
+            return None
 
     def stop(self, submission_id: str) -> bool:
         """Ask Ray to stop the job; whether it was still running (``False`` for a job that does not exist)."""
@@ -332,9 +339,15 @@ class JobClient:
         body = await self._arequest("GET", f"/api/jobs/{submission_id}", allow_404=True)
         return JobState.from_api(body) if body is not None else None
 
-    async def aget_logs(self, submission_id: str) -> str:
+    async def aget_logs(self, submission_id: str, *, or_none: bool = False) -> str | None:
         """:meth:`get_logs` without blocking the event loop."""
-        return str((await self._arequest("GET", f"/api/jobs/{submission_id}/logs")).get("logs") or "")
+        try:
+            return str((await self._arequest("GET", f"/api/jobs/{submission_id}/logs")).get("logs") or "")
+        except Exception as exc:
+            if not or_none:
+                raise
+            log.info("Could not read the log of Ray job %s (yet): %s", submission_id, exc)
+            return None
 
     async def astop(self, submission_id: str) -> bool:
         """:meth:`stop` without blocking the event loop."""

@@ -85,16 +85,6 @@ class RayJobLook:
     status: RayJobStatus
     cluster: RayClusterHandle | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        """The look as JSON."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RayJobLook:
-        """The look of :meth:`to_dict`."""
-        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
-        return cls(RayJobStatus(**data["status"]), cluster)
-
 
 def check_options(options: RayJobOptions, *, standing: bool) -> None:
     """Check a RayJob's options the way KubeRay would (``standing``: it targets a standing cluster);
@@ -298,33 +288,22 @@ class RayJobTarget(RunTarget):
         return Observation(time.time(), kept, look.status.is_final, look.status.is_success, text)
 
     def look(self, submission_id: str, *, with_log: bool) -> Observation:
-        """One look at the RayJob and, once its cluster answers, at the job's log."""
+        """One look at the RayJob and, once its cluster answers, at the job's log (``None``: not submitted
+        yet, or its cluster going away)."""
         look = self._find()
         self._take(look)
-        return self._observed(look, self._read(look) if with_log else None)
+        job_id = look.status.job_id if look is not None and with_log else ""
+        text = self.client.get_logs(job_id, or_none=True) if job_id and self.client else None
+        return self._observed(look, text)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """:meth:`look` from an event loop: the Kubernetes call in a thread, the log through the reader."""
         look = await asyncio.to_thread(self._find)
         if (replaced := self._take(look)) is not None:
             await replaced.aclose()
-        text, job_id = None, look.status.job_id if look is not None and with_log else ""
-        if job_id and self.client is not None:
-            try:
-                text = await self.client.aget_logs(job_id)
-            except Exception as exc:  # not submitted yet, or its cluster going away
-                log.debug("No log of Ray job %s yet: %s", job_id, exc)
+        job_id = look.status.job_id if look is not None and with_log else ""
+        text = await self.client.aget_logs(job_id, or_none=True) if job_id and self.client else None
         return self._observed(look, text)
-
-    def _read(self, look: RayJobLook | None) -> str | None:
-        """The job's log once its cluster answers (``None``: not submitted yet, or no cluster)."""
-        if look is None or not look.status.job_id or self.client is None:
-            return None
-        try:
-            return self.client.get_logs(look.status.job_id)
-        except Exception as exc:  # not submitted yet, or its cluster going away
-            log.debug("No log of Ray job %s yet: %s", look.status.job_id, exc)
-            return None
 
     def stop(self, submission_id: str) -> bool:
         """Delete the RayJob (KubeRay stops its job and deletes its cluster), or suspend it (the next try
@@ -419,9 +398,10 @@ class RayJobTarget(RunTarget):
         )
 
     def restore(self, data: dict[str, Any]) -> RayJobLook:
-        """A handed-over look, taken in without connecting to its cluster."""
-        look = RayJobLook.from_dict(data)
-        self.cluster, self.final = self.cluster or look.cluster, look.status.is_final
-        self.dashboard_url = self.dashboard_url or (look.cluster.link_url if look.cluster else None)
+        """A handed-over look (``dataclasses.asdict``), taken in without connecting to its cluster."""
+        cluster = RayClusterHandle.from_dict(data["cluster"]) if data.get("cluster") else None
+        look = RayJobLook(RayJobStatus(**data["status"]), cluster)
+        self.cluster, self.final = self.cluster or cluster, look.status.is_final
+        self.dashboard_url = self.dashboard_url or (cluster.link_url if cluster else None)
         self.job_id = self.job_id or look.status.job_id
         return look

@@ -1,11 +1,6 @@
-"""One Ray job's whole life, owned by one object, :class:`JobRun`, from its first instant to its cleanup.
-
-As a context manager it cleans up by the ``cleanup`` word on every way out, from the moment a cluster is
-being created; each cleanup action runs once (the table: :func:`actions_for`). Its wait is one pure
-:func:`step` from what was seen to what to do next, driven by :func:`poll` (blocking) or :func:`apoll`
-(``await``), which own nothing but the sleeping (Airflow's ``await_pod_start(pod_manager |
-async_pod_manager)``). A deferrable task hands the run over as JSON (:meth:`JobRun.hand_over`,
-:meth:`JobRun.from_state`). No Airflow imports.
+"""One Ray job's whole life, owned by one :class:`JobRun` from its first instant to its cleanup (by the
+``cleanup`` word, on every way out: :func:`actions_for`); its wait is one pure :func:`step`, driven by
+:func:`poll` or :func:`apoll`. No Airflow imports (docs/architecture.md, "The run lifecycle").
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from airflow_ray_provider.exceptions import (
     RayInvalidInputError,
@@ -50,13 +45,10 @@ class Cleanup(str, enum.Enum):
     ALWAYS = "always"
 
     @classmethod
-    def parse(cls, value: str | Cleanup) -> Cleanup:
-        """The member for ``value``; :class:`RayInvalidInputError` naming the field and the words."""
-        try:
-            return cls(value)
-        except ValueError:
-            words = ", ".join(repr(m.value) for m in cls)
-            raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}") from None
+    def _missing_(cls, value: object) -> Cleanup:
+        """``Cleanup(word)`` of another word: :class:`RayInvalidInputError` naming the field and the words."""
+        words = ", ".join(repr(m.value) for m in cls)
+        raise RayInvalidInputError(f"cleanup must be one of {words}, got {value!r}")
 
 
 class Ending(str, enum.Enum):
@@ -69,8 +61,7 @@ class Ending(str, enum.Enum):
     WORKER_SIGTERM = "worker_sigterm"
 
 
-@dataclass(frozen=True)
-class CleanupActions:
+class CleanupActions(NamedTuple):
     """What to do at one ending: stop the job if it still runs, delete the cluster the run created."""
 
     stop_job: bool
@@ -195,13 +186,11 @@ class RunTarget(Protocol):
     :attr owned: cleanup may delete what :meth:`reach` made (a cluster the run created; a RayJob).
     :attr stop_takes_cluster: stopping the job deletes its cluster (a RayJob): the usage record is read
         before the stop.
-    :attr dashboard_url: the dashboard people open for the job, once known.
-    :attr client: the Job API client of the job's cluster, once reached.
     :attr backend: what reaches the cluster (a ``ClusterBackend``, ``None`` for a client given ready).
     """
 
     owned: bool
-    stop_takes_cluster: bool
+    stop_takes_cluster: bool = False
     dashboard_url: str | None
     client: JobClient | None
     backend: Any
@@ -257,7 +246,7 @@ class RunTarget(Protocol):
         """The XCom of a finished job; the provider's error, with ``logs()``'s tail, if it did not succeed."""
 
     def restore(self, data: dict[str, Any]) -> Any:
-        """What a handed-over run had seen (``subject.to_dict()``), taken in as if seen here."""
+        """What a handed-over run had seen (``dataclasses.asdict(subject)``), taken in as if seen here."""
 
     def ref(self) -> dict[str, Any]:
         """How the face that made this target makes it again (JSON, never a secret)."""
@@ -348,11 +337,6 @@ class JobRun:
                 raise
             self.say(f"Cleanup after the error failed too: {cleanup_error}")
 
-    def start(self) -> None:
-        """Reach the target, then submit the job or re-attach to the run's job (or find it finished)."""
-        self.reach()
-        self.submit()
-
     def reach(self) -> None:
         """Make the target ready (a cluster created here is the run's from this instant on)."""
         self.times["reach"] = time.time()
@@ -384,8 +368,7 @@ class JobRun:
         """Hand the job's dashboard page to ``on_link`` the first time it is known."""
         if self.on_link is None or self.linked or not self.submission_id:
             return
-        url = self.target.link(self.submission_id)
-        if url:
+        if url := self.target.link(self.submission_id):
             self.linked = True
             self.on_link(url)
 
@@ -403,8 +386,7 @@ class JobRun:
         decided = step(self.plan, seen)
         self.on_lines(list(decided.lines))
         self.plan = dataclasses.replace(self.plan, log_offset=decided.log_offset)
-        if seen.subject is not None:
-            self.subject = seen.subject
+        self.subject = seen.subject or self.subject
         if seen.log_text is not None:
             self.log_text = seen.log_text
         self._announce()
@@ -439,8 +421,7 @@ class JobRun:
     def look_once(self) -> Step:
         """One look and its step (a sensor's poke), writing no log."""
         seen = self.target.look(self.submission_id or "", with_log=False)
-        if seen.subject is not None:
-            self.subject = seen.subject
+        self.subject = seen.subject or self.subject
         return step(WaitPlan(seen.now, stream_logs=False, missing_ok=self.missing_ok), seen)
 
     def result(self) -> dict[str, Any]:
@@ -480,9 +461,8 @@ class JobRun:
             return self.killed
         if isinstance(exc, KeyboardInterrupt):
             return Ending.USER_KILL
-        if isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
-            return Ending.TIMED_OUT
-        if self.last is not None and self.last.ending is Ending.TIMED_OUT:
+        timed_out = self.last is not None and self.last.ending is Ending.TIMED_OUT
+        if timed_out or isinstance(exc, (RayJobTimeoutError, *self.timeout_errors)):
             return Ending.TIMED_OUT
         return Ending.FAILED if exc is not None else Ending.SUCCEEDED
 
@@ -546,7 +526,7 @@ class JobRun:
             **{name: getattr(self, name) for name in STATE}, "target": self.target.ref(),
             "choice": self.choice and self.choice.value, "cleanup": self.cleanup.value,
             "start_time": self.plan.start_time, "log_offset": self.plan.log_offset,
-            "subject": self.subject and self.subject.to_dict(),
+            "subject": self.subject and dataclasses.asdict(self.subject),
             "step": last and last.ending and {"ending": last.ending.value, "message": last.message},
             "usage": self.usage and dataclasses.asdict(self.usage), "log_tail": tail(self.log_text),
         }  # fmt: skip
@@ -559,13 +539,11 @@ class JobRun:
 
         usage = UsageOptions(**state["usage"]) if state["usage"] else None
         arguments = {name: state[name] for name in STATE[:7]}
-        run = cls(target, cleanup=Cleanup.parse(state["cleanup"]), usage=usage, **arguments, **kwargs)
+        run = cls(target, cleanup=Cleanup(state["cleanup"]), usage=usage, **arguments, **kwargs)
         for name in STATE[7:]:
             setattr(run, name, state[name])
         run.choice = state["choice"] and Choice(state["choice"])
-        run.plan = dataclasses.replace(
-            run.plan, start_time=state["start_time"], log_offset=state["log_offset"]
-        )
+        run.plan = dataclasses.replace(run.plan, **{k: state[k] for k in ("start_time", "log_offset")})
         run.subject = state["subject"] and target.restore(state["subject"])
         if state["step"]:
             run.last = Step(Ending(state["step"]["ending"]), message=state["step"]["message"])

@@ -1,10 +1,7 @@
-"""``launch.run``: a whole run in one call, for a laptop (the ``airflow-ray`` CLI) or a script.
-
-It is :class:`~.run.JobRun` with the terminal's defaults: the job's log to stdout, status lines to stderr,
-and a ``KeyboardInterrupt`` (Ctrl-C; the CLI turns SIGTERM into one) a user's kill at any instant. The run
-names its target with the dataclasses below; a cluster or RayJob the run owns is named after the run's
-``name``, so a rerun with the same name finds it and, through the submission id, the same job. No Airflow
-imports.
+"""``launch.run``: a whole run in one call, for a laptop (the ``airflow-ray`` CLI) or a script: a
+:class:`~.run.JobRun` with the terminal's defaults (log to stdout, status to stderr, Ctrl-C a user's kill)
+on a target named by the dataclasses below; a rerun with the same ``name`` finds its cluster and job. No
+Airflow imports.
 """
 
 from __future__ import annotations
@@ -259,7 +256,7 @@ def run(
     :raises RayJobFailedError, RayJobStoppedError, RayJobTimeoutError, KubeRayJobError: the job's ending.
     :raises KeyboardInterrupt: after cleaning up as a user's kill (Ctrl-C).
     """
-    policy = Cleanup.parse(cleanup)
+    policy = Cleanup(cleanup)
     name = name or f"run-{uuid.uuid4().hex[:8]}"
     env = check_runtime_env(runtime_env)
     if working_dir is not None:
@@ -279,7 +276,8 @@ def run(
     base = base_submission_id(CLI_DAG_ID, name, CLI_TASK_ID)
     with JobRun(where, job=spec, base_id=base, cleanup=policy, timeout=timeout, poll_interval=poll_interval,
                 on_lines=emit, say=say) as job_run:  # fmt: skip
-        job_run.start()
+        job_run.reach()
+        job_run.submit()
         job_run.wait()
         result = job_run.result()
     state = job_run.subject

@@ -79,7 +79,6 @@ class ClusterTarget(RunTarget):
     dashboard_url: str | None = None
     face_ref: dict[str, Any] = dataclasses.field(default_factory=dict)
     retry_attempts: int = 5
-    stop_takes_cluster = False
     #: From the instant the run starts creating its cluster, :meth:`delete` deletes by the plan's name.
     creating: bool = dataclasses.field(default=False, init=False)
 
@@ -105,12 +104,10 @@ class ClusterTarget(RunTarget):
         if self.pool is not None and self.plan is not None and self.handle is None:
             self.handle = self.pool.acquire(self.plan, self.spec, timeout=self.ready_timeout, say=say)
         elif self.plan is not None and self.handle is None:
-            self.creating = True
-            created = self._backend().ensure(self.plan)
+            self.creating, backend = True, self._backend()
+            created = backend.ensure(self.plan)
             say(f"{'Started' if created else 'Re-attached to'} Ray cluster {self.plan.name}")
-            self.handle = wait_until_ready(
-                self._backend(), self.plan, timeout=self.ready_timeout, poll_interval=2.0
-            )
+            self.handle = wait_until_ready(backend, self.plan, timeout=self.ready_timeout, poll_interval=2.0)
         elif self.handle is None:
             self.handle = self._backend().attach(self.standing or "")
             say(f"Attached to standing Ray cluster {self.handle.name} ({self.handle.backend}); never deleted")
@@ -134,9 +131,8 @@ class ClusterTarget(RunTarget):
         if self.pool is not None:
             self.pool.heartbeat()
         state = self._client().get_job(submission_id)
-        return observed(
-            state, self._client().get_logs(submission_id) if state is not None and with_log else None
-        )
+        text = self._client().get_logs(submission_id) if state is not None and with_log else None
+        return observed(state, text)
 
     async def alook(self, submission_id: str, *, with_log: bool) -> Observation:
         """One look through the async reader (a pool's lease renewed in a thread when due)."""
@@ -160,11 +156,7 @@ class ClusterTarget(RunTarget):
 
     def logs(self, submission_id: str) -> str:
         """The job's log, ``""`` when it cannot be read."""
-        try:
-            return self._client().get_logs(submission_id)
-        except Exception as exc:
-            log.warning("Could not read the log of Ray job %s: %s", submission_id, exc)
-            return ""
+        return self._client().get_logs(submission_id, or_none=True) or ""
 
     def result(self, subject: JobState, logs: Callable[[], str], tail_lines: int) -> dict[str, Any]:
         """``{"submission_id", "status", "dashboard_url", "job_url"}``; raises for FAILED or STOPPED."""
@@ -208,12 +200,8 @@ class ClusterTarget(RunTarget):
         task's; ``standing``); the connection is the ``ray`` one."""
         handle, conn_id = self.handle, self.face_ref.get("ray_conn_id")
         name = handle.name if handle else self.plan.name if self.plan else str(conn_id)
-        if self.pool is not None:
-            kind = "pool"
-        elif self.owned:
-            kind = "one_task"
-        else:
-            kind = "ephemeral" if handle is not None and handle.owned else "standing"
+        other = "ephemeral" if handle is not None and handle.owned else "standing"
+        kind = "pool" if self.pool is not None else "one_task" if self.owned else other
         own = kind in ("one_task", "ephemeral")
         return kind, name, own, TEARDOWN_NOTES[kind], conn_id or (handle.conn_id if handle else None)
 

@@ -217,7 +217,7 @@ class RunOperator(BaseOperator):
         self.entrypoint_num_cpus = entrypoint_num_cpus
         self.entrypoint_num_gpus = entrypoint_num_gpus
         self.entrypoint_resources = entrypoint_resources
-        self.cleanup = Cleanup.parse(cleanup) if cleanup is not None else self.default_cleanup
+        self.cleanup = Cleanup(cleanup) if cleanup is not None else self.default_cleanup
         self.deferrable = deferrable
         self.poll_interval = positive(poll_interval, "poll_interval")
         self.stream_logs, self.log_tail_lines = stream_logs, log_tail_lines

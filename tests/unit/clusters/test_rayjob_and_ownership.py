@@ -130,7 +130,8 @@ def test_one_verdict_for_a_rayjob_status(fields: dict[str, Any], final: bool, su
     status = _status(**fields)
 
     assert (status.is_final, status.is_success) == (final, success)
-    assert RayJobLook.from_dict(json.loads(json.dumps(RayJobLook(status).to_dict()))).status == status
+    target = RayJobTarget(None, RayJobPlan("rj", "ns"))  # type: ignore[arg-type]
+    assert target.restore(json.loads(json.dumps(dataclasses.asdict(RayJobLook(status))))).status == status
 
 
 def test_status_is_read_from_the_object_kuberay_writes() -> None:

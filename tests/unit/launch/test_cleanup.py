@@ -43,7 +43,7 @@ def test_a_bad_word_is_rejected_naming_the_field():
     with pytest.raises(
         RayInvalidInputError, match="cleanup must be one of 'never', 'on_exception', 'always'"
     ):
-        Cleanup.parse("sometimes")
+        Cleanup("sometimes")
 
 
 @pytest.mark.parametrize("old", [{"stop_on_kill": True}, {"on_kill": "none"}])

@@ -112,7 +112,8 @@ def _end_run(target: Scripted, cleanup: Cleanup, ending: Ending) -> None:
     run = _run(target, cleanup, timeout=0.0 if ending is Ending.TIMED_OUT else None)
     try:
         with run:
-            run.start()
+            run.reach()
+            run.submit()
             if ending is Ending.USER_KILL:
                 raise KeyboardInterrupt
             if ending is Ending.WORKER_SIGTERM:
@@ -152,7 +153,8 @@ def test_every_target_ending_and_cleanup_word_does_what_the_table_says(owned, en
 def test_ctrl_c_while_the_cluster_starts_deletes_what_was_started_as_cleanup_says(cleanup, deleted):
     target = Scripted(JobStatus.RUNNING, owned=True, interrupt_reach=True)
     with pytest.raises(KeyboardInterrupt), _run(target, cleanup) as run:
-        run.start()
+        run.reach()
+        run.submit()
     assert ("delete" in target.calls) is deleted and "submit" not in target.calls
 
 
@@ -164,7 +166,8 @@ def test_an_exception_while_the_cluster_starts_deletes_it_too():
 
     target = Broken(JobStatus.RUNNING, owned=True)
     with pytest.raises(OSError), _run(target, Cleanup.ON_EXCEPTION) as run:
-        run.start()
+        run.reach()
+        run.submit()
     assert target.calls == ["reach", "delete", "close"]
 
 
@@ -201,7 +204,8 @@ def test_a_timeout_stops_the_job_only_when_the_step_says_so(cleanup, stopped):
 def test_a_handed_over_run_is_not_cleaned_up_and_its_state_travels_as_json():
     target = Scripted(JobStatus.RUNNING, owned=True)
     with _run(target, Cleanup.ALWAYS, timeout=30.0) as run:
-        run.start()
+        run.reach()
+        run.submit()
         state = json.loads(json.dumps(run.hand_over()))  # what the trigger's kwargs and event carry
     assert "delete" not in target.calls and "stop" not in target.calls
     again = JobRun.from_state(state, Scripted(JobStatus.SUCCEEDED, owned=True), say=lambda _: None)
@@ -218,7 +222,8 @@ def test_a_handed_over_run_is_not_cleaned_up_and_its_state_travels_as_json():
 def test_each_cleanup_action_runs_once_whichever_path_gets_there_first():
     target = Scripted(JobStatus.RUNNING, owned=True)
     with pytest.raises(KeyboardInterrupt), _run(target, Cleanup.ALWAYS) as run:
-        run.start()
+        run.reach()
+        run.submit()
         run.kill(Ending.WORKER_SIGTERM)  # on_kill cleaned up already ...
         raise KeyboardInterrupt  # ... and the way out must not do it again
     assert target.calls.count("stop") == 1 and target.calls.count("delete") == 1
@@ -227,6 +232,7 @@ def test_each_cleanup_action_runs_once_whichever_path_gets_there_first():
 def test_the_dashboard_link_is_given_once_when_known():
     links: list[str] = []
     run = _run(Scripted(JobStatus.RUNNING, JobStatus.SUCCEEDED), Cleanup.NEVER, on_link=links.append)
-    run.start()
+    run.reach()
+    run.submit()
     run.wait()
     assert links == ["http://dash:1/#/jobs/sid"] and run.result()["status"] == "SUCCEEDED"

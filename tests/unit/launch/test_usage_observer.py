@@ -66,7 +66,8 @@ def test_the_run_makes_the_record_once_at_the_look_that_shows_the_end_and_adds_i
     options = UsageOptions(mode="one_task", cluster="c", own_cluster=True)
     with JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
                 usage=options, on_lines=lambda _: None, say=lambda _: None) as run:  # fmt: skip
-        run.start()
+        run.reach()
+        run.submit()
         run.wait()
         assert made == [JobStatus.SUCCEEDED]  # made during the wait, before the cluster is deleted
     assert made == [JobStatus.SUCCEEDED] and target.calls.count("delete") == 1
@@ -81,7 +82,8 @@ def _started_run(takes_cluster: bool) -> tuple[Scripted, JobRun]:
     options = UsageOptions(mode="submit", cluster="c")
     run = JobRun(target, job=object(), base_id="sid", cleanup=Cleanup.ALWAYS, poll_interval=0,  # type: ignore[arg-type]
                  usage=options, on_lines=lambda _: None, say=lambda _: None)  # fmt: skip
-    run.start()
+    run.reach()
+    run.submit()
     return target, run
 
 

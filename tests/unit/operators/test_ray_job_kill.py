@@ -45,5 +45,5 @@ def test_a_users_kill_of_a_deferred_task_stops_the_job_unless_never(cleanup, use
     op = _op(cleanup)
     assert op.run is not None
     trigger = RayJobTrigger(run=op.run.hand_over())
-    word = Cleanup.parse(trigger.run_state["cleanup"])
+    word = Cleanup(trigger.run_state["cleanup"])
     assert actions_for(word, Ending.USER_KILL).stop_job is user_kill_stops
