@@ -161,7 +161,8 @@ def _teardown(options: RayJobOptions, standing: str | None) -> tuple[float, str]
     if not options.shutdown_after_job_finishes or options.deletion_rules:
         return 0.0, ("the cluster is deleted by deletion_rules or not at all "
                      "(shutdown_after_job_finishes=False)")  # fmt: skip
-    if ttl := DEFAULT_TTL_SECONDS if ttl is None else ttl:
+    ttl = DEFAULT_TTL_SECONDS if ttl is None else ttl
+    if ttl:
         return 0.0, (f"KubeRay deletes the cluster ttlSecondsAfterFinished={ttl} s after the job; the task "
                      "does not wait for it (its cost then is not in reserved)")  # fmt: skip
     return TEARDOWN_WAIT_S, f"the cluster was not gone within {TEARDOWN_WAIT_S:g} s of KubeRay's verdict"
