@@ -1,6 +1,7 @@
 """``RayJobHook``: a ``ray`` connection (the dashboard URL as Host, the Ray auth token as Password, the Extra
 of :mod:`..connection_forms`, or a ``pool``) as the provider's one Job API client, its secrets masked as
-soon as read; and the run target a task's arguments, or a deferred run's reference, mean."""
+soon as read; the run target a task's arguments, or a deferred run's reference, mean; and how a job's log
+lines go into a task log (the operators' and the trigger's)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ from airflow_ray_provider.launch import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
+
+
+#: Prefix of every streamed job-log line in the task log.
+LOG_PREFIX = "[ray job] "
+
+
+def emit_lines(log: Any, lines: list[str]) -> None:
+    """Write job-log lines into the task log, one record per line, each through the secrets masker (also
+    where no masking log processor is configured: ``dag.test()``, a bare triggerer test)."""
+    from airflow.sdk.log import redact
+
+    for line in lines:
+        log.info("%s%s", LOG_PREFIX, redact(line))
 
 
 def _json_extra(extra: dict[str, Any], name: str, source: str) -> dict[str, Any] | None:

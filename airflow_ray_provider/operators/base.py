@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator, BaseOperatorLink, conf
 
 from airflow_ray_provider.clusters import TaskIdentity
 from airflow_ray_provider.exceptions import RayInvalidInputError, RayProviderError
-from airflow_ray_provider.hooks.ray_job import target_from_ref
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
 from airflow_ray_provider.jobs.outcome import DEFAULT_TAIL_LINES, job_result
 from airflow_ray_provider.jobs.submission import (
     JobSpec,
@@ -33,7 +33,6 @@ from airflow_ray_provider.operators.lineage import (
     publish_usage,
     workload_io,
 )
-from airflow_ray_provider.triggers.ray_job import emit_lines
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

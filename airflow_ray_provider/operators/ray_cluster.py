@@ -145,12 +145,11 @@ class CreateRayClusterOperator(BaseOperator):
             event = event_for(backend.check(plan), waited=0.0, timeout=self.ready_timeout)
             if event is not None:
                 return self._finish(backend, plan, event)
-        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
+        from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
 
-        trigger = RayClusterReadyTrigger(
-            conn_id=backend.conn_id, plan=plan_json(plan), timeout=self.ready_timeout,
-            poll_interval=self.poll_interval,
-        )  # fmt: skip
+        trigger = RayClusterReadyTrigger.for_plan(
+            backend.conn_id, plan, timeout=self.ready_timeout, poll_interval=self.poll_interval
+        )
         self.defer(trigger=trigger, method_name="execute_complete",
                    timeout=timedelta(seconds=self.ready_timeout + 300))  # fmt: skip
 

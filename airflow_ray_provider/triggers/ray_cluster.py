@@ -19,19 +19,12 @@ if TYPE_CHECKING:
     from airflow_ray_provider.clusters import ClusterBackend
 
 
-def plan_json(plan: ClusterPlan) -> dict[str, Any]:
-    """What a readiness look needs of ``plan``, as JSON: its token Secret by name, never the token."""
-    ref = plan.token_ref
-    named = {key: getattr(plan, key) for key in ("name", "namespace", "dashboard_url_template")}
-    return {**named, "token_ref": [ref.secret_name, ref.key] if ref else None}
-
-
 @dataclass(eq=False, repr=False, kw_only=True)
 class RayClusterReadyTrigger(BaseTrigger):
     """Look at a cluster from the triggerer through its backend, in a worker thread; one
     :class:`~airflow_ray_provider.clusters.ReadinessEvent` (never the token).
 
-    :param plan: the cluster (:func:`plan_json`).
+    :param plan: the cluster, as :meth:`for_plan` writes it.
     :param start_time: epoch seconds when waiting began (kept across triggerer restarts).
     """
 
@@ -43,6 +36,15 @@ class RayClusterReadyTrigger(BaseTrigger):
 
     def __post_init__(self) -> None:
         super().__init__()
+
+    @classmethod
+    def for_plan(cls, conn_id: str | None, plan: ClusterPlan, **options: Any) -> RayClusterReadyTrigger:
+        """The trigger for ``plan``, holding what a readiness look needs as JSON: its token Secret by name,
+        never the token. ``options``: ``timeout``, ``poll_interval``."""
+        ref = plan.token_ref
+        named = {key: getattr(plan, key) for key in ("name", "namespace", "dashboard_url_template")}
+        return cls(conn_id=conn_id, plan={**named, "token_ref": [ref.secret_name, ref.key] if ref else None},
+                   **options)  # fmt: skip
 
     def cluster_plan(self) -> ClusterPlan:
         """The plan a readiness look takes, rebuilt from :attr:`plan`."""

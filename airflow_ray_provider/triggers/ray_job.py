@@ -11,7 +11,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_ray_provider.hooks.ray_job import target_from_ref
+from airflow_ray_provider.hooks.ray_job import emit_lines, target_from_ref
 from airflow_ray_provider.launch import Ending, JobRun
 from airflow_ray_provider.launch.usage import usage_line
 
@@ -19,17 +19,6 @@ from airflow_ray_provider.launch.usage import usage_line
 MARKED_STATES = frozenset({"failed", "success", "skipped", "upstream_failed", "removed"})
 #: Seconds after the hand-over past which a trigger that starts is taken for one a triggerer restarted.
 RESTART_AFTER_S = 60.0
-#: Prefix of every streamed job-log line in the task log.
-LOG_PREFIX = "[ray job] "
-
-
-def emit_lines(log: Any, lines: list[str]) -> None:
-    """Write job-log lines into the task log, one record per line, each through the secrets masker (also
-    where no masking log processor is configured: ``dag.test()``, a bare triggerer test)."""
-    from airflow.sdk.log import redact
-
-    for line in lines:
-        log.info("%s%s", LOG_PREFIX, redact(line))
 
 
 class RayJobTrigger(BaseTrigger):

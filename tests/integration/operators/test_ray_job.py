@@ -21,13 +21,12 @@ from airflow_ray_provider.exceptions import (
     RayJobStoppedError,
     RayJobTimeoutError,
 )
-from airflow_ray_provider.hooks.ray_job import RayJobHook, target_from_ref
+from airflow_ray_provider.hooks.ray_job import LOG_PREFIX, RayJobHook, target_from_ref
 from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.client import JobClient
 from airflow_ray_provider.jobs.submission import base_submission_id
 from airflow_ray_provider.operators.base import JOB_URL_XCOM_KEY
 from airflow_ray_provider.operators.ray_job import SubmitRayJobOperator
-from airflow_ray_provider.triggers.ray_job import LOG_PREFIX
 from tests.fixtures.ray_job import RAY_CONN_ID, StandInTI, context_for, job_ids_for
 
 pytestmark = pytest.mark.integration

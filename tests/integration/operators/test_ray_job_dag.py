@@ -12,9 +12,9 @@ import time
 import pendulum
 import pytest
 
+from airflow_ray_provider.hooks.ray_job import LOG_PREFIX
 from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import base_submission_id
-from airflow_ray_provider.triggers.ray_job import LOG_PREFIX
 from tests.fixtures.dag_runs import task_states as ti_states
 from tests.fixtures.dag_runs import write_dag_module
 from tests.fixtures.dag_runs import xcom_value as xcom_of

@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from airflow_ray_provider.hooks.ray_job import target_from_ref
+from airflow_ray_provider.hooks.ray_job import LOG_PREFIX, target_from_ref
 from airflow_ray_provider.jobs import JobStatus
 from airflow_ray_provider.jobs.submission import JobSpec
 from airflow_ray_provider.launch import Cleanup, JobRun
 from airflow_ray_provider.launch.run import WaitPlan
-from airflow_ray_provider.triggers.ray_job import LOG_PREFIX, RayJobTrigger
+from airflow_ray_provider.triggers.ray_job import RayJobTrigger
 from tests.fixtures.ray_job import drop_connection, set_connection
 
 pytestmark = pytest.mark.integration

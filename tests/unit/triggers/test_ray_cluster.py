@@ -26,7 +26,7 @@ from airflow_ray_provider.clusters import (
 from airflow_ray_provider.clusters.backend import EVENT_STATUSES
 from airflow_ray_provider.exceptions import RayClusterNotReadyError, RayProviderError
 from airflow_ray_provider.launch import wait_until_ready
-from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger, plan_json
+from airflow_ray_provider.triggers.ray_cluster import RayClusterReadyTrigger
 
 pytestmark = pytest.mark.unit
 
@@ -128,7 +128,7 @@ def test_trigger_serializes_every_argument_and_rebuilds_the_plan():
         dashboard_url_template="http://{service_ip}:{dashboard_port}",
         token_ref=TokenRef("c1-ray-token", "tok", provider_created=True),
     )
-    trigger = RayClusterReadyTrigger(conn_id="k", plan=plan_json(plan), timeout=30, poll_interval=1)
+    trigger = RayClusterReadyTrigger.for_plan("k", plan, timeout=30, poll_interval=1)
     classpath, kwargs = trigger.serialize()
     json.dumps(kwargs)  # JSON-safe, as the triggerer stores it
     assert classpath == "airflow_ray_provider.triggers.ray_cluster.RayClusterReadyTrigger"
@@ -142,9 +142,7 @@ def test_trigger_serializes_every_argument_and_rebuilds_the_plan():
         dashboard_url_template=plan.dashboard_url_template,
         token_ref=TokenRef("c1-ray-token", "tok"),
     )
-    no_auth = RayClusterReadyTrigger(
-        conn_id=None, plan=plan_json(ClusterPlan("c2")), timeout=1, poll_interval=1
-    )
+    no_auth = RayClusterReadyTrigger.for_plan(None, ClusterPlan("c2"), timeout=1, poll_interval=1)
     assert no_auth.cluster_plan() == ClusterPlan("c2") and no_auth.serialize()[1]["plan"]["token_ref"] is None
 
 
