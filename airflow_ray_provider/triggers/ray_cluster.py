@@ -38,13 +38,16 @@ class RayClusterReadyTrigger(BaseTrigger):
         super().__init__()
 
     @classmethod
-    def for_plan(cls, conn_id: str | None, plan: ClusterPlan, **options: Any) -> RayClusterReadyTrigger:
+    def for_plan(
+        cls, conn_id: str | None, plan: ClusterPlan, *, timeout: float, poll_interval: float
+    ) -> RayClusterReadyTrigger:
         """The trigger for ``plan``, holding what a readiness look needs as JSON: its token Secret by name,
-        never the token. ``options``: ``timeout``, ``poll_interval``."""
+        never the token."""
         ref = plan.token_ref
         named = {key: getattr(plan, key) for key in ("name", "namespace", "dashboard_url_template")}
-        return cls(conn_id=conn_id, plan={**named, "token_ref": [ref.secret_name, ref.key] if ref else None},
-                   **options)  # fmt: skip
+        token_ref = [ref.secret_name, ref.key] if ref else None
+        return cls(conn_id=conn_id, plan={**named, "token_ref": token_ref}, timeout=timeout,
+                   poll_interval=poll_interval)  # fmt: skip
 
     def cluster_plan(self) -> ClusterPlan:
         """The plan a readiness look takes, rebuilt from :attr:`plan`."""
